@@ -1,0 +1,55 @@
+"""The errors of delegate, in three families.
+
+```
+DelegateError
+├── ToolError             for the model: a tool failed; the loop turns it into an error result
+│                         the model reads and can act on. The run goes on.
+├── ModelError            a provider call failed for good (after retries); ends that agent with
+│   └── ModelOutputError  status "error", and only that agent.
+├── RunError              for the caller: a run could not finish; carries `run_id`.
+│   └── RunCancelled
+└── UserError             misconfiguration or bad input; the message says how to fix it.
+    └── WorkspaceError    a path leaves the workspace root (also a ToolError for the model).
+```
+
+Cancellation is never one of these: `asyncio.CancelledError` is a `BaseException` and passes
+through every `except Exception` in the package.
+"""
+
+from __future__ import annotations
+
+
+class DelegateError(Exception):
+    """Base of every error raised by delegate."""
+
+
+class ToolError(DelegateError):
+    """A tool could not do what was asked. The message is shown to the model."""
+
+
+class ModelError(DelegateError):
+    """A model provider failed for good: bad credentials, or errors past the retries."""
+
+
+class ModelOutputError(ModelError):
+    """The model answered with something the loop cannot use."""
+
+
+class RunError(DelegateError):
+    """A run ended without an answer."""
+
+    def __init__(self, message: str, *, run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunCancelled(RunError):
+    """The run was cancelled."""
+
+
+class UserError(DelegateError):
+    """Misconfiguration or bad input. The message says what to fix."""
+
+
+class WorkspaceError(UserError, ToolError):
+    """A path that leaves the workspace root, or cannot be used inside it."""

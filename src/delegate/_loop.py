@@ -1,0 +1,299 @@
+"""The turn loop: ask the model, run the turn's tool calls concurrently, decide the next step.
+
+Each turn ends in one of three step results, dispatched exhaustively:
+
+- `Final`: the model answered without tool calls; its text is the answer.
+- `Stop`: a stop tool (such as a subagent's `complete`) succeeded; its return is the answer.
+- `RunAgain`: tool results were appended; ask the model again.
+
+The loop also ends on the step limit, the token budget, the timeout and cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Literal, assert_never
+
+from ._errors import ModelError, ToolError
+from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ._usage import Usage
+from .models import Model, ModelRequest, ModelResponse
+from .tools import Tool, ToolContext, ToolReturn
+
+AgentStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
+EndReason = Literal["final_answer", "stop_tool", "max_steps", "token_budget", "timeout", "cancelled", "model_error"]
+
+
+@dataclass(kw_only=True, slots=True)
+class Compaction:
+    """When the context passes `max_context_tokens`, older turns are replaced by a summary.
+
+    The first message (the task) and the last `keep_recent` messages stay as they are. `model`
+    writes the summary; `None` means the agent's own model.
+    """
+
+    max_context_tokens: int
+    keep_recent: int = 6
+    model: Model | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class AgentSpec:
+    """Everything the loop needs to run one agent."""
+
+    name: str
+    instructions: str
+    model: Model
+    tools: list[Tool]
+    max_steps: int = 50
+    timeout: float | None = None
+    token_budget: int | None = None
+    max_tokens: int | None = None
+    compaction: Compaction | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class AgentResult:
+    status: AgentStatus
+    stop_reason: EndReason
+    final: str
+    messages: list[Message]
+    steps: int
+    usage: Usage
+    stop_return: ToolReturn | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Final:
+    text: str
+
+
+@dataclass(slots=True)
+class Stop:
+    result: ToolReturn
+
+
+@dataclass(slots=True)
+class RunAgain:
+    pass
+
+
+Step = Final | Stop | RunAgain
+
+
+@dataclass(kw_only=True, slots=True)
+class _State:
+    messages: list[Message]
+    steps: int = 0
+    context_tokens: int = 0
+    last_text: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+    def end(self, status: AgentStatus, reason: EndReason, **extra: object) -> AgentResult:
+        return AgentResult(
+            status=status,
+            stop_reason=reason,
+            final=self.last_text,
+            messages=self.messages,
+            steps=self.steps,
+            usage=self.usage,
+            **extra,  # type: ignore[arg-type]
+        )
+
+
+async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
+    """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
+    state = _State(messages=list(messages), usage=ctx.usage)
+    ctx.event("agent.started", {"name": spec.name, "model": spec.model.name})
+    timeout = asyncio.timeout(spec.timeout)
+    try:
+        async with timeout:
+            result = await _turns(spec, ctx, state)
+    except TimeoutError:
+        if not timeout.expired():
+            raise
+        result = state.end("timed_out", "timeout", error=f"timed out after {spec.timeout:g}s")
+    except ModelError as exc:
+        result = state.end("error", "model_error", error=str(exc))
+    except asyncio.CancelledError:
+        ctx.event("agent.completed", _summary(state.end("cancelled", "cancelled")))
+        raise
+    ctx.event("agent.completed", _summary(result))
+    return result
+
+
+async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResult:
+    tools = {t.name: t for t in spec.tools}
+    specs = [t.spec for t in spec.tools]
+    while True:
+        if state.steps >= spec.max_steps:
+            return state.end("aborted", "max_steps", error=f"reached the step limit ({spec.max_steps})")
+        if spec.token_budget is not None and state.usage.total_tokens >= spec.token_budget:
+            return state.end("aborted", "token_budget", error=f"spent the token budget ({spec.token_budget})")
+        if spec.compaction is not None and state.context_tokens > spec.compaction.max_context_tokens:
+            await compact(spec, ctx, state)
+        request = ModelRequest(
+            system=spec.instructions, messages=state.messages, tools=specs, max_tokens=spec.max_tokens
+        )
+        response = await _ask(spec.model, ctx, request, state)
+        state.steps += 1
+        step = await _next_step(response, tools, ctx, state)
+        match step:
+            case Final(text=text):
+                return _final(state, text)
+            case Stop(result=stop):
+                return state.end("completed", "stop_tool", stop_return=stop)
+            case RunAgain():
+                continue
+            case _:
+                assert_never(step)
+
+
+def _final(state: _State, text: str) -> AgentResult:
+    state.last_text = text
+    return state.end("completed", "final_answer")
+
+
+async def _ask(model: Model, ctx: ToolContext, request: ModelRequest, state: _State) -> ModelResponse:
+    ctx.event("model.request", {"step": state.steps + 1, "messages": len(request.messages)})
+    response = await model.complete(request)
+    state.usage.add(response.usage)
+    state.context_tokens = response.usage.input_tokens + response.usage.output_tokens
+    if response.text:
+        state.last_text = response.text
+    ctx.event(
+        "model.response",
+        {
+            "step": state.steps + 1,
+            "usage": response.usage.to_dict(),
+            "tool_calls": [c.name for c in response.tool_calls],
+            "text": response.text[:200],
+        },
+    )
+    return response
+
+
+async def _next_step(response: ModelResponse, tools: dict[str, Tool], ctx: ToolContext, state: _State) -> Step:
+    state.messages.append(Message(role="assistant", parts=list(response.parts)))
+    calls = response.tool_calls
+    if not calls:
+        return Final(response.text)
+    if len(calls) == 1:
+        outcomes = [await _call_tool(calls[0], tools, ctx)]
+    else:
+        outcomes = await asyncio.gather(*(_call_tool(call, tools, ctx) for call in calls))
+    state.messages.append(Message(role="tool", parts=[part for part, _ in outcomes]))
+    for part, returned in outcomes:
+        if returned is not None and not part.is_error and tools[part.name].stop:
+            return Stop(returned)
+    return RunAgain()
+
+
+async def _call_tool(
+    call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext
+) -> tuple[ToolResultPart, ToolReturn | None]:
+    ctx.event("tool.started", {"name": call.name, "arguments": call.arguments}, tool_call_id=call.id)
+    returned: ToolReturn | None = None
+    try:
+        returned = await _invoke(call, tools, ctx)
+        part = ToolResultPart(tool_call_id=call.id, name=call.name, content=returned.content, keep=returned.keep)
+    except ToolError as exc:
+        part = ToolResultPart(tool_call_id=call.id, name=call.name, content=f"Error: {exc}", is_error=True)
+    except Exception as exc:  # a tool's crash is the model's to handle, never the loop's
+        message = f"Error: tool {call.name} failed: {type(exc).__name__}: {exc}"
+        part = ToolResultPart(tool_call_id=call.id, name=call.name, content=message, is_error=True)
+    ctx.event(
+        "tool.completed",
+        {"name": call.name, "is_error": part.is_error, "content": part.content[:200]},
+        tool_call_id=call.id,
+    )
+    return part, returned
+
+
+async def _invoke(call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext) -> ToolReturn:
+    found = tools.get(call.name)
+    if found is None:
+        raise ToolError(f"there is no tool named {call.name!r}; available tools: {', '.join(sorted(tools))}")
+    if call.raw_arguments is not None:
+        raise ToolError(
+            f"the arguments of {call.name} were not a valid JSON object ({call.raw_arguments[:200]!r}); "
+            "call it again with a JSON object that matches its schema"
+        )
+    return await found.run(ctx.for_call(call.id), call.arguments)
+
+
+async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> None:
+    """Replace the older turns by a summary written by the compaction model.
+
+    Kept: the first message, and the recent messages from an assistant turn on (so no tool result
+    loses its call). Tool results' `keep` texts are carried into the summary word for word.
+    """
+    assert spec.compaction is not None
+    messages = state.messages
+    cut = max(1, len(messages) - spec.compaction.keep_recent)
+    while cut < len(messages) and messages[cut].role != "assistant":
+        cut += 1
+    start = 2 if len(messages) > 1 and messages[1].metadata.get("summary") is not None else 1
+    old = messages[1:cut]
+    if cut >= len(messages) or len(old) <= start - 1:
+        return
+    transcript = render_transcript(old)
+    request = ModelRequest(
+        system=(
+            "You compact a conversation for an agent that will go on with it. Write a faithful summary: "
+            "the task, what was done and found, decisions and their reasons, file paths, open questions."
+        ),
+        messages=[Message.user(transcript)],
+    )
+    model = spec.compaction.model or spec.model
+    response = await model.complete(request)
+    state.usage.add(response.usage)
+    kept = [p.keep for m in old for p in m.tool_results if p.keep]
+    summary = response.text.strip()
+    if kept:
+        summary += "\n\nPreserved tool results:\n" + "\n".join(f"- {k}" for k in kept)
+    note = Message(
+        role="user",
+        parts=[TextPart(text=f"Historical conversation summary:\n{summary}")],
+        name="conversation_summary",
+        metadata={"summary": summary},
+    )
+    state.messages = [messages[0], note, *messages[cut:]]
+    state.context_tokens = 0
+    ctx.event("compaction", {"messages_before": len(messages), "messages_after": len(state.messages)})
+
+
+def render_transcript(messages: list[Message]) -> str:
+    """Plain text of a conversation, for a summariser to read."""
+    lines: list[str] = []
+    for message in messages:
+        summary = message.metadata.get("summary")
+        if summary is not None:
+            lines.append(f"[earlier summary]\n{summary}")
+            continue
+        for part in message.parts:
+            match part.kind:
+                case "text":
+                    lines.append(f"[{message.role}] {part.text}")
+                case "tool_call":
+                    lines.append(f"[tool call {part.name}] {json.dumps(part.arguments, ensure_ascii=False)}")
+                case "tool_result":
+                    lines.append(f"[tool result {part.name}] {part.keep or part.content[:2000]}")
+                case "media":
+                    lines.append(f"[{message.role} attached {part.media_type}]")
+                case "reasoning":
+                    pass
+    return "\n".join(lines)
+
+
+def _summary(result: AgentResult) -> dict[str, object]:
+    return {
+        "status": result.status,
+        "stop_reason": result.stop_reason,
+        "steps": result.steps,
+        "usage": result.usage.to_dict(),
+        "error": result.error,
+    }

@@ -1,0 +1,105 @@
+"""Messages and their parts: plain tagged dataclasses, turned into JSON through one adapter.
+
+A conversation is a list of `Message`s. The system prompt is not a message: it travels in
+`ModelRequest.system`. Tool results of one turn travel together in one `role="tool"` message,
+in the order of the calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+
+@dataclass(kw_only=True, slots=True)
+class TextPart:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(kw_only=True, slots=True)
+class MediaPart:
+    """An image, audio, video or file block: inline base64 `data` or a `url`."""
+
+    media_type: str
+    data: str | None = None
+    url: str | None = None
+    name: str | None = None
+    kind: Literal["media"] = "media"
+
+
+@dataclass(kw_only=True, slots=True)
+class ReasoningPart:
+    """Provider reasoning ("thinking"). Sent back to the same provider, never shown elsewhere."""
+
+    text: str
+    signature: str | None = None
+    kind: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolCallPart:
+    """A tool call asked for by the model.
+
+    `arguments` is the parsed JSON object; when the model's JSON could not be parsed, `arguments`
+    is empty and `raw_arguments` keeps the text, and the loop answers with an error result.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict[str, Any])
+    raw_arguments: str | None = None
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolResultPart:
+    """What a tool gave back. `keep` is the text that must survive compaction, if any."""
+
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    keep: str | None = None
+    kind: Literal["tool_result"] = "tool_result"
+
+
+Part = Annotated[
+    TextPart | MediaPart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="kind")
+]
+
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass(kw_only=True, slots=True)
+class Message:
+    """One message. `hidden` messages are framework notes the user never wrote; `name` tags them."""
+
+    role: Role
+    parts: list[Part]
+    name: str | None = None
+    hidden: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict[str, Any])
+
+    @classmethod
+    def user(cls, text: str, *, name: str | None = None, hidden: bool = False) -> Message:
+        return cls(role="user", parts=[TextPart(text=text)], name=name, hidden=hidden)
+
+    @property
+    def text(self) -> str:
+        """The text parts joined, for display and for answers."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    @property
+    def tool_results(self) -> list[ToolResultPart]:
+        return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+
+messages_adapter: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+"""Dumps and validates conversations, for the store and the HTTP API."""

@@ -1,0 +1,56 @@
+"""Model providers behind one seam, resolved from `provider:name` strings.
+
+Provider SDKs are imported only when a model of theirs is built, so `import delegate` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .._errors import UserError
+from ._base import Model, ModelRequest, ModelResponse, StopReason, ToolSpec
+
+__all__ = ["Model", "ModelRequest", "ModelResponse", "StopReason", "ToolSpec", "resolve_model"]
+
+PROVIDERS = ("openai", "anthropic", "local")
+
+
+def resolve_model(spec: str | Model | None) -> Model:
+    """Build a model from a `provider:name` string (or return a `Model` as it is).
+
+    `None` takes `DELEGATE_MODEL`. Raises `UserError` naming the providers for a bad string.
+    """
+    if spec is None:
+        spec = os.environ.get("DELEGATE_MODEL") or default_model_spec()
+    if not isinstance(spec, str):
+        return spec
+    provider, _, name = spec.partition(":")
+    if provider == "openai":
+        if not name:
+            raise UserError("model 'openai:' needs a model name, for example 'openai:gpt-4.1-mini'")
+        from ._openai import OpenAIModel
+
+        return OpenAIModel(name)
+    if provider == "anthropic":
+        if not name:
+            raise UserError("model 'anthropic:' needs a model name, for example 'anthropic:claude-sonnet-4-5'")
+        from ._anthropic import AnthropicModel
+
+        return AnthropicModel(name)
+    if provider == "local":
+        from ._local import local_model
+
+        return local_model()
+    raise UserError(
+        f"unknown model provider in {spec!r}: use one of "
+        + ", ".join(f"'{p}:<model>'" if p != "local" else "'local'" for p in PROVIDERS)
+    )
+
+
+def default_model_spec() -> str:
+    """The model used when none is configured: a provider with a key in the environment, else local."""
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+        return "openai:gpt-4.1-mini"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-sonnet-4-5"
+    return "local"

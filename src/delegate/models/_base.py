@@ -1,0 +1,60 @@
+"""The model seam: one async method that takes a request and returns a response."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from .._messages import Message, Part, ReasoningPart, TextPart, ToolCallPart
+from .._usage import Usage
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolSpec:
+    """What a model is told of a tool: its name, what it does, and a JSON schema of its input."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelRequest:
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list[ToolSpec])
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelResponse:
+    parts: list[Part]
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: StopReason = "end_turn"
+    model: str = ""
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    @property
+    def reasoning(self) -> list[ReasoningPart]:
+        return [p for p in self.parts if isinstance(p, ReasoningPart)]
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A model provider. `name` is the `provider:model` string it was built from."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...

@@ -1,0 +1,132 @@
+"""Fake models for tests: a scripted model that replays turns, and a model driven by a function.
+
+```python
+model = ScriptedModel([call("write_file", path="a.md", content="hi"), reply("done")])
+rt = Runtime(model=model, workspace=tmp_path)
+assert rt.run_sync("write a.md").final == "done"
+model.assert_complete()
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from ._messages import Part, TextPart, ToolCallPart
+from ._usage import Usage
+from .models import ModelRequest, ModelResponse
+
+__all__ = ["FunctionModel", "ScriptedModel", "call", "reply", "respond"]
+
+_ids = itertools.count(1)
+
+
+def reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5) -> ModelResponse:
+    """A turn that answers with text and no tool calls."""
+    return ModelResponse(
+        parts=[TextPart(text=text)],
+        usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1),
+        stop_reason="end_turn",
+        model="test",
+    )
+
+
+def call(name: str, /, *, text: str = "", input_tokens: int = 10, output_tokens: int = 5, **arguments: Any) -> ModelResponse:
+    """A turn with one tool call."""
+    return respond(
+        [(name, arguments)], text=text, input_tokens=input_tokens, output_tokens=output_tokens
+    )
+
+
+def respond(
+    calls: Iterable[tuple[str, dict[str, Any]]], *, text: str = "", input_tokens: int = 10, output_tokens: int = 5
+) -> ModelResponse:
+    """A turn with several tool calls (run concurrently by the loop)."""
+    parts: list[Part] = [TextPart(text=text)] if text else []
+    parts += [ToolCallPart(id=f"call_{next(_ids)}", name=n, arguments=a) for n, a in calls]
+    return ModelResponse(
+        parts=parts,
+        usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1),
+        stop_reason="tool_use",
+        model="test",
+    )
+
+
+Turn = ModelResponse | str | Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
+
+
+class ScriptedModel:
+    """Replays `turns` in order, one per request, and records every request it saw.
+
+    A turn is a `ModelResponse`, a string (a text reply), or a function of the request.
+    `latency` (seconds) is awaited before each answer.
+    """
+
+    def __init__(self, turns: Iterable[Turn], *, name: str = "test:scripted", latency: float = 0.0) -> None:
+        self._turns = list(turns)
+        self._next = 0
+        self._name = name
+        self.latency = latency
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if self._next >= len(self._turns):
+            raise AssertionError(f"ScriptedModel ran out of turns after {len(self._turns)} requests")
+        turn = self._turns[self._next]
+        self._next += 1
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return await _answer(turn, request)
+
+    def assert_complete(self) -> None:
+        """Fail unless every scripted turn was used."""
+        left = len(self._turns) - self._next
+        if left:
+            raise AssertionError(f"ScriptedModel has {left} unused turn(s) of {len(self._turns)}")
+
+
+class FunctionModel:
+    """Answers each request by calling `fn(request)` (sync or async): for logic-driven tests."""
+
+    def __init__(
+        self,
+        fn: Callable[[ModelRequest], ModelResponse | str | Awaitable[ModelResponse]],
+        *,
+        name: str = "test:function",
+        latency: float = 0.0,
+    ) -> None:
+        self._fn = fn
+        self._name = name
+        self.latency = latency
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return await _answer(self._fn, request)
+
+
+async def _answer(turn: Any, request: ModelRequest) -> ModelResponse:
+    if callable(turn):
+        turn = turn(request)
+        if inspect.isawaitable(turn):
+            turn = await turn
+    if isinstance(turn, str):
+        return reply(turn)
+    if not isinstance(turn, ModelResponse):
+        raise TypeError(f"a scripted turn must give a ModelResponse or a str, not {type(turn).__name__}")
+    return turn

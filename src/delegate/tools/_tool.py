@@ -1,0 +1,205 @@
+"""Tools: typed Python functions whose JSON schema comes from their signature.
+
+```python
+@tool
+def read_file(ctx: ToolContext, path: Annotated[str, Field(description="...")]) -> str:
+    "Read a file of the workspace."
+```
+
+A tool's failure never crashes the loop: bad arguments and `ToolError`s (and any other
+exception) become an error result that the model reads and can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, cast, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from .._errors import ToolError
+from .._events import Event, EventSink, EventType
+from .._usage import Usage
+from .._workspace import Workspace
+from ..models import ToolSpec
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolReturn:
+    """A tool's answer. `content` goes to the model; `keep` survives compaction; `data` is for code."""
+
+    content: str
+    keep: str | None = None
+    data: Any = None
+
+
+@dataclass(kw_only=True)
+class ToolContext:
+    """What a tool may know of the agent that calls it. Built fresh for every agent."""
+
+    run_id: str
+    agent_id: str
+    workspace: Workspace
+    emit: EventSink
+    parent_agent_id: str | None = None
+    parent_tool_call_id: str | None = None
+    user_id: str = "default"
+    timezone: str = "UTC"
+    usage: Usage = field(default_factory=Usage)
+    tool_call_id: str | None = None
+    state: dict[str, Any] = field(default_factory=dict[str, Any])
+
+    def event(self, type: EventType, data: dict[str, Any], *, tool_call_id: str | None = None) -> None:
+        self.emit(
+            Event(
+                type=type,
+                run_id=self.run_id,
+                agent_id=self.agent_id,
+                parent_agent_id=self.parent_agent_id,
+                tool_call_id=tool_call_id,
+                data=data,
+            )
+        )
+
+    def for_call(self, tool_call_id: str) -> ToolContext:
+        """A shallow copy that knows which tool call it serves (calls of one turn run concurrently)."""
+        copy = ToolContext.__new__(ToolContext)
+        copy.__dict__.update(self.__dict__)
+        copy.tool_call_id = tool_call_id
+        return copy
+
+
+ToolFunction = Callable[..., Any]
+
+
+class Tool:
+    """A tool the model can call. Build one with `@tool` or `Tool.from_function`."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        function: Callable[[ToolContext, dict[str, Any]], Awaitable[Any] | Any],
+        validator: type[BaseModel] | None = None,
+        stop: bool = False,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+        self.stop = stop
+        self._function = function
+        self._validator = validator
+        self.spec = ToolSpec(name=name, description=description, parameters=parameters)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    @classmethod
+    def from_function(
+        cls, fn: ToolFunction, *, name: str | None = None, description: str | None = None, stop: bool = False
+    ) -> Tool:
+        """Make a tool of a typed function; a first parameter annotated `ToolContext` gets the context."""
+        signature = inspect.signature(fn)
+        hints = get_type_hints(fn, include_extras=True)
+        takes_ctx = False
+        fields: dict[str, Any] = {}
+        for index, param in enumerate(signature.parameters.values()):
+            annotation = hints.get(param.name, Any)
+            if index == 0 and annotation is ToolContext:
+                takes_ctx = True
+                continue
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (annotation, default)
+        tool_name = name or fn.__name__
+        validator = create_model(  # type: ignore[call-overload]
+            f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        schema = _clean_schema(validator.model_json_schema())
+        is_async = inspect.iscoroutinefunction(fn)
+
+        async def call(ctx: ToolContext, args: dict[str, Any]) -> Any:
+            result = fn(ctx, **args) if takes_ctx else fn(**args)
+            return await result if is_async else result
+
+        return cls(
+            name=tool_name,
+            description=inspect.cleandoc(description or fn.__doc__ or tool_name),
+            parameters=schema,
+            function=call,
+            validator=cast(type[BaseModel], validator),
+            stop=stop,
+        )
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check the arguments against the schema; raise `ToolError` saying what is wrong."""
+        if self._validator is None:
+            return arguments
+        try:
+            model = self._validator.model_validate(arguments)
+        except ValidationError as exc:
+            raise ToolError(f"invalid arguments for {self.name}: {_describe(exc)}") from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReturn:
+        """Validate and run. Raises `ToolError` (or whatever the function raised)."""
+        result = self._function(ctx, self.validate(arguments))
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, ToolReturn):
+            return result
+        if isinstance(result, str):
+            return ToolReturn(content=result)
+        return ToolReturn(content=_to_text(result), data=result)
+
+
+@overload
+def tool(fn: ToolFunction, /) -> Tool: ...
+@overload
+def tool(*, name: str | None = None, description: str | None = None, stop: bool = False) -> Callable[[ToolFunction], Tool]: ...
+def tool(
+    fn: ToolFunction | None = None, /, *, name: str | None = None, description: str | None = None, stop: bool = False
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Decorator: turn a typed function into a `Tool`."""
+    if fn is not None:
+        return Tool.from_function(fn)
+
+    def wrap(f: ToolFunction) -> Tool:
+        return Tool.from_function(f, name=name, description=description, stop=stop)
+
+    return wrap
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            cast(dict[str, Any], prop).pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
+
+
+def _describe(exc: ValidationError) -> str:
+    problems: list[str] = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "input"
+        problems.append(f"{where}: {error['msg']}")
+    return "; ".join(problems)
+
+
+def _to_text(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+async def run_blocking(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run blocking work (a big file read, a subprocess wait) off the event loop."""
+    return await asyncio.to_thread(fn, *args)
