@@ -1,0 +1,499 @@
+"""The `anthropic:<model>` provider: the Messages API through the official `anthropic` SDK.
+
+The SDK is imported here and nowhere else, so `import delegate` never pays for it. Retries are
+ours (the SDK's are switched off): exponential backoff with jitter that honours `Retry-After`,
+on 429, 529, 5xx, timeouts, dropped connections and overload reported in the middle of a
+stream. Bad requests and bad credentials fail at once with a `ModelError` naming the status.
+
+Translation, in short: the system prompt goes in `system`; tool results of a `role="tool"`
+message become `tool_result` blocks of a user message; reasoning parts go back as `thinking`
+blocks, only when they carry a signature (the API refuses unsigned ones); consecutive messages of
+one role are merged, because the API wants user and assistant to alternate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import email.utils
+import json
+import os
+import random
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anthropic
+import httpx2
+from anthropic.types import Message as AnthropicMessage
+from anthropic.types import MessageParam, RawMessageStreamEvent, ThinkingConfigParam, ToolParam
+
+from .._errors import ModelError, UserError
+from .._messages import (
+    MediaPart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from .._usage import Usage
+from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
+
+__all__ = ["AnthropicModel", "to_anthropic_messages", "to_anthropic_tools"]
+
+REDACTED_PREFIX = "redacted_thinking:"
+"""A `redacted_thinking` block travels as a `ReasoningPart` with no text and this signature prefix."""
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+}
+
+
+class AnthropicModel:
+    """A Claude model behind the `Model` seam.
+
+    `api_key` and `base_url` default to `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`; a `client`
+    (an `anthropic.AsyncAnthropic`) replaces both. `max_tokens` is used when the request sets
+    none. `stream=False` asks for whole messages instead of server-sent events. `thinking` is
+    passed to the API as it is (for example `{"type": "adaptive"}`). `prompt_cache=True` asks the
+    API to cache the prompt prefix, which an agent sends again on every turn.
+
+    A failed call is tried `max_attempts` times in all, waiting `retry_base_delay * 2**n` seconds
+    (at most `retry_max_delay`, or what `Retry-After` says) between attempts.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        max_tokens: int = 4096,
+        stream: bool = True,
+        thinking: ThinkingConfigParam | None = None,
+        prompt_cache: bool = False,
+        timeout: float = 600.0,
+        max_attempts: int = 5,
+        retry_base_delay: float = 1.0,
+        retry_max_delay: float = 30.0,
+    ) -> None:
+        if not model:
+            raise UserError("an Anthropic model needs a name, for example 'anthropic:claude-sonnet-4-5'")
+        self.model = model
+        self.max_tokens = max_tokens
+        self.stream = stream
+        self.thinking = thinking
+        self.prompt_cache = prompt_cache
+        self.timeout = timeout
+        self.max_attempts = max(1, max_attempts)
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self._given_client = client
+        self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+        self._base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        if client is None and self._api_key is None:
+            raise UserError(
+                f"model 'anthropic:{model}' needs an API key: set ANTHROPIC_API_KEY "
+                "(and ANTHROPIC_BASE_URL for a server other than api.anthropic.com)"
+            )
+        # One client per event loop: pooled connections belong to the loop that opened them.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def name(self) -> str:
+        return f"anthropic:{self.model}"
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.model!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections this model opened in the running event loop."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    async def __aenter__(self) -> AnthropicModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        params = self._params(request)
+        client = self._client()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if self.stream:
+                    return await _streamed(client, params, self.model)
+                return _from_message(await client.messages.create(**params, stream=False), self.model)
+            except anthropic.APIStatusError as exc:
+                if not _retryable(exc) or attempt >= self.max_attempts:
+                    raise ModelError(self._failure(_describe_status(exc), attempt)) from exc
+                retry_after = _retry_after(exc.response.headers) if exc.status_code != 200 else None
+            except (anthropic.APIConnectionError, httpx2.TransportError, _StreamCut) as exc:
+                if attempt >= self.max_attempts:
+                    raise ModelError(self._failure(_describe_transport(exc), attempt)) from exc
+                retry_after = None
+            await asyncio.sleep(self._delay(attempt, retry_after))
+
+    def _client(self) -> anthropic.AsyncAnthropic:
+        if self._given_client is not None:
+            return self._given_client
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = anthropic.AsyncAnthropic(
+                api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=self.timeout
+            )
+            self._clients[loop] = client
+        return client
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens or self.max_tokens,
+            "messages": to_anthropic_messages(request.messages),
+        }
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = to_anthropic_tools(request.tools)
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self.thinking is not None:
+            params["thinking"] = self.thinking
+        if self.prompt_cache:
+            params["cache_control"] = {"type": "ephemeral"}
+        return params
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, 600.0)
+        backoff = min(self.retry_max_delay, self.retry_base_delay * 2 ** (attempt - 1))
+        return backoff * random.uniform(0.75, 1.0)
+
+    def _failure(self, what: str, attempt: int) -> str:
+        tries = f" after {attempt} attempts" if attempt > 1 else ""
+        return f"{self.name} failed{tries}: {what}"
+
+
+# requests
+
+
+def to_anthropic_messages(messages: list[Message]) -> list[MessageParam]:
+    """The conversation as Messages API `messages`: tool results in user turns, roles alternating."""
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _assistant_blocks(message.parts) if role == "assistant" else _user_blocks(message.parts)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    for turn in turns:
+        if turn["role"] == "user":  # the API wants tool results first in their user turn
+            content: list[dict[str, Any]] = turn["content"]
+            content.sort(key=lambda block: block["type"] != "tool_result")
+    return cast(list[MessageParam], turns)
+
+
+def to_anthropic_tools(tools: list[ToolSpec]) -> list[ToolParam]:
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters or {"type": "object"}}
+        for t in tools
+    ]
+
+
+def _user_blocks(parts: list[Part]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        match part:
+            case ToolResultPart():
+                result = {"type": "tool_result", "tool_use_id": part.tool_call_id, "is_error": part.is_error}
+                if part.content:  # an empty result is sent without content, which the API accepts
+                    result["content"] = part.content
+                blocks.append(result)
+            case TextPart(text=text) if text:
+                blocks.append({"type": "text", "text": text})
+            case MediaPart():
+                blocks.append(_media_block(part))
+            case _:  # reasoning and tool calls belong to assistant turns
+                pass
+    return blocks
+
+
+def _assistant_blocks(parts: list[Part]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        match part:
+            case ReasoningPart(signature=str(signature)) if signature.startswith(REDACTED_PREFIX):
+                blocks.append({"type": "redacted_thinking", "data": signature.removeprefix(REDACTED_PREFIX)})
+            case ReasoningPart(text=text, signature=str(signature)):
+                blocks.append({"type": "thinking", "thinking": text, "signature": signature})
+            case TextPart(text=text) if text:
+                blocks.append({"type": "text", "text": text})
+            case ToolCallPart():
+                blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": part.arguments})
+            case _:  # unsigned reasoning would be refused; media and results are not the model's
+                pass
+    return blocks
+
+
+def _media_block(part: MediaPart) -> dict[str, Any]:
+    """An image or document block; a kind the API cannot read becomes a note saying so."""
+    kind = part.media_type.split("/")[0]
+    if kind == "image" or part.media_type == "application/pdf":
+        block_type = "image" if kind == "image" else "document"
+        if part.data is not None:
+            source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+            return _titled({"type": block_type, "source": source}, part)
+        if part.url is not None:
+            return _titled({"type": block_type, "source": {"type": "url", "url": part.url}}, part)
+    if kind == "text" and part.data is not None:
+        text = _decode_text(part.data)
+        if text is not None:
+            source = {"type": "text", "media_type": "text/plain", "data": text}
+            return _titled({"type": "document", "source": source}, part)
+    where = part.name or part.url or "inline data"
+    return {"type": "text", "text": f"[attachment {where} ({part.media_type}) cannot be shown to this model]"}
+
+
+def _titled(block: dict[str, Any], part: MediaPart) -> dict[str, Any]:
+    if part.name and block["type"] == "document":
+        block["title"] = part.name
+    return block
+
+
+def _decode_text(data: str) -> str | None:
+    try:
+        return base64.b64decode(data, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+# responses
+
+
+class _StreamCut(Exception):
+    """The event stream ended before `message_stop`: the connection dropped mid-answer."""
+
+
+@dataclass(slots=True)
+class _Block:
+    type: str
+    text: list[str] = field(default_factory=list[str])
+    signature: str | None = None
+    id: str = ""
+    name: str = ""
+    input: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _Accumulator:
+    """Builds the answer from stream events, keeping tool input as the raw JSON text it came as."""
+
+    model: str
+    blocks: dict[int, _Block] = field(default_factory=dict[int, _Block])
+    usage: dict[str, int | None] = field(default_factory=dict[str, int | None])
+    stop_reason: str | None = None
+    done: bool = False
+
+    def add(self, event: RawMessageStreamEvent) -> None:
+        match event.type:
+            case "message_start":
+                self.model = event.message.model or self.model
+                self.usage = event.message.usage.model_dump()
+            case "content_block_start":
+                self.blocks[event.index] = _start_block(event.content_block.model_dump())
+            case "content_block_delta":
+                self._delta(self.blocks.get(event.index), event.delta.model_dump())
+            case "message_delta":
+                self.stop_reason = event.delta.stop_reason
+                # the counts here are running totals: they replace, and a missing one keeps its value
+                self.usage.update({k: v for k, v in event.usage.model_dump().items() if v is not None})
+            case "message_stop":
+                self.done = True
+            case "content_block_stop":
+                pass
+
+    def _delta(self, block: _Block | None, delta: dict[str, Any]) -> None:
+        if block is None:
+            return
+        match delta["type"]:
+            case "text_delta":
+                block.text.append(delta["text"])
+            case "thinking_delta":
+                block.text.append(delta["thinking"])
+            case "input_json_delta":
+                block.text.append(delta["partial_json"])
+            case "signature_delta":
+                block.signature = delta["signature"]
+            case _:  # citations: not carried
+                pass
+
+    def response(self) -> ModelResponse:
+        parts = [p for _, block in sorted(self.blocks.items()) if (p := _part(block)) is not None]
+        return ModelResponse(
+            parts=parts,
+            usage=_usage(self.usage),
+            stop_reason=_stop_reason(self.stop_reason),
+            model=self.model,
+        )
+
+
+async def _streamed(client: anthropic.AsyncAnthropic, params: dict[str, Any], model: str) -> ModelResponse:
+    accumulator = _Accumulator(model=model)
+    stream = await client.messages.create(**params, stream=True)
+    async with stream:
+        async for event in stream:
+            accumulator.add(event)
+    if not accumulator.done:
+        raise _StreamCut("the event stream ended before message_stop")
+    return accumulator.response()
+
+
+def _start_block(data: dict[str, Any]) -> _Block:
+    block = _Block(type=data["type"])
+    match block.type:
+        case "text":
+            block.text.append(data.get("text") or "")
+        case "thinking":
+            block.text.append(data.get("thinking") or "")
+            block.signature = data.get("signature") or None
+        case "redacted_thinking":
+            block.signature = REDACTED_PREFIX + str(data.get("data") or "")
+        case "tool_use":
+            block.id, block.name = data["id"], data["name"]
+            block.input = data.get("input") or {}
+        case _:  # server tools and their results run on Anthropic's side: nothing for us
+            pass
+    return block
+
+
+def _part(block: _Block) -> Part | None:
+    text = "".join(block.text)
+    match block.type:
+        case "text":
+            return TextPart(text=text) if text else None
+        case "thinking" | "redacted_thinking":
+            return ReasoningPart(text=text, signature=block.signature)
+        case "tool_use":
+            return _tool_call(block.id, block.name, text, block.input or {})
+        case _:
+            return None
+
+
+def _tool_call(id: str, name: str, raw: str, started: dict[str, Any]) -> ToolCallPart:
+    """A tool call from its streamed JSON; JSON that does not parse to an object is kept as text."""
+    if not raw.strip():
+        return ToolCallPart(id=id, name=name, arguments=started)
+    try:
+        arguments = json.loads(raw)
+    except ValueError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        return ToolCallPart(id=id, name=name, raw_arguments=raw)
+    return ToolCallPart(id=id, name=name, arguments=cast(dict[str, Any], arguments))
+
+
+def _from_message(message: AnthropicMessage, model: str) -> ModelResponse:
+    parts: list[Part] = []
+    for block in message.content:
+        match block.type:
+            case "text" if block.text:
+                parts.append(TextPart(text=block.text))
+            case "thinking":
+                parts.append(ReasoningPart(text=block.thinking, signature=block.signature or None))
+            case "redacted_thinking":
+                parts.append(ReasoningPart(text="", signature=REDACTED_PREFIX + block.data))
+            case "tool_use":
+                parts.append(ToolCallPart(id=block.id, name=block.name, arguments=dict(block.input)))
+            case _:
+                pass
+    return ModelResponse(
+        parts=parts,
+        usage=_usage(message.usage.model_dump()),
+        stop_reason=_stop_reason(message.stop_reason),
+        model=message.model or model,
+    )
+
+
+def _usage(data: Mapping[str, Any]) -> Usage:
+    return Usage(
+        input_tokens=int(data.get("input_tokens") or 0),
+        output_tokens=int(data.get("output_tokens") or 0),
+        cache_read_tokens=int(data.get("cache_read_input_tokens") or 0),
+        cache_write_tokens=int(data.get("cache_creation_input_tokens") or 0),
+        requests=1,
+    )
+
+
+def _stop_reason(reason: str | None) -> StopReason:
+    return _STOP_REASONS.get(reason or "", "other")
+
+
+# failures
+
+
+def _retryable(exc: anthropic.APIStatusError) -> bool:
+    """Rate limits, overload and server errors are worth another try; bad requests and keys are not.
+
+    An error inside a stream arrives with status 200: its error type decides.
+    """
+    if exc.response.headers.get("x-should-retry") == "false":
+        return False
+    if exc.status_code == 200:
+        return exc.type in _RETRYABLE_TYPES
+    return exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    """Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
+    try:
+        milliseconds = headers.get("retry-after-ms")
+        if milliseconds is not None:
+            return max(0.0, float(milliseconds) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def _describe_status(exc: anthropic.APIStatusError) -> str:
+    message = exc.api_message or exc.message
+    kind = f" {exc.type}" if exc.type else ""
+    if exc.status_code == 200:
+        return f"error in the event stream:{kind}: {message}"
+    hint = ""
+    if exc.status_code in (401, 403):
+        hint = " (check ANTHROPIC_API_KEY)"
+    return f"HTTP {exc.status_code}{kind}: {message}{hint}"
+
+
+def _describe_transport(exc: Exception) -> str:
+    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+        return "the request timed out"
+    return f"connection failed: {type(exc).__name__}: {exc}"
