@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,18 +32,22 @@ class Workspace:
     def resolve(self, path: str | os.PathLike[str]) -> Path:
         """The real path of `path` (workspace-relative or absolute), refused if it leaves the root.
 
-        Symlinks are followed, so a link pointing outside is refused, and so is a link loop.
+        Symlinks are followed, so a link pointing outside is refused, and so is a link loop. Loops
+        are found by one `stat` of our own rather than by `Path.resolve`, whose handling of them
+        changed in Python 3.13; a result that still holds `..` is refused too, whatever the version.
         """
         text = os.fspath(path)
         if "\x00" in text:
             raise WorkspaceError(f"path {text!r} contains a NUL byte")
-        candidate = Path(text).expanduser() if text.startswith("~") else Path(text)
+        candidate = Path(_expand_home(text))
         if not candidate.is_absolute():
             candidate = self.root / candidate
         try:
-            real = candidate.resolve(strict=False)
-        except (RuntimeError, OSError) as exc:  # symlink loop, name too long
-            raise WorkspaceError(f"path {text!r} cannot be resolved: {exc}") from None
+            real = Path(os.path.realpath(candidate))
+        except OSError as exc:  # realpath does not raise in non-strict mode today; stay safe if it does
+            raise WorkspaceError(f"path {text!r} cannot be resolved: {exc.strerror}") from None
+        if _is_symlink_loop(real) or ".." in real.parts:
+            raise WorkspaceError(f"path {text!r} cannot be resolved: it goes through a symlink loop")
         if real != self.root and not real.is_relative_to(self.root):
             raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
         return real
@@ -53,3 +58,23 @@ class Workspace:
             return path.relative_to(self.root).as_posix() or "."
         except ValueError:
             return str(path)
+
+
+def _expand_home(text: str) -> str:
+    """`~` and `~user` as the shell reads them; an unknown user's `~name` stays a plain name."""
+    if not text.startswith("~"):
+        return text
+    try:
+        return str(Path(text).expanduser())
+    except RuntimeError:  # no home folder for that user
+        return text
+
+
+def _is_symlink_loop(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    except ValueError:
+        return False
+    return False
