@@ -181,6 +181,7 @@ async def _next_step(response: ModelResponse, tools: dict[str, Tool], ctx: ToolC
     calls = response.tool_calls
     if not calls:
         return Final(response.text)
+    ctx.conversation = state.messages
     if len(calls) == 1:
         outcomes = [await _call_tool(calls[0], tools, ctx)]
     else:

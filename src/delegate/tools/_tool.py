@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .._errors import ToolError
 from .._events import Event, EventSink, EventType
+from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
 from ..models import ToolSpec
@@ -50,7 +51,8 @@ class ToolContext:
     timezone: str = "UTC"
     usage: Usage = field(default_factory=Usage)
     tool_call_id: str | None = None
-    state: dict[str, Any] = field(default_factory=dict[str, Any])
+    conversation: list[Message] = field(default_factory=list[Message])
+    """The agent's messages as of the current turn (read by `task` for snapshots)."""
 
     def event(self, type: EventType, data: dict[str, Any], *, tool_call_id: str | None = None) -> None:
         self.emit(

@@ -1,0 +1,312 @@
+"""`Runtime`: owns the workspace, the models, the subagent catalogue, the store and the event sinks,
+and runs a lead agent that can delegate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._agents import Catalogue, Subagent
+from ._errors import UserError
+from ._events import Event, EventSink
+from ._loop import AgentResult, AgentSpec, AgentStatus, Compaction, run_agent
+from ._messages import Message
+from ._usage import Usage
+from ._workspace import Workspace
+from .models import Model, resolve_model
+from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, task_tool
+from .tools import Tool, ToolContext, builtin_tools
+
+if TYPE_CHECKING:
+    from ._store import Store
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    """What a run gives back: the final answer, total usage, and one record per subagent."""
+
+    run_id: str
+    status: AgentStatus
+    final: str
+    usage: Usage
+    lead_usage: Usage
+    subagents: list[TaskOutput]
+    steps: int
+    stop_reason: str
+    error: str | None = None
+    messages: list[Message] = field(default_factory=list[Message])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object `delegate run --json` prints."""
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "final": self.final,
+            "stop_reason": self.stop_reason,
+            "error": self.error,
+            "steps": self.steps,
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "subagents": [s.to_dict() for s in self.subagents],
+        }
+
+
+class Runtime:
+    """Runs lead agents that delegate to subagents over one workspace.
+
+    `model` is a `provider:name` string or a `Model` (default: `DELEGATE_MODEL`, else a provider
+    with a key in the environment, else `local`). `subagent_model` is used by subagents whose
+    definition says `model: inherit` (default: the lead's). `store` is a `Store`, a database URL,
+    `None` for `<workspace>/.delegate/delegate.db`, or `False` to keep nothing.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | Model | None = None,
+        workspace: str | PathLike[str] = ".",
+        subagents: Iterable[Subagent] = (),
+        tools: Iterable[Tool] = (),
+        builtin: Sequence[str] | None = None,
+        agents_dirs: Sequence[str | PathLike[str]] = (),
+        allow_commands: bool = False,
+        instructions: str | None = None,
+        subagent_model: str | Model | None = None,
+        max_steps: int = 50,
+        timeout: float | None = None,
+        max_parallel: int | None = 16,
+        max_subagents: int | None = 100,
+        permitted_subagents: Sequence[str] | None = None,
+        task_tool: bool = True,
+        compaction: Compaction | None = None,
+        store: Store | str | bool | None = None,
+        sinks: Iterable[EventSink] = (),
+        user_id: str = "default",
+        timezone: str | None = None,
+        heartbeat_interval: float = 5.0,
+    ) -> None:
+        self.workspace = Workspace.open(workspace, allow_commands=allow_commands)
+        self._model_spec = model
+        self._models: dict[str, Model] = {}
+        self._subagent_model_spec = subagent_model
+        self.catalogue = Catalogue.build(
+            workspace=self.workspace.root, agent_dirs=[Path(d) for d in agents_dirs], subagents=subagents
+        )
+        self.tools: dict[str, Tool] = {t.name: t for t in builtin_tools(builtin, allow_commands=allow_commands)}
+        for extra in tools:
+            self.tools[extra.name] = extra
+        self.instructions = instructions
+        self.max_steps = max_steps
+        self.timeout = timeout
+        if max_parallel is not None and max_parallel < 1:
+            raise UserError("max_parallel must be at least 1 (or None for no cap)")
+        self.max_parallel = max_parallel
+        self.max_subagents = max_subagents
+        self.permitted_subagents = permitted_subagents
+        self.task_tool = task_tool
+        self.compaction = compaction
+        self.sinks = list(sinks)
+        self.user_id = user_id
+        self.timezone = timezone or _local_timezone()
+        self.heartbeat_interval = heartbeat_interval
+        self._store_option = store
+        self._store: Store | None = None
+
+    # -- models and store -------------------------------------------------------------------
+
+    def model_for(self, spec: str | Model | None) -> Model:
+        """Resolve and cache a model, so every agent of this runtime shares its client."""
+        if spec is not None and not isinstance(spec, str):
+            return spec
+        key = spec or ""
+        model = self._models.get(key)
+        if model is None:
+            model = self._models[key] = resolve_model(spec)
+        return model
+
+    @property
+    def model(self) -> Model:
+        return self.model_for(self._model_spec)
+
+    @property
+    def store(self) -> Store | None:
+        if self._store is None and self._store_option is not False:
+            from ._store import Store
+
+            option = self._store_option
+            if isinstance(option, Store):
+                self._store = option
+            elif isinstance(option, str):
+                self._store = Store.open(option)
+            else:
+                self._store = Store.for_workspace(self.workspace.root)
+        return self._store
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
+        """`run` for code that is not async."""
+        return asyncio.run(self.run(prompt, **kwargs))
+
+    async def stream(self, prompt: str, **kwargs: Any) -> AsyncIterator[Event]:
+        """Run and yield every event as it happens; the last one is `run.completed`."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        task = asyncio.create_task(self.run(prompt, sinks=[queue.put_nowait], **kwargs))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def run(
+        self, prompt: str, *, run_id: str | None = None, sinks: Iterable[EventSink] = (), model: str | Model | None = None
+    ) -> RunResult:
+        """Run the lead agent on `prompt` to its final answer."""
+        if not prompt.strip():
+            raise UserError("the prompt is empty: say what the agent should do")
+        run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
+        lead_model = self.model_for(model or self._model_spec)
+        subagent_model = self.model_for(self._subagent_model_spec) if self._subagent_model_spec else None
+        recorder = _Recorder(self.store, [*self.sinks, *sinks])
+        recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
+        ctx = ToolContext(
+            run_id=run_id, agent_id="lead", workspace=self.workspace, emit=recorder.emit,
+            user_id=self.user_id, timezone=self.timezone,
+        )
+        lead_tools = [t for name, t in self.tools.items() if name != "complete"]
+        runner = SubagentRunner(
+            run_id=run_id, user_id=self.user_id, timezone=self.timezone, workspace=self.workspace,
+            emit=recorder.emit, tools=self.tools, parent_tools=[t.name for t in lead_tools],
+            parent_model=lead_model, subagent_model=subagent_model, model_for=self.model_for,
+            max_parallel=self.max_parallel, max_total=self.max_subagents, compaction=self.compaction,
+        )
+        if self.task_tool and len(self.catalogue):
+            lead_tools.append(self._task_tool(runner))
+        spec = AgentSpec(
+            name="lead", instructions=self._lead_instructions(), model=lead_model, tools=lead_tools,
+            max_steps=self.max_steps, timeout=self.timeout, compaction=self.compaction,
+        )
+        recorder.emit(Event(type="run.started", run_id=run_id, agent_id="lead", data={"prompt": prompt[:500], "model": lead_model.name}))
+        beat = asyncio.create_task(_heartbeat(runner, recorder, self.heartbeat_interval))
+        try:
+            result = await run_agent(spec, ctx, [Message.user(prompt)])
+        except asyncio.CancelledError:
+            cancelled = _result(run_id, _cancelled(ctx), runner)
+            await recorder.finish(cancelled)
+            raise
+        finally:
+            beat.cancel()
+        outcome = _result(run_id, result, runner)
+        await recorder.finish(outcome)
+        return outcome
+
+    def _task_tool(self, runner: SubagentRunner) -> Tool:
+        allow = self.workspace.allow_commands
+        visible = self.catalogue.visible(allow_commands=allow, permitted=self.permitted_subagents)
+        hidden = [] if allow else [d.name for d in self.catalogue.definitions.values() if d.requires_commands]
+        return task_tool(runner, visible, max_parallel=self.max_parallel or 0, command_types=hidden)
+
+    def _lead_instructions(self) -> str:
+        if self.instructions:
+            return f"{LEAD_INSTRUCTIONS}\n\n{self.instructions}"
+        return LEAD_INSTRUCTIONS
+
+
+def _cancelled(ctx: ToolContext) -> AgentResult:
+    return AgentResult(
+        status="cancelled", stop_reason="cancelled", final="", messages=ctx.conversation, steps=0, usage=ctx.usage
+    )
+
+
+def _result(run_id: str, lead: AgentResult, runner: SubagentRunner) -> RunResult:
+    return RunResult(
+        run_id=run_id,
+        status=lead.status,
+        final=lead.final,
+        usage=lead.usage + runner.usage,
+        lead_usage=lead.usage,
+        subagents=list(runner.records),
+        steps=lead.steps,
+        stop_reason=lead.stop_reason,
+        error=lead.error,
+        messages=lead.messages,
+    )
+
+
+async def _heartbeat(runner: SubagentRunner, recorder: _Recorder, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        runner.heartbeat()
+        await recorder.flush()
+
+
+class _Recorder:
+    """Fans events out to the sinks and keeps them, with the run's results, in the store.
+
+    Events are buffered and written in batches (one transaction each), off the event loop.
+    """
+
+    def __init__(self, store: Store | None, sinks: list[EventSink]) -> None:
+        self.store = store
+        self.sinks = sinks
+        self.buffer: list[Event] = []
+        self.run_id = ""
+
+    def emit(self, event: Event) -> None:
+        if self.store is not None:
+            self.buffer.append(event)
+        for sink in self.sinks:
+            sink(event)
+
+    def begin(self, run_id: str, user_id: str, prompt: str, model: str, workspace: str) -> None:
+        self.run_id = run_id
+        if self.store is not None:
+            self.store.create_run(run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace)
+
+    async def flush(self) -> None:
+        if self.store is not None and self.buffer:
+            events, self.buffer = self.buffer, []
+            await asyncio.to_thread(self.store.add_events, events)
+
+    async def finish(self, result: RunResult) -> None:
+        self.emit(
+            Event(
+                type="run.completed",
+                run_id=result.run_id,
+                agent_id="lead",
+                data={
+                    "status": result.status,
+                    "final": result.final,
+                    "usage": result.usage.to_dict(),
+                    "subagents": len(result.subagents),
+                },
+            )
+        )
+        store = self.store
+        if store is None:
+            return
+        events, self.buffer = self.buffer, []
+
+        def write() -> None:
+            store.add_events(events)
+            store.add_subagent_records(result.run_id, result.subagents)
+            store.finish_run(result.run_id, status=result.status, final=result.final, usage=result.usage, error=result.error)
+
+        await asyncio.to_thread(write)
+
+
+def _local_timezone() -> str:
+    name = datetime.now(UTC).astimezone().tzname()
+    return name or time.tzname[0] or "UTC"

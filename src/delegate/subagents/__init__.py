@@ -1,0 +1,19 @@
+"""The subagent layer: the `task` tool, `complete`, snapshots, acceptance checks, prompts."""
+
+from ._complete import COMPLETE_TOOL, Delivery, validate_paths
+from ._output import Artifact, Skipped, TaskOutput, TaskStatus
+from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS
+from ._task import SubagentRunner, task_tool
+
+__all__ = [
+    "COMPLETE_TOOL",
+    "LEAD_INSTRUCTIONS",
+    "SUBAGENT_INSTRUCTIONS",
+    "Artifact",
+    "Delivery",
+    "Skipped",
+    "SubagentRunner",
+    "TaskOutput",
+    "TaskStatus",
+    "task_tool",
+]

@@ -1,0 +1,429 @@
+"""The `task` tool: start subagents with a fresh context over the shared workspace.
+
+One `SubagentRunner` serves one run: it builds each subagent (tools, model, system prompt), runs
+it under the run's parallel cap and total cap, turns whatever happens to it into a `TaskOutput`,
+and keeps the records. `task_tool` builds the tool the lead calls, its schema made from the
+catalogue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from .._agents import Catalogue, Subagent, tools_for
+from .._errors import ToolError
+from .._events import Event, EventSink
+from .._loop import AgentResult, AgentSpec, Compaction, run_agent
+from .._messages import Message
+from .._usage import Usage
+from .._workspace import Workspace
+from ..models import Model
+from ..tools import Tool, ToolContext, ToolReturn
+from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
+from ._complete import COMPLETE_TOOL, Delivery
+from ._output import TaskOutput, TaskStatus
+from ._prompts import SUBAGENT_INSTRUCTIONS, task_description
+from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
+
+ContextMode = Literal["isolated", "snapshot"]
+CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
+MAX_PROMPTS = 100
+_ARGUMENTS = frozenset({"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria"})
+
+
+class SubagentRunner:
+    """Runs the subagents of one run and keeps their records.
+
+    `tools` are every tool the run knows by name; `parent_tools` the names the lead has (what an
+    inheriting subagent gets). `model_for` turns a model string into a model (cached by the caller).
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        user_id: str,
+        timezone: str,
+        workspace: Workspace,
+        emit: EventSink,
+        tools: dict[str, Tool],
+        parent_tools: Sequence[str],
+        parent_model: Model,
+        subagent_model: Model | None,
+        model_for: Callable[[str], Model],
+        max_parallel: int | None,
+        max_total: int | None,
+        compaction: Compaction | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.user_id = user_id
+        self.timezone = timezone
+        self.workspace = workspace
+        self.emit = emit
+        self.tools = tools
+        self.parent_tools = list(parent_tools)
+        self.parent_model = parent_model
+        self.subagent_model = subagent_model
+        self.model_for = model_for
+        self.max_total = max_total
+        self.compaction = compaction
+        self.records: list[TaskOutput] = []
+        self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
+        self.started = 0
+        self._semaphore = asyncio.Semaphore(max_parallel) if max_parallel else None
+        self._ids = itertools.count(1)
+        self._prepared: dict[str, tuple[list[Tool], Model]] = {}
+
+    @property
+    def usage(self) -> Usage:
+        """Usage of every subagent so far, the live ones included."""
+        total = Usage()
+        for record in self.records:
+            total.add(record.usage)
+        for _, ctx in self.live.values():
+            total.add(ctx.usage)
+        return total
+
+    def reserve(self, count: int) -> None:
+        """Count `count` subagents against the run's total, or refuse them all."""
+        if self.max_total is not None and self.started + count > self.max_total:
+            left = max(0, self.max_total - self.started)
+            raise ToolError(
+                f"this run may start at most {self.max_total} subagents and has started {self.started}; "
+                f"{left} more can start. Do the rest of the work yourself or with fewer subagents."
+            )
+        self.started += count
+
+    def _prepare(self, definition: Subagent) -> tuple[list[Tool], Model]:
+        prepared = self._prepared.get(definition.name)
+        if prepared is None:
+            names = tools_for(definition, self.parent_tools, list(self.tools))
+            tools = [self.tools[n] for n in names if n != "complete"]
+            stop = set(definition.stop_tools)
+            tools = [_as_stop(t) if t.name in stop else t for t in tools]
+            model = _resolve(definition, self.subagent_model, self.parent_model, self.model_for)
+            prepared = (tools + [COMPLETE_TOOL], model)
+            self._prepared[definition.name] = prepared
+        return prepared
+
+    async def run(
+        self,
+        definition: Subagent,
+        prompt: str,
+        *,
+        description: str,
+        parent: ToolContext,
+        tool_call_id: str | None,
+        criteria: list[str] | None = None,
+        snapshot: Message | None = None,
+    ) -> TaskOutput:
+        """Run one subagent to its end. Only cancellation of the caller escapes; anything else
+        that happens to the subagent becomes its `TaskOutput`."""
+        if self._semaphore is None:
+            return await self._run(definition, prompt, description, parent, tool_call_id, criteria, snapshot)
+        async with self._semaphore:
+            return await self._run(definition, prompt, description, parent, tool_call_id, criteria, snapshot)
+
+    async def _run(
+        self,
+        definition: Subagent,
+        prompt: str,
+        description: str,
+        parent: ToolContext,
+        tool_call_id: str | None,
+        criteria: list[str] | None,
+        snapshot: Message | None,
+    ) -> TaskOutput:
+        tools, model = self._prepare(definition)
+        agent_id = f"sub{next(self._ids)}"
+        record = TaskOutput(
+            id=agent_id,
+            type=definition.name,
+            description=description,
+            tool_call_id=tool_call_id,
+            parent_agent_id=parent.agent_id,
+            status="completed",
+            stop_reason="",
+            summary="",
+            started_at=datetime.now(UTC),
+            model=model.name,
+        )
+        ctx = ToolContext(
+            run_id=self.run_id,
+            agent_id=agent_id,
+            workspace=self.workspace,
+            emit=self.emit,
+            parent_agent_id=parent.agent_id,
+            parent_tool_call_id=tool_call_id,
+            user_id=self.user_id,
+            timezone=self.timezone,
+        )
+        record.usage = ctx.usage
+        self._event(record, "subagent.started", {"type": definition.name, "description": description})
+        self.live[agent_id] = (record, ctx)
+        try:
+            baseline = snapshot_before(criteria, self.workspace) if criteria else None
+            spec = AgentSpec(
+                name=definition.name,
+                instructions=_system_prompt(definition, criteria=bool(criteria), snapshot=snapshot is not None),
+                model=model,
+                tools=tools,
+                max_steps=definition.max_steps,
+                timeout=definition.timeout,
+                token_budget=definition.token_budget,
+                compaction=self.compaction,
+            )
+            kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
+            messages = [snapshot, Message.user(kickoff)] if snapshot else [Message.user(kickoff)]
+            result = await run_agent(spec, ctx, messages)
+            _fill(record, result)
+            if criteria and baseline is not None:
+                verdicts = await check_criteria(criteria, self.workspace, baseline)
+                record.acceptance = [v.to_dict() for v in verdicts]
+        except asyncio.CancelledError:
+            record.status, record.stop_reason = "cancelled", "cancelled"
+            self._finish(record, ctx)
+            raise
+        except Exception as exc:  # a crash of this subagent is its own result, never its siblings'
+            record.status, record.stop_reason = "error", "crash"
+            record.error = f"{type(exc).__name__}: {exc}"
+        self._finish(record, ctx)
+        return record
+
+    def _finish(self, record: TaskOutput, ctx: ToolContext) -> None:
+        record.completed_at = datetime.now(UTC)
+        record.steps = record.steps or 0
+        self.live.pop(record.id, None)
+        self.records.append(record)
+        self._event(
+            record,
+            "subagent.completed",
+            {
+                "type": record.type,
+                "status": record.status,
+                "stop_reason": record.stop_reason,
+                "steps": record.steps,
+                "usage": ctx.usage.to_dict(),
+                "artifacts": [a.relative_path for a in record.artifacts],
+                "error": record.error,
+            },
+        )
+
+    def _event(self, record: TaskOutput, type: Any, data: dict[str, Any]) -> None:
+        self.emit(
+            Event(
+                type=type,
+                run_id=self.run_id,
+                agent_id=record.id,
+                parent_agent_id=record.parent_agent_id,
+                tool_call_id=record.tool_call_id,
+                data=data,
+            )
+        )
+
+    def heartbeat(self) -> None:
+        """One `subagent.heartbeat` per live subagent, with its steps and tokens so far."""
+        for record, ctx in list(self.live.values()):
+            self._event(
+                record,
+                "subagent.heartbeat",
+                {"usage": ctx.usage.to_dict(), "elapsed": _elapsed(record)},
+            )
+
+
+def _elapsed(record: TaskOutput) -> float:
+    return (datetime.now(UTC) - record.started_at).total_seconds() if record.started_at else 0.0
+
+
+def _fill(record: TaskOutput, result: AgentResult) -> None:
+    status: TaskStatus = result.status
+    record.status = status
+    record.stop_reason = result.stop_reason
+    record.steps = result.steps
+    record.error = result.error
+    delivered = result.stop_return.data if result.stop_return is not None else None
+    if isinstance(delivered, Delivery):
+        record.summary = delivered.summary
+        record.artifacts = delivered.artifacts
+        record.skipped = delivered.skipped
+    else:
+        record.summary = result.final
+
+
+def _as_stop(tool: Tool) -> Tool:
+    return Tool(
+        name=tool.name,
+        description=tool.description,
+        parameters=tool.parameters,
+        function=lambda ctx, args: tool.run(ctx, args),
+        stop=True,
+    )
+
+
+def _resolve(
+    definition: Subagent, subagent_model: Model | None, parent_model: Model, model_for: Callable[[str], Model]
+) -> Model:
+    if not isinstance(definition.model, str):
+        return definition.model
+    if definition.model != "inherit":
+        return model_for(definition.model)
+    return subagent_model or parent_model
+
+
+def _system_prompt(definition: Subagent, *, criteria: bool, snapshot: bool) -> str:
+    parts = [SUBAGENT_INSTRUCTIONS]
+    if definition.instructions:
+        parts.append(f"Instructions for the {definition.name} agent:\n{definition.instructions}")
+    if snapshot:
+        parts.append(SNAPSHOT_SYSTEM_NOTE)
+    if criteria:
+        parts.append(CRITERIA_SYSTEM_NOTE)
+    return "\n\n".join(parts)
+
+
+def task_tool(
+    runner: SubagentRunner, catalogue: Catalogue, *, max_parallel: int, command_types: Sequence[str] = ()
+) -> Tool:
+    """The lead's `task` tool over the types in `catalogue` (already filtered by caller policy).
+
+    `command_types` are the types hidden because the workspace does not allow commands, so a call
+    naming one says why instead of calling it unknown.
+    """
+    types = [(d.name, d.description) for d in catalogue.definitions.values()]
+    listing = "\n".join(f"- {name}: {description}" for name, description in types)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "subagent_type": {
+                "type": "string",
+                **({"enum": [name for name, _ in types]} if types else {}),
+                "description": f"The type of subagent to start. Available types:\n{listing}",
+            },
+            "description": {
+                "type": "string",
+                "maxLength": 80,
+                "description": "Short label (3-7 words) for the progress view and logs. Not the task itself.",
+            },
+            "prompt": {
+                "type": "string",
+                "description": (
+                    "Self-contained delegation: the goal, all the context it needs (it has no conversation "
+                    "history), the files to write, and scope boundaries."
+                ),
+            },
+            "prompts": {
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": MAX_PROMPTS,
+                "description": "Instead of `prompt`: one subagent per prompt, run in parallel, results in order.",
+            },
+            "context_mode": {
+                "type": "string",
+                "enum": list(CONTEXT_MODES),
+                "default": "isolated",
+                "description": (
+                    "isolated (default): the subagent sees only its prompt. snapshot: it also gets a read-only "
+                    "copy of this conversation, for requirements or failed attempts scattered across it."
+                ),
+            },
+            "acceptance_criteria": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 500},
+                "maxItems": 20,
+                "description": (
+                    "Completion conditions, checked in code when the subagent ends where they take one of "
+                    "the forms 'file:<path> exists', 'file:<path> non-empty', 'file_written:<path>', "
+                    "'tests_passed:<command>'; any other wording is passed on as UNVERIFIED."
+                ),
+            },
+        },
+        "required": ["subagent_type", "description"],
+        "additionalProperties": False,
+    }
+
+    async def run_task(ctx: ToolContext, args: dict[str, Any]) -> ToolReturn:
+        definition, prompts, description, mode, criteria = _validate(args, catalogue, command_types)
+        runner.reserve(len(prompts))
+        snapshot = None
+        if mode == "snapshot":
+            snapshot = build_snapshot(ctx.conversation, pending_tool_call_id=ctx.tool_call_id)
+        runs = [
+            runner.run(
+                definition,
+                prompt,
+                description=description if len(prompts) == 1 else f"{description} [{i + 1}/{len(prompts)}]",
+                parent=ctx,
+                tool_call_id=ctx.tool_call_id,
+                criteria=criteria,
+                snapshot=snapshot,
+            )
+            for i, prompt in enumerate(prompts)
+        ]
+        outputs = [await runs[0]] if len(runs) == 1 else list(await asyncio.gather(*runs))
+        if len(outputs) == 1:
+            text = outputs[0].render()
+        else:
+            text = f"{len(outputs)} subagents finished; results in prompt order.\n\n" + "\n\n".join(
+                f"## {i + 1}/{len(outputs)}\n{o.render()}" for i, o in enumerate(outputs)
+            )
+        return ToolReturn(content=text, keep=text[:4000], data=outputs)
+
+    return Tool(
+        name="task",
+        description=task_description(types, max_parallel=max_parallel),
+        parameters=schema,
+        function=run_task,
+    )
+
+
+def _validate(
+    args: dict[str, Any], catalogue: Catalogue, command_types: Sequence[str]
+) -> tuple[Subagent, list[str], str, ContextMode, list[str] | None]:
+    """Check a `task` call before anything starts; raise `ToolError` saying what is wrong."""
+    unknown = sorted(set(args) - _ARGUMENTS)
+    if unknown:
+        raise ToolError(f"unknown argument(s) {', '.join(unknown)}; see the task tool's schema")
+    mode = args.get("context_mode", "isolated")
+    if mode not in CONTEXT_MODES:
+        raise ToolError(f"context_mode must be 'isolated' or 'snapshot', not {mode!r}")
+    name = args.get("subagent_type")
+    definition = catalogue.get(name) if isinstance(name, str) else None
+    if definition is None:
+        if name in command_types:
+            raise ToolError(
+                f"subagent_type {name!r} runs commands, and this workspace does not allow command "
+                "execution (the runtime must allow commands, e.g. --allow-commands)"
+            )
+        available = ", ".join(catalogue.names()) or "none permitted by caller policy"
+        raise ToolError(f"unknown subagent_type {name!r}; available: {available}")
+    description = args.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise ToolError("description is required: a short label of 3-7 words")
+    if len(description) > 80:
+        raise ToolError(f"description is {len(description)} characters; keep it to at most 80")
+    prompts = _prompts(args)
+    criteria = parse_criteria(args["acceptance_criteria"]) if args.get("acceptance_criteria") else None
+    return definition, prompts, description.strip(), mode, criteria
+
+
+def _prompts(args: dict[str, Any]) -> list[str]:
+    prompt, prompts = args.get("prompt"), args.get("prompts")
+    if prompt is not None and prompts is not None:
+        raise ToolError("give either prompt or prompts, not both")
+    if prompts is None:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ToolError("prompt is required (or prompts, a list of prompts to run in parallel)")
+        return [prompt]
+    if not isinstance(prompts, list) or not prompts:
+        raise ToolError("prompts must be a non-empty list of strings")
+    if len(prompts) > MAX_PROMPTS:
+        raise ToolError(f"prompts has {len(prompts)} entries; at most {MAX_PROMPTS} per call")
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str) or not p.strip():
+            raise ToolError(f"prompts[{i}] must be a non-empty string")
+    return [str(p) for p in prompts]
+
