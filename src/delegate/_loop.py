@@ -136,7 +136,7 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
         if spec.compaction is not None and state.context_tokens > spec.compaction.max_context_tokens:
             await compact(spec, ctx, state)
         request = ModelRequest(
-            system=spec.instructions, messages=state.messages, tools=specs, max_tokens=spec.max_tokens
+            system=spec.instructions, messages=list(state.messages), tools=specs, max_tokens=spec.max_tokens
         )
         response = await _ask(spec.model, ctx, request, state)
         state.steps += 1
@@ -237,9 +237,8 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> None:
     cut = max(1, len(messages) - spec.compaction.keep_recent)
     while cut < len(messages) and messages[cut].role != "assistant":
         cut += 1
-    start = 2 if len(messages) > 1 and messages[1].metadata.get("summary") is not None else 1
     old = messages[1:cut]
-    if cut >= len(messages) or len(old) <= start - 1:
+    if cut >= len(messages) or not any(m.metadata.get("summary") is None for m in old):
         return
     transcript = render_transcript(old)
     request = ModelRequest(
@@ -252,15 +251,19 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> None:
     model = spec.compaction.model or spec.model
     response = await model.complete(request)
     state.usage.add(response.usage)
-    kept = [p.keep for m in old for p in m.tool_results if p.keep]
+    kept: list[str] = []
+    for message in old:
+        kept += message.metadata.get("kept", [])
+        kept += [p.keep for p in message.tool_results if p.keep]
     summary = response.text.strip()
+    text = summary
     if kept:
-        summary += "\n\nPreserved tool results:\n" + "\n".join(f"- {k}" for k in kept)
+        text += "\n\nPreserved tool results:\n" + "\n".join(f"- {k}" for k in kept)
     note = Message(
         role="user",
-        parts=[TextPart(text=f"Historical conversation summary:\n{summary}")],
+        parts=[TextPart(text=f"Historical conversation summary:\n{text}")],
         name="conversation_summary",
-        metadata={"summary": summary},
+        metadata={"summary": text, "kept": kept},
     )
     state.messages = [messages[0], note, *messages[cut:]]
     state.context_tokens = 0

@@ -35,11 +35,9 @@ def reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5) -> Model
     )
 
 
-def call(name: str, /, *, text: str = "", input_tokens: int = 10, output_tokens: int = 5, **arguments: Any) -> ModelResponse:
-    """A turn with one tool call."""
-    return respond(
-        [(name, arguments)], text=text, input_tokens=input_tokens, output_tokens=output_tokens
-    )
+def call(name: str, /, **arguments: Any) -> ModelResponse:
+    """A turn with one tool call. (For text or token counts alongside, use `respond`.)"""
+    return respond([(name, arguments)])
 
 
 def respond(

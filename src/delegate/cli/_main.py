@@ -1,0 +1,164 @@
+"""`delegate run`, `delegate agents list`, `delegate users add`: the command line over `Runtime`.
+
+Exit codes: 0 success, 1 the run failed, 2 bad usage or bad input (with a message saying what to fix).
+Heavy imports (the runtime, provider SDKs) happen inside the commands, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+app = typer.Typer(
+    name="delegate",
+    help="Run LLM agents that hand work to subagents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+agents_app = typer.Typer(help="The subagent catalogue.", no_args_is_help=True)
+users_app = typer.Typer(help="Users of the HTTP API.", no_args_is_help=True)
+app.add_typer(agents_app, name="agents")
+app.add_typer(users_app, name="users")
+
+Workspace = Annotated[
+    Path, typer.Option("--workspace", "-w", help="The workspace folder (default: the current folder).")
+]
+Db = Annotated[
+    str | None,
+    typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/).")
+]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def store_option(db: str | None) -> str | None:
+    return db or os.environ.get("DELEGATE_DB") or None
+
+
+@app.command()
+def run(
+    prompt: Annotated[str, typer.Argument(help="What the lead agent should do.")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
+    workspace: Workspace = Path("."),
+    agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
+    allow_commands: Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands.")] = False,
+    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
+    subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+    db: Db = None,
+) -> None:
+    """Run the lead agent on PROMPT to its final answer."""
+    from .._errors import UserError
+    from .._runtime import Runtime
+
+    try:
+        if model is None and not os.environ.get("DELEGATE_MODEL"):
+            from ..models import default_model_spec
+
+            model = default_model_spec()
+            if model == "local" and not as_json:
+                typer.echo(
+                    "Using the embedded local model (SmolLM2-135M): no model configured. "
+                    "For a real model pass --model openai:<name> or anthropic:<name>, or set DELEGATE_MODEL.",
+                    err=True,
+                )
+        runtime = Runtime(
+            model=model,
+            workspace=workspace,
+            agents_dirs=agents or [],
+            allow_commands=allow_commands,
+            max_parallel=max_parallel,
+            subagent_model=subagent_model,
+            max_steps=max_steps,
+            store=store_option(db),
+        )
+        runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
+    except UserError as exc:
+        fail(str(exc))
+    live = not as_json and sys.stdout.isatty()
+    try:
+        if live:
+            from ._render import run_live
+
+            result = run_live(runtime, prompt)
+        else:
+            result = runtime.run_sync(prompt)
+    except UserError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("cancelled", 1)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+    elif not live:
+        typer.echo(result.final)
+    if result.status != "completed":
+        if not as_json:
+            typer.echo(f"run {result.run_id} ended {result.status}: {result.error or result.stop_reason}", err=True)
+        raise typer.Exit(1)
+
+
+@agents_app.command("list")
+def agents_list(
+    workspace: Workspace = Path("."),
+    agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show the subagent catalogue: built-in types and the definitions found."""
+    from .._agents import Catalogue
+    from .._errors import UserError
+
+    if not workspace.is_dir():
+        fail(f"workspace {str(workspace)!r} is not a folder")
+    try:
+        catalogue = Catalogue.build(workspace=workspace.resolve(), agent_dirs=agents or [])
+    except UserError as exc:
+        fail(str(exc))
+    rows: list[dict[str, Any]] = [
+        {
+            "name": d.name,
+            "description": d.description,
+            "tools": d.tools,
+            "model": d.model if isinstance(d.model, str) else d.model.name,
+            "max_steps": d.max_steps,
+            "timeout": d.timeout,
+            "source": d.source,
+        }
+        for d in catalogue.definitions.values()
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("name", "description", "tools", "model", "source")
+    for row in rows:
+        tools = "inherit" if row["tools"] is None else ", ".join(row["tools"])
+        table.add_row(row["name"], row["description"], tools, row["model"], row["source"])
+    Console().print(table)
+
+
+@users_app.command("add")
+def users_add(name: str, workspace: Workspace = Path("."), db: Db = None) -> None:
+    """Create a user of the HTTP API and print its token (only a hash is kept)."""
+    from .._errors import UserError
+    from .._store import Store
+
+    try:
+        url = store_option(db)
+        store = Store.open(url) if url else Store.for_workspace(workspace.resolve())
+        _, token = store.add_user(name)
+    except UserError as exc:
+        fail(str(exc))
+    typer.echo(f"Created user {name}. Its token (shown once):")
+    typer.echo(token)

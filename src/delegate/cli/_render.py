@@ -1,0 +1,121 @@
+"""The live view of a run on a terminal: the lead and a tree of its subagents."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+from rich.tree import Tree
+
+from .._events import Event
+
+if TYPE_CHECKING:
+    from .._runtime import RunResult, Runtime
+
+_STYLE = {
+    "running": "yellow",
+    "completed": "green",
+    "error": "red",
+    "timed_out": "red",
+    "aborted": "magenta",
+    "cancelled": "dim",
+}
+
+
+@dataclass
+class _Agent:
+    label: str
+    status: str = "running"
+    steps: int = 0
+    tokens: int = 0
+    activity: str = ""
+    started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
+
+
+class RunView:
+    """Folds events into what the tree shows. Knows nothing of the terminal."""
+
+    def __init__(self) -> None:
+        self.lead = _Agent("lead")
+        self.subagents: dict[str, _Agent] = {}
+
+    def __call__(self, event: Event) -> None:
+        agent = self.lead if event.agent_id == "lead" else self.subagents.get(event.agent_id)
+        data = event.data
+        match event.type:
+            case "subagent.started":
+                self.subagents[event.agent_id] = _Agent(f"{data['type']}: {data['description']}")
+            case "subagent.completed" if agent is not None:
+                agent.status = str(data["status"])
+                agent.steps = int(data["steps"])
+                agent.tokens = _tokens(data["usage"])
+                agent.ended = time.monotonic()
+                agent.activity = str(data.get("error") or ", ".join(data.get("artifacts") or []))
+            case "model.response" if agent is not None:
+                agent.steps = int(data["step"])
+                agent.tokens += _tokens(data["usage"])
+                agent.activity = "calling " + ", ".join(data["tool_calls"]) if data["tool_calls"] else "answering"
+            case "tool.started" if agent is not None:
+                agent.activity = f"{data['name']}"
+            case "run.completed":
+                self.lead.status = str(data["status"])
+                self.lead.ended = time.monotonic()
+            case _:
+                pass
+
+    def render(self) -> Tree:
+        tree = Tree(_line(self.lead))
+        for agent in self.subagents.values():
+            tree.add(_line(agent))
+        return tree
+
+
+def _tokens(usage: object) -> int:
+    if isinstance(usage, dict):
+        return int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))  # type: ignore[arg-type]
+    return 0
+
+
+def _line(agent: _Agent) -> Text:
+    elapsed = (agent.ended or time.monotonic()) - agent.started
+    text = Text()
+    text.append(f"{agent.status:<9} ", style=_STYLE.get(agent.status, ""))
+    text.append(agent.label, style="bold")
+    text.append(f"  {agent.steps} steps · {agent.tokens:,} tokens · {elapsed:.1f}s", style="dim")
+    if agent.activity:
+        text.append(f"  {agent.activity[:60]}", style="cyan")
+    return text
+
+
+def run_live(runtime: Runtime, prompt: str) -> RunResult:
+    """Run with the live tree on the terminal, then print the final answer and the usage."""
+    console = Console()
+    view = RunView()
+
+    async def go() -> RunResult:
+        with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
+            task = asyncio.create_task(runtime.run(prompt, sinks=[view]))
+            while not task.done():
+                live.update(view.render())
+                await asyncio.wait({task}, timeout=0.125)
+            live.update(view.render())
+            return task.result()
+
+    result = asyncio.run(go())
+    console.print()
+    console.print(Group(Text("Final answer", style="bold"), Text(result.final)))
+    usage = result.usage
+    console.print(
+        Text(
+            f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens "
+            f"({len(result.subagents)} subagents) · run {result.run_id}",
+            style="dim",
+        )
+    )
+    return result
