@@ -84,6 +84,7 @@ class Runtime:
         max_parallel: int | None = 16,
         max_subagents: int | None = 100,
         permitted_subagents: Sequence[str] | None = None,
+        builtin_subagents: bool = True,
         task_tool: bool = True,
         compaction: Compaction | None = None,
         store: Store | str | bool | None = None,
@@ -97,7 +98,10 @@ class Runtime:
         self._models: dict[str, Model] = {}
         self._subagent_model_spec = subagent_model
         self.catalogue = Catalogue.build(
-            workspace=self.workspace.root, agent_dirs=[Path(d) for d in agents_dirs], subagents=subagents
+            workspace=self.workspace.root,
+            agent_dirs=[Path(d) for d in agents_dirs],
+            subagents=subagents,
+            builtins=builtin_subagents,
         )
         self.tools: dict[str, Tool] = {t.name: t for t in builtin_tools(builtin, allow_commands=allow_commands)}
         for extra in tools:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import asdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -183,7 +184,7 @@ class SubagentRunner:
             _fill(record, result)
             if criteria and baseline is not None:
                 verdicts = await check_criteria(criteria, self.workspace, baseline)
-                record.acceptance = [v.to_dict() for v in verdicts]
+                record.acceptance = [asdict(v) for v in verdicts]
         except asyncio.CancelledError:
             record.status, record.stop_reason = "cancelled", "cancelled"
             self._finish(record, ctx)

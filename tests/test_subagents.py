@@ -1,0 +1,401 @@
+"""The task tool end to end with fake models: delegation, isolation, failures, caps, records."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delegate import Event
+from delegate._agents import Subagent
+from delegate._runtime import Runtime
+from delegate.models import ModelRequest, ModelResponse
+from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
+
+
+def is_lead(request: ModelRequest) -> bool:
+    return request.system.startswith(LEAD_INSTRUCTIONS)
+
+
+def task_result(request: ModelRequest, index: int = 0) -> str:
+    return request.messages[-1].tool_results[index].content
+
+
+def runtime(tmp_path: Path, model: Any, **kw: Any) -> Runtime:
+    kw.setdefault("store", False)
+    return Runtime(model=model, workspace=tmp_path, **kw)
+
+
+def writer(request: ModelRequest) -> ModelResponse:
+    """A subagent that writes the file its prompt names, then completes with it."""
+    name = request.messages[-1].text.split()[-1] if request.messages[-1].role == "user" else ""
+    if request.messages[-1].role == "user":
+        return call("write_file", path=name, content=f"made by {name}")
+    path = request.messages[-2].tool_calls[0].arguments["path"]
+    return call("complete", summary=f"wrote {path}", paths=[path])
+
+
+async def test_a_lead_fans_out_and_gets_results_in_prompt_order(tmp_path: Path) -> None:
+    prompts = [f"write the file out/{i}.md" for i in range(4)]
+
+    def model(request: ModelRequest) -> ModelResponse:
+        if not is_lead(request):
+            return writer(request)
+        if len(request.messages) == 1:
+            return call("task", subagent_type="general-purpose", description="write files", prompts=prompts)
+        return reply(task_result(request))
+
+    rt = runtime(tmp_path, FunctionModel(model))
+    result = await rt.run("write four files")
+    assert result.status == "completed"
+    assert [s.summary for s in result.subagents if s.status == "completed"]
+    lines = [line for line in result.final.splitlines() if line.startswith("Summary:")]
+    assert lines == [f"Summary: wrote out/{i}.md" for i in range(4)]
+    for i in range(4):
+        assert (tmp_path / f"out/{i}.md").read_text() == f"made by out/{i}.md"
+    assert {s.artifacts[0].relative_path for s in result.subagents} == {f"out/{i}.md" for i in range(4)}
+    assert all(s.artifacts[0].fs_type == "file" and s.artifacts[0].size > 0 for s in result.subagents)
+
+
+async def test_subagents_see_only_their_prompt_and_never_get_task(tmp_path: Path) -> None:
+    model = FunctionModel(
+        lambda r: (
+            (call("task", subagent_type="general-purpose", description="d", prompt="sub job") if len(r.messages) == 1 else reply("ok"))
+            if is_lead(r)
+            else call("complete", summary="done")
+        )
+    )
+    await runtime(tmp_path, model).run("SECRET lead conversation")
+    sub = [r for r in model.requests if not is_lead(r)]
+    assert len(sub) == 1
+    assert [m.text for m in sub[0].messages] == ["sub job"]
+    assert "SECRET" not in sub[0].system
+    names = {t.name for t in sub[0].tools}
+    assert "task" not in names and "complete" in names and "write_file" in names
+
+
+async def test_explore_is_read_only_by_its_tool_set(tmp_path: Path) -> None:
+    model = FunctionModel(
+        lambda r: (
+            (call("task", subagent_type="explore", description="look", prompt="find x") if len(r.messages) == 1 else reply("ok"))
+            if is_lead(r)
+            else call("complete", summary="found")
+        )
+    )
+    await runtime(tmp_path, model).run("go")
+    sub = next(r for r in model.requests if not is_lead(r))
+    assert sorted(t.name for t in sub.tools) == ["complete", "find_files", "grep", "list_dir", "read_file"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"subagent_type": "nope", "description": "d", "prompt": "p"}, "available: general-purpose, explore"),
+        ({"subagent_type": "bash", "description": "d", "prompt": "p"}, "does not allow command execution"),
+        ({"subagent_type": "explore", "description": "d", "prompt": "p", "context_mode": "full"}, "context_mode"),
+        ({"subagent_type": "explore", "description": "x" * 81, "prompt": "p"}, "at most 80"),
+        ({"subagent_type": "explore", "description": "d"}, "prompt is required"),
+        ({"subagent_type": "explore", "description": "d", "prompt": "p", "prompts": ["q"]}, "not both"),
+        ({"subagent_type": "explore", "description": "d", "prompt": "p", "acceptance_criteria": ["x"] * 21}, "20"),
+    ],
+)
+async def test_invalid_task_calls_start_nothing_and_say_why(tmp_path: Path, arguments: dict[str, Any], message: str) -> None:
+    model = ScriptedModel([call("task", **arguments), reply("ok")])
+    result = await runtime(tmp_path, model).run("go")
+    content = task_result(model.requests[1])
+    assert model.requests[1].messages[-1].tool_results[0].is_error
+    assert message in content
+    assert result.subagents == []
+
+
+async def test_caller_policy_that_permits_none_says_so(tmp_path: Path) -> None:
+    model = ScriptedModel([call("task", subagent_type="explore", description="d", prompt="p"), reply("ok")])
+    await runtime(tmp_path, model, permitted_subagents=[]).run("go")
+    assert "none permitted by caller policy" in task_result(model.requests[1])
+
+
+async def test_without_definitions_the_task_tool_is_not_offered(tmp_path: Path) -> None:
+    model = ScriptedModel([reply("ok")])
+    await runtime(tmp_path, model, builtin_subagents=False).run("go")
+    assert "task" not in {t.name for t in model.requests[0].tools}
+    model2 = ScriptedModel([reply("ok")])
+    await runtime(tmp_path, model2, task_tool=False).run("go")
+    assert "task" not in {t.name for t in model2.requests[0].tools}
+
+
+async def test_the_task_schema_lists_types_with_descriptions(tmp_path: Path) -> None:
+    model = ScriptedModel([reply("ok")])
+    extra = Subagent(name="reviewer", description="Reviews one diff.")
+    await runtime(tmp_path, model, subagents=[extra]).run("go")
+    task = next(t for t in model.requests[0].tools if t.name == "task")
+    prop = task.parameters["properties"]["subagent_type"]
+    assert prop["enum"] == ["general-purpose", "explore", "reviewer"]
+    assert "- reviewer: Reviews one diff." in prop["description"]
+    assert task.parameters["properties"]["description"]["maxLength"] == 80
+    assert "own output file names" in task.description
+
+
+async def test_one_failing_subagent_does_not_stop_its_siblings(tmp_path: Path) -> None:
+    def model(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            if len(request.messages) == 1:
+                return call("task", subagent_type="general-purpose", description="d", prompts=["ok 1", "fail", "ok 2"])
+            return reply("done")
+        if request.messages[0].text == "fail":
+            raise RuntimeError("model exploded")
+        return call("complete", summary=f"did {request.messages[0].text}")
+
+    result = await runtime(tmp_path, FunctionModel(model)).run("go")
+    statuses = sorted((s.description, s.status) for s in result.subagents)
+    assert statuses == [("d [1/3]", "completed"), ("d [2/3]", "error"), ("d [3/3]", "completed")]
+    failed = next(s for s in result.subagents if s.status == "error")
+    assert failed.error is not None and "model exploded" in failed.error
+
+
+async def test_timeout_and_step_limit_end_a_subagent_with_their_status(tmp_path: Path) -> None:
+    slow = Subagent(name="slow", description="slow", timeout=0.2)
+    stubborn = Subagent(name="stubborn", description="loops", max_steps=2)
+
+    async def model(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            if len(request.messages) == 1:
+                return respond(
+                    [
+                        ("task", {"subagent_type": "slow", "description": "s", "prompt": "a"}),
+                        ("task", {"subagent_type": "stubborn", "description": "t", "prompt": "b"}),
+                    ]
+                )
+            return reply("done")
+        if request.messages[0].text == "a":
+            await asyncio.sleep(5)
+        return call("list_dir")
+
+    result = await runtime(tmp_path, FunctionModel(model), subagents=[slow, stubborn]).run("go")
+    by_type = {s.type: s for s in result.subagents}
+    assert (by_type["slow"].status, by_type["slow"].stop_reason) == ("timed_out", "timeout")
+    assert (by_type["stubborn"].status, by_type["stubborn"].stop_reason, by_type["stubborn"].steps) == (
+        "aborted",
+        "max_steps",
+        2,
+    )
+
+
+async def test_complete_validates_paths(tmp_path: Path) -> None:
+    (tmp_path / "real.md").write_text("x")
+    (tmp_path / "link.md").symlink_to(tmp_path / "real.md")
+    paths = ["real.md", "missing.md", "../outside.md", "real.md", "link.md"]
+    model = FunctionModel(
+        lambda r: (
+            (call("task", subagent_type="general-purpose", description="d", prompt="p") if len(r.messages) == 1 else reply("ok"))
+            if is_lead(r)
+            else call("complete", summary="s", paths=paths)
+        )
+    )
+    result = await runtime(tmp_path, model).run("go")
+    record = result.subagents[0]
+    assert [(a.relative_path, a.fs_type) for a in record.artifacts] == [("real.md", "file")]
+    reasons = {s.path: s.reason for s in record.skipped}
+    assert reasons["missing.md"] == "does not exist"
+    assert "outside the workspace" in reasons["../outside.md"]
+    assert reasons["real.md"] == "listed more than once"
+    assert reasons["link.md"] == "listed more than once"
+
+
+async def test_a_subagent_that_never_completes_reports_its_last_text(tmp_path: Path) -> None:
+    model = FunctionModel(
+        lambda r: (
+            (call("task", subagent_type="explore", description="d", prompt="p") if len(r.messages) == 1 else reply("ok"))
+            if is_lead(r)
+            else reply("my findings")
+        )
+    )
+    result = await runtime(tmp_path, model).run("go")
+    assert (result.subagents[0].summary, result.subagents[0].status) == ("my findings", "completed")
+
+
+async def test_usage_of_subagents_rolls_up_into_the_run(tmp_path: Path) -> None:
+    def model(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            if len(request.messages) == 1:
+                return respond(
+                    [("task", {"subagent_type": "explore", "description": "d", "prompts": ["a", "b"]})],
+                    input_tokens=100,
+                    output_tokens=10,
+                )
+            return respond([], text="done", input_tokens=200, output_tokens=20)
+        return respond([("complete", {"summary": "s"})], input_tokens=7, output_tokens=3)
+
+    result = await runtime(tmp_path, FunctionModel(model)).run("go")
+    assert (result.lead_usage.input_tokens, result.lead_usage.output_tokens) == (300, 30)
+    assert [(s.usage.input_tokens, s.usage.output_tokens) for s in result.subagents] == [(7, 3), (7, 3)]
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (314, 36)
+    payload = result.to_dict()
+    assert payload["usage"] == {"input_tokens": 314, "output_tokens": 36}
+    assert set(payload["subagents"][0]) >= {
+        "id", "type", "description", "tool_call_id", "status", "steps", "usage", "artifacts", "skipped",
+        "started_at", "completed_at",
+    }
+
+
+async def test_the_total_cap_refuses_clearly(tmp_path: Path) -> None:
+    model = FunctionModel(
+        lambda r: (
+            (call("task", subagent_type="explore", description="d", prompts=["a", "b", "c"]) if len(r.messages) == 1 else reply("ok"))
+            if is_lead(r)
+            else call("complete", summary="s")
+        )
+    )
+    rt = runtime(tmp_path, model, max_subagents=2)
+    result = await rt.run("go")
+    assert result.subagents == []
+    assert "at most 2 subagents" in task_result(model.requests[-1])
+
+
+async def test_the_parallel_cap_holds(tmp_path: Path) -> None:
+    running = peak = 0
+
+    async def model(request: ModelRequest) -> ModelResponse:
+        nonlocal running, peak
+        if is_lead(request):
+            if len(request.messages) == 1:
+                return call("task", subagent_type="explore", description="d", prompts=[str(i) for i in range(12)])
+            return reply("ok")
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+        return call("complete", summary="s")
+
+    result = await runtime(tmp_path, FunctionModel(model), max_parallel=3).run("go")
+    assert len(result.subagents) == 12 and peak == 3
+
+
+async def test_cancelling_the_run_cancels_children_and_keeps_their_usage(tmp_path: Path) -> None:
+    async def model(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            return call("task", subagent_type="explore", description="d", prompts=["a", "b"])
+        if len(request.messages) == 1:
+            return respond([("list_dir", {})], input_tokens=50, output_tokens=5)
+        await asyncio.sleep(30)
+        return reply("never")
+
+    events: list[Event] = []
+    rt = runtime(tmp_path, FunctionModel(model), sinks=[events.append])
+    task = asyncio.create_task(rt.run("go"))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    done = [e for e in events if e.type == "subagent.completed"]
+    assert [e.data["status"] for e in done] == ["cancelled", "cancelled"]
+    assert all(e.data["usage"]["input_tokens"] == 50 for e in done)
+    assert events[-1].type == "run.completed" and events[-1].data["status"] == "cancelled"
+    assert events[-1].data["usage"]["input_tokens"] >= 100
+
+
+async def test_subagent_events_name_the_subagent_and_the_parent_call(tmp_path: Path) -> None:
+    events: list[Event] = []
+
+    async def model(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            if len(request.messages) == 1:
+                return call("task", subagent_type="explore", description="d", prompt="p")
+            return reply("ok")
+        await asyncio.sleep(0.15)
+        return call("complete", summary="s")
+
+    rt = runtime(tmp_path, FunctionModel(model), sinks=[events.append], heartbeat_interval=0.05)
+    result = await rt.run("go")
+    sub = result.subagents[0]
+    mine = [e for e in events if e.agent_id == sub.id]
+    assert {e.parent_agent_id for e in mine} == {"lead"}
+    types = [e.type for e in mine]
+    assert types[0] == "subagent.started" and types[-1] == "subagent.completed"
+    assert "subagent.heartbeat" in types
+    assert {e.tool_call_id for e in mine if e.type.startswith("subagent.")} == {sub.tool_call_id}
+
+
+async def test_model_resolution_order(tmp_path: Path) -> None:
+    lead = FunctionModel(
+        lambda r: (
+            call("task", subagent_type="general-purpose", description="d", prompts=["a"])
+            if len(r.messages) == 1
+            else respond([("task", {"subagent_type": "pinned", "description": "d", "prompt": "b"})])
+            if len(r.messages) == 3
+            else reply("ok")
+        ),
+        name="lead-model",
+    )
+    cheap = FunctionModel(lambda r: call("complete", summary="cheap"), name="cheap-model")
+    pinned_model = FunctionModel(lambda r: call("complete", summary="pinned"), name="pinned-model")
+    pinned = Subagent(name="pinned", description="p", model=pinned_model)
+    result = await runtime(tmp_path, lead, subagent_model=cheap, subagents=[pinned]).run("go")
+    assert [(s.type, s.model) for s in result.subagents] == [
+        ("general-purpose", "cheap-model"),
+        ("pinned", "pinned-model"),
+    ]
+    inherit = FunctionModel(
+        lambda r: (
+            (call("task", subagent_type="explore", description="d", prompt="x") if len(r.messages) == 1 else reply("ok"))
+            if is_lead(r)
+            else call("complete", summary="s")
+        ),
+        name="lead-only",
+    )
+    result = await runtime(tmp_path, inherit).run("go")
+    assert result.subagents[0].model == "lead-only"
+
+
+async def test_acceptance_verdicts_come_back_with_the_result(tmp_path: Path) -> None:
+    criteria = ["file:out.md non-empty", "file:missing.md exists", "the prose is lovely"]
+
+    def model(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            if len(request.messages) == 1:
+                return call(
+                    "task", subagent_type="general-purpose", description="d", prompt="write out.md",
+                    acceptance_criteria=criteria,
+                )
+            return reply("ok")
+        if len(request.messages) == 1:
+            return call("write_file", path="out.md", content="hello")
+        return call("complete", summary="wrote", paths=["out.md"])
+
+    fm = FunctionModel(model)
+    result = await runtime(tmp_path, fm).run("go")
+    verdicts = [(v["criterion"], v["result"]) for v in result.subagents[0].acceptance or []]
+    assert verdicts == [
+        ("file:out.md non-empty", "holds"),
+        ("file:missing.md exists", "does not hold"),
+        ("the prose is lovely", "UNVERIFIED"),
+    ]
+    assert result.subagents[0].status == "completed"
+    compact = task_result(fm.requests[-1])
+    assert "[holds] file:out.md non-empty" in compact and "[UNVERIFIED] the prose is lovely" in compact
+    sub = next(r for r in fm.requests if not is_lead(r))
+    assert "Acceptance criteria from the delegating agent (untrusted input" in sub.messages[0].text
+    assert "file:out.md" not in sub.system
+
+
+async def test_snapshot_mode_gives_the_child_the_parents_conversation(tmp_path: Path) -> None:
+    def model(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            if len(request.messages) == 1:
+                return respond(
+                    [("task", {"subagent_type": "explore", "description": "d", "prompt": "p", "context_mode": "snapshot"})],
+                    text="I will delegate",
+                )
+            return reply("ok")
+        return call("complete", summary="s")
+
+    fm = FunctionModel(model)
+    await runtime(tmp_path, fm).run("requirement: use British spelling")
+    sub = next(r for r in fm.requests if not is_lead(r))
+    first = sub.messages[0]
+    assert (first.name, first.hidden) == ("parent_context_snapshot", True)
+    assert "requirement: use British spelling" in first.text
+    assert sub.messages[1].text == "p"
+    assert "not your own" in sub.system.lower() or "not its own" in sub.system.lower() or "belong to the parent" in sub.system.lower()
