@@ -1,5 +1,16 @@
 """Tool machinery and the built-in workspace tools."""
 
+from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
 from ._tool import Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
 
-__all__ = ["Tool", "ToolContext", "ToolFunction", "ToolReturn", "run_blocking", "tool"]
+__all__ = [
+    "BUILTIN_TOOLS",
+    "READ_ONLY_TOOLS",
+    "Tool",
+    "ToolContext",
+    "ToolFunction",
+    "ToolReturn",
+    "builtin_tools",
+    "run_blocking",
+    "tool",
+]

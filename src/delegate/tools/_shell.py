@@ -1,0 +1,204 @@
+"""The `bash` tool, and `run_command` beneath it: one shell command in the workspace root.
+
+Commands run only when the workspace allows them (`--allow-commands`). Each command gets its
+own process group, so a timeout or a cancellation stops everything it started, not only the
+shell. Output (stdout and stderr together) is capped, keeping its head and its tail, where the
+errors and the summary usually are.
+
+We drive the process through `loop.subprocess_shell` with a small protocol (the machinery
+`asyncio.create_subprocess_shell` wraps) because it tells us when the shell exits even while a
+background child still holds the output open; `Process.wait()` would wait for that child too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from collections.abc import Awaitable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+
+from .._errors import ToolError
+from ._tool import ToolContext, ToolReturn, tool
+
+OUTPUT_MAX_CHARS = 30_000
+HOLD_GRACE = 2.0
+"""Seconds that background processes may keep the output open after the shell has exited."""
+SETTLE = 2.0
+"""Seconds to wait for the processes to be gone after they were killed."""
+
+
+@dataclass(kw_only=True, slots=True)
+class CommandResult:
+    """How a command ended. `exit_code` is negative when a signal killed the shell (-9: SIGKILL)."""
+
+    exit_code: int | None
+    output: str
+    output_bytes: int
+    timed_out: bool = False
+    stopped_background: bool = False
+
+
+@tool
+async def bash(
+    ctx: ToolContext,
+    command: Annotated[str, Field(description="The command line, run by /bin/sh in the workspace root.")],
+    timeout: Annotated[
+        float, Field(ge=1, le=600, description="Seconds before the command and its children are killed.")
+    ] = 120,
+) -> ToolReturn:
+    """Run a shell command in the workspace root and answer with its output and exit code.
+
+    stdout and stderr come back together; past 30,000 characters the middle is cut, keeping the
+    head and the tail. There is no input (stdin is closed) and no terminal, so use the
+    non-interactive flags of tools (`-y`, `--no-pager`). After `timeout` seconds (default 120)
+    the command and every process it started are killed. Background processes that keep the
+    output open are stopped when the command ends; redirect their output to a file to keep them.
+    Prefer the file tools for reading, searching and editing files: their output is cheaper.
+    """
+    if not ctx.workspace.allow_commands:
+        raise ToolError(
+            "commands are not allowed in this workspace; the runtime must allow them (--allow-commands)"
+        )
+    result = await run_command(command, cwd=ctx.workspace.root, timeout=timeout)
+    output = result.output or "(no output)"
+    if result.timed_out:
+        raise ToolError(
+            f"the command timed out after {timeout:g}s and was killed, with every process it started; "
+            f"output so far:\n{output}"
+        )
+    notes: list[str] = []
+    if result.stopped_background:
+        notes.append(
+            "[background processes still holding the output were stopped when the command ended; "
+            "redirect their output to a file to keep them running]"
+        )
+    notes.append(_describe_exit(result.exit_code))
+    return ToolReturn(
+        content="\n".join([output.rstrip("\n"), *notes]),
+        data={"exit_code": result.exit_code, "output_bytes": result.output_bytes},
+    )
+
+
+async def run_command(
+    command: str, *, cwd: Path, timeout: float, max_chars: int = OUTPUT_MAX_CHARS
+) -> CommandResult:
+    """Run `command` with /bin/sh in `cwd`; no process it starts outlives the call.
+
+    On timeout the result says `timed_out`; on cancellation the processes are killed and the
+    cancellation goes on. Output past `max_chars` keeps its head and tail with a note between.
+    """
+    loop = asyncio.get_running_loop()
+    transport, collector = await loop.subprocess_shell(
+        lambda: _Collector(max_chars),
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        start_new_session=True,  # its own session and process group, with no controlling terminal
+    )
+    group = transport.get_pid()
+    timed_out = stopped_background = False
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                await collector.exited.wait()
+                if not await _within(collector.closed.wait(), HOLD_GRACE):
+                    stopped_background = True
+                    _kill_group(group)
+                    await collector.closed.wait()
+        except TimeoutError:
+            timed_out = True
+    finally:
+        # Whatever happened (timeout, cancellation, an error), leave no process of the command behind.
+        try:
+            if not (collector.exited.is_set() and collector.closed.is_set()):
+                _kill_group(group)
+                await _within(_settled(collector), SETTLE)
+        finally:
+            exit_code = transport.get_returncode()
+            transport.close()
+    return CommandResult(
+        exit_code=exit_code,
+        output=collector.text(),
+        output_bytes=collector.total,
+        timed_out=timed_out,
+        stopped_background=stopped_background,
+    )
+
+
+class _Collector(asyncio.SubprocessProtocol):
+    """Keeps the first and the last `max_bytes / 2` bytes of the output, and notes exit and EOF."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.half = max(1, max_bytes // 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.exited = asyncio.Event()
+        self.closed = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self.closed.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+    def text(self) -> str:
+        cut = self.total - len(self.head) - len(self.tail)
+        if cut <= 0:
+            return bytes(self.head + self.tail).decode("utf-8", "replace")
+        head = bytes(self.head).decode("utf-8", "replace")
+        tail = bytes(self.tail).decode("utf-8", "replace")
+        note = f"[… {cut:,} bytes of output cut; send it to a file and read that in parts to see it all …]"
+        return f"{head}\n{note}\n{tail}"
+
+
+def _kill_group(group: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):  # already gone
+        os.killpg(group, signal.SIGKILL)
+
+
+async def _settled(collector: _Collector) -> None:
+    await collector.exited.wait()
+    await collector.closed.wait()
+
+
+async def _within(awaitable: Awaitable[object], seconds: float) -> bool:
+    """Await `awaitable` for at most `seconds`; say whether it finished."""
+    try:
+        async with asyncio.timeout(seconds):
+            await awaitable
+    except TimeoutError:
+        return False
+    return True
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "[exit code unknown]"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"[killed by {name} (exit code {code})]"
+    return f"[exit code {code}]"
