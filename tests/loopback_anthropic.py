@@ -131,7 +131,7 @@ class AnthropicServer:
         self._ids = itertools.count(1)
         self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="loopback-anthropic", daemon=True
+            target=self._httpd.serve_forever, args=(0.02,), name="loopback-anthropic", daemon=True
         )
 
     @property
@@ -181,6 +181,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small writes go out at once, with no delayed-ACK stall
     timeout = 30  # an idle keep-alive connection is closed after this many seconds
     server: _Server
 
@@ -276,7 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream_fault(self, fault: Fault, body: dict[str, Any], n: int, request_id: str) -> None:
         self._start_stream(request_id)
-        start = _message(Reply(), body, n) | {"content": [], "stop_reason": None}
+        start = _message(Reply(), body, n) | {"stop_reason": None}
         self._event({"type": "message_start", "message": start})
         self._event(_error_body(fault, request_id))
         self._end_stream()
@@ -343,8 +344,7 @@ def _message(reply: Reply, body: dict[str, Any], n: int) -> dict[str, Any]:
 
 def _events(reply: Reply, body: dict[str, Any], n: int) -> Iterator[dict[str, Any]]:
     """The streaming answer, event by event, as the real API orders them."""
-    start = _message(reply, body, n) | {"content": [], "stop_reason": None}
-    start["usage"] = _usage(reply) | {"output_tokens": 1}
+    start = _message(Reply(), body, n) | {"stop_reason": None, "usage": _usage(reply) | {"output_tokens": 1}}
     yield {"type": "message_start", "message": start}
     yield {"type": "ping"}
     index = 0

@@ -66,7 +66,8 @@ class AnthropicModel:
     (an `anthropic.AsyncAnthropic`) replaces both. `max_tokens` is used when the request sets
     none. `stream=False` asks for whole messages instead of server-sent events. `thinking` is
     passed to the API as it is (for example `{"type": "adaptive"}`). `prompt_cache=True` asks the
-    API to cache the prompt prefix, which an agent sends again on every turn.
+    API to cache the prompt prefix, which an agent sends again on every turn. A request's
+    `temperature` is not sent: the Messages API of anthropic 2.x has no such parameter.
 
     A failed call is tried `max_attempts` times in all, waiting `retry_base_delay * 2**n` seconds
     (at most `retry_max_delay`, or what `Retry-After` says) between attempts.
@@ -173,8 +174,6 @@ class AnthropicModel:
             params["system"] = request.system
         if request.tools:
             params["tools"] = to_anthropic_tools(request.tools)
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
         if self.thinking is not None:
             params["thinking"] = self.thinking
         if self.prompt_cache:
