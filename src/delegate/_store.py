@@ -1,0 +1,638 @@
+"""The store: users, runs, their events and subagent records, in SQLite or PostgreSQL.
+
+One `Store` owns one SQLAlchemy engine; the same Core statements run on both backends.
+
+- SQLite (the default, `<workspace>/.delegate/delegate.db`) runs in WAL mode with a 10 s busy
+  timeout and foreign keys on, set on every new connection. Writes open with `BEGIN IMMEDIATE`, so
+  a writer waits for the lock up front instead of failing half-way with "database is locked".
+- PostgreSQL (`postgresql://...`, driven by psycopg 3) is for several machines sharing one store.
+
+Migrations are named functions recorded in the `migrations` table and applied in order, once.
+Another module adds its own tables by passing its own list to `Store.migrate`:
+
+```python
+def _create_batches(conn: Connection) -> None:
+    sa.Table("batches", sa.MetaData(), sa.Column("id", sa.Text, primary_key=True)).create(conn)
+
+BATCH_MIGRATIONS = [Migration("batch.0001_batches", _create_batches)]
+store.migrate(BATCH_MIGRATIONS)   # the core migrations first, then these; each name applied once
+```
+
+Names are global to the database, so prefix them with the module (`batch.`). A migration never
+changes once released: a new schema change is a new migration at the end of the list.
+
+Everything read back is validated (JSON columns, status values, timestamps): a row that was
+damaged outside delegate raises `StoreError` naming the table, row and column, never garbage.
+Timestamps are timezone-aware UTC datetimes, stored as ISO 8601 text on both backends (so they
+sort as text and compare the same everywhere).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import uuid
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Self, TypeVar
+
+import sqlalchemy as sa
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
+from pydantic_core import from_json, to_json
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import ArgumentError, IntegrityError
+
+from ._errors import DelegateError, UserError
+from ._events import Event, EventType
+from ._usage import Usage
+
+__all__ = [
+    "Migration",
+    "RunRow",
+    "RunStatus",
+    "Store",
+    "StoreError",
+    "SubagentRow",
+    "SubagentStatus",
+]
+
+RunStatus = Literal["running", "completed", "error", "cancelled", "aborted", "timed_out"]
+"""The status of a run. `running` until it finishes; the others are final."""
+
+SubagentStatus = RunStatus
+"""A subagent is `running`, then ends like an agent does (completed, aborted, error, ...)."""
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+"""How long a SQLite connection waits for another writer before giving up."""
+
+_MIGRATION_LOCK = 0x64656C6567617465  # "delegate" in ASCII: the PostgreSQL advisory lock key
+_T = TypeVar("_T")
+
+
+class StoreError(DelegateError):
+    """The database holds a row delegate cannot read back (changed outside delegate, or corrupt)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One named schema step. `apply` runs inside the migration transaction; never edit a released one."""
+
+    name: str
+    apply: Callable[[Connection], None]
+
+
+@dataclass(kw_only=True, slots=True)
+class RunRow:
+    """A run of the lead agent, as stored."""
+
+    id: str
+    user_id: str | None
+    prompt: str
+    model: str
+    status: RunStatus
+    final: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+    workspace: str | None = None
+    created_at: AwareDatetime
+    completed_at: AwareDatetime | None = None
+    event_count: int = 0
+
+
+@dataclass(kw_only=True, slots=True)
+class SubagentRow:
+    """What one subagent did, as stored. `artifacts`, `skipped` and `acceptance` hold JSON objects."""
+
+    id: str
+    run_id: str
+    type: str
+    status: SubagentStatus
+    started_at: AwareDatetime
+    parent_agent_id: str | None = None
+    description: str = ""
+    tool_call_id: str | None = None
+    stop_reason: str | None = None
+    steps: int = 0
+    usage: Usage = field(default_factory=Usage)
+    summary: str = ""
+    artifacts: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    skipped: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    acceptance: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    error: str | None = None
+    completed_at: AwareDatetime | None = None
+
+
+_run_row: TypeAdapter[RunRow] = TypeAdapter(RunRow)
+_subagent_row: TypeAdapter[SubagentRow] = TypeAdapter(SubagentRow)
+_event_type: TypeAdapter[EventType] = TypeAdapter(EventType)
+_event_data: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_usage: TypeAdapter[Usage] = TypeAdapter(Usage)
+_json_objects: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
+
+# ---------------------------------------------------------------------------------------------
+# Schema. `_core_tables` is the schema the queries below use, and migration 0001 creates it. When
+# a later migration changes a table, first copy today's function into 0001 so it stays frozen
+# (on a fresh database 0001 runs before the change; the tests fail loudly if this is forgotten).
+
+
+def _core_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table, sa.Table]:
+    text = sa.Text  # every column without nullable=False may hold NULL
+    users = sa.Table(
+        "users",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("name", text, nullable=False, unique=True),
+        sa.Column("token_hash", text, nullable=False, unique=True),
+        sa.Column("created_at", text, nullable=False),
+    )
+    runs = sa.Table(
+        "runs",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("user_id", text, sa.ForeignKey("users.id")),
+        sa.Column("prompt", text, nullable=False),
+        sa.Column("model", text, nullable=False),
+        sa.Column("status", text, nullable=False),
+        sa.Column("final", text),
+        sa.Column("usage", text, nullable=False),
+        sa.Column("error", text),
+        sa.Column("created_at", text, nullable=False),
+        sa.Column("completed_at", text),
+        sa.Column("workspace", text),
+        # The number of the run's last event: bumped by each add_events, which takes the run's row
+        # lock doing so, so concurrent writers on PostgreSQL number a run's events in turn.
+        sa.Column("event_count", sa.Integer, nullable=False, server_default="0"),
+        sa.Index("runs_by_user", "user_id", "created_at"),
+    )
+    events = sa.Table(
+        "events",
+        metadata,
+        # BIGINT on PostgreSQL; on SQLite only INTEGER PRIMARY KEY is the autoincrementing rowid.
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("seq", sa.Integer, nullable=False),
+        sa.Column("type", text, nullable=False),
+        sa.Column("ts", sa.Double, nullable=False),
+        sa.Column("agent_id", text, nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("tool_call_id", text),
+        sa.Column("data", text, nullable=False),
+        sa.UniqueConstraint("run_id", "seq", name="events_run_seq"),
+    )
+    subagents = sa.Table(
+        "subagents",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("type", text, nullable=False),
+        sa.Column("description", text, nullable=False),
+        sa.Column("tool_call_id", text),
+        sa.Column("status", text, nullable=False),
+        sa.Column("stop_reason", text),
+        sa.Column("steps", sa.Integer, nullable=False),
+        sa.Column("usage", text, nullable=False),
+        sa.Column("summary", text, nullable=False),
+        sa.Column("artifacts", text, nullable=False),
+        sa.Column("skipped", text, nullable=False),
+        sa.Column("acceptance", text, nullable=False),
+        sa.Column("error", text),
+        sa.Column("started_at", text, nullable=False),
+        sa.Column("completed_at", text),
+        sa.Index("subagents_by_run", "run_id", "started_at"),
+    )
+    return users, runs, events, subagents
+
+
+_metadata = sa.MetaData()
+_users, _runs, _events, _subagents = _core_tables(_metadata)
+_migrations = sa.Table(
+    "migrations",
+    sa.MetaData(),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("applied_at", sa.Text, nullable=False),
+)
+
+
+def _m0001_core(conn: Connection) -> None:
+    metadata = sa.MetaData()
+    _core_tables(metadata)
+    metadata.create_all(conn)
+
+
+_claim_event_numbers = (
+    _runs.update()
+    .where(_runs.c.id == sa.bindparam("run_id"))
+    .values(event_count=_runs.c.event_count + sa.bindparam("n"))
+    .returning(_runs.c.event_count)
+)
+"""Reserve `n` event numbers of a run; returns the last one (None for an unknown run)."""
+
+CORE_MIGRATIONS: tuple[Migration, ...] = (Migration("0001_core", _m0001_core),)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Store:
+    """Users, runs, events and subagent records in one database. Thread-safe; build one per process."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(delegate_write=True)
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "connect", _sqlite_on_connect)
+            event.listen(engine, "begin", _sqlite_on_begin)
+
+    @classmethod
+    def open(cls, url: str | os.PathLike[str], *, migrate: bool = True) -> Self:
+        """Open `sqlite:///PATH`, a plain file path, or `postgresql://...`; apply the core migrations.
+
+        The SQLite file's folder is created if missing.
+        """
+        store = cls(sa.create_engine(_engine_url(url)))
+        if migrate:
+            store.migrate()
+        return store
+
+    @classmethod
+    def for_workspace(cls, root: str | os.PathLike[str], *, migrate: bool = True) -> Self:
+        """The workspace's own store, `<root>/.delegate/delegate.db`."""
+        return cls.open(Path(root) / ".delegate" / "delegate.db", migrate=migrate)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def write(self) -> Generator[Connection]:
+        """A write transaction (`BEGIN IMMEDIATE` on SQLite), committed when the block ends."""
+        with self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Generator[Connection]:
+        """A read-only transaction: one consistent snapshot on SQLite, rolled back at the end."""
+        with self.engine.connect() as conn:
+            yield conn
+
+    # -- migrations -------------------------------------------------------------------------------
+
+    def migrate(self, extra: Sequence[Migration] = ()) -> list[str]:
+        """Apply the core migrations, then `extra`, each one not yet recorded; return the names applied.
+
+        All of it is one transaction, under a lock (`BEGIN IMMEDIATE` on SQLite, an advisory lock
+        on PostgreSQL), so processes that start together apply each migration exactly once.
+        """
+        steps = [*CORE_MIGRATIONS, *extra]
+        names = [m.name for m in steps]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"migration names must be unique; repeated: {', '.join(duplicated)}")
+        applied_now: list[str] = []
+        with self.write() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+            _migrations.create(conn, checkfirst=True)
+            done = set(conn.scalars(sa.select(_migrations.c.name)))
+            for step in steps:
+                if step.name in done:
+                    continue
+                step.apply(conn)
+                conn.execute(_migrations.insert().values(name=step.name, applied_at=_iso(_now())))
+                applied_now.append(step.name)
+        return applied_now
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the migrations recorded in this database, in the order they were applied."""
+        with self.read() as conn:
+            query = sa.select(_migrations.c.name).order_by(_migrations.c.applied_at, _migrations.c.name)
+            return list(conn.scalars(query))
+
+    # -- users ----------------------------------------------------------------------------------
+
+    def add_user(self, name: str) -> tuple[str, str]:
+        """Create a user of the HTTP API; return `(user_id, token)`. Only the token's hash is kept."""
+        name = name.strip()
+        if not name:
+            raise UserError("a user needs a name: pass a non-empty NAME")
+        user_id = uuid.uuid4().hex
+        token = secrets.token_urlsafe(32)
+        values = {"id": user_id, "name": name, "token_hash": _hash_token(token), "created_at": _iso(_now())}
+        try:
+            with self.write() as conn:
+                conn.execute(_users.insert().values(values))
+        except IntegrityError:
+            raise UserError(f"a user named {name!r} already exists: pick another name") from None
+        return user_id, token
+
+    def user_for_token(self, token: str) -> str | None:
+        """The id of the user holding `token`, or None for an unknown token."""
+        with self.read() as conn:
+            return conn.scalar(sa.select(_users.c.id).where(_users.c.token_hash == _hash_token(token)))
+
+    # -- runs -------------------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        prompt: str,
+        model: str,
+        user_id: str | None = None,
+        workspace: str | None = None,
+        run_id: str | None = None,
+    ) -> RunRow:
+        """Record a new run, `running`. `run_id` defaults to a fresh random id."""
+        run = RunRow(
+            id=run_id or uuid.uuid4().hex,
+            user_id=user_id,
+            prompt=prompt,
+            model=model,
+            status="running",
+            workspace=workspace,
+            created_at=_now(),
+        )
+        with self.write() as conn:
+            conn.execute(_runs.insert().values(_run_values(run)))
+        return run
+
+    def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        final: str | None = None,
+        usage: Usage | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Record how a run ended. The first call wins: False if the run had already finished.
+
+        Raises KeyError for an unknown run.
+        """
+        if status == "running":
+            raise ValueError("finish_run needs a final status, not 'running'")
+        values = {
+            "status": status,
+            "final": final,
+            "usage": _usage.dump_json(usage or Usage()).decode(),
+            "error": error,
+            "completed_at": _iso(_now()),
+        }
+        with self.write() as conn:
+            update = _runs.update().where(_runs.c.id == run_id, _runs.c.status == "running").values(values)
+            if conn.execute(update).rowcount == 1:
+                return True
+            if conn.scalar(sa.select(_runs.c.id).where(_runs.c.id == run_id)) is None:
+                raise KeyError(run_id)
+            return False
+
+    def get_run(self, run_id: str, user_id: str | None = None) -> RunRow | None:
+        """The run, or None if there is none, or if `user_id` is given and the run is another user's."""
+        query = sa.select(_runs).where(_runs.c.id == run_id)
+        if user_id is not None:
+            query = query.where(_runs.c.user_id == user_id)
+        with self.read() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else _decode_run(row)
+
+    def list_runs(self, user_id: str | None = None, *, limit: int = 50, offset: int = 0) -> list[RunRow]:
+        """Runs, newest first: `user_id`'s own, or every run when it is None."""
+        query = (
+            sa.select(_runs)
+            .order_by(_runs.c.created_at.desc(), _runs.c.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        if user_id is not None:
+            query = query.where(_runs.c.user_id == user_id)
+        with self.read() as conn:
+            return [_decode_run(row) for row in conn.execute(query).mappings()]
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def add_events(self, events: Iterable[Event]) -> None:
+        """Append events in one transaction; each run's events are numbered 1, 2, 3, ... in order.
+
+        Built for batches: thousands of events go in one `executemany`. Each run must exist.
+        """
+        rows = [_event_values(ev) for ev in events]
+        if not rows:
+            return
+        with self.write() as conn:
+            seq: dict[str, int] = {}
+            for run_id, n in Counter(row["run_id"] for row in rows).items():
+                last = conn.scalar(_claim_event_numbers, {"run_id": run_id, "n": n})
+                if last is None:
+                    raise KeyError(f"no run {run_id!r}: create the run before adding its events")
+                seq[run_id] = last - n
+            for row in rows:
+                row["seq"] = seq[row["run_id"]] = seq[row["run_id"]] + 1
+            conn.execute(_events.insert(), rows)
+
+    def events(self, run_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
+        """A run's events in order, from number `after_seq + 1` on (numbers start at 1, no gaps).
+
+        A reader that has seen `n` events asks for `after_seq=n` to get only the new ones.
+        """
+        query = (
+            sa.select(_events)
+            .where(_events.c.run_id == run_id, _events.c.seq > after_seq)
+            .order_by(_events.c.seq)
+            .limit(limit)
+        )
+        with self.read() as conn:
+            return [_decode_event(row) for row in conn.execute(query).mappings()]
+
+    # -- subagents --------------------------------------------------------------------------------
+
+    def add_subagent_records(self, records: Iterable[SubagentRow | Mapping[str, Any]]) -> None:
+        """Store subagent records (dataclasses, or mappings with the same fields), validated first.
+
+        A record whose id is already stored replaces it, so a subagent can be recorded when it
+        starts and again when it ends, and recording the same end twice stores it once.
+        """
+        rows = [_subagent_values(_validate_subagent(r)) for r in records]
+        if not rows:
+            return
+        with self.write() as conn:
+            insert = _upsert(conn)(_subagents)
+            excluded = insert.excluded
+            update = {c.name: excluded[c.name] for c in _subagents.columns if c.name != "id"}
+            conn.execute(insert.on_conflict_do_update(index_elements=["id"], set_=update), rows)
+
+    def subagent_records(self, run_id: str) -> list[SubagentRow]:
+        """A run's subagent records, in the order they started."""
+        query = (
+            sa.select(_subagents)
+            .where(_subagents.c.run_id == run_id)
+            .order_by(_subagents.c.started_at, _subagents.c.id)
+        )
+        with self.read() as conn:
+            return [_decode_subagent(row) for row in conn.execute(query).mappings()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Connections
+
+
+def _engine_url(url: str | os.PathLike[str]) -> sa.URL:
+    text = os.fspath(url)
+    if "://" not in text:
+        text = f"sqlite:///{Path(text).expanduser().resolve()}"
+    try:
+        parsed = sa.make_url(text)
+    except ArgumentError:
+        raise UserError(
+            f"{text!r} is not a database URL: use sqlite:///PATH, a file path or postgresql://..."
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend != "sqlite":
+        shown = parsed.render_as_string(hide_password=True)
+        raise UserError(
+            f"unsupported database {shown!r}: use sqlite:///PATH, a file path or postgresql://..."
+        )
+    if not parsed.database or parsed.database == ":memory:" or parsed.database.startswith("file:"):
+        raise UserError("the store needs a SQLite file, not an in-memory database: pass sqlite:///PATH")
+    Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    return parsed
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: object) -> None:
+    # Take BEGIN away from the sqlite3 module (its legacy mode skips BEGIN before DDL and
+    # SELECT); `_sqlite_on_begin` emits it instead, IMMEDIATE for writes.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        # In WAL mode NORMAL never corrupts the file and survives a crash of the process; only an
+        # OS crash or power cut can lose the last commits. It makes each commit skip an fsync.
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    write = conn.get_execution_options().get("delegate_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _upsert(conn: Connection) -> Callable[[sa.Table], Any]:
+    """The dialect's INSERT that supports ON CONFLICT (both spell it the same way)."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+# ---------------------------------------------------------------------------------------------
+# Values in and out
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise ValueError(f"timestamps must be timezone-aware, got {moment!r}")
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _event_values(ev: Event) -> dict[str, Any]:
+    return {
+        "run_id": ev.run_id,
+        "type": ev.type,
+        "ts": ev.ts,
+        "agent_id": ev.agent_id,
+        "parent_agent_id": ev.parent_agent_id,
+        "tool_call_id": ev.tool_call_id,
+        "data": to_json(ev.data, fallback=str).decode(),
+    }
+
+
+def _run_values(run: RunRow) -> dict[str, Any]:
+    values = asdict(run)
+    values["usage"] = _usage.dump_json(run.usage).decode()
+    values["created_at"] = _iso(run.created_at)
+    values["completed_at"] = None if run.completed_at is None else _iso(run.completed_at)
+    return values
+
+
+def _validate_subagent(record: SubagentRow | Mapping[str, Any]) -> SubagentRow:
+    data = asdict(record) if isinstance(record, SubagentRow) else dict(record)
+    try:
+        return _subagent_row.validate_python(data)
+    except ValidationError as exc:
+        raise ValueError(f"invalid subagent record {data.get('id')!r}: {exc}") from None
+
+
+def _subagent_values(record: SubagentRow) -> dict[str, Any]:
+    values = asdict(record)
+    values["usage"] = _usage.dump_json(record.usage).decode()
+    for name in ("artifacts", "skipped", "acceptance"):
+        values[name] = _json_objects.dump_json(values[name]).decode()
+    values["started_at"] = _iso(record.started_at)
+    values["completed_at"] = None if record.completed_at is None else _iso(record.completed_at)
+    return values
+
+
+def _decode(adapter: TypeAdapter[_T], row: sa.RowMapping, table: str, json_columns: tuple[str, ...]) -> _T:
+    """Validate one stored row into its dataclass, or raise StoreError saying where it is damaged."""
+    values: dict[str, Any] = {str(key): value for key, value in row.items()}
+    column = ""
+    try:
+        for column in json_columns:
+            values[column] = from_json(values[column])
+        column = ""
+        return adapter.validate_python(values)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError too
+        where = f" column {column!r}" if column else ""
+        raise StoreError(
+            f"{table} row {values.get('id')!r}{where} holds data delegate cannot read ({exc}); "
+            "it was changed outside delegate or by another version"
+        ) from None
+
+
+def _decode_run(row: sa.RowMapping) -> RunRow:
+    return _decode(_run_row, row, "runs", ("usage",))
+
+
+def _decode_subagent(row: sa.RowMapping) -> SubagentRow:
+    return _decode(_subagent_row, row, "subagents", ("usage", "artifacts", "skipped", "acceptance"))
+
+
+def _decode_event(row: sa.RowMapping) -> Event:
+    try:
+        return Event(
+            type=_event_type.validate_python(row["type"]),
+            run_id=row["run_id"],
+            agent_id=row["agent_id"],
+            parent_agent_id=row["parent_agent_id"],
+            tool_call_id=row["tool_call_id"],
+            data=_event_data.validate_json(row["data"]),
+            ts=row["ts"],
+        )
+    except ValueError as exc:
+        raise StoreError(
+            f"events row {row['id']!r} (run {row['run_id']!r}, number {row['seq']}) holds data delegate "
+            f"cannot read ({exc}); it was changed outside delegate or by another version"
+        ) from None
