@@ -39,6 +39,7 @@ import os
 import re
 import signal
 import stat
+import subprocess
 import time
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -461,58 +462,75 @@ async def _run_tests(command: str, workspace: Workspace, timeout: float) -> tupl
     """Run `command` with the shell in the workspace root, in its own process group.
 
     The whole group is killed when the command ends or times out (or the check is cancelled), so
-    no test process outlives its check. Only the last 4 KiB of output are kept, for the evidence.
+    no test process outlives its check, and a background process still holding the output pipe
+    cannot stall the verdict. Only the last 4 KiB of output are kept, for the evidence.
     """
     if not workspace.allow_commands:
         raise _Unverifiable("commands are not allowed in this workspace", checked=False)
+    loop = asyncio.get_running_loop()
     started = time.monotonic()
     try:
-        process = await asyncio.create_subprocess_shell(
+        transport, output = await loop.subprocess_shell(
+            lambda: _Output(loop),
             command,
             cwd=workspace.root,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     except OSError as exc:
         raise _Unverifiable(f"the command could not start: {exc.strerror or exc}", checked=False) from None
-    tail = bytearray()
-    assert process.stdout is not None
-    reader = asyncio.create_task(_drain(process.stdout, tail))
     timed_out = False
     try:
         try:
             async with asyncio.timeout(timeout):
-                await process.wait()
+                await asyncio.shield(output.exited)
         except TimeoutError:
             timed_out = True
     finally:
-        _kill_group(process.pid)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(process.wait(), _DRAIN_GRACE)
-        done, _ = await asyncio.wait({reader}, timeout=_DRAIN_GRACE)
-        for task in done:
-            task.exception()  # a broken pipe only shortens the evidence
-        if not done:
-            reader.cancel()
+        _kill_group(transport.get_pid())
+        try:
+            await asyncio.wait({output.exited}, timeout=_DRAIN_GRACE)
+            await asyncio.wait({output.closed}, timeout=_DRAIN_GRACE)
+        finally:
+            transport.close()
     elapsed = time.monotonic() - started
     if timed_out:
         raise _Unverifiable(
             f"timed out after {timeout:g} s; the command's processes were killed", checked=True
         )
-    code = process.returncode
-    output = _last_line(bytes(tail))
+    code = transport.get_returncode()
+    last = _last_line(bytes(output.tail))
     if code == 0:
         return "holds", f"exit 0 in {elapsed:.1f} s"
     ending = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
-    return "does not hold", f"{ending} in {elapsed:.1f} s" + (f"; output ends: {output}" if output else "")
+    return "does not hold", f"{ending} in {elapsed:.1f} s" + (f"; output ends: {last}" if last else "")
 
 
-async def _drain(stream: asyncio.StreamReader, tail: bytearray) -> None:
-    while chunk := await stream.read(65536):
-        tail += chunk
-        del tail[:-_TAIL_BYTES]
+class _Output(asyncio.SubprocessProtocol):
+    """Keeps the tail of a command's output, and tells when the command exits.
+
+    `exited` is separate from the pipe closing: `Process.wait()` would also wait for every process
+    that inherited the pipe, such as a server the tests left running in the background.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.tail = bytearray()
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        self.tail += data
+        del self.tail[:-_TAIL_BYTES]
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 def _kill_group(pid: int) -> None:
