@@ -50,6 +50,8 @@ class Reply:
     """By default `tool_use` when there are tool uses, else `end_turn`."""
     delay: float = 0.0
     """Seconds to wait before answering (to hold requests in flight)."""
+    cut: bool = False
+    """Streaming only: end the stream after the first delta, without `message_stop`."""
 
 
 @dataclass
@@ -273,6 +275,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._start_stream(request_id)
         for event in _events(reply, body, n):
             self._event(event)
+            if reply.cut and event["type"] == "content_block_delta":
+                break
         self._end_stream()
 
     def _stream_fault(self, fault: Fault, body: dict[str, Any], n: int, request_id: str) -> None:

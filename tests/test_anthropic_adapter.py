@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import os
 import socket
 import time
@@ -232,6 +233,13 @@ async def test_overload_reported_inside_a_stream_is_retried(make_model: MakeMode
     assert len(server.requests) == 2
 
 
+async def test_a_stream_that_stops_before_its_end_is_asked_again(make_model: MakeModel) -> None:
+    with AnthropicServer(scripted([Reply("half an answer", cut=True), Reply("a whole answer")])) as server:
+        response = await make_model(server).complete(ask())
+    assert response.text == "a whole answer"
+    assert len(server.requests) == 2
+
+
 async def test_a_server_error_that_persists_fails_after_the_attempts_naming_the_status(
     make_model: MakeModel,
 ) -> None:
@@ -442,6 +450,17 @@ async def test_the_key_and_base_url_come_from_the_environment(monkeypatch: pytes
             response = await model.complete(ask())
     assert response.text == "from env"
     assert model.name == "anthropic:claude-test"
+
+
+def test_one_model_serves_several_event_loops_and_leaves_no_connection_open() -> None:
+    """`asyncio.run` twice with one model (as a sync caller does): each loop gets its own
+    connections, closed when that loop shuts down (a leak would fail this test as a warning)."""
+    with AnthropicServer(lambda body: Reply("again")) as server:
+        model = AnthropicModel("claude-test", base_url=server.base_url, api_key="k")
+        answers = [asyncio.run(model.complete(ask())).text for _ in range(3)]
+        del model
+        gc.collect()
+    assert answers == ["again"] * 3
 
 
 # end to end

@@ -22,7 +22,7 @@ import os
 import random
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -109,7 +109,7 @@ class AnthropicModel:
                 "(and ANTHROPIC_BASE_URL for a server other than api.anthropic.com)"
             )
         # One client per event loop: pooled connections belong to the loop that opened them.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = (
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -121,10 +121,13 @@ class AnthropicModel:
         return f"AnthropicModel({self.model!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP connections this model opened in the running event loop."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        """Close the HTTP connections this model opened in the running event loop.
+
+        Not needed under `asyncio.run`: there the connections close when the loop shuts down.
+        """
+        owned = self._clients.pop(asyncio.get_running_loop(), None)
+        if owned is not None:
+            await owned.guard.aclose()
 
     async def __aenter__(self) -> AnthropicModel:
         return self
@@ -134,7 +137,7 @@ class AnthropicModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         params = self._params(request)
-        client = self._client()
+        client = await self._client()
         attempt = 0
         while True:
             attempt += 1
@@ -152,17 +155,19 @@ class AnthropicModel:
                 retry_after = None
             await asyncio.sleep(self._delay(attempt, retry_after))
 
-    def _client(self) -> anthropic.AsyncAnthropic:
+    async def _client(self) -> anthropic.AsyncAnthropic:
         if self._given_client is not None:
             return self._given_client
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
+        owned = self._clients.get(loop)
+        if owned is None:
             client = anthropic.AsyncAnthropic(
                 api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=self.timeout
             )
-            self._clients[loop] = client
-        return client
+            guard = _close_at_loop_shutdown(client)
+            await anext(guard)
+            owned = self._clients[loop] = _LoopClient(client, guard)
+        return owned.client
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -189,6 +194,25 @@ class AnthropicModel:
     def _failure(self, what: str, attempt: int) -> str:
         tries = f" after {attempt} attempts" if attempt > 1 else ""
         return f"{self.name} failed{tries}: {what}"
+
+
+@dataclass(frozen=True, slots=True)
+class _LoopClient:
+    client: anthropic.AsyncAnthropic
+    guard: AsyncGenerator[None, None]
+
+
+async def _close_at_loop_shutdown(client: anthropic.AsyncAnthropic) -> AsyncGenerator[None, None]:
+    """Closes `client` when it is closed itself, or when its event loop shuts down.
+
+    `asyncio.run` (and every `asyncio.Runner`) finalises the async generators still open before
+    closing the loop, so the pooled connections are closed in the loop that opened them, instead
+    of leaking sockets when a model outlives one `asyncio.run`.
+    """
+    try:
+        yield
+    finally:
+        await client.close()
 
 
 # requests
