@@ -63,7 +63,11 @@ async def test_a_lead_fans_out_and_gets_results_in_prompt_order(tmp_path: Path) 
 async def test_subagents_see_only_their_prompt_and_never_get_task(tmp_path: Path) -> None:
     model = FunctionModel(
         lambda r: (
-            (call("task", subagent_type="general-purpose", description="d", prompt="sub job") if len(r.messages) == 1 else reply("ok"))
+            (
+                call("task", subagent_type="general-purpose", description="d", prompt="sub job")
+                if len(r.messages) == 1
+                else reply("ok")
+            )
             if is_lead(r)
             else call("complete", summary="done")
         )
@@ -80,7 +84,11 @@ async def test_subagents_see_only_their_prompt_and_never_get_task(tmp_path: Path
 async def test_explore_is_read_only_by_its_tool_set(tmp_path: Path) -> None:
     model = FunctionModel(
         lambda r: (
-            (call("task", subagent_type="explore", description="look", prompt="find x") if len(r.messages) == 1 else reply("ok"))
+            (
+                call("task", subagent_type="explore", description="look", prompt="find x")
+                if len(r.messages) == 1
+                else reply("ok")
+            )
             if is_lead(r)
             else call("complete", summary="found")
         )
@@ -95,14 +103,27 @@ async def test_explore_is_read_only_by_its_tool_set(tmp_path: Path) -> None:
     [
         ({"subagent_type": "nope", "description": "d", "prompt": "p"}, "available: general-purpose, explore"),
         ({"subagent_type": "bash", "description": "d", "prompt": "p"}, "does not allow command execution"),
-        ({"subagent_type": "explore", "description": "d", "prompt": "p", "context_mode": "full"}, "context_mode"),
+        (
+            {"subagent_type": "explore", "description": "d", "prompt": "p", "context_mode": "full"},
+            "context_mode",
+        ),
         ({"subagent_type": "explore", "description": "x" * 81, "prompt": "p"}, "at most 80"),
         ({"subagent_type": "explore", "description": "d"}, "prompt is required"),
         ({"subagent_type": "explore", "description": "d", "prompt": "p", "prompts": ["q"]}, "not both"),
-        ({"subagent_type": "explore", "description": "d", "prompt": "p", "acceptance_criteria": ["x"] * 21}, "20"),
+        (
+            {
+                "subagent_type": "explore",
+                "description": "d",
+                "prompt": "p",
+                "acceptance_criteria": ["x"] * 21,
+            },
+            "20",
+        ),
     ],
 )
-async def test_invalid_task_calls_start_nothing_and_say_why(tmp_path: Path, arguments: dict[str, Any], message: str) -> None:
+async def test_invalid_task_calls_start_nothing_and_say_why(
+    tmp_path: Path, arguments: dict[str, Any], message: str
+) -> None:
     model = ScriptedModel([call("task", **arguments), reply("ok")])
     result = await runtime(tmp_path, model).run("go")
     content = task_result(model.requests[1])
@@ -142,7 +163,9 @@ async def test_one_failing_subagent_does_not_stop_its_siblings(tmp_path: Path) -
     def model(request: ModelRequest) -> ModelResponse:
         if is_lead(request):
             if len(request.messages) == 1:
-                return call("task", subagent_type="general-purpose", description="d", prompts=["ok 1", "fail", "ok 2"])
+                return call(
+                    "task", subagent_type="general-purpose", description="d", prompts=["ok 1", "fail", "ok 2"]
+                )
             return reply("done")
         if request.messages[0].text == "fail":
             raise RuntimeError("model exploded")
@@ -189,7 +212,11 @@ async def test_complete_validates_paths(tmp_path: Path) -> None:
     paths = ["real.md", "missing.md", "../outside.md", "real.md", "link.md"]
     model = FunctionModel(
         lambda r: (
-            (call("task", subagent_type="general-purpose", description="d", prompt="p") if len(r.messages) == 1 else reply("ok"))
+            (
+                call("task", subagent_type="general-purpose", description="d", prompt="p")
+                if len(r.messages) == 1
+                else reply("ok")
+            )
             if is_lead(r)
             else call("complete", summary="s", paths=paths)
         )
@@ -207,7 +234,11 @@ async def test_complete_validates_paths(tmp_path: Path) -> None:
 async def test_a_subagent_that_never_completes_reports_its_last_text(tmp_path: Path) -> None:
     model = FunctionModel(
         lambda r: (
-            (call("task", subagent_type="explore", description="d", prompt="p") if len(r.messages) == 1 else reply("ok"))
+            (
+                call("task", subagent_type="explore", description="d", prompt="p")
+                if len(r.messages) == 1
+                else reply("ok")
+            )
             if is_lead(r)
             else reply("my findings")
         )
@@ -235,15 +266,28 @@ async def test_usage_of_subagents_rolls_up_into_the_run(tmp_path: Path) -> None:
     payload = result.to_dict()
     assert payload["usage"] == {"input_tokens": 314, "output_tokens": 36}
     assert set(payload["subagents"][0]) >= {
-        "id", "type", "description", "tool_call_id", "status", "steps", "usage", "artifacts", "skipped",
-        "started_at", "completed_at",
+        "id",
+        "type",
+        "description",
+        "tool_call_id",
+        "status",
+        "steps",
+        "usage",
+        "artifacts",
+        "skipped",
+        "started_at",
+        "completed_at",
     }
 
 
 async def test_the_total_cap_refuses_clearly(tmp_path: Path) -> None:
     model = FunctionModel(
         lambda r: (
-            (call("task", subagent_type="explore", description="d", prompts=["a", "b", "c"]) if len(r.messages) == 1 else reply("ok"))
+            (
+                call("task", subagent_type="explore", description="d", prompts=["a", "b", "c"])
+                if len(r.messages) == 1
+                else reply("ok")
+            )
             if is_lead(r)
             else call("complete", summary="s")
         )
@@ -261,7 +305,9 @@ async def test_the_parallel_cap_holds(tmp_path: Path) -> None:
         nonlocal running, peak
         if is_lead(request):
             if len(request.messages) == 1:
-                return call("task", subagent_type="explore", description="d", prompts=[str(i) for i in range(12)])
+                return call(
+                    "task", subagent_type="explore", description="d", prompts=[str(i) for i in range(12)]
+                )
             return reply("ok")
         running += 1
         peak = max(peak, running)
@@ -339,7 +385,11 @@ async def test_model_resolution_order(tmp_path: Path) -> None:
     ]
     inherit = FunctionModel(
         lambda r: (
-            (call("task", subagent_type="explore", description="d", prompt="x") if len(r.messages) == 1 else reply("ok"))
+            (
+                call("task", subagent_type="explore", description="d", prompt="x")
+                if len(r.messages) == 1
+                else reply("ok")
+            )
             if is_lead(r)
             else call("complete", summary="s")
         ),
@@ -356,7 +406,10 @@ async def test_acceptance_verdicts_come_back_with_the_result(tmp_path: Path) -> 
         if is_lead(request):
             if len(request.messages) == 1:
                 return call(
-                    "task", subagent_type="general-purpose", description="d", prompt="write out.md",
+                    "task",
+                    subagent_type="general-purpose",
+                    description="d",
+                    prompt="write out.md",
                     acceptance_criteria=criteria,
                 )
             return reply("ok")
@@ -385,7 +438,17 @@ async def test_snapshot_mode_gives_the_child_the_parents_conversation(tmp_path: 
         if is_lead(request):
             if len(request.messages) == 1:
                 return respond(
-                    [("task", {"subagent_type": "explore", "description": "d", "prompt": "p", "context_mode": "snapshot"})],
+                    [
+                        (
+                            "task",
+                            {
+                                "subagent_type": "explore",
+                                "description": "d",
+                                "prompt": "p",
+                                "context_mode": "snapshot",
+                            },
+                        )
+                    ],
                     text="I will delegate",
                 )
             return reply("ok")
@@ -398,4 +461,8 @@ async def test_snapshot_mode_gives_the_child_the_parents_conversation(tmp_path: 
     assert (first.name, first.hidden) == ("parent_context_snapshot", True)
     assert "requirement: use British spelling" in first.text
     assert sub.messages[1].text == "p"
-    assert "not your own" in sub.system.lower() or "not its own" in sub.system.lower() or "belong to the parent" in sub.system.lower()
+    assert (
+        "not your own" in sub.system.lower()
+        or "not its own" in sub.system.lower()
+        or "belong to the parent" in sub.system.lower()
+    )

@@ -28,7 +28,9 @@ from .models import Model
 READ_ONLY_TOOLS = ("read_file", "list_dir", "find_files", "grep")
 """The tools of the `explore` type: read-only by construction of its tool set."""
 
-NEVER_INHERITED = frozenset({"task", "batch_task", "batch_status", "cancel_batch", "ask_user", "present_files"})
+NEVER_INHERITED = frozenset(
+    {"task", "batch_task", "batch_status", "cancel_batch", "ask_user", "present_files"}
+)
 """Tools a subagent does not get by inheriting its parent's set. `task` is never given at all (no
 nesting); `ask_user` and `present_files` only when a definition lists them explicitly."""
 
@@ -148,7 +150,7 @@ def load_definition(path: Path, *, claude: bool = False) -> Subagent:
     if match is None:
         raise UserError(f"{path}: a subagent definition starts with YAML front matter between '---' lines")
     try:
-        meta = yaml.safe_load(match.group(1)) or {}
+        meta: object = yaml.safe_load(match.group(1)) or {}
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: front matter is not valid YAML: {exc}") from None
     if not isinstance(meta, dict):
@@ -267,4 +269,3 @@ def tools_for(definition: Subagent, parent_tools: Sequence[str], available: Sequ
         seen.add(name)
         chosen.append(name)
     return chosen
-

@@ -103,7 +103,9 @@ class Runtime:
             subagents=subagents,
             builtins=builtin_subagents,
         )
-        self.tools: dict[str, Tool] = {t.name: t for t in builtin_tools(builtin, allow_commands=allow_commands)}
+        self.tools: dict[str, Tool] = {
+            t.name: t for t in builtin_tools(builtin, allow_commands=allow_commands)
+        }
         for extra in tools:
             self.tools[extra.name] = extra
         self.instructions = instructions
@@ -156,8 +158,28 @@ class Runtime:
     # -- running ----------------------------------------------------------------------------
 
     def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
-        """`run` for code that is not async."""
-        return asyncio.run(self.run(prompt, **kwargs))
+        """`run` for code that is not async (closes the model clients it opened when done)."""
+
+        async def go() -> RunResult:
+            try:
+                return await self.run(prompt, **kwargs)
+            finally:
+                await self.aclose()
+
+        return asyncio.run(go())
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients of the models this runtime built from model strings."""
+        for model in self._models.values():
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def stream(self, prompt: str, **kwargs: Any) -> AsyncIterator[Event]:
         """Run and yield every event as it happens; the last one is `run.completed`."""
@@ -175,7 +197,12 @@ class Runtime:
                     await task
 
     async def run(
-        self, prompt: str, *, run_id: str | None = None, sinks: Iterable[EventSink] = (), model: str | Model | None = None
+        self,
+        prompt: str,
+        *,
+        run_id: str | None = None,
+        sinks: Iterable[EventSink] = (),
+        model: str | Model | None = None,
     ) -> RunResult:
         """Run the lead agent on `prompt` to its final answer."""
         if not prompt.strip():
@@ -186,23 +213,48 @@ class Runtime:
         recorder = _Recorder(self.store, [*self.sinks, *sinks])
         recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
         ctx = ToolContext(
-            run_id=run_id, agent_id="lead", workspace=self.workspace, emit=recorder.emit,
-            user_id=self.user_id, timezone=self.timezone,
+            run_id=run_id,
+            agent_id="lead",
+            workspace=self.workspace,
+            emit=recorder.emit,
+            user_id=self.user_id,
+            timezone=self.timezone,
         )
         lead_tools = [t for name, t in self.tools.items() if name != "complete"]
         runner = SubagentRunner(
-            run_id=run_id, user_id=self.user_id, timezone=self.timezone, workspace=self.workspace,
-            emit=recorder.emit, tools=self.tools, parent_tools=[t.name for t in lead_tools],
-            parent_model=lead_model, subagent_model=subagent_model, model_for=self.model_for,
-            max_parallel=self.max_parallel, max_total=self.max_subagents, compaction=self.compaction,
+            run_id=run_id,
+            user_id=self.user_id,
+            timezone=self.timezone,
+            workspace=self.workspace,
+            emit=recorder.emit,
+            tools=self.tools,
+            parent_tools=[t.name for t in lead_tools],
+            parent_model=lead_model,
+            subagent_model=subagent_model,
+            model_for=self.model_for,
+            max_parallel=self.max_parallel,
+            max_total=self.max_subagents,
+            compaction=self.compaction,
         )
         if self.task_tool and len(self.catalogue):
             lead_tools.append(self._task_tool(runner))
         spec = AgentSpec(
-            name="lead", instructions=self._lead_instructions(), model=lead_model, tools=lead_tools,
-            max_steps=self.max_steps, timeout=self.timeout, compaction=self.compaction,
+            name="lead",
+            instructions=self._lead_instructions(),
+            model=lead_model,
+            tools=lead_tools,
+            max_steps=self.max_steps,
+            timeout=self.timeout,
+            compaction=self.compaction,
         )
-        recorder.emit(Event(type="run.started", run_id=run_id, agent_id="lead", data={"prompt": prompt[:500], "model": lead_model.name}))
+        recorder.emit(
+            Event(
+                type="run.started",
+                run_id=run_id,
+                agent_id="lead",
+                data={"prompt": prompt[:500], "model": lead_model.name},
+            )
+        )
         beat = asyncio.create_task(_heartbeat(runner, recorder, self.heartbeat_interval))
         try:
             result = await run_agent(spec, ctx, [Message.user(prompt)])
@@ -230,7 +282,12 @@ class Runtime:
 
 def _cancelled(ctx: ToolContext) -> AgentResult:
     return AgentResult(
-        status="cancelled", stop_reason="cancelled", final="", messages=ctx.conversation, steps=0, usage=ctx.usage
+        status="cancelled",
+        stop_reason="cancelled",
+        final="",
+        messages=ctx.conversation,
+        steps=0,
+        usage=ctx.usage,
     )
 
 
@@ -277,7 +334,9 @@ class _Recorder:
     def begin(self, run_id: str, user_id: str, prompt: str, model: str, workspace: str) -> None:
         self.run_id = run_id
         if self.store is not None:
-            self.store.create_run(run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace)
+            self.store.create_run(
+                run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace
+            )
 
     async def flush(self) -> None:
         if self.store is not None and self.buffer:
@@ -306,7 +365,13 @@ class _Recorder:
         def write() -> None:
             store.add_events(events)
             store.add_subagent_records(result.run_id, result.subagents)
-            store.finish_run(result.run_id, status=result.status, final=result.final, usage=result.usage, error=result.error)
+            store.finish_run(
+                result.run_id,
+                status=result.status,
+                final=result.final,
+                usage=result.usage,
+                error=result.error,
+            )
 
         await asyncio.to_thread(write)
 

@@ -41,7 +41,11 @@ def call(name: str, /, **arguments: Any) -> ModelResponse:
 
 
 def respond(
-    calls: Iterable[tuple[str, dict[str, Any]]], *, text: str = "", input_tokens: int = 10, output_tokens: int = 5
+    calls: Iterable[tuple[str, dict[str, Any]]],
+    *,
+    text: str = "",
+    input_tokens: int = 10,
+    output_tokens: int = 5,
 ) -> ModelResponse:
     """A turn with several tool calls (run concurrently by the loop)."""
     parts: list[Part] = [TextPart(text=text)] if text else []

@@ -1,6 +1,6 @@
 """The subagent layer: the `task` tool, `complete`, snapshots, acceptance checks, prompts."""
 
-from ._complete import COMPLETE_TOOL, Delivery, validate_paths
+from ._complete import COMPLETE_TOOL, Delivery
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS
 from ._task import SubagentRunner, task_tool

@@ -47,11 +47,7 @@ def validate_paths(workspace: Workspace, paths: list[str]) -> tuple[list[Artifac
             skipped.append(Skipped(path=claimed, reason="does not exist"))
             continue
         kind = (
-            "symlink"
-            if stat.S_ISLNK(link.st_mode)
-            else "directory"
-            if stat.S_ISDIR(info.st_mode)
-            else "file"
+            "symlink" if stat.S_ISLNK(link.st_mode) else "directory" if stat.S_ISDIR(info.st_mode) else "file"
         )
         artifacts.append(
             Artifact(
@@ -70,7 +66,9 @@ def _complete(
     summary: Annotated[str, Field(description="What you did and found: short, specific, with key results.")],
     paths: Annotated[
         list[str],
-        Field(description="Files you wrote for the delegating agent to read (workspace-relative or absolute)."),
+        Field(
+            description="Files you wrote for the delegating agent to read (workspace-relative or absolute)."
+        ),
     ] = [],  # noqa: B006 - pydantic copies defaults
 ) -> ToolReturn:
     artifacts, skipped = validate_paths(ctx.workspace, paths)

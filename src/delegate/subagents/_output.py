@@ -23,7 +23,12 @@ class Artifact:
     relative_path: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "fs_type": self.fs_type, "modified_at": self.modified_at}
+        return {
+            "path": self.path,
+            "size": self.size,
+            "fs_type": self.fs_type,
+            "modified_at": self.modified_at,
+        }
 
 
 @dataclass(kw_only=True, slots=True)

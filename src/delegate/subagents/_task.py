@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from dataclasses import asdict
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
@@ -33,7 +33,9 @@ from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 ContextMode = Literal["isolated", "snapshot"]
 CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
 MAX_PROMPTS = 100
-_ARGUMENTS = frozenset({"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria"})
+_ARGUMENTS = frozenset(
+    {"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria"}
+)
 
 
 class SubagentRunner:
@@ -107,7 +109,7 @@ class SubagentRunner:
             stop = set(definition.stop_tools)
             tools = [_as_stop(t) if t.name in stop else t for t in tools]
             model = _resolve(definition, self.subagent_model, self.parent_model, self.model_for)
-            prepared = (tools + [COMPLETE_TOOL], model)
+            prepared = ([*tools, COMPLETE_TOOL], model)
             self._prepared[definition.name] = prepared
         return prepared
 
@@ -170,7 +172,9 @@ class SubagentRunner:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
             spec = AgentSpec(
                 name=definition.name,
-                instructions=_system_prompt(definition, criteria=bool(criteria), snapshot=snapshot is not None),
+                instructions=_system_prompt(
+                    definition, criteria=bool(criteria), snapshot=snapshot is not None
+                ),
                 model=model,
                 tools=tools,
                 max_steps=definition.max_steps,
@@ -421,10 +425,12 @@ def _prompts(args: dict[str, Any]) -> list[str]:
         return [prompt]
     if not isinstance(prompts, list) or not prompts:
         raise ToolError("prompts must be a non-empty list of strings")
-    if len(prompts) > MAX_PROMPTS:
-        raise ToolError(f"prompts has {len(prompts)} entries; at most {MAX_PROMPTS} per call")
-    for i, p in enumerate(prompts):
-        if not isinstance(p, str) or not p.strip():
+    items = cast(list[object], prompts)
+    if len(items) > MAX_PROMPTS:
+        raise ToolError(f"prompts has {len(items)} entries; at most {MAX_PROMPTS} per call")
+    texts: list[str] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip():
             raise ToolError(f"prompts[{i}] must be a non-empty string")
-    return [str(p) for p in prompts]
-
+        texts.append(item)
+    return texts

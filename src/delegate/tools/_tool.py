@@ -133,7 +133,7 @@ class Tool:
             description=inspect.cleandoc(description or fn.__doc__ or tool_name),
             parameters=schema,
             function=call,
-            validator=cast(type[BaseModel], validator),
+            validator=validator,
             stop=stop,
         )
 
@@ -162,9 +162,16 @@ class Tool:
 @overload
 def tool(fn: ToolFunction, /) -> Tool: ...
 @overload
-def tool(*, name: str | None = None, description: str | None = None, stop: bool = False) -> Callable[[ToolFunction], Tool]: ...
 def tool(
-    fn: ToolFunction | None = None, /, *, name: str | None = None, description: str | None = None, stop: bool = False
+    *, name: str | None = None, description: str | None = None, stop: bool = False
+) -> Callable[[ToolFunction], Tool]: ...
+def tool(
+    fn: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    stop: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Decorator: turn a typed function into a `Tool`."""
     if fn is not None:

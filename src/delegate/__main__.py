@@ -1,0 +1,3 @@
+from delegate.cli import main
+
+main()

@@ -1,0 +1,228 @@
+"""Delegation end to end through the `openai:` adapter against a loopback Chat Completions server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delegate._agents import Subagent
+from delegate._runtime import Runtime
+from delegate.models._openai import OpenAIModel
+from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.loopback_openai import Fault, OpenAIServer, Reply
+
+
+def system_of(body: dict[str, Any]) -> str:
+    return body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+
+
+def last(body: dict[str, Any]) -> dict[str, Any]:
+    return body["messages"][-1]
+
+
+def user_text(body: dict[str, Any]) -> str:
+    user = [m for m in body["messages"] if m["role"] == "user"]
+    content = user[-1]["content"]
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+def fan_out_responder(body: dict[str, Any]) -> Reply | Fault:
+    """Lead: one turn of parallel task calls, then a final answer quoting the results.
+    Subagents: write the file their prompt names, then complete; 'broken' always fails; 'sleepy' hangs;
+    'loopy' never completes."""
+    if system_of(body).startswith(LEAD_INSTRUCTIONS):
+        if last(body)["role"] == "user":
+            calls: list[tuple[str, dict[str, Any] | str]] = [
+                (
+                    "task",
+                    {
+                        "subagent_type": "general-purpose",
+                        "description": f"write {n}",
+                        "prompt": f"write {n}.md",
+                    },
+                )
+                for n in ("alpha", "beta", "gamma")
+            ]
+            calls.append(
+                ("task", {"subagent_type": "general-purpose", "description": "broken", "prompt": "broken"})
+            )
+            calls.append(("task", {"subagent_type": "sleepy", "description": "sleepy", "prompt": "sleepy"}))
+            calls.append(("task", {"subagent_type": "loopy", "description": "loopy", "prompt": "loopy"}))
+            return Reply(content="Delegating.", tool_calls=calls, prompt_tokens=100, completion_tokens=40)
+        results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        return Reply(content="\n---\n".join(results), prompt_tokens=300, completion_tokens=60)
+    prompt = user_text(body)
+    if prompt == "broken":
+        return Fault(500, "this subagent's model is down")
+    if prompt == "sleepy":
+        time.sleep(1.0)
+        return Reply(content="too late")
+    if prompt == "loopy":
+        return Reply(tool_calls=[("list_dir", {})], prompt_tokens=3, completion_tokens=1)
+    name = prompt.split()[-1]
+    if last(body)["role"] == "user":
+        return Reply(
+            tool_calls=[("write_file", {"path": name, "content": f"# {name}\n"})],
+            prompt_tokens=20,
+            completion_tokens=8,
+        )
+    return Reply(
+        tool_calls=[("complete", {"summary": f"wrote {name}", "paths": [name]})],
+        prompt_tokens=30,
+        completion_tokens=9,
+    )
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DELEGATE_MODEL", "DELEGATE_DB"):
+        monkeypatch.delenv(name, raising=False)
+
+
+async def test_a_lead_fans_out_through_the_openai_adapter(tmp_path: Path, clean_env: None) -> None:
+    sleepy = Subagent(name="sleepy", description="Sleeps.", timeout=0.4)
+    loopy = Subagent(name="loopy", description="Never completes.", max_steps=3)
+    with OpenAIServer(fan_out_responder) as server:
+        model = OpenAIModel("m", base_url=server.base_url, api_key="k", retry_delay=0.01, max_retries=2)
+        rt = Runtime(model=model, workspace=tmp_path, subagents=[sleepy, loopy], store=False)
+        result = await rt.run("Write alpha, beta and gamma. LEAD-ONLY-SECRET")
+        await model.aclose()
+    by_description = {s.description: s for s in result.subagents}
+    assert [by_description[f"write {n}"].status for n in ("alpha", "beta", "gamma")] == ["completed"] * 3
+    assert by_description["broken"].status == "error" and "500" in (by_description["broken"].error or "")
+    assert by_description["sleepy"].status == "timed_out"
+    assert (by_description["loopy"].status, by_description["loopy"].steps) == ("aborted", 3)
+    for n in ("alpha", "beta", "gamma"):
+        assert (tmp_path / f"{n}.md").read_text() == f"# {n}.md\n"
+    # results reach the lead in call order
+    order = [line for line in result.final.splitlines() if line.startswith("[")]
+    assert [line.split(":")[0] for line in order] == [
+        "[completed] general-purpose",
+        "[completed] general-purpose",
+        "[completed] general-purpose",
+        "[error] general-purpose",
+        "[timed_out] sleepy",
+        "[aborted] loopy",
+    ]
+    assert "Summary: wrote alpha.md" in result.final.split("---")[0]
+    # no subagent saw the lead's conversation, and none was offered task
+    subagent_requests = [b for b in server.requests if not system_of(b).startswith(LEAD_INSTRUCTIONS)]
+    assert subagent_requests
+    for body in subagent_requests:
+        assert "LEAD-ONLY-SECRET" not in json.dumps(body)
+        assert "task" not in {t["function"]["name"] for t in body.get("tools", [])}
+    # usage sums match what the server reported
+    assert result.usage.input_tokens == server.total_usage.prompt_tokens
+    assert result.usage.output_tokens == server.total_usage.completion_tokens
+
+
+def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "delegate", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def cli_env(base_url: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    if base_url:
+        env["OPENAI_BASE_URL"] = base_url
+    return env
+
+
+def test_delegate_run_json_reports_the_contract(tmp_path: Path) -> None:
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        if system_of(body).startswith(LEAD_INSTRUCTIONS):
+            if last(body)["role"] == "user":
+                return Reply(
+                    tool_calls=[
+                        ("write_file", {"path": "notes/lead.md", "content": "lead wrote this"}),
+                        (
+                            "task",
+                            {"subagent_type": "explore", "description": "count files", "prompt": "count"},
+                        ),
+                    ],
+                    prompt_tokens=50,
+                    completion_tokens=20,
+                )
+            return Reply(content="All done: notes/lead.md written.", prompt_tokens=80, completion_tokens=12)
+        return Reply(
+            tool_calls=[("complete", {"summary": "there is one file"})], prompt_tokens=15, completion_tokens=4
+        )
+
+    with OpenAIServer(responder) as server:
+        done = run_cli(
+            ["run", "write a note", "--model", "openai:m", "--json", "--workspace", str(tmp_path)],
+            cli_env(server.base_url),
+            tmp_path,
+        )
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["status"] == "completed"
+    assert payload["final"] == "All done: notes/lead.md written."
+    assert payload["usage"] == {
+        "input_tokens": server.total_usage.prompt_tokens,
+        "output_tokens": server.total_usage.completion_tokens,
+    }
+    assert payload["usage"] == {"input_tokens": 145, "output_tokens": 36}
+    (sub,) = payload["subagents"]
+    assert {k: sub[k] for k in ("type", "description", "status", "steps", "artifacts", "skipped")} == {
+        "type": "explore",
+        "description": "count files",
+        "status": "completed",
+        "steps": 1,
+        "artifacts": [],
+        "skipped": [],
+    }
+    assert sub["usage"] == {"input_tokens": 15, "output_tokens": 4}
+    assert sub["id"] and sub["tool_call_id"] and sub["started_at"] and sub["completed_at"]
+    assert (tmp_path / "notes/lead.md").read_text() == "lead wrote this"
+    assert payload["run_id"].startswith("run_")
+
+
+def test_delegate_run_prints_the_final_answer(tmp_path: Path) -> None:
+    with OpenAIServer(lambda body: Reply(content="hello there")) as server:
+        done = run_cli(
+            ["run", "say hello", "--model", "openai:m", "-w", str(tmp_path)],
+            cli_env(server.base_url),
+            tmp_path,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "hello there"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "x", "--model", "nope:m"], "unknown model provider"),
+        (["run", "x", "--model", "openai:m"], "OPENAI_API_KEY"),
+        (["run", "x", "--model", "anthropic:m"], "ANTHROPIC_API_KEY"),
+        (["run", "x", "--model", "openai:m", "--workspace", "/no/such/folder"], "is not a folder"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_message(tmp_path: Path, args: list[str], message: str) -> None:
+    done = run_cli(args, cli_env(None), tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_a_failed_run_exits_1(tmp_path: Path) -> None:
+    with OpenAIServer(lambda body: Fault(401, "bad key")) as server:
+        done = run_cli(
+            ["run", "x", "--model", "openai:m", "--json", "-w", str(tmp_path)],
+            cli_env(server.base_url),
+            tmp_path,
+        )
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["status"] == "error"

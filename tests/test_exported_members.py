@@ -1,0 +1,32 @@
+"""The public surface: `delegate.__all__` is sorted, complete, and importing it is light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import delegate
+
+
+def test_all_is_sorted_and_names_every_public_member() -> None:
+    assert delegate.__all__ == sorted(delegate.__all__, key=lambda n: (n[0].islower(), n))
+    public = {name for name in vars(delegate) if not name.startswith("_")}
+    modules = {"models", "subagents", "tools", "testing", "cli", "batch", "server"}
+    assert public - modules == set(delegate.__all__)
+
+
+def test_importing_delegate_does_not_import_provider_sdks_or_the_cli() -> None:
+    heavy = "('openai', 'anthropic', 'typer', 'rich', 'dbos', 'httpx2')"
+    code = f"import sys, delegate; print(sorted(m for m in {heavy} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_delegate_help_does_not_import_provider_sdks() -> None:
+    code = (
+        "import sys\nsys.argv=['delegate','--help']\nfrom delegate.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', sorted(m for m in ('openai', 'anthropic', 'dbos', 'sqlalchemy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "LOADED []"
