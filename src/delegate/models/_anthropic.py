@@ -109,9 +109,7 @@ class AnthropicModel:
                 "(and ANTHROPIC_BASE_URL for a server other than api.anthropic.com)"
             )
         # One client per event loop: pooled connections belong to the loop that opened them.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = weakref.WeakKeyDictionary()
 
     @property
     def name(self) -> str:
@@ -164,9 +162,8 @@ class AnthropicModel:
             client = anthropic.AsyncAnthropic(
                 api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=self.timeout
             )
-            guard = _close_at_loop_shutdown(client)
-            await anext(guard)
-            owned = self._clients[loop] = _LoopClient(client, guard)
+            owned = self._clients[loop] = _LoopClient(client, _close_at_loop_shutdown(client))
+            await anext(owned.guard)  # from here on, the loop's shutdown closes the client
         return owned.client
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
