@@ -36,9 +36,7 @@ class Reply:
     when streaming (so a test can send input that does not parse)."""
 
     content: str = ""
-    tool_uses: list[tuple[str, dict[str, Any] | str]] = field(
-        default_factory=list[tuple[str, dict[str, Any] | str]]
-    )
+    tool_uses: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list[tuple[str, dict[str, Any] | str]])
     thinking: str | None = None
     input_tokens: int = 10
     output_tokens: int = 5

@@ -73,9 +73,7 @@ async def test_a_text_answer_comes_back_as_text(make_model: MakeModel, stream: b
 
 
 @pytest.mark.parametrize("stream", [True, False])
-async def test_a_tool_use_becomes_a_tool_call_with_parsed_arguments(
-    make_model: MakeModel, stream: bool
-) -> None:
+async def test_a_tool_use_becomes_a_tool_call_with_parsed_arguments(make_model: MakeModel, stream: bool) -> None:
     arguments = {
         "path": "docs/auth.md",
         "lines": [1, 20],
@@ -113,9 +111,7 @@ async def test_several_tool_uses_of_one_turn_keep_their_order_and_ids(make_model
 async def test_tool_input_that_is_not_json_is_kept_as_text_for_the_loop_to_report(
     make_model: MakeModel,
 ) -> None:
-    with AnthropicServer(
-        scripted([Reply(tool_uses=[("write_file", '{"path": "a.md", "content": "unfinished')])])
-    ) as s:
+    with AnthropicServer(scripted([Reply(tool_uses=[("write_file", '{"path": "a.md", "content": "unfinished')])])) as s:
         response = await make_model(s).complete(ask())
     [call] = response.tool_calls
     assert call.arguments == {}
@@ -123,12 +119,8 @@ async def test_tool_input_that_is_not_json_is_kept_as_text_for_the_loop_to_repor
 
 
 @pytest.mark.parametrize("stream", [True, False])
-async def test_thinking_comes_back_as_reasoning_and_is_sent_back_signed(
-    make_model: MakeModel, stream: bool
-) -> None:
-    first = Reply(
-        thinking="The user wants the file; I should read it.", signature="sig-123", tool_uses=[("read", {})]
-    )
+async def test_thinking_comes_back_as_reasoning_and_is_sent_back_signed(make_model: MakeModel, stream: bool) -> None:
+    first = Reply(thinking="The user wants the file; I should read it.", signature="sig-123", tool_uses=[("read", {})])
     with AnthropicServer(scripted([first, Reply("Done.")])) as server:
         model = make_model(server, stream=stream)
         response = await model.complete(ask())
@@ -153,9 +145,7 @@ async def test_thinking_comes_back_as_reasoning_and_is_sent_back_signed(
 
 
 @pytest.mark.parametrize("stream", [True, False])
-async def test_usage_with_cache_tokens_matches_what_the_server_reported(
-    make_model: MakeModel, stream: bool
-) -> None:
+async def test_usage_with_cache_tokens_matches_what_the_server_reported(make_model: MakeModel, stream: bool) -> None:
     replies = [
         Reply(
             "one",
@@ -178,18 +168,14 @@ async def test_usage_with_cache_tokens_matches_what_the_server_reported(
         cache_write_tokens=server.total_usage["cache_creation_input_tokens"],
         requests=2,
     )
-    assert total == Usage(
-        input_tokens=135, output_tokens=16, cache_read_tokens=6040, cache_write_tokens=40, requests=2
-    )
+    assert total == Usage(input_tokens=135, output_tokens=16, cache_read_tokens=6040, cache_write_tokens=40, requests=2)
 
 
 @pytest.mark.parametrize(
     ("reason", "expected"),
     [("max_tokens", "max_tokens"), ("stop_sequence", "end_turn"), ("refusal", "other")],
 )
-async def test_stop_reasons_map_to_the_loops_vocabulary(
-    make_model: MakeModel, reason: str, expected: str
-) -> None:
+async def test_stop_reasons_map_to_the_loops_vocabulary(make_model: MakeModel, reason: str, expected: str) -> None:
     with AnthropicServer(scripted([Reply("cut", stop_reason=reason)])) as server:
         response = await make_model(server).complete(ask())
     assert response.stop_reason == expected
@@ -326,9 +312,7 @@ async def test_the_request_uses_the_system_param_tool_result_blocks_and_alternat
         ),
         Message.user("Also check the tests."),
     ]
-    spec = ToolSpec(
-        name="read_file", description="Read a file.", parameters={"type": "object", "properties": {}}
-    )
+    spec = ToolSpec(name="read_file", description="Read a file.", parameters={"type": "object", "properties": {}})
     with AnthropicServer(scripted([Reply("ok")])) as server:
         await make_model(server).complete(ModelRequest(system="Be careful.", messages=history, tools=[spec]))
     body = server.requests[0]
@@ -390,9 +374,7 @@ async def test_media_parts_become_image_and_document_blocks(make_model: MakeMode
         MediaPart(media_type="audio/wav", data="AAAA", name="hum.wav"),
     ]
     with AnthropicServer(scripted([Reply("seen")])) as server:
-        await make_model(server).complete(
-            ModelRequest(system="", messages=[Message(role="user", parts=parts)])
-        )
+        await make_model(server).complete(ModelRequest(system="", messages=[Message(role="user", parts=parts)]))
     body = server.requests[0]
     assert "system" not in body
     assert body["messages"][0]["content"] == [
@@ -472,9 +454,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-async def test_an_agent_calls_a_tool_and_answers_through_the_api(
-    make_model: MakeModel, tmp_path: Path
-) -> None:
+async def test_an_agent_calls_a_tool_and_answers_through_the_api(make_model: MakeModel, tmp_path: Path) -> None:
     def responder(body: dict[str, Any]) -> Reply | Fault:
         last = body["messages"][-1]
         if last["content"][0]["type"] == "tool_result":
@@ -495,7 +475,5 @@ async def test_an_agent_calls_a_tool_and_answers_through_the_api(
     assert first["tools"][0]["input_schema"]["required"] == ["a", "b"]
     assert second["messages"][-1] == {
         "role": "user",
-        "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_0001_0", "is_error": False, "content": "5"}
-        ],
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_0001_0", "is_error": False, "content": "5"}],
     }
