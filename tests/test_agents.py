@@ -1,0 +1,111 @@
+"""Subagent definitions: Markdown files, Claude's format, precedence, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from delegate import Catalogue, Subagent, UserError
+from delegate._agents import tools_for
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_markdown_definitions_load_with_every_field(tmp_path: Path) -> None:
+    write(
+        tmp_path / ".delegate/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews diffs.\ntools: [read_file, grep]\n"
+        "disallowed_tools: [grep]\nmodel: openai:cheap\nmax_steps: 7\ntimeout: 30\n"
+        "token_budget: 5000\nskills: [style]\n---\nYou review.\n",
+    )
+    definition = Catalogue.build(workspace=tmp_path).definitions["reviewer"]
+    assert (definition.tools, definition.disallowed_tools, definition.model) == (
+        ["read_file", "grep"],
+        ["grep"],
+        "openai:cheap",
+    )
+    assert (definition.max_steps, definition.timeout, definition.token_budget, definition.skills) == (
+        7,
+        30.0,
+        5000,
+        ["style"],
+    )
+    assert definition.instructions == "You review."
+    assert tools_for(definition, ["read_file", "write_file"], ["read_file", "grep", "write_file"]) == ["read_file"]
+
+
+def test_claude_agent_files_load_with_tool_names_mapped(tmp_path: Path) -> None:
+    write(
+        tmp_path / ".claude/agents/finder.md",
+        "---\nname: finder\ndescription: Finds things.\ntools: Read, Grep, Glob, LS, WebSearch\ncolor: blue\n---\nFind.\n",
+    )
+    definition = Catalogue.build(workspace=tmp_path).definitions["finder"]
+    assert definition.tools == ["read_file", "grep", "find_files", "list_dir"]
+
+
+def test_later_sources_shadow_earlier_ones(tmp_path: Path) -> None:
+    write(tmp_path / ".claude/agents/a.md", "---\nname: explore\ndescription: from claude\n---\n")
+    write(tmp_path / ".delegate/agents/a.md", "---\nname: explore\ndescription: from delegate\n---\n")
+    extra = tmp_path / "more"
+    write(extra / "a.md", "---\nname: explore\ndescription: from --agents\n---\n")
+    assert Catalogue.build(workspace=tmp_path).definitions["explore"].description == "from delegate"
+    catalogue = Catalogue.build(workspace=tmp_path, agent_dirs=[extra])
+    assert catalogue.definitions["explore"].description == "from --agents"
+    code = Catalogue.build(
+        workspace=tmp_path, agent_dirs=[extra], subagents=[Subagent(name="explore", description="code")]
+    )
+    assert code.definitions["explore"].description == "code"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("no front matter", "starts with YAML front matter"),
+        ("---\nname: x\ndescription: [unclosed\n---\n", "not valid YAML"),
+        ("---\ndescription: d\n---\n", "field 'name'"),
+        ("---\nname: x\ndescription: d\nmax_steps: 0\n---\n", "field 'max_steps'"),
+        ("---\nname: x\ndescription: d\ntimeout: soon\n---\n", "field 'timeout'"),
+        ("---\nname: x\ndescription: d\nbogus: 1\n---\n", "field 'bogus'"),
+        ("---\nname: 'has space'\ndescription: d\n---\n", "is not valid"),
+    ],
+)
+def test_a_malformed_definition_names_the_file_and_the_field(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path / ".delegate/agents/bad.md", text)
+    with pytest.raises(UserError) as raised:
+        Catalogue.build(workspace=tmp_path)
+    assert str(path) in str(raised.value) and message in str(raised.value)
+
+
+def test_inherited_tools_drop_task_and_user_facing_tools_unless_listed() -> None:
+    parent = ["read_file", "task", "ask_user", "present_files", "write_file"]
+    available = [*parent, "complete"]
+    assert tools_for(Subagent(name="a", description="d"), parent, available) == ["read_file", "write_file"]
+    explicit = Subagent(name="b", description="d", tools=["task", "ask_user", "read_file"])
+    assert tools_for(explicit, parent, available) == ["ask_user", "read_file"]
+
+
+def test_agents_list_shows_the_catalogue(tmp_path: Path) -> None:
+    write(tmp_path / ".delegate/agents/r.md", "---\nname: reviewer\ndescription: Reviews.\n---\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "delegate", "agents", "list", "--json", "--workspace", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = [row["name"] for row in json.loads(done.stdout)]
+    assert names == ["general-purpose", "explore", "bash", "reviewer"]
+    bad = write(tmp_path / ".delegate/agents/z.md", "---\nname: z\n---\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "delegate", "agents", "list", "--workspace", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and str(bad) in done.stderr and "description" in done.stderr
