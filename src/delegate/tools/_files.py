@@ -48,9 +48,7 @@ SKIPPED_DIRS = frozenset({".git", ".delegate"})
 @tool
 async def read_file(
     ctx: ToolContext,
-    path: Annotated[
-        str, Field(description="File to read: relative to the workspace root, or absolute inside it.")
-    ],
+    path: Annotated[str, Field(description="File to read: relative to the workspace root, or absolute inside it.")],
     offset: Annotated[int, Field(ge=1, description="Line number to start at (1 = first line).")] = 1,
     limit: Annotated[
         int | None,
@@ -130,9 +128,7 @@ def _cut_line(line: str) -> str:
 @tool
 async def write_file(
     ctx: ToolContext,
-    path: Annotated[
-        str, Field(description="File to write: relative to the workspace root, or absolute inside it.")
-    ],
+    path: Annotated[str, Field(description="File to write: relative to the workspace root, or absolute inside it.")],
     content: Annotated[str, Field(description="The whole new content of the file (UTF-8 text).")],
 ) -> ToolReturn:
     """Write a text file of the workspace, replacing it if it exists; missing folders are created.
@@ -168,14 +164,10 @@ def _write_file(workspace: Workspace, path: str, content: str) -> ToolReturn:
 @tool
 async def edit_file(
     ctx: ToolContext,
-    path: Annotated[
-        str, Field(description="File to edit: relative to the workspace root, or absolute inside it.")
-    ],
+    path: Annotated[str, Field(description="File to edit: relative to the workspace root, or absolute inside it.")],
     old_string: Annotated[
         str,
-        Field(
-            description="Exact text to replace, whitespace and indentation included, without line numbers."
-        ),
+        Field(description="Exact text to replace, whitespace and indentation included, without line numbers."),
     ],
     new_string: Annotated[str, Field(description="Text to put in its place (may be empty, to delete).")],
     replace_all: Annotated[
@@ -196,9 +188,7 @@ def _edit_file(workspace: Workspace, path: str, old: str, new: str, replace_all:
     real = _existing_file(workspace, path)
     rel = workspace.relative(real)
     if not old:
-        raise ToolError(
-            "old_string is empty; give the exact text to replace (to create a file, use write_file)"
-        )
+        raise ToolError("old_string is empty; give the exact text to replace (to create a file, use write_file)")
     if old == new:
         raise ToolError("old_string and new_string are the same; there is nothing to change")
     with _open_for_reading(real, rel) as f:
@@ -206,9 +196,7 @@ def _edit_file(workspace: Workspace, path: str, old: str, new: str, replace_all:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise ToolError(
-            f"{rel} is not UTF-8 text; edit_file edits text only (rewrite it with write_file)"
-        ) from None
+        raise ToolError(f"{rel} is not UTF-8 text; edit_file edits text only (rewrite it with write_file)") from None
     count = text.count(old)
     if count == 0:
         hint = " (the file has Windows line endings: use \\r\\n in old_string)" if "\r\n" in text else ""
@@ -235,7 +223,7 @@ def _snippet(text: str, start: int, length: int, context: int = 3, max_lines: in
     """The lines around the first edit, numbered like read_file, so the model can check its work."""
     lines = text.removesuffix("\n").split("\n")
     first = text.count("\n", 0, start)
-    last = first + text.count("\n", start, start + length)
+    last = first + text.count("\n", start, start + max(length - 1, 0))  # the line of the last new character
     low = max(0, first - context)
     high = min(len(lines), last + context + 1, low + max_lines)
     return "\n".join(f"{n + 1:>6}\t{_cut_line(lines[n])}" for n in range(low, high))
@@ -347,9 +335,7 @@ async def find_files(
     ctx: ToolContext,
     pattern: Annotated[
         str,
-        Field(
-            description="Glob pattern, relative to `path`: e.g. `**/*.py`, `src/*.md`, `**/test_*.{py,txt}`."
-        ),
+        Field(description="Glob pattern, relative to `path`: e.g. `**/*.py`, `src/*.md`, `**/test_*.{py,txt}`."),
     ],
     path: Annotated[str, Field(description="Folder to search in (default: the workspace root).")] = ".",
 ) -> str:
@@ -396,11 +382,7 @@ def _find_files(workspace: Workspace, pattern: str, path: str) -> str:
 def _found_text(matches: list[str], pattern: str, path: str, *, capped: bool, shallow: bool) -> str:
     where = "" if path in (".", "") else f" under {path}"
     if not matches:
-        hint = (
-            f"; `{pattern}` searches one folder only, try `**/{pattern}` to search at any depth"
-            if shallow
-            else ""
-        )
+        hint = f"; `{pattern}` searches one folder only, try `**/{pattern}` to search at any depth" if shallow else ""
         return f"no files match {pattern}{where}{hint}"
     if not capped:
         return "\n".join(matches)
@@ -533,9 +515,7 @@ async def grep(
         Field(description="Only files matching this glob: `*.py` matches names, `src/**/*.ts` paths."),
     ] = None,
     ignore_case: Annotated[bool, Field(description="Match letters whatever their case.")] = False,
-    max_results: Annotated[
-        int, Field(ge=1, le=1000, description="Stop after this many matching lines.")
-    ] = 100,
+    max_results: Annotated[int, Field(ge=1, le=1000, description="Stop after this many matching lines.")] = 100,
 ) -> str:
     """Search the text files of the workspace for lines that match a regular expression.
 
@@ -587,14 +567,15 @@ def _grep_files(workspace: Workspace, base: Path, glob: str | None) -> Iterator[
         return
     matcher = _glob_regex(PurePosixPath(glob).parts) if glob else None
     by_name = glob is not None and "/" not in glob
+    files: list[tuple[str, Path]] = []
     for candidate, is_dir in _walk(workspace, base):
         if is_dir:
             continue
-        if matcher is not None:
-            subject = candidate.name if by_name else candidate.relative_to(base).as_posix()
-            if not matcher.match(subject):
-                continue
-        yield candidate
+        rel = candidate.relative_to(base).as_posix()
+        if matcher is None or matcher.match(candidate.name if by_name else rel):
+            files.append((rel, candidate))
+    files.sort()  # path order, as find_files answers, rather than the walk's folder-by-folder order
+    yield from (path for _, path in files)
 
 
 def _grep_file(
