@@ -111,6 +111,7 @@ class OpenAIServer:
         self.responder = responder
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # lower-cased names, one dict per request
         self.errors: list[BaseException] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -146,9 +147,10 @@ class OpenAIServer:
 
     # -- used by the handler threads --
 
-    def _enter(self, body: dict[str, Any]) -> None:
+    def _enter(self, body: dict[str, Any], headers: dict[str, str]) -> None:
         with self._lock:
             self.requests.append(body)
+            self.headers.append(headers)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
@@ -180,6 +182,7 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     owner: OpenAIServer
     protocol_version = "HTTP/1.1"  # keep-alive, so the client's connection pool is exercised
+    disable_nagle_algorithm = True  # headers and body go in separate writes: no 40 ms delayed-ACK stall
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
@@ -198,7 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         owner = self.owner
-        owner._enter(body)
+        owner._enter(body, {k.lower(): v for k, v in self.headers.items()})
         try:
             try:
                 answer = owner.responder(body)

@@ -20,8 +20,7 @@ import os
 import random
 import time
 import uuid
-import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -86,9 +85,7 @@ class OpenAIModel:
         self.constrained_tools = constrained_tools
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
         self._given_client = client.with_options(max_retries=0) if client is not None else None
         if client is not None:
             self.base_url: str | None = str(client.base_url)
@@ -136,10 +133,13 @@ class OpenAIModel:
         return reply.response(constrained=constrained)
 
     async def aclose(self) -> None:
-        """Close the HTTP client this event loop uses (a client passed in is the caller's to close)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        """Close the HTTP client of this event loop now, rather than when the loop shuts down.
+
+        A client passed in is the caller's to close.
+        """
+        held = self._clients.pop(asyncio.get_running_loop(), None)
+        if held is not None:
+            await held.closer.aclose()
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -157,33 +157,55 @@ class OpenAIModel:
         return params
 
     async def _send(self, params: dict[str, Any]) -> _Reply:
-        completions = self._client().chat.completions
+        completions = (await self._client()).chat.completions
         if not self.stream:
             return _Reply.of_completion(await completions.create(**params, stream=False))
         stream = await completions.create(**params, stream=True, stream_options={"include_usage": True})
         async with stream:
             return await _Reply.of_stream(stream)
 
-    def _client(self) -> AsyncOpenAI:
-        """One client per event loop: an HTTP connection pool cannot be shared across loops."""
+    async def _client(self) -> AsyncOpenAI:
+        """The client of the running event loop: a connection pool cannot be shared across loops.
+
+        Each `asyncio.run` (as `run_sync` does) gets its own client, which is closed as that loop
+        shuts down, so no socket outlives its loop.
+        """
         if self._given_client is not None:
             return self._given_client
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
+        for stale in [other for other in self._clients if other.is_closed()]:
+            del self._clients[stale]
+        held = self._clients.get(loop)
+        if held is None:
             from openai import AsyncOpenAI
 
             client = AsyncOpenAI(
                 api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout
             )
-            self._clients[loop] = client
-        return client
+            held = self._clients[loop] = _LoopClient(client, _close_at_shutdown(client))
+            await held.closer.asend(None)
+        return held.client
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(max(retry_after, 0.0), MAX_RETRY_AFTER)
         delay = min(self.max_retry_delay, self.retry_delay * 2 ** (attempt - 1))
         return delay * (0.5 + random.random() / 2)
+
+
+@dataclass(slots=True)
+class _LoopClient:
+    client: AsyncOpenAI
+    closer: AsyncGenerator[None]
+
+
+async def _close_at_shutdown(client: AsyncOpenAI) -> AsyncGenerator[None]:
+    """Started once and left suspended: the loop's shutdown (`asyncio.run`, `asyncio.Runner`, and
+    pytest-asyncio, which uses it) closes its async generators, and so this one closes the client."""
+    try:
+        yield
+    finally:
+        await client.close()
 
 
 # -- errors and retries --
@@ -220,6 +242,8 @@ def _classify(exc: Exception, where: str) -> _Failure | None:
         return _Failure(False, f"{where} rejected the request (HTTP {status}): {detail}")
     if isinstance(exc, openai.APIError):  # an error event inside a stream
         return _Failure(False, f"{where} reported an error: {exc.message}")
+    if isinstance(exc, ValueError):  # JSON that does not decode, a chunk that does not validate
+        return _Failure(False, f"{where} answered something that is not a Chat Completions reply: {exc}")
     return None
 
 
