@@ -163,8 +163,7 @@ async def _ask(model: Model, ctx: ToolContext, request: ModelRequest, state: _St
     ctx.event("model.request", {"step": state.steps + 1, "messages": len(request.messages)})
     response = await model.complete(request)
     state.usage.add(response.usage)
-    used = response.usage  # Anthropic counts cached prompt tokens apart from input_tokens
-    state.context_tokens = used.input_tokens + used.cache_read_tokens + used.cache_write_tokens + used.output_tokens
+    state.context_tokens = response.context_tokens or response.usage.input_tokens + response.usage.output_tokens
     if response.text:
         state.last_text = response.text
     ctx.event(

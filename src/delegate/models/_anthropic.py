@@ -370,11 +370,13 @@ class _Accumulator:
 
     def response(self) -> ModelResponse:
         parts = [p for _, block in sorted(self.blocks.items()) if (p := _part(block)) is not None]
+        usage = _usage(self.usage)
         return ModelResponse(
             parts=parts,
-            usage=_usage(self.usage),
+            usage=usage,
             stop_reason=_stop_reason(self.stop_reason),
             model=self.model,
+            context_tokens=_context_tokens(usage),
         )
 
 
@@ -447,11 +449,13 @@ def _from_message(message: AnthropicMessage, model: str) -> ModelResponse:
                 parts.append(ToolCallPart(id=block.id, name=block.name, arguments=dict(block.input)))
             case _:
                 pass
+    usage = _usage(message.usage.model_dump())
     return ModelResponse(
         parts=parts,
-        usage=_usage(message.usage.model_dump()),
+        usage=usage,
         stop_reason=_stop_reason(message.stop_reason),
         model=message.model or model,
+        context_tokens=_context_tokens(usage),
     )
 
 
@@ -463,6 +467,11 @@ def _usage(data: Mapping[str, Any]) -> Usage:
         cache_write_tokens=int(data.get("cache_creation_input_tokens") or 0),
         requests=1,
     )
+
+
+def _context_tokens(usage: Usage) -> int:
+    """Anthropic's input_tokens leave out the cached part of the prompt; the context holds it all."""
+    return usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
 
 
 def _stop_reason(reason: str | None) -> StopReason:

@@ -32,10 +32,15 @@ StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]
 
 @dataclass(kw_only=True, slots=True)
 class ModelResponse:
+    """A model's answer. `usage` is as the provider reports it; `context_tokens` is the size of the
+    conversation after this answer, when the provider counts it differently from input plus output
+    (Anthropic reports cached prompt tokens apart from `input_tokens`; OpenAI includes them)."""
+
     parts: list[Part]
     usage: Usage = field(default_factory=Usage)
     stop_reason: StopReason = "end_turn"
     model: str = ""
+    context_tokens: int | None = None
 
     @property
     def text(self) -> str:
