@@ -139,8 +139,7 @@ def parse_criteria(value: object) -> list[str]:
     items = cast("Sequence[object]", value)
     if len(items) > MAX_CRITERIA:
         raise ToolError(
-            f"acceptance_criteria has {len(items)} items; at most {MAX_CRITERIA} are allowed: "
-            "merge or drop some"
+            f"acceptance_criteria has {len(items)} items; at most {MAX_CRITERIA} are allowed: merge or drop some"
         )
     criteria: list[str] = []
     for index, item in enumerate(items):
@@ -151,8 +150,7 @@ def parse_criteria(value: object) -> list[str]:
             raise ToolError(f"acceptance_criteria[{index}] is empty: write the condition or drop the item")
         if len(text) > MAX_CRITERION_CHARS:
             raise ToolError(
-                f"acceptance_criteria[{index}] has {len(text)} characters; at most "
-                f"{MAX_CRITERION_CHARS} are allowed"
+                f"acceptance_criteria[{index}] has {len(text)} characters; at most {MAX_CRITERION_CHARS} are allowed"
             )
         criteria.append(text)
     return criteria
@@ -177,9 +175,7 @@ def neutralise(text: str) -> str:
     4. every character of a run of three or more backticks or tildes gets a backslash before it
        (``` becomes \\`\\`\\`), so no code fence can open or close.
     """
-    cleaned = "".join(
-        "\ufffd" if unicodedata.category(ch) == "Cc" and not ch.isspace() else ch for ch in text
-    )
+    cleaned = "".join("\ufffd" if unicodedata.category(ch) == "Cc" and not ch.isspace() else ch for ch in text)
     cleaned = " ".join(cleaned.split())
     cleaned = _TAG_OPEN.sub("&lt;", cleaned)
     return _FENCE.sub(lambda m: "".join("\\" + ch for ch in m.group()), cleaned)
@@ -210,8 +206,7 @@ def frame_criteria(criteria: Sequence[str]) -> str:
 def render_checklist(verdicts: Sequence[Verdict]) -> str:
     """One line per criterion, such as `[holds] file:report.md exists — 1,234 bytes`."""
     return "\n".join(
-        f"[{v.result}] {_clip(neutralise(v.criterion), 240)} — {_clip(neutralise(v.evidence), 300)}"
-        for v in verdicts
+        f"[{v.result}] {_clip(neutralise(v.criterion), 240)} — {_clip(neutralise(v.evidence), 300)}" for v in verdicts
     )
 
 
@@ -318,8 +313,10 @@ def _digest(path: Path) -> str:
         sha = hashlib.sha256()
         try:
             if info.st_size <= _HASH_WHOLE:
-                while chunk := handle.read(_CHUNK):
+                left = _HASH_WHOLE  # a file still growing is read no further than the cap
+                while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
                     sha.update(chunk)
+                    left -= len(chunk)
             else:
                 sha.update(handle.read(_HASH_EDGE))
                 handle.seek(-_HASH_EDGE, os.SEEK_END)
@@ -423,9 +420,7 @@ def _check_path(form: _Form, path: Path, baseline: Baseline) -> tuple[VerdictRes
     if info is None:
         return "does not hold", "no such file"
     if form == "exists":
-        return "holds", _size(info.st_size) if stat.S_ISREG(
-            info.st_mode
-        ) else f"exists, {_kind(info.st_mode)}"
+        return "holds", _size(info.st_size) if stat.S_ISREG(info.st_mode) else f"exists, {_kind(info.st_mode)}"
     if not stat.S_ISREG(info.st_mode):
         raise _Unverifiable(f"not a regular file but {_kind(info.st_mode)}", checked=True)
     if form == "non-empty":
@@ -497,9 +492,7 @@ async def _run_tests(command: str, workspace: Workspace, timeout: float) -> tupl
             transport.close()
     elapsed = time.monotonic() - started
     if timed_out:
-        raise _Unverifiable(
-            f"timed out after {timeout:g} s; the command's processes were killed", checked=True
-        )
+        raise _Unverifiable(f"timed out after {timeout:g} s; the command's processes were killed", checked=True)
     code = transport.get_returncode()
     last = _last_line(bytes(output.tail))
     if code == 0:
