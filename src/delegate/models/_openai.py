@@ -89,7 +89,7 @@ class OpenAIModel:
         self._given_client = client.with_options(max_retries=0) if client is not None else None
         if client is not None:
             self.base_url: str | None = str(client.base_url)
-            self._api_key = client.api_key
+            self._api_key = ""  # unused: the client has its own
         else:
             self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
             key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -125,9 +125,7 @@ class OpenAIModel:
                 if not failure.retryable:
                     raise ModelError(f"{self.name}: {failure.message}") from exc
                 if attempt > self.max_retries:
-                    raise ModelError(
-                        f"{self.name} failed after {attempt} attempts: {failure.message}"
-                    ) from exc
+                    raise ModelError(f"{self.name} failed after {attempt} attempts: {failure.message}") from exc
                 await asyncio.sleep(self._backoff(attempt, failure.retry_after))
                 attempt += 1
         return reply.response(constrained=constrained)
@@ -173,15 +171,14 @@ class OpenAIModel:
         if self._given_client is not None:
             return self._given_client
         loop = asyncio.get_running_loop()
-        for stale in [other for other in self._clients if other.is_closed()]:
-            del self._clients[stale]
+        for other in list(self._clients):  # a snapshot: worker threads may run loops of their own
+            if other.is_closed():
+                self._clients.pop(other, None)
         held = self._clients.get(loop)
         if held is None:
             from openai import AsyncOpenAI
 
-            client = AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout
-            )
+            client = AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout)
             held = self._clients[loop] = _LoopClient(client, _close_at_shutdown(client))
             await held.closer.asend(None)
         return held.client
@@ -236,9 +233,7 @@ def _classify(exc: Exception, where: str) -> _Failure | None:
                 "Check OPENAI_API_KEY (and OPENAI_BASE_URL, if you use another server).",
             )
         if status in (408, 409, 429) or status >= 500:
-            return _Failure(
-                True, f"{where} answered HTTP {status}: {detail}", _retry_after(exc.response.headers)
-            )
+            return _Failure(True, f"{where} answered HTTP {status}: {detail}", _retry_after(exc.response.headers))
         return _Failure(False, f"{where} rejected the request (HTTP {status}): {detail}")
     if isinstance(exc, openai.APIError):  # an error event inside a stream
         return _Failure(False, f"{where} reported an error: {exc.message}")
@@ -291,11 +286,8 @@ def chat_messages(request: ModelRequest, *, constrained: bool = False) -> list[d
     """
     system = request.system
     if constrained and request.tools:
-        system = (
-            f"{system}\n\n{constrained_instructions(request.tools)}"
-            if system
-            else (constrained_instructions(request.tools))
-        )
+        note = constrained_instructions(request.tools)
+        system = f"{system}\n\n{note}" if system else note
     head: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     if constrained:
         return head + _constrained_messages(request.messages)
@@ -329,8 +321,7 @@ def _assistant(message: Message) -> dict[str, Any]:
 def _user_or_tool(message: Message) -> list[dict[str, Any]]:
     """One `role: tool` message per tool result (they must follow the call), then any other parts."""
     out: list[dict[str, Any]] = [
-        {"role": "tool", "tool_call_id": part.tool_call_id, "content": part.content}
-        for part in message.tool_results
+        {"role": "tool", "tool_call_id": part.tool_call_id, "content": part.content} for part in message.tool_results
     ]
     rest = [part for part in message.parts if part.kind in ("text", "media")]
     if rest:
@@ -410,9 +401,7 @@ def _constrained_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-def _merge(
-    first: str | list[dict[str, Any]], second: str | list[dict[str, Any]]
-) -> str | list[dict[str, Any]]:
+def _merge(first: str | list[dict[str, Any]], second: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     if isinstance(first, str) and isinstance(second, str):
         return f"{first}\n\n{second}"
     return [*_as_parts(first), *_as_parts(second)]
@@ -473,9 +462,7 @@ class _Reply:
         for call in message.tool_calls or []:
             function = getattr(call, "function", None)  # custom (non-function) tools are not ours
             if function is not None:
-                reply.calls.append(
-                    _Call(id=call.id, name=function.name, arguments=[function.arguments or ""])
-                )
+                reply.calls.append(_Call(id=call.id, name=function.name, arguments=[function.arguments or ""]))
         return reply
 
     @classmethod
