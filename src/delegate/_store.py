@@ -407,12 +407,7 @@ class Store:
 
     def list_runs(self, user_id: str | None = None, *, limit: int = 50, offset: int = 0) -> list[RunRow]:
         """Runs, newest first: `user_id`'s own, or every run when it is None."""
-        query = (
-            sa.select(_runs)
-            .order_by(_runs.c.created_at.desc(), _runs.c.id.desc())
-            .limit(limit)
-            .offset(offset)
-        )
+        query = sa.select(_runs).order_by(_runs.c.created_at.desc(), _runs.c.id.desc()).limit(limit).offset(offset)
         if user_id is not None:
             query = query.where(_runs.c.user_id == user_id)
         with self.read() as conn:
@@ -496,13 +491,11 @@ def _engine_url(url: str | os.PathLike[str]) -> sa.URL:
             f"{text!r} is not a database URL: use sqlite:///PATH, a file path or postgresql://..."
         ) from None
     backend = parsed.get_backend_name()
-    if backend == "postgresql":
+    if backend in ("postgresql", "postgres"):
         return parsed.set(drivername="postgresql+psycopg")
     if backend != "sqlite":
         shown = parsed.render_as_string(hide_password=True)
-        raise UserError(
-            f"unsupported database {shown!r}: use sqlite:///PATH, a file path or postgresql://..."
-        )
+        raise UserError(f"unsupported database {shown!r}: use sqlite:///PATH, a file path or postgresql://...")
     if not parsed.database or parsed.database == ":memory:" or parsed.database.startswith("file:"):
         raise UserError("the store needs a SQLite file, not an in-memory database: pass sqlite:///PATH")
     Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -515,8 +508,9 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: object) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # The timeout first: switching a new file to WAL takes a lock that another process may hold.
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         # In WAL mode NORMAL never corrupts the file and survives a crash of the process; only an
         # OS crash or power cut can lose the last commits. It makes each commit skip an fsync.

@@ -1,0 +1,57 @@
+"""Store fixtures, one per backend: a real SQLite file, and PostgreSQL when `DELEGATE_TEST_PG` names one.
+
+`store_url` and `store` are parametrized over both backends, so a test that takes `store` is a
+contract test run against each (CONVENTIONS 11). On PostgreSQL every test gets a schema of its own
+(dropped afterwards), so tests never see each other's rows and need no cleanup.
+
+    DELEGATE_TEST_PG=postgresql://delegate:delegate@127.0.0.1/delegate_test pytest tests/test_store.py
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from delegate._store import Store
+
+PG_ENV = "DELEGATE_TEST_PG"
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> Iterator[sa.Engine]:
+    """An engine on the PostgreSQL test database, or a skip when `DELEGATE_TEST_PG` is not set."""
+    url = os.environ.get(PG_ENV)
+    if not url:
+        pytest.skip(f"PostgreSQL tests need {PG_ENV}=postgresql://USER:PASSWORD@127.0.0.1/DATABASE")
+    engine = sa.create_engine(sa.make_url(url).set(drivername="postgresql+psycopg"))
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of an empty database: a SQLite file in tmp_path, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'delegate.db'}"
+        return
+    admin: sa.Engine = request.getfixturevalue("pg_admin")
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    url = sa.make_url(os.environ[PG_ENV]).update_query_dict({"options": f"-csearch_path={schema}"})
+    yield url.render_as_string(hide_password=False)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """A migrated store on each backend, closed after the test."""
+    with Store.open(store_url) as opened:
+        yield opened
