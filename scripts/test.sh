@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Set up everything from scratch and run the checks: lint, types, and the test suite.
+#   bash scripts/test.sh              # all of it
+#   bash scripts/test.sh -k batch     # extra arguments go to pytest
+# Makes .venv (Python 3.11+), installs the package with its dev extras, starts a throwaway
+# PostgreSQL server on loopback for the scale-out tests (installing Debian's postgresql when run as
+# root and it is missing), then runs ruff, pyright and pytest. Stops the server on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[dev]'
+
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+
+start_postgres() {
+  if [ -z "$(pg_bin)" ]; then
+    if [ "$(id -u)" != 0 ]; then
+      echo "PostgreSQL is not installed and this is not root: the PostgreSQL tests will be skipped." >&2
+      return 0
+    fi
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
+  local bin data port run_as
+  bin=$(pg_bin)
+  data=$(mktemp -d /tmp/delegate-pg.XXXXXX)
+  port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  run_as=()
+  if [ "$(id -u)" = 0 ]; then
+    chown postgres "$data"
+    run_as=(runuser -u postgres --)
+  fi
+  "${run_as[@]}" "$bin/initdb" -D "$data" -A trust -U postgres >/dev/null
+  "${run_as[@]}" "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w \
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off" start >/dev/null
+  # expanded now: the trap runs after this function's locals are gone
+  trap "${run_as[*]} $bin/pg_ctl -D $data -m immediate stop >/dev/null 2>&1 || true; rm -rf $data" EXIT
+  "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres delegate_test
+  export DELEGATE_TEST_PG="postgresql://postgres@127.0.0.1:$port/delegate_test"
+  echo "PostgreSQL for tests: $DELEGATE_TEST_PG"
+}
+
+if [ -z "${DELEGATE_TEST_PG:-}" ]; then
+  start_postgres
+fi
+
+.venv/bin/ruff check src tests bench
+.venv/bin/ruff format --check src tests bench
+.venv/bin/pyright --pythonpath .venv/bin/python src/delegate
+.venv/bin/python -m pytest "$@"
