@@ -44,9 +44,7 @@ async def check(ws: Workspace, *criteria: str, baseline: Baseline | None = None,
     return await check_criteria(criteria, ws, base, command_timeout=timeout)
 
 
-async def one(
-    ws: Workspace, criterion: str, baseline: Baseline | None = None, timeout: float = 120.0
-) -> Verdict:
+async def one(ws: Workspace, criterion: str, baseline: Baseline | None = None, timeout: float = 120.0) -> Verdict:
     (verdict,) = await check(ws, criterion, baseline=baseline, timeout=timeout)
     return verdict
 
@@ -184,9 +182,7 @@ async def test_an_empty_file_is_not_non_empty(ws: Workspace):
 
 
 async def test_a_folder_exists_but_cannot_be_non_empty(ws: Workspace):
-    assert await one(ws, "file:outputs exists") == Verdict(
-        "file:outputs exists", "holds", "exists, a folder", True
-    )
+    assert await one(ws, "file:outputs exists") == Verdict("file:outputs exists", "holds", "exists, a folder", True)
     verdict = await one(ws, "file:outputs non-empty")
     assert (verdict.result, verdict.evidence) == ("UNVERIFIED", "not a regular file but a folder")
 
@@ -233,9 +229,7 @@ async def test_other_wordings_are_unverified_and_never_checked(ws: Workspace, cr
 # --- paths outside the folders ---------------------------------------------------------------------
 
 
-async def test_paths_outside_the_workspace_are_unverified_even_when_the_file_exists(
-    ws: Workspace, tmp_path: Path
-):
+async def test_paths_outside_the_workspace_are_unverified_even_when_the_file_exists(ws: Workspace, tmp_path: Path):
     outside = tmp_path / "secret.txt"
     outside.write_text("s")
     (ws.root / "link.txt").symlink_to(outside)
@@ -256,9 +250,7 @@ async def test_paths_outside_the_workspace_are_unverified_even_when_the_file_exi
 async def test_a_symlink_inside_the_workspace_is_followed(ws: Workspace):
     (ws.root / "real.md").write_text("abc")
     (ws.root / "alias.md").symlink_to(ws.root / "real.md")
-    assert await one(ws, "file:alias.md non-empty") == Verdict(
-        "file:alias.md non-empty", "holds", "3 bytes", True
-    )
+    assert await one(ws, "file:alias.md non-empty") == Verdict("file:alias.md non-empty", "holds", "3 bytes", True)
 
 
 async def test_an_outputs_folder_outside_the_root_is_accepted(tmp_path: Path):
@@ -493,9 +485,7 @@ def prop_ws(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.text(max_size=60) | _fragments, max_size=5))
-def test_checking_any_text_never_crashes_and_never_credits_unknown_wording(
-    prop_ws: Workspace, texts: list[str]
-):
+def test_checking_any_text_never_crashes_and_never_credits_unknown_wording(prop_ws: Workspace, texts: list[str]):
     verdicts = asyncio.run(check_criteria(texts, prop_ws, snapshot_before(texts, prop_ws)))
     assert [v.criterion for v in verdicts] == texts
     for text, verdict in zip(texts, verdicts, strict=True):

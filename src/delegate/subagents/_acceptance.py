@@ -260,12 +260,21 @@ class _Unverifiable(Exception):
 
 
 def _locate(text: str, workspace: Workspace) -> Path:
-    """The real path of `text`, if it lies under the workspace root or the outputs folder."""
-    try:
-        return workspace.resolve(text)
-    except WorkspaceError as exc:
-        refusal = exc
+    """The real path of `text`, if it lies under the workspace root or the outputs folder.
+
+    `Workspace.resolve` does the resolving; containment is checked here once more, so a verdict
+    never rests on one guard alone.
+    """
     outputs = workspace.outputs
+    where = " or the outputs folder" if outputs is not None else ""
+    try:
+        real = workspace.resolve(text)
+    except WorkspaceError as exc:
+        refusal = f"{exc}{where}; not checked"
+    else:
+        if _under(real, workspace.root):
+            return real
+        refusal = f"path {text!r} is outside the workspace {str(workspace.root)!r}{where}; not checked"
     if outputs is not None and "\x00" not in text:
         try:
             base = (outputs if outputs.is_absolute() else workspace.root / outputs).resolve()
@@ -274,10 +283,13 @@ def _locate(text: str, workspace: Workspace) -> Path:
         except (OSError, RuntimeError, ValueError):
             pass
         else:
-            if real == base or real.is_relative_to(base):
+            if _under(real, base):
                 return real
-    where = " or the outputs folder" if outputs is not None else ""
-    raise _Unverifiable(f"{refusal}{where}; not checked", checked=False)
+    raise _Unverifiable(refusal, checked=False)
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
