@@ -246,7 +246,7 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._writer = engine.execution_options(delegate_write=True)
-        if engine.dialect.name == "sqlite":
+        if engine.dialect.name == "sqlite" and not event.contains(engine, "connect", _sqlite_on_connect):
             event.listen(engine, "connect", _sqlite_on_connect)
             event.listen(engine, "begin", _sqlite_on_begin)
 
