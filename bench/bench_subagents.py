@@ -23,7 +23,7 @@ from delegate._runtime import Runtime
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
-from delegate.tools import builtin_tools
+from delegate.tools import tool
 
 PER_CALL = 100
 
@@ -73,9 +73,16 @@ def median_of(root: Path, n: int, latency: float, repeats: int, store: bool = Fa
     return statistics.median(asyncio.run(one_run(root, n, latency, store)) for _ in range(repeats))
 
 
+@tool
+def echo(text: str) -> str:
+    """Say it back."""
+    return text
+
+
 async def loop_turns(root: Path, turns: int) -> float:
-    tools = builtin_tools(["list_dir"], allow_commands=False)
-    model = ScriptedModel([call("list_dir", path=".") for _ in range(turns - 1)] + [reply("done")])
+    """An agent of `turns` turns, each a call of a tool that does nothing: the loop's own cost."""
+    model = ScriptedModel([call("echo", text="hi") for _ in range(turns - 1)] + [reply("done")])
+    tools = [echo]
     spec = AgentSpec(name="bench", instructions="x", model=model, tools=tools, max_steps=turns + 1)
     ctx = ToolContext(run_id="r", agent_id="lead", workspace=Workspace.open(root), emit=lambda e: None)
     start = time.perf_counter()

@@ -16,7 +16,6 @@ import sqlalchemy as sa
 from delegate import Event, Usage, UserError
 from delegate._store import Migration, Store, StoreError, SubagentRow, _core_tables
 
-pytest_plugins = ["tests.conftest_store"]  # the `store` and `store_url` fixtures, over every backend
 
 
 def _event(run_id: str, n: int, **data: object) -> Event:

@@ -89,7 +89,7 @@ class Runtime:
         compaction: Compaction | None = None,
         store: Store | str | bool | None = None,
         sinks: Iterable[EventSink] = (),
-        user_id: str = "default",
+        user_id: str | None = None,
         timezone: str | None = None,
         heartbeat_interval: float = 5.0,
     ) -> None:
@@ -103,9 +103,7 @@ class Runtime:
             subagents=subagents,
             builtins=builtin_subagents,
         )
-        self.tools: dict[str, Tool] = {
-            t.name: t for t in builtin_tools(builtin, allow_commands=allow_commands)
-        }
+        self.tools: dict[str, Tool] = {t.name: t for t in builtin_tools(builtin, allow_commands=allow_commands)}
         for extra in tools:
             self.tools[extra.name] = extra
         self.instructions = instructions
@@ -120,6 +118,7 @@ class Runtime:
         self.compaction = compaction
         self.sinks = list(sinks)
         self.user_id = user_id
+        """The owner of this runtime's runs in the store; None for local use (the CLI)."""
         self.timezone = timezone or _local_timezone()
         self.heartbeat_interval = heartbeat_interval
         self._store_option = store
@@ -334,9 +333,7 @@ class _Recorder:
     def begin(self, run_id: str, user_id: str, prompt: str, model: str, workspace: str) -> None:
         self.run_id = run_id
         if self.store is not None:
-            self.store.create_run(
-                run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace
-            )
+            self.store.create_run(run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace)
 
     async def flush(self) -> None:
         if self.store is not None and self.buffer:
@@ -364,7 +361,7 @@ class _Recorder:
 
         def write() -> None:
             store.add_events(events)
-            store.add_subagent_records(result.run_id, result.subagents)
+            store.add_subagent_records(_subagent_row(result.run_id, s) for s in result.subagents)
             store.finish_run(
                 result.run_id,
                 status=result.status,
@@ -374,6 +371,28 @@ class _Recorder:
             )
 
         await asyncio.to_thread(write)
+
+
+def _subagent_row(run_id: str, record: TaskOutput) -> dict[str, Any]:
+    return {
+        "id": f"{run_id}/{record.id}",
+        "run_id": run_id,
+        "type": record.type,
+        "status": record.status,
+        "started_at": record.started_at,
+        "completed_at": record.completed_at,
+        "parent_agent_id": record.parent_agent_id,
+        "description": record.description,
+        "tool_call_id": record.tool_call_id,
+        "stop_reason": record.stop_reason,
+        "steps": record.steps,
+        "usage": record.usage,
+        "summary": record.summary,
+        "artifacts": [a.to_dict() for a in record.artifacts],
+        "skipped": [s.to_dict() for s in record.skipped],
+        "acceptance": record.acceptance or [],
+        "error": record.error,
+    }
 
 
 def _local_timezone() -> str:
