@@ -17,7 +17,6 @@ from delegate import Event, Usage, UserError
 from delegate._store import Migration, Store, StoreError, SubagentRow, _core_tables
 
 
-
 def _event(run_id: str, n: int, **data: object) -> Event:
     return Event(type="tool.started", run_id=run_id, agent_id="lead", data={"n": n, **data}, ts=1000.0 + n)
 
