@@ -163,9 +163,7 @@ async def test_one_failing_subagent_does_not_stop_its_siblings(tmp_path: Path) -
     def model(request: ModelRequest) -> ModelResponse:
         if is_lead(request):
             if len(request.messages) == 1:
-                return call(
-                    "task", subagent_type="general-purpose", description="d", prompts=["ok 1", "fail", "ok 2"]
-                )
+                return call("task", subagent_type="general-purpose", description="d", prompts=["ok 1", "fail", "ok 2"])
             return reply("done")
         if request.messages[0].text == "fail":
             raise RuntimeError("model exploded")
@@ -305,9 +303,7 @@ async def test_the_parallel_cap_holds(tmp_path: Path) -> None:
         nonlocal running, peak
         if is_lead(request):
             if len(request.messages) == 1:
-                return call(
-                    "task", subagent_type="explore", description="d", prompts=[str(i) for i in range(12)]
-                )
+                return call("task", subagent_type="explore", description="d", prompts=[str(i) for i in range(12)])
             return reply("ok")
         running += 1
         peak = max(peak, running)
@@ -466,3 +462,35 @@ async def test_snapshot_mode_gives_the_child_the_parents_conversation(tmp_path: 
         or "not its own" in sub.system.lower()
         or "belong to the parent" in sub.system.lower()
     )
+
+
+async def test_task_results_survive_the_leads_compaction(tmp_path: Path) -> None:
+    from delegate import Compaction
+
+    turns = 0
+
+    def model(request: ModelRequest) -> ModelResponse:
+        nonlocal turns
+        if request.system.startswith("You compact"):
+            return reply("older turns, summarised")
+        if not is_lead(request):
+            if len(request.messages) == 1:
+                return call("write_file", path="found.md", content="facts")
+            return call("complete", summary="FOUND-THE-FACTS", paths=["found.md"])
+        turns += 1
+        if turns == 1:
+            return respond(
+                [("task", {"subagent_type": "general-purpose", "description": "d", "prompt": "p"})], input_tokens=10
+            )
+        if turns < 5:
+            return respond([("list_dir", {})], input_tokens=5000)
+        return reply("done")
+
+    fm = FunctionModel(model)
+    rt = runtime(tmp_path, fm, compaction=Compaction(max_context_tokens=1000, keep_recent=2))
+    result = await rt.run("go")
+    assert result.final == "done"
+    last = [r for r in fm.requests if is_lead(r)][-1].messages
+    summary = next(m for m in last if m.name == "conversation_summary")
+    assert "FOUND-THE-FACTS" in summary.text
+    assert "[completed] general-purpose" in summary.text and "found.md" in summary.text
