@@ -1,0 +1,103 @@
+"""`delegate serve`: the HTTP API and the web UI, on one port.
+
+FastAPI and uvicorn are imported only when the command runs, so `delegate --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `serve` command to the `delegate` app."""
+    app.command()(serve)
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="The port to listen on.")] = 8765,
+    workspace: Annotated[
+        Path, typer.Option("--workspace", "-w", help="The workspace folder (default: the current folder).")
+    ] = Path("."),
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/)."),
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Default model of runs, provider:name.")] = None,
+    agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
+    allow_commands: Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands.")] = False,
+    worker: Annotated[
+        bool,
+        typer.Option(
+            "--worker/--no-worker",
+            help="Run batch items in this process (--no-worker: leave them to `delegate batch worker`).",
+        ),
+    ] = True,
+) -> None:
+    """Serve the HTTP API (/api/v1) and the web UI (/). Users sign in with `delegate users add` tokens."""
+    from .._errors import UserError
+
+    if not workspace.is_dir():
+        _fail(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace")
+    sock = _bind(host, port)
+    try:
+        import uvicorn
+
+        from ..server import ServerSettings, create_app
+
+        settings = ServerSettings(
+            workspace=workspace,
+            db=db or os.environ.get("DELEGATE_DB") or None,
+            model=model,
+            agents_dirs=agents or [],
+            allow_commands=allow_commands,
+            run_batches=worker,
+            version=_version(),
+        )
+        app = create_app(settings)
+    except UserError as exc:
+        sock.close()
+        _fail(str(exc))
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    typer.echo(f"delegate serving {workspace.resolve()} at http://{shown}:{bound_port}/  (Ctrl+C stops)", err=True)
+    typer.echo("Sign in with a token from `delegate users add NAME`.", err=True)
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """Take the port before anything else starts, so a busy port is a clear usage error (exit 2)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        _fail(f"cannot listen on {host!r}: {exc.strerror}; pass an address such as 127.0.0.1 with --host")
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        _fail(f"cannot listen on {host}:{port} ({exc.strerror}): pass another --port, or stop what uses it")
+    sock.set_inheritable(True)
+    return sock
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("delegate")
+    except PackageNotFoundError:
+        return "0"
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)

@@ -1,0 +1,260 @@
+"""The FastAPI application of `delegate serve`: the HTTP API under `/api/v1` and the web UI at `/`.
+
+`create_app` builds everything from its arguments; nothing lives at module level, so a test (or a
+program embedding the server) builds as many independent apps as it likes:
+
+```python
+app = create_app(ServerSettings(workspace="./ws"))                        # the store in ./ws/.delegate
+app = create_app(ServerSettings(workspace=ws, model=lambda name: FunctionModel(answer)), store=store)
+uvicorn.run(app, host="127.0.0.1", port=8765)
+```
+
+Runs started over HTTP are asyncio tasks of the server's event loop, with a `Runtime` whose user is
+the caller; batches are run by a `BatchWorker` in the same process (unless `run_batches=False`,
+for a server in front of separate `delegate batch worker` processes). Everything a client reads
+back (run results, events, batch counts) comes from the store, so it holds after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import string
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any, cast
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .._agents import Catalogue
+from .._errors import UserError
+from .._runtime import Runtime
+from .._store import Store
+from ..models import Model, resolve_model
+from ._auth import ApiError, UserId, error_response
+from ._batches import BatchService
+from ._batches import router as batches_router
+from ._runs import RunManager
+from ._runs import router as runs_router
+
+__all__ = ["ModelFactory", "RunOptions", "RuntimeFactory", "ServerSettings", "create_app"]
+
+_HERE = Path(__file__).parent
+
+ModelFactory = Callable[[str | None], Model]
+"""Builds the model of a run from the model string the caller asked for (None: the default)."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class RunOptions:
+    """What a runtime is built for: the caller, and the model and parallel cap it asked for."""
+
+    user_id: str
+    model: str | None = None
+    max_parallel: int | None = None
+
+
+RuntimeFactory = Callable[[RunOptions], Runtime]
+"""Builds the `Runtime` of one run (or of one batch's items). It must record into the app's store."""
+
+
+@dataclass(kw_only=True)
+class ServerSettings:
+    """How the server runs agents.
+
+    `model` is the default model: a `provider:name` string, a `Model`, or a `ModelFactory` called
+    with the model string a request names (tests give one that builds a fresh fake per run).
+    `db` is a database URL; the default is the workspace's own store.
+    """
+
+    workspace: str | PathLike[str] = "."
+    db: str | None = None
+    model: str | Model | ModelFactory | None = None
+    agents_dirs: Sequence[str | PathLike[str]] = ()
+    allow_commands: bool = False
+    max_parallel: int = 16
+    run_batches: bool = True
+    version: str = field(default="")
+
+
+def create_app(
+    settings: ServerSettings | None = None,
+    *,
+    store: Store | None = None,
+    runtime_factory: RuntimeFactory | None = None,
+) -> FastAPI:
+    """Build the API and the web UI. `store` (kept open; the caller closes it) overrides `settings.db`.
+
+    Raises `UserError` for a bad database URL or workspace, before anything listens.
+    """
+    settings = settings or ServerSettings()
+    workspace = Path(settings.workspace).expanduser().resolve()
+    if not workspace.is_dir():
+        raise UserError(f"workspace {str(settings.workspace)!r} is not a folder: create it or pass another")
+    owns_store = store is None
+    if store is None:
+        store = Store.open(settings.db) if settings.db else Store.for_workspace(workspace)
+    build = runtime_factory or _default_runtime_factory(settings, workspace, store)
+
+    def runtime_for(user_id: str, model: str | None, max_parallel: int | None) -> Runtime:
+        return build(RunOptions(user_id=user_id, model=model, max_parallel=max_parallel))
+
+    def check_model(spec: str) -> None:
+        """Raise `UserError` unless `spec` names a model this server can build."""
+        factory = settings.model
+        if callable(factory) and not isinstance(factory, Model):
+            factory(spec)
+        else:
+            resolve_model(spec)
+
+    def catalogue() -> Catalogue:
+        return Catalogue.build(workspace=workspace, agent_dirs=[Path(d) for d in settings.agents_dirs])
+
+    runs = RunManager(store, runtime_for)
+    batches = BatchService(
+        store, runtime_for=runtime_for, known_types=lambda: list(catalogue().definitions), check_model=check_model
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncGenerator[None]:
+        if settings.run_batches:
+            await batches.start_worker()
+        try:
+            yield
+        finally:
+            await runs.close()
+            await batches.stop_worker()
+            if owns_store:
+                store.close()
+
+    app = FastAPI(
+        title="delegate",
+        version=settings.version or "0",
+        lifespan=lifespan,
+        docs_url="/api/docs",
+        redoc_url=None,
+        openapi_url="/api/v1/openapi.json",
+    )
+    # Per-app state, read by the routes' dependencies: nothing is shared between two apps.
+    app.state.store = store
+    app.state.runs = runs
+    app.state.batches = batches
+    app.state.catalogue = catalogue
+    _error_handlers(app)
+    app.include_router(runs_router)
+    app.include_router(agents_router)
+    app.include_router(batches_router)
+    page = string.Template((_HERE / "templates" / "index.html").read_text(encoding="utf-8"))
+    html = page.substitute(version=settings.version or "0")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> HTMLResponse:
+        """The web UI: one page, its script and stylesheet served from /static."""
+        return HTMLResponse(html, headers=_PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
+    return app
+
+
+agents_router = APIRouter(prefix="/api/v1", tags=["agents"])
+
+
+@agents_router.get("/agents")
+async def agents(request: Request, user_id: UserId) -> dict[str, Any]:
+    """The subagent catalogue: built-in types and the definitions found in the workspace."""
+    del user_id
+    build = cast(Callable[[], Catalogue], request.app.state.catalogue)
+    found = await asyncio.to_thread(build)
+    return {
+        "agents": [
+            {
+                "name": d.name,
+                "description": d.description,
+                "tools": d.tools,
+                "model": d.model if isinstance(d.model, str) else d.model.name,
+                "max_steps": d.max_steps,
+                "timeout": d.timeout,
+                "requires_commands": d.requires_commands,
+                "source": d.source,
+            }
+            for d in found.definitions.values()
+        ]
+    }
+
+
+_PAGE_HEADERS = {
+    # Nothing but our own files: no inline script, no CDN, no third-party request of any kind.
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+def _default_runtime_factory(settings: ServerSettings, workspace: Path, store: Store) -> RuntimeFactory:
+    def build(options: RunOptions) -> Runtime:
+        default = settings.model
+        if callable(default) and not isinstance(default, Model):
+            model: str | Model | None = default(options.model)
+        else:
+            model = options.model or default
+        return Runtime(
+            model=model,
+            workspace=workspace,
+            agents_dirs=settings.agents_dirs,
+            allow_commands=settings.allow_commands,
+            max_parallel=options.max_parallel or settings.max_parallel,
+            store=store,
+            user_id=options.user_id,
+        )
+
+    return build
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Every failure answers `{"error": {"code", "message"}}`, the message saying what to fix."""
+    from ..batch import BatchNotFoundError, BatchStateError, BatchValidationError
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [_problem(e) for e in exc.errors()]
+        return error_response(422, "invalid_request", "; ".join(problems), problems=problems)
+
+    @app.exception_handler(UserError)
+    async def user_error(_: Request, exc: UserError) -> JSONResponse:
+        if isinstance(exc, BatchNotFoundError):
+            return error_response(404, "not_found", str(exc))
+        if isinstance(exc, BatchStateError):
+            return error_response(409, "conflict", str(exc))
+        if isinstance(exc, BatchValidationError):
+            return error_response(422, "invalid_batch", str(exc), problems=exc.problems)
+        return error_response(400, "bad_request", str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = "no such endpoint: see /api/docs" if exc.status_code == 404 else str(exc.detail)
+        return error_response(exc.status_code, code, message)
+
+
+def _problem(error: Any) -> str:
+    """One validation error as `where: what`, e.g. `prompt: Field required` or `limit: ...`."""
+    loc = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path")]
+    message = str(error.get("msg", "invalid"))
+    if error.get("type") == "json_invalid":
+        return f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'parse error')})"
+    message = message.removeprefix("Value error, ")
+    return f"{'.'.join(loc)}: {message}" if loc else message

@@ -1,0 +1,63 @@
+"""Bearer tokens, and the JSON error every failure of the API answers with.
+
+Every `/api/v1` call names its user with `Authorization: Bearer <token>` (a token printed once by
+`delegate users add NAME`; the store keeps only its hash). No token, or one the store does not know,
+answers 401; everything else is then scoped to that user, so another user's run or batch is simply
+not found (404), never forbidden (403), which would confirm that it exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, cast
+
+from fastapi import Depends, Request
+from fastapi.responses import JSONResponse
+
+from .._store import Store
+
+
+class ApiError(Exception):
+    """An error the API answers with: an HTTP status, a short code, and a message that says what to do."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    """`{"error": {"code": ..., "message": ...}}`, the body of every failed call."""
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status, headers=headers)
+
+
+def app_store(request: Request) -> Store:
+    """The store of the app serving `request` (set by `create_app`)."""
+    return cast(Store, request.app.state.store)
+
+
+async def current_user(request: Request) -> str:
+    """The caller's user id, from `Authorization: Bearer <token>`; a 401 `ApiError` otherwise."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if not header:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "missing token: send 'Authorization: Bearer <token>' "
+            "(create a user and its token with `delegate users add NAME`)",
+        )
+    if scheme.lower() != "bearer" or not token:
+        raise ApiError(401, "unauthorized", "malformed Authorization header: use 'Bearer <token>'")
+    user_id = await asyncio.to_thread(app_store(request).user_for_token, token)
+    if user_id is None:
+        raise ApiError(401, "unauthorized", "unknown token: check it, or create one with `delegate users add NAME`")
+    return user_id
+
+
+UserId = Annotated[str, Depends(current_user)]
+"""A route parameter that names the caller (and makes the route answer 401 without a good token)."""

@@ -1,0 +1,274 @@
+"""The batch routes (`/api/v1/batches...`) and the batch worker the server runs in its own process.
+
+Every route is a thin layer over `delegate.batch.Batches`, which scopes each call to the caller and
+validates a submission completely before storing anything. Item events come from the worker in
+this process; a batch's progress (`batch.status`) is read from the store, so a client also sees
+the work of `delegate batch worker` processes on other machines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from .._events import Event
+from .._runtime import Runtime
+from .._store import Store
+from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo
+from ._auth import ApiError, UserId
+from ._runs import event_stream
+
+_log = logging.getLogger("delegate.server")
+
+POLL_INTERVAL = 1.0
+"""How often a follower of a batch reads its counts again when nothing in this process woke it."""
+KEEPALIVE_INTERVAL = 15.0
+
+
+class BatchRequest(BaseModel):
+    """The body of `POST /batches`: the items and how to run them (the same as `delegate batch submit`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    subagent_type: str = Field(
+        validation_alias=AliasChoices("subagent_type", "type"), description="The subagent type that runs each item."
+    )
+    items: list[Any] = Field(description='One {"key", "prompt", "acceptance_criteria"?} object per item.')
+    title: str | None = None
+    max_running_items: int | None = None
+    max_live_items: int | None = None
+    max_attempts: int | None = None
+    model: str | None = Field(default=None, description="provider:name for the items; the server's default if omitted.")
+
+
+class BatchService:
+    """The server's `Batches`, its in-process worker, and the followers of batch events."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        runtime_for: Callable[[str, str | None, int | None], Runtime],
+        known_types: Callable[[], list[str]],
+        check_model: Callable[[str], None],
+    ) -> None:
+        self.batches = Batches(store)
+        self.runtime_for = runtime_for
+        self.known_types = known_types
+        self.check_model = check_model
+        self.worker: BatchWorker | None = None
+        self._runners: dict[str, Runtime] = {}
+        self._followers: dict[str, set[asyncio.Queue[Event | None]]] = {}
+
+    async def start_worker(self) -> None:
+        """Run batch items in this process, as `delegate batch worker` does."""
+        self.worker = BatchWorker(self.batches, self._runner, emit=self._on_event)
+        await self.worker.start()
+
+    async def stop_worker(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            await worker.stop()
+        runners, self._runners = self._runners, {}
+        for runtime in runners.values():
+            with contextlib.suppress(Exception):
+                await runtime.aclose()
+
+    def _runner(self, info: ServeInfo) -> Runtime:
+        """One runtime per batch (its owner and model), shared by the batch's items."""
+        runtime = self._runners.get(info.id)
+        if runtime is None:
+            runtime = self._runners[info.id] = self.runtime_for(info.user_id, info.model, None)
+        return runtime
+
+    def _on_event(self, event: Event) -> None:
+        batch_id = str(event.data.get("batch_id", ""))
+        for queue in self._followers.get(batch_id, ()):
+            queue.put_nowait(event)
+
+    def submit(self, user_id: str, body: BatchRequest) -> Batch:
+        if body.model is not None:
+            self.check_model(body.model)
+        submission = self.batches.submit(
+            user_id,
+            subagent_type=body.subagent_type,
+            items=body.items,
+            title=body.title,
+            max_running_items=body.max_running_items,
+            max_live_items=body.max_live_items,
+            max_attempts=body.max_attempts,
+            model=body.model,
+            known_types=self.known_types(),
+        )
+        return submission.batch  # `Batches` tells the worker (its listener) about the new batch
+
+    def retry(self, user_id: str, batch_id: str, key: str | None) -> dict[str, Any]:
+        retried = self.batches.retry(user_id, batch_id, key)
+        return {"retried": retried, "batch": self.batches.get(user_id, batch_id).to_dict()}
+
+    async def follow(self, user_id: str, batch_id: str) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
+        """`(type, data)` pairs: `batch.status` whenever the status or counts change (first at once),
+        `batch.item` as this process's worker finishes an item; ends once the batch is done.
+        `("", None)` marks a stretch of silence."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._followers.setdefault(batch_id, set()).add(queue)
+        try:
+            last: dict[str, Any] | None = None
+            quiet = 0.0
+            while True:
+                batch = await asyncio.to_thread(self.batches.get, user_id, batch_id)
+                shown = batch.to_dict()
+                if shown != last:
+                    last, quiet = shown, 0.0
+                    yield "batch.status", shown
+                if batch.done:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    event = await asyncio.wait_for(queue.get(), POLL_INTERVAL)
+                    if event is not None:
+                        quiet = 0.0
+                        yield event.type, event.data
+                        continue
+                quiet += POLL_INTERVAL
+                if quiet >= KEEPALIVE_INTERVAL:
+                    quiet = 0.0
+                    yield "", None
+        finally:
+            followers = self._followers.get(batch_id, set())
+            followers.discard(queue)
+            if not followers:
+                self._followers.pop(batch_id, None)
+
+
+def _service(request: Request) -> BatchService:
+    return cast(BatchService, request.app.state.batches)
+
+
+Service = Annotated[BatchService, Depends(_service)]
+router = APIRouter(prefix="/api/v1", tags=["batches"])
+
+
+@router.post("/batches", status_code=201)
+async def submit_batch(body: BatchRequest, user_id: UserId, service: Service) -> JSONResponse:
+    """Submit a batch: validated completely first; a rejected batch stores nothing."""
+    batch = await asyncio.to_thread(service.submit, user_id, body)
+    return JSONResponse(batch.to_dict(), 201, headers={"Location": f"/api/v1/batches/{batch.id}"})
+
+
+@router.get("/batches")
+async def list_batches(
+    user_id: UserId,
+    service: Service,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> dict[str, Any]:
+    """The caller's batches, newest first, each with its counts per item status."""
+    found = await asyncio.to_thread(service.batches.list_batches, user_id, offset=offset, limit=limit)
+    return {"batches": [b.to_dict() for b in found], "offset": offset}
+
+
+@router.get("/batches/{batch_id}")
+async def get_batch(batch_id: str, user_id: UserId, service: Service) -> dict[str, Any]:
+    """A batch: its status, caps, and the number of its items in each status."""
+    return (await asyncio.to_thread(service.batches.get, user_id, batch_id)).to_dict()
+
+
+@router.get("/batches/{batch_id}/items")
+async def batch_items(
+    batch_id: str,
+    user_id: UserId,
+    service: Service,
+    status: Annotated[str | None, Query(description=f"One of {', '.join(ITEM_STATUSES)}.")] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """A page of the batch's items in submission order, optionally only those in one status."""
+    wanted = _item_status(status)
+    found = await asyncio.to_thread(
+        functools.partial(service.batches.items, user_id, batch_id, status=wanted, offset=offset, limit=limit)
+    )
+    return {"items": [i.to_dict() for i in found], "status": wanted, "offset": offset, "limit": limit}
+
+
+@router.post("/batches/{batch_id}/pause")
+async def pause_batch(batch_id: str, user_id: UserId, service: Service) -> dict[str, Any]:
+    """No new item starts; running items finish."""
+    return (await asyncio.to_thread(service.batches.pause, user_id, batch_id)).to_dict()
+
+
+@router.post("/batches/{batch_id}/resume")
+async def resume_batch(batch_id: str, user_id: UserId, service: Service) -> dict[str, Any]:
+    """Start items again after a pause."""
+    return (await asyncio.to_thread(service.batches.resume, user_id, batch_id)).to_dict()
+
+
+@router.post("/batches/{batch_id}/cancel")
+async def cancel_batch(batch_id: str, user_id: UserId, service: Service) -> dict[str, Any]:
+    """Cancel for good: queued items never start, running ones are stopped."""
+    return (await asyncio.to_thread(service.batches.cancel, user_id, batch_id)).to_dict()
+
+
+@router.post("/batches/{batch_id}/retry")
+async def retry_failed(batch_id: str, user_id: UserId, service: Service) -> dict[str, Any]:
+    """Queue every failed item again, each with a fresh budget of attempts."""
+    return await asyncio.to_thread(service.retry, user_id, batch_id, None)
+
+
+@router.post("/batches/{batch_id}/items/{key:path}/retry")
+async def retry_item(batch_id: str, key: str, user_id: UserId, service: Service) -> dict[str, Any]:
+    """Queue one failed item again, with a fresh budget of attempts."""
+    return await asyncio.to_thread(service.retry, user_id, batch_id, key)
+
+
+@router.get("/batches/{batch_id}/results.jsonl")
+async def export(batch_id: str, user_id: UserId, service: Service) -> StreamingResponse:
+    """Every item as one JSON line (key, status, attempts, summary, artifacts, usage, acceptance)."""
+    await asyncio.to_thread(service.batches.get, user_id, batch_id)  # 404 before the first byte
+
+    def lines() -> Iterator[bytes]:
+        for row in service.batches.export_rows(user_id, batch_id):
+            yield (json.dumps(row, ensure_ascii=False) + "\n").encode()
+
+    return StreamingResponse(
+        lines(),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="batch-{batch_id}.jsonl"'},
+    )
+
+
+@router.get("/batches/{batch_id}/events")
+async def batch_events(batch_id: str, user_id: UserId, service: Service) -> StreamingResponse:
+    """Server-sent events: `batch.status` (status and counts) as they change, and `batch.item` as
+    this server's worker finishes items; the stream ends once the batch is done."""
+    await asyncio.to_thread(service.batches.get, user_id, batch_id)  # 404 before the stream opens
+
+    async def stream() -> AsyncIterator[bytes]:
+        seq = 0
+        async for type_, data in service.follow(user_id, batch_id):
+            if data is None:
+                yield b": keep-alive\n\n"
+                continue
+            seq += 1
+            payload = json.dumps(data, ensure_ascii=False, default=str)
+            yield f"id: {seq}\nevent: {type_}\ndata: {payload}\n\n".encode()
+
+    return event_stream(stream())
+
+
+def _item_status(status: str | None) -> ItemStatus | None:
+    if status is None or status == "":
+        return None
+    for known in ITEM_STATUSES:
+        if known == status:
+            return known
+    known = ", ".join(ITEM_STATUSES)
+    raise ApiError(422, "invalid_request", f"status: unknown item status {status!r}; use one of {known}")

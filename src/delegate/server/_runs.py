@@ -1,0 +1,403 @@
+"""Runs started by the server: each one an asyncio task, its events kept in memory while it lives.
+
+A client that follows a run's events (SSE) reads them from the `LiveRun` while the run is live in
+this process, and from the store otherwise (a finished run, a run of an earlier server process, a
+run started by `delegate run` on the same database). Both number events the same way: the store
+numbers a run's events 1, 2, 3, ... in the order the runtime emits them, and the live list holds
+them in that same order from the first one, so an SSE `id:` means the same in both and
+`Last-Event-ID` resumes from either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import to_json
+
+from .._errors import UserError
+from .._events import Event
+from .._runtime import Runtime
+from .._store import Store
+from ._auth import ApiError, UserId, app_store
+
+_log = logging.getLogger("delegate.server")
+
+POLL_INTERVAL = 0.5
+"""How often a follower of a run that is not live here looks for new events in the store."""
+KEEPALIVE_INTERVAL = 15.0
+"""How long an SSE stream may stay silent before a comment line keeps proxies from closing it."""
+CANCEL_WAIT = 10.0
+"""How long `POST /runs/{id}/cancel` waits for the run to record its cancellation."""
+
+
+@dataclass(eq=False)
+class LiveRun:
+    """A run executing in this process: its task, and every event it emitted so far, in order."""
+
+    run_id: str
+    user_id: str
+    loop: asyncio.AbstractEventLoop
+    events: list[Event] = field(default_factory=list[Event])
+    task: asyncio.Task[None] | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    done: bool = False
+    _waiters: list[asyncio.Future[None]] = field(default_factory=list[asyncio.Future[None]])
+    _thread: int = field(default_factory=threading.get_ident)
+
+    def emit(self, event: Event) -> None:
+        """The event sink given to the runtime: keep the event and wake every follower."""
+        if threading.get_ident() != self._thread:  # never expected; keep the list loop-owned anyway
+            self.loop.call_soon_threadsafe(self.emit, event)
+            return
+        self.events.append(event)
+        if event.type == "run.started":
+            self.started.set()
+        self._wake()
+
+    def finish(self) -> None:
+        self.done = True
+        self.started.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def follow(self, after: int) -> AsyncIterator[tuple[int, Event | None]]:
+        """Yield `(seq, event)` for every event numbered above `after`, as they come, until the run
+        ends. `(0, None)` is yielded after `KEEPALIVE_INTERVAL` of silence."""
+        seq = after
+        while True:
+            while seq < len(self.events):
+                seq += 1
+                yield seq, self.events[seq - 1]
+            if self.done:
+                return
+            waiter = self.loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, KEEPALIVE_INTERVAL)
+            except TimeoutError:
+                yield 0, None
+
+
+RuntimeBuilder = Callable[[str, str | None, int | None], Runtime]
+"""Builds the runtime of one run from `(user_id, model, max_parallel)`; raises `UserError` for bad input."""
+
+
+class RunManager:
+    """Starts runs as tasks of the server's event loop, follows their events, cancels them."""
+
+    def __init__(self, store: Store, build: RuntimeBuilder) -> None:
+        self.store = store
+        self.build = build
+        self.live: dict[str, LiveRun] = {}
+
+    async def start(self, user_id: str, prompt: str, model: str | None, max_parallel: int | None) -> str:
+        """Start a run in the background; return its id once the run is recorded in the store.
+
+        Raises `UserError` for a bad model or setting, before anything is stored.
+        """
+        if not prompt.strip():
+            raise UserError("the prompt is empty: say what the agent should do")
+        runtime = self.build(user_id, model, max_parallel)
+        try:
+            runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad input
+        except BaseException:
+            await runtime.aclose()
+            raise
+        run_id = f"run_{uuid.uuid4().hex[:12]}"
+        live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop())
+        self.live[run_id] = live
+        live.task = asyncio.create_task(self._drive(live, runtime, prompt), name=f"delegate-run-{run_id}")
+        # The runtime records the run before its first event; answer only then, so that the id we
+        # hand out can be read back at once.
+        await live.started.wait()
+        if not live.events:  # the runtime refused to start: raise its error here
+            await asyncio.wait([live.task])
+            live.task.result()
+            raise RuntimeError(f"run {run_id} ended before it started")
+        return run_id
+
+    async def _drive(self, live: LiveRun, runtime: Runtime, prompt: str) -> None:
+        try:
+            await runtime.run(prompt, run_id=live.run_id, sinks=[live.emit])
+        except asyncio.CancelledError:
+            pass  # the runtime recorded the run and its subagents as cancelled
+        except Exception as exc:
+            if not live.events:
+                raise  # it never started: `start` raises this to the caller
+            _log.exception("run %s crashed", live.run_id)
+            await self._record_crash(live, f"{type(exc).__name__}: {exc}")
+        finally:
+            with contextlib.suppress(Exception):
+                await runtime.aclose()
+            live.finish()
+            self.live.pop(live.run_id, None)
+
+    async def _record_crash(self, live: LiveRun, error: str) -> None:
+        """A run that crashed outside the agent loop (the store failing, say) still ends, for readers."""
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.store.finish_run, live.run_id, "error", error=error)
+        if not any(e.type == "run.completed" for e in live.events):
+            live.emit(
+                Event(
+                    type="run.completed",
+                    run_id=live.run_id,
+                    agent_id="lead",
+                    data={"status": "error", "final": "", "error": error},
+                )
+            )
+
+    async def cancel(self, run_id: str) -> bool:
+        """Cancel a live run and wait (a little) for it to record that; False if it is not live here."""
+        live = self.live.get(run_id)
+        if live is None or live.task is None:
+            return False
+        live.task.cancel()
+        await asyncio.wait([live.task], timeout=CANCEL_WAIT)
+        return True
+
+    async def close(self) -> None:
+        """Cancel every live run (each records itself as cancelled) and wait for them."""
+        tasks = [live.task for live in self.live.values() if live.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=CANCEL_WAIT)
+
+    async def follow(self, run_id: str, after: int) -> AsyncIterator[tuple[int, Event | None]]:
+        """A run's events numbered above `after`, then new ones as they come, until `run.completed`.
+
+        `(0, None)` marks a stretch of silence (for keep-alive comments).
+        """
+        live = self.live.get(run_id)
+        if live is not None:
+            async for item in live.follow(after):
+                yield item
+            return
+        async for item in self._follow_store(run_id, after):
+            yield item
+
+    async def _follow_store(self, run_id: str, after: int) -> AsyncIterator[tuple[int, Event | None]]:
+        seq = after
+        quiet = 0.0
+        while True:
+            events = await asyncio.to_thread(self.store.events, run_id, seq, 500)
+            for event in events:
+                seq += 1
+                yield seq, event
+                if event.type == "run.completed":
+                    return
+            if len(events) == 500:
+                continue
+            run = await asyncio.to_thread(self.store.get_run, run_id)
+            if run is None or (run.status != "running" and seq >= run.event_count):
+                return
+            live = self.live.get(run_id)
+            if live is not None:  # not expected (runs start live); hand over to the live list
+                async for item in live.follow(seq):
+                    yield item
+                return
+            await asyncio.sleep(POLL_INTERVAL)
+            quiet += POLL_INTERVAL
+            if quiet >= KEEPALIVE_INTERVAL:
+                quiet = 0.0
+                yield 0, None
+
+
+def sse(seq: int, event: Event | None) -> bytes:
+    """One server-sent event: `id:` the event's number, `event:` its type, `data:` its JSON."""
+    if event is None:
+        return b": keep-alive\n\n"
+    data = to_json(event.to_dict(), fallback=str).decode()
+    return f"id: {seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+
+
+def last_event_id(header: str | None, after: int | None) -> int:
+    """Where a follower resumes: `?after=N` wins, then the `Last-Event-ID` header, else the start."""
+    if after is not None:
+        return max(0, after)
+    if header and header.strip().isdigit():
+        return int(header.strip())
+    return 0
+
+
+def run_json(store: Store, run_id: str, user_id: str) -> dict[str, Any] | None:
+    """What `GET /runs/{id}` answers, read from the store (so it holds after a restart)."""
+    run = store.get_run(run_id, user_id)
+    if run is None:
+        return None
+    subagents = store.subagent_records(run_id) if run.status != "running" else []
+    return {
+        "run_id": run.id,
+        "status": run.status,
+        "prompt": run.prompt,
+        "model": run.model,
+        "final": run.final,
+        "error": run.error,
+        "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
+        "created_at": run.created_at.isoformat(),
+        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
+        "events": run.event_count,
+        "subagents": [
+            {
+                "id": s.id.removeprefix(f"{run_id}/"),  # the agent id its events carry
+                "type": s.type,
+                "description": s.description,
+                "tool_call_id": s.tool_call_id,
+                "parent_agent_id": s.parent_agent_id,
+                "status": s.status,
+                "stop_reason": s.stop_reason,
+                "summary": s.summary,
+                "steps": s.steps,
+                "usage": {"input_tokens": s.usage.input_tokens, "output_tokens": s.usage.output_tokens},
+                "artifacts": s.artifacts,
+                "skipped": s.skipped,
+                "acceptance": s.acceptance,
+                "error": s.error,
+                "started_at": s.started_at.isoformat(),
+                "completed_at": s.completed_at.isoformat() if s.completed_at else None,
+            }
+            for s in subagents
+        ],
+    }
+
+
+def run_summary(store: Store, user_id: str, offset: int, limit: int) -> list[dict[str, Any]]:
+    """The caller's runs, newest first, without their subagents (for `GET /runs`)."""
+    return [
+        {
+            "run_id": run.id,
+            "status": run.status,
+            "prompt": run.prompt[:200],
+            "model": run.model,
+            "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
+            "created_at": run.created_at.isoformat(),
+            "completed_at": run.completed_at.isoformat() if run.completed_at else None,
+        }
+        for run in store.list_runs(user_id, limit=limit, offset=offset)
+    ]
+
+
+# -- routes ---------------------------------------------------------------------------------------
+
+
+class RunRequest(BaseModel):
+    """The body of `POST /runs`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = Field(description="What the lead agent should do.")
+    model: str | None = Field(default=None, description="provider:name; the server's default if omitted.")
+    max_parallel: int | None = Field(default=None, ge=1, le=1000, description="Subagents running at once.")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the prompt is empty: say what the agent should do")
+        return value
+
+
+def _manager(request: Request) -> RunManager:
+    return cast(RunManager, request.app.state.runs)
+
+
+Runs = Annotated[RunManager, Depends(_manager)]
+AppStore = Annotated[Store, Depends(app_store)]
+router = APIRouter(prefix="/api/v1", tags=["runs"])
+
+
+@router.post("/runs", status_code=202)
+async def start_run(body: RunRequest, user_id: UserId, runs: Runs) -> JSONResponse:
+    """Start a run in the background; follow it with `GET /runs/{id}/events`."""
+    run_id = await runs.start(user_id, body.prompt, body.model, body.max_parallel)
+    return JSONResponse({"run_id": run_id, "status": "running"}, 202, headers={"Location": f"/api/v1/runs/{run_id}"})
+
+
+@router.get("/runs")
+async def list_runs(
+    user_id: UserId,
+    store: AppStore,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> dict[str, Any]:
+    """The caller's runs, newest first."""
+    return {"runs": await asyncio.to_thread(run_summary, store, user_id, offset, limit), "offset": offset}
+
+
+@router.get("/runs/{run_id}")
+async def get_run(run_id: str, user_id: UserId, store: AppStore) -> dict[str, Any]:
+    """A run: its status, and once it ended its final answer, usage and subagents."""
+    found = await asyncio.to_thread(run_json, store, run_id, user_id)
+    if found is None:
+        raise _no_run(run_id)
+    return found
+
+
+@router.get("/runs/{run_id}/events")
+async def run_events(
+    run_id: str,
+    request: Request,
+    user_id: UserId,
+    store: AppStore,
+    runs: Runs,
+    after: Annotated[int | None, Query(ge=0, description="Resume after this event number.")] = None,
+) -> StreamingResponse:
+    """Server-sent events: the run's stored events, then live ones, until `run.completed`.
+
+    Each event's `id:` is its number in the run, so `Last-Event-ID` (or `?after=`) resumes.
+    """
+    if await asyncio.to_thread(store.get_run, run_id, user_id) is None:
+        raise _no_run(run_id)
+    start = last_event_id(request.headers.get("last-event-id"), after)
+
+    async def stream() -> AsyncIterator[bytes]:
+        async for seq, event in runs.follow(run_id, start):
+            yield sse(seq, event)
+
+    return event_stream(stream())
+
+
+@router.post("/runs/{run_id}/cancel")
+async def cancel_run(run_id: str, user_id: UserId, store: AppStore, runs: Runs) -> dict[str, Any]:
+    """Cancel a live run: its subagents are cancelled, and all of it is recorded as such."""
+    found = await asyncio.to_thread(store.get_run, run_id, user_id)
+    if found is None:
+        raise _no_run(run_id)
+    if found.status != "running":
+        raise ApiError(409, "not_running", f"run {run_id} already ended ({found.status}): nothing to cancel")
+    if not await runs.cancel(run_id):
+        raise ApiError(
+            409,
+            "not_here",
+            f"run {run_id} is not running in this server (another process started it, or the server "
+            "restarted): stop that process instead",
+        )
+    result = await asyncio.to_thread(run_json, store, run_id, user_id)
+    assert result is not None
+    return result
+
+
+def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
+    """A `text/event-stream` response that proxies pass through unbuffered."""
+    return StreamingResponse(
+        body, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
+
+
+def _no_run(run_id: str) -> ApiError:
+    return ApiError(404, "not_found", f"no run {run_id!r}: list yours with GET /api/v1/runs")
