@@ -1,0 +1,324 @@
+"""What a batch is, as the CLI, the HTTP API and the tools see it; the limits; input validation.
+
+Status values are `Literal`s here and nowhere else. Every limit a submission is checked against is
+a constant here, so the documentation, the validation and the error messages cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, cast, get_args
+
+from .._errors import UserError
+from .._usage import Usage
+
+ItemStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+"""An item's status. `succeeded` means the execution finished; its acceptance verdict is separate."""
+
+ITEM_STATUSES: tuple[ItemStatus, ...] = get_args(ItemStatus)
+TERMINAL_ITEM_STATUSES: frozenset[ItemStatus] = frozenset({"succeeded", "failed", "cancelled"})
+
+BatchStatus = Literal["running", "paused", "cancelled", "completed", "failed"]
+"""A batch's status: `running` (or `paused`) while any item is queued or running; once every item is
+terminal, `completed` if none failed, else `failed`; `cancelled` once cancelled."""
+
+TERMINAL_BATCH_STATUSES: frozenset[BatchStatus] = frozenset({"cancelled", "completed", "failed"})
+
+MAX_ITEMS = 100_000
+"""The most items one batch may hold."""
+MAX_RUNNING_ITEMS = 1_000
+"""The highest `max_running_items` accepted (items of one batch running at once)."""
+MAX_LIVE_ITEMS = 10_000
+"""The highest `max_live_items` accepted (items of one batch claimed by workers at once)."""
+DEFAULT_MAX_RUNNING_ITEMS = 3
+DEFAULT_MAX_LIVE_ITEMS = 100
+"""The default `max_live_items`; raised to `max_running_items` when that is higher."""
+MAX_ATTEMPTS_LIMIT = 10
+DEFAULT_MAX_ATTEMPTS = 3
+"""How many times an item is run when its runs end in error (error, timed_out, aborted)."""
+MAX_INTERRUPTIONS = 5
+"""How many times an item may lose its worker (a crash, a kill) while running before it fails."""
+MAX_KEY_CHARS = 256
+MAX_PROMPT_CHARS = 200_000
+MAX_TITLE_CHARS = 500
+MAX_CRITERIA = 50
+
+
+class BatchNotFoundError(UserError):
+    """No such batch for this user (a batch of another user is not found either)."""
+
+    def __init__(self, batch_id: str, key: str | None = None) -> None:
+        what = f"no item {key!r} in batch {batch_id!r}" if key is not None else f"no batch {batch_id!r}"
+        super().__init__(f"{what}: check the id with `delegate batch status` or GET /api/v1/batches")
+        self.batch_id = batch_id
+        self.key = key
+
+
+class BatchStateError(UserError):
+    """The operation does not apply to the batch or item as it is now (say, resuming a cancelled batch)."""
+
+
+class BatchValidationError(UserError):
+    """A submission was rejected before anything was stored. `problems` lists every reason found."""
+
+    def __init__(self, problems: list[str]) -> None:
+        shown = "; ".join(problems[:10])
+        more = f"; and {len(problems) - 10} more" if len(problems) > 10 else ""
+        super().__init__(f"batch rejected, nothing was stored: {shown}{more}")
+        self.problems = problems
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class ItemInput:
+    """One item of a submission: a unique key, the subagent's prompt, and optional acceptance criteria."""
+
+    key: str
+    prompt: str
+    acceptance_criteria: list[str] | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class Batch:
+    """A batch and the number of its items in each status."""
+
+    id: str
+    user_id: str
+    title: str
+    subagent_type: str
+    status: BatchStatus
+    counts: dict[ItemStatus, int]
+    total: int
+    max_running_items: int
+    max_live_items: int
+    max_attempts: int
+    created_at: datetime
+    model: str | None = None
+    run_id: str | None = None
+    tool_call_id: str | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL_BATCH_STATUSES
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of `delegate batch status --json` and `GET /batches/{id}`."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "subagent_type": self.subagent_type,
+            "model": self.model,
+            "status": self.status,
+            "counts": dict(self.counts),
+            "total": self.total,
+            "max_running_items": self.max_running_items,
+            "max_live_items": self.max_live_items,
+            "max_attempts": self.max_attempts,
+            "run_id": self.run_id,
+            "tool_call_id": self.tool_call_id,
+            "created_at": self.created_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+        }
+
+    def render(self) -> str:
+        """One line for the lead: status and counts, never any item's output."""
+        counts = ", ".join(f"{self.counts[s]} {s}" for s in ITEM_STATUSES if self.counts[s])
+        return f"Batch {self.id} ({self.title}) is {self.status}: {counts or 'no items'} of {self.total}."
+
+
+@dataclass(kw_only=True, slots=True)
+class BatchItem:
+    """One item and what its run gave back. `acceptance` is the verdict, kept apart from `status`."""
+
+    batch_id: str
+    key: str
+    seq: int
+    prompt: str
+    status: ItemStatus
+    attempts: int = 0
+    acceptance_criteria: list[str] | None = None
+    outcome: str | None = None
+    summary: str | None = None
+    artifacts: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    skipped: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    steps: int | None = None
+    usage: Usage | None = None
+    acceptance: list[dict[str, Any]] | None = None
+    error: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+
+    def export_row(self) -> dict[str, Any]:
+        """One JSON Lines row of `delegate batch export` and `GET /batches/{id}/results.jsonl`."""
+        return {
+            "key": self.key,
+            "status": self.status,
+            "attempts": self.attempts,
+            "summary": self.summary,
+            "artifacts": self.artifacts,
+            "usage": self.usage.to_dict() if self.usage else None,
+            "acceptance": self.acceptance,
+            "error": self.error,
+            "outcome": self.outcome,
+            "steps": self.steps,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of `delegate batch items --json` and `GET /batches/{id}/items`."""
+        return {
+            **self.export_row(),
+            "seq": self.seq,
+            "prompt": self.prompt,
+            "acceptance_criteria": self.acceptance_criteria,
+            "skipped": self.skipped,
+            "next_attempt_at": self.next_attempt_at.isoformat() if self.next_attempt_at else None,
+        }
+
+
+@dataclass(kw_only=True, slots=True)
+class Submission:
+    """What `submit` did: the batch, and whether it was created now (False: an idempotent resubmission)."""
+
+    batch: Batch
+    created: bool
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class BatchSpec:
+    """A validated submission, ready to store."""
+
+    title: str
+    subagent_type: str
+    items: list[ItemInput]
+    max_running_items: int
+    max_live_items: int
+    max_attempts: int
+    model: str | None
+
+
+def validate_submission(
+    *,
+    title: str | None,
+    subagent_type: str,
+    items: Iterable[ItemInput | Mapping[str, Any]],
+    max_running_items: int | None,
+    max_live_items: int | None,
+    max_attempts: int | None,
+    known_types: Collection[str] | None,
+    model: str | None,
+) -> BatchSpec:
+    """Check a submission completely; raise `BatchValidationError` listing every problem found.
+
+    `known_types=None` accepts any subagent type (the caller checks it elsewhere).
+    """
+    problems: list[str] = []
+    subagent_type = subagent_type.strip()
+    if not subagent_type:
+        problems.append("subagent_type is empty: name the type of subagent that runs each item")
+    elif known_types is not None and subagent_type not in known_types:
+        names = ", ".join(sorted(known_types)) or "none"
+        problems.append(f"unknown subagent_type {subagent_type!r}; available: {names}")
+    parsed = _parse_items(items, problems)
+    running = DEFAULT_MAX_RUNNING_ITEMS if max_running_items is None else max_running_items
+    live = max(DEFAULT_MAX_LIVE_ITEMS, running) if max_live_items is None else max_live_items
+    attempts = DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts
+    _check_range(problems, "max_running_items", running, MAX_RUNNING_ITEMS)
+    _check_range(problems, "max_live_items", live, MAX_LIVE_ITEMS)
+    _check_range(problems, "max_attempts", attempts, MAX_ATTEMPTS_LIMIT)
+    if _is_int(running) and _is_int(live) and running > live:
+        problems.append(f"max_running_items ({running}) must be at most max_live_items ({live})")
+    title = (title or "").strip() or f"{len(parsed)} × {subagent_type or 'items'}"
+    if len(title) > MAX_TITLE_CHARS:
+        problems.append(f"title is {len(title)} characters long; the most is {MAX_TITLE_CHARS}")
+    if problems:
+        raise BatchValidationError(problems)
+    return BatchSpec(
+        title=title,
+        subagent_type=subagent_type,
+        items=parsed,
+        max_running_items=running,
+        max_live_items=live,
+        max_attempts=attempts,
+        model=model,
+    )
+
+
+def _parse_items(items: Iterable[ItemInput | Mapping[str, Any]], problems: list[str]) -> list[ItemInput]:
+    parsed: list[ItemInput] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(items):
+        if len(parsed) >= MAX_ITEMS:
+            problems.append(f"more than {MAX_ITEMS} items: split the work into several batches")
+            break
+        item = _item(raw, index, problems)
+        if item is None:
+            continue
+        if item.key in seen:
+            problems.append(f"item {index}: duplicate key {item.key!r}; every key must be unique")
+        seen.add(item.key)
+        parsed.append(item)
+    if not parsed and not problems:
+        problems.append("no items: a batch needs at least one item")
+    return parsed
+
+
+def _item(raw: object, index: int, problems: list[str]) -> ItemInput | None:
+    """One item from code or from JSON (where anything may turn up), or None with its problems noted."""
+    if isinstance(raw, ItemInput):
+        key, prompt, criteria = raw.key, raw.prompt, raw.acceptance_criteria
+    elif isinstance(raw, Mapping):
+        raw = cast(Mapping[str, Any], raw)
+        unknown = sorted(set(raw) - {"key", "prompt", "acceptance_criteria"})
+        if unknown:
+            problems.append(f"item {index}: unknown field(s) {', '.join(map(repr, unknown))}")
+            return None
+        key, prompt, criteria = raw.get("key"), raw.get("prompt"), raw.get("acceptance_criteria")
+    else:
+        problems.append(f"item {index}: expected an object with key and prompt")
+        return None
+    before = len(problems)
+    if not isinstance(key, str) or not key.strip():
+        problems.append(f"item {index}: empty key; every item needs a non-empty, unique key")
+    elif len(key) > MAX_KEY_CHARS:
+        problems.append(f"item {index}: key is {len(key)} characters long; the most is {MAX_KEY_CHARS}")
+    if not isinstance(prompt, str) or not prompt.strip():
+        problems.append(f"item {index} ({key!r}): empty prompt")
+    elif len(prompt) > MAX_PROMPT_CHARS:
+        problems.append(f"item {index} ({key!r}): prompt longer than {MAX_PROMPT_CHARS} characters")
+    checked = _criteria(criteria, index, problems)
+    if len(problems) > before:
+        return None
+    assert isinstance(key, str) and isinstance(prompt, str)
+    return ItemInput(key=key, prompt=prompt, acceptance_criteria=checked)
+
+
+def _criteria(criteria: object, index: int, problems: list[str]) -> list[str] | None:
+    if criteria is None:
+        return None
+    if not isinstance(criteria, list):
+        problems.append(f"item {index}: acceptance_criteria must be a list of strings")
+        return None
+    values: list[str] = []
+    for criterion in criteria:  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(criterion, str) or not criterion.strip():
+            problems.append(f"item {index}: every acceptance criterion must be a non-empty string")
+            return None
+        values.append(criterion)
+    if len(values) > MAX_CRITERIA:
+        problems.append(f"item {index}: {len(values)} acceptance criteria; the most is {MAX_CRITERIA}")
+    return values or None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_range(problems: list[str], name: str, value: object, most: int) -> None:
+    if not _is_int(value) or not 1 <= value <= most:  # type: ignore[operator]
+        problems.append(f"{name} is {value!r}; use a whole number from 1 to {most}")

@@ -1,0 +1,395 @@
+"""The work queue of batch items: claims, leases, results. Used by `BatchWorker`, not by users.
+
+Claim, don't delete:
+
+- A worker *claims* an item by writing its own id into `lease_owner`, in a transaction that first
+  locks the batch row (`SELECT ... FOR UPDATE` on PostgreSQL; `BEGIN IMMEDIATE` on SQLite) and then
+  counts the batch's running and claimed items. So `max_running_items` and `max_live_items` hold
+  exactly, however many workers claim at once, and whatever retries and restarts happened.
+- A claim is a lease held by the worker's heartbeat (`batch_workers.heartbeat_at`). When a worker
+  stops beating (it crashed, was killed, lost its machine), any other worker puts its items back
+  in the queue, and they run again from the start. A worker on the same machine whose process is
+  gone is released at once, without waiting for its heartbeat to lapse.
+- A result is stored by a conditional update (`WHERE status = 'running' AND lease_owner = me AND
+  attempts = n`): an attempt that lost its lease, or whose batch was cancelled, stores nothing. So
+  each item's result is stored exactly once, however often the item was started.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .._usage import Usage
+from ._model import MAX_INTERRUPTIONS
+from ._store import (
+    BATCHES,
+    CLAIMED,
+    CRITERIA,
+    ITEMS,
+    JSON_DICT,
+    OPEN,
+    STATE,
+    WORKERS,
+    Batches,
+    BatchState,
+    StoredStatus,
+    dump_list,
+    iso,
+    load_json,
+    parse_time,
+    utcnow,
+)
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class ClaimedItem:
+    """An item a worker has claimed and started: run it, then report `attempt`'s result."""
+
+    id: int
+    key: str
+    prompt: str
+    acceptance_criteria: list[str] | None
+    attempt: int
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class ServeInfo:
+    """What a worker needs to know of a batch to run its items."""
+
+    id: str
+    user_id: str
+    run_id: str | None
+    title: str
+    subagent_type: str
+    model: str | None
+    epoch: int
+
+
+@dataclass(kw_only=True, slots=True)
+class Claim:
+    """The answer to a claim: items to start now, and what the batch is doing.
+
+    `state` is `finished` once no item is queued, waiting or running. `next_due` is when the
+    earliest retry this worker holds may start (None when it holds none).
+    """
+
+    items: list[ClaimedItem]
+    state: BatchState | Literal["finished", "missing"]
+    next_due: datetime | None = None
+    newly_finished: bool = False
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class AttemptResult:
+    """How one attempt ended, as the worker reports it."""
+
+    item_id: int
+    attempt: int
+    succeeded: bool
+    outcome: str
+    summary: str | None = None
+    artifacts: list[dict[str, Any]] | None = None
+    skipped: list[dict[str, Any]] | None = None
+    steps: int | None = None
+    usage: Usage | None = None
+    acceptance: list[dict[str, Any]] | None = None
+    error: str | None = None
+
+
+class WorkQueue:
+    """The worker's side of `Batches`: same store, same listeners. Thread-safe."""
+
+    def __init__(self, batches: Batches) -> None:
+        self.batches = batches
+        self.store = batches.store
+
+    def register_worker(self, name: str, host: str, pid: int) -> str:
+        """Record a worker process; its id is the lease owner of every item it claims."""
+        worker_id = f"{name}/{uuid.uuid4().hex[:12]}"
+        now = iso(utcnow())
+        values = {"id": worker_id, "name": name, "host": host, "pid": pid, "started_at": now, "heartbeat_at": now}
+        with self.store.write() as conn:
+            conn.execute(WORKERS.insert().values(values))
+        return worker_id
+
+    def heartbeat(self, worker_id: str) -> bool:
+        """Renew the worker's leases. False when another worker declared it dead (its items are gone)."""
+        with self.store.write() as conn:
+            update = WORKERS.update().where(WORKERS.c.id == worker_id).values(heartbeat_at=iso(utcnow()))
+            return conn.execute(update).rowcount == 1
+
+    def unregister_worker(self, worker_id: str) -> None:
+        """A clean stop: give back every item the worker holds (to run again elsewhere), then forget it."""
+        with self.store.write() as conn:
+            _release(conn, [worker_id], interrupted=False)
+            conn.execute(WORKERS.delete().where(WORKERS.c.id == worker_id))
+
+    def sweep(self, worker_id: str, host: str, gone: Callable[[int], bool], ttl: float) -> list[str]:
+        """Release the items of workers that stopped: no heartbeat for `ttl` seconds, or (same `host`)
+        whose process is `gone`. Returns their ids. Items they ran count one interruption each."""
+        cutoff = iso(utcnow() - timedelta(seconds=ttl))
+        with self.store.read() as conn:
+            rows = conn.execute(sa.select(WORKERS).where(WORKERS.c.id != worker_id)).all()
+        dead = [r.id for r in rows if r.heartbeat_at < cutoff or (r.host == host and gone(r.pid))]
+        if not dead:
+            return []
+        with self.store.write() as conn:
+            released = _release(conn, dead, interrupted=True)
+            conn.execute(WORKERS.delete().where(WORKERS.c.id.in_(dead)))
+        for batch_id in released:
+            self.batches._notify(batch_id)  # pyright: ignore[reportPrivateUsage]
+        return dead
+
+    def serving(self) -> list[tuple[str, int]]:
+        """`(batch id, epoch)` of every batch a worker should serve: active and not yet finished."""
+        query = sa.select(BATCHES.c.id, BATCHES.c.epoch).where(
+            BATCHES.c.state == "active", BATCHES.c.finished_at.is_(None)
+        )
+        with self.store.read() as conn:
+            return [(row.id, row.epoch) for row in conn.execute(query)]
+
+    def serve_info(self, batch_id: str) -> ServeInfo | None:
+        with self.store.read() as conn:
+            row = conn.execute(sa.select(BATCHES).where(BATCHES.c.id == batch_id)).first()
+        if row is None:
+            return None
+        return ServeInfo(
+            id=row.id,
+            user_id=row.user_id,
+            run_id=row.run_id,
+            title=row.title,
+            subagent_type=row.subagent_type,
+            model=row.model,
+            epoch=row.epoch,
+        )
+
+    def claim(self, batch_id: str, worker_id: str, room: int) -> Claim:
+        """Start up to `room` items: first this worker's retries that are due, then queued items.
+
+        One transaction, holding the batch row's lock while it counts, so the caps are exact.
+        """
+        now = utcnow()
+        now_text = iso(now)
+        with self.store.write() as conn:
+            row = conn.execute(sa.select(BATCHES).where(BATCHES.c.id == batch_id).with_for_update()).first()
+            if row is None:
+                return Claim(items=[], state="missing")
+            state = STATE.validate_python(row.state)
+            if state == "cancelled":
+                return Claim(items=[], state=state)
+            counts = dict(
+                conn.execute(
+                    sa.select(ITEMS.c.status, sa.func.count())
+                    .where(ITEMS.c.batch_id == batch_id, ITEMS.c.status.in_(OPEN))
+                    .group_by(ITEMS.c.status)
+                ).all()
+            )
+            if not counts:
+                newly = False
+                if row.finished_at is None:
+                    update = BATCHES.update().where(BATCHES.c.id == batch_id, BATCHES.c.finished_at.is_(None))
+                    newly = conn.execute(update.values(finished_at=now_text)).rowcount == 1
+                return Claim(items=[], state="finished", newly_finished=newly)
+            next_due = parse_time(
+                conn.scalar(
+                    sa.select(sa.func.min(ITEMS.c.not_before)).where(
+                        ITEMS.c.batch_id == batch_id, ITEMS.c.status == "waiting", ITEMS.c.lease_owner == worker_id
+                    )
+                )
+            )
+            if state != "active" or room <= 0:
+                return Claim(items=[], state=state, next_due=next_due)
+            running, waiting = counts.get("running", 0), counts.get("waiting", 0)
+            slots = min(room, row.max_running - running)
+            if slots <= 0:
+                return Claim(items=[], state=state, next_due=next_due)
+            due_now = (ITEMS.c.not_before.is_(None)) | (ITEMS.c.not_before <= now_text)
+            columns = (ITEMS.c.id, ITEMS.c.key, ITEMS.c.prompt, ITEMS.c.criteria, ITEMS.c.attempts)
+            retries = conn.execute(
+                sa.select(*columns)
+                .where(
+                    ITEMS.c.batch_id == batch_id,
+                    ITEMS.c.status == "waiting",
+                    ITEMS.c.lease_owner == worker_id,
+                    due_now,
+                )
+                .order_by(ITEMS.c.not_before)
+                .limit(slots)
+            ).all()
+            fresh = min(slots - len(retries), row.max_live - running - waiting)
+            queued = conn.execute(
+                sa.select(*columns)
+                .where(ITEMS.c.batch_id == batch_id, ITEMS.c.status == "queued", due_now)
+                .order_by(ITEMS.c.seq)
+                .limit(max(0, fresh))
+            ).all()
+            chosen = [*retries, *queued]
+            if chosen:
+                conn.execute(
+                    ITEMS.update()
+                    .where(ITEMS.c.id.in_([r.id for r in chosen]))
+                    .values(
+                        status="running",
+                        lease_owner=worker_id,
+                        attempts=ITEMS.c.attempts + 1,
+                        started_at=now_text,
+                        not_before=None,
+                    )
+                )
+        claimed = [
+            ClaimedItem(
+                id=r.id,
+                key=r.key,
+                prompt=r.prompt,
+                acceptance_criteria=load_json(CRITERIA, r.criteria),
+                attempt=r.attempts + 1,
+            )
+            for r in chosen
+        ]
+        return Claim(items=claimed, state=state, next_due=next_due)
+
+    def finish(
+        self, worker_id: str, results: Sequence[AttemptResult], *, backoff: Callable[[int], float]
+    ) -> list[StoredStatus | None]:
+        """Store attempts' results in one transaction; for each, the item's new status, or None when
+        the attempt no longer held the item (cancelled, or released after a lost lease): nothing stored.
+
+        A failed attempt with attempts left waits `backoff(failures)` seconds, still claimed.
+        """
+        now = utcnow()
+        now_text = iso(now)
+        ids = [r.item_id for r in results]
+        with self.store.write() as conn:
+            # Lock the rows first (PostgreSQL), so what this reads still holds when it writes.
+            held = {
+                row.id: row
+                for row in conn.execute(
+                    sa.select(ITEMS.c.id, ITEMS.c.attempts, ITEMS.c.failures, BATCHES.c.max_attempts)
+                    .join(BATCHES, BATCHES.c.id == ITEMS.c.batch_id)
+                    .where(ITEMS.c.id.in_(ids), ITEMS.c.status == "running", ITEMS.c.lease_owner == worker_id)
+                    .with_for_update(of=ITEMS)
+                )
+            }
+            outcome: list[StoredStatus | None] = []
+            updates: list[dict[str, Any]] = []
+            for result in results:
+                row = held.pop(result.item_id, None)
+                if row is None or row.attempts != result.attempt:
+                    outcome.append(None)
+                    continue
+                failures = row.failures if result.succeeded else row.failures + 1
+                status: StoredStatus = (
+                    "succeeded" if result.succeeded else "waiting" if failures < row.max_attempts else "failed"
+                )
+                values = _result_values(result)
+                values.update(
+                    b_id=result.item_id,
+                    status=status,
+                    failures=failures,
+                    lease_owner=worker_id if status == "waiting" else None,
+                    not_before=iso(now + timedelta(seconds=backoff(failures))) if status == "waiting" else None,
+                    finished_at=None if status == "waiting" else now_text,
+                )
+                updates.append(values)
+                outcome.append(status)
+            if updates:
+                conn.execute(_STORE_RESULT, updates)
+        return outcome
+
+    def release_waiting(self, batch_id: str, worker_id: str) -> None:
+        """Give back this worker's retries of a paused batch: queued again, their backoff kept."""
+        with self.store.write() as conn:
+            conn.execute(
+                ITEMS.update()
+                .where(ITEMS.c.batch_id == batch_id, ITEMS.c.status == "waiting", ITEMS.c.lease_owner == worker_id)
+                .values(status="queued", lease_owner=None)
+            )
+
+    def running_count(self, batch_id: str) -> tuple[int, int]:
+        """`(running, claimed)` items of a batch right now, straight from the table (for tests and UIs)."""
+        with self.store.read() as conn:
+            counts = dict(
+                conn.execute(
+                    sa.select(ITEMS.c.status, sa.func.count())
+                    .where(ITEMS.c.batch_id == batch_id, ITEMS.c.status.in_(CLAIMED))
+                    .group_by(ITEMS.c.status)
+                ).all()
+            )
+        return counts.get("running", 0), counts.get("running", 0) + counts.get("waiting", 0)
+
+
+def _release(conn: Connection, owners: list[str], *, interrupted: bool) -> set[str]:
+    """Put the items of `owners` back in the queue; an interrupted run counts, up to MAX_INTERRUPTIONS."""
+    held = (ITEMS.c.lease_owner.in_(owners), ITEMS.c.status.in_(CLAIMED))
+    batch_ids = set(conn.scalars(sa.select(ITEMS.c.batch_id).where(*held).distinct()))
+    if not batch_ids:
+        return set()
+    now = iso(utcnow())
+    if interrupted:
+        worn = (ITEMS.c.lease_owner.in_(owners), ITEMS.c.status == "running")
+        conn.execute(
+            ITEMS.update()
+            .where(*worn, ITEMS.c.interruptions + 1 >= MAX_INTERRUPTIONS)
+            .values(
+                status="failed",
+                lease_owner=None,
+                interruptions=ITEMS.c.interruptions + 1,
+                finished_at=now,
+                outcome="error",
+                error=f"its worker stopped while running it {MAX_INTERRUPTIONS} times; not run again",
+            )
+        )
+        conn.execute(
+            ITEMS.update()
+            .where(*worn)
+            .values(status="queued", lease_owner=None, interruptions=ITEMS.c.interruptions + 1)
+        )
+    conn.execute(ITEMS.update().where(*held).values(status="queued", lease_owner=None))
+    return batch_ids
+
+
+_STORE_RESULT = (
+    ITEMS.update()
+    .where(ITEMS.c.id == sa.bindparam("b_id"))
+    .values(
+        {
+            name: sa.bindparam(name)
+            for name in (
+                "status",
+                "failures",
+                "lease_owner",
+                "not_before",
+                "finished_at",
+                "outcome",
+                "summary",
+                "artifacts",
+                "skipped",
+                "steps",
+                "usage",
+                "acceptance",
+                "error",
+            )
+        }
+    )
+)
+"""Stores one attempt's result; run as an executemany over the rows `finish` has locked."""
+
+
+def _result_values(result: AttemptResult) -> dict[str, Any]:
+    return {
+        "outcome": result.outcome,
+        "summary": result.summary,
+        "artifacts": dump_list(result.artifacts),
+        "skipped": dump_list(result.skipped),
+        "steps": result.steps,
+        "usage": None if result.usage is None else JSON_DICT.dump_json(result.usage.to_dict()).decode(),
+        "acceptance": dump_list(result.acceptance),
+        "error": result.error,
+    }

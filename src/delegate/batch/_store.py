@@ -1,0 +1,544 @@
+"""Our own tables for batches (`batches`, `batch_items`, `batch_workers`) and the owner's operations.
+
+The item rows are the one source of truth about items: the CLI, the HTTP API and the UI read them
+directly, and workers claim them (`_queue.py` says how claims, leases and results work). Every
+operation here is scoped to the batch's owner.
+
+An item that waits out a retry backoff is stored as `waiting` (still claimed by its worker, so it
+counts towards `max_live_items`) and shown as `queued`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+import sqlalchemy as sa
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from .._errors import DelegateError
+from .._store import Migration, Store
+from .._usage import Usage
+from ._model import (
+    ITEM_STATUSES,
+    Batch,
+    BatchItem,
+    BatchNotFoundError,
+    BatchStateError,
+    BatchStatus,
+    ItemInput,
+    ItemStatus,
+    Submission,
+    validate_submission,
+)
+
+BatchState = Literal["active", "paused", "cancelled"]
+"""What the owner asked for. The status shown (`BatchStatus`) also depends on the items' counts."""
+
+StoredStatus = Literal["queued", "waiting", "running", "succeeded", "failed", "cancelled"]
+OPEN: tuple[StoredStatus, ...] = ("queued", "waiting", "running")
+CLAIMED: tuple[StoredStatus, ...] = ("waiting", "running")
+
+_T = TypeVar("_T")
+
+
+class BatchStoreError(DelegateError):
+    """A batch row holds data delegate cannot read back (changed outside delegate, or corrupt)."""
+
+
+def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
+    """The schema the queries below use; migration `batch.0001_tables` creates it."""
+    text = sa.Text
+    batches = sa.Table(
+        "batches",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("user_id", text, nullable=False),
+        sa.Column("run_id", text, nullable=True),
+        sa.Column("tool_call_id", text, nullable=True),
+        sa.Column("title", text, nullable=False),
+        sa.Column("subagent_type", text, nullable=False),
+        sa.Column("model", text, nullable=True),
+        sa.Column("max_running", sa.Integer, nullable=False),
+        sa.Column("max_live", sa.Integer, nullable=False),
+        sa.Column("max_attempts", sa.Integer, nullable=False),
+        sa.Column("state", text, nullable=False),
+        # Bumped by resume and retry, so a worker starts a fresh serving session (DBOS workflow).
+        sa.Column("epoch", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("item_count", sa.Integer, nullable=False),
+        sa.Column("created_at", text, nullable=False),
+        sa.Column("finished_at", text, nullable=True),
+        sa.UniqueConstraint("user_id", "run_id", "tool_call_id", name="batches_tool_call"),
+        sa.Index("batches_by_user", "user_id", "created_at"),
+        sa.Index("batches_by_state", "state", "finished_at"),
+    )
+    items = sa.Table(
+        "batch_items",
+        metadata,
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+        sa.Column("batch_id", text, sa.ForeignKey("batches.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("seq", sa.Integer, nullable=False),
+        sa.Column("key", text, nullable=False),
+        sa.Column("prompt", text, nullable=False),
+        sa.Column("criteria", text, nullable=True),
+        sa.Column("status", text, nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("interruptions", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("lease_owner", text, nullable=True),
+        sa.Column("not_before", text, nullable=True),
+        sa.Column("outcome", text, nullable=True),
+        sa.Column("summary", text, nullable=True),
+        sa.Column("artifacts", text, nullable=True),
+        sa.Column("skipped", text, nullable=True),
+        sa.Column("steps", sa.Integer, nullable=True),
+        sa.Column("usage", text, nullable=True),
+        sa.Column("acceptance", text, nullable=True),
+        sa.Column("error", text, nullable=True),
+        sa.Column("created_at", text, nullable=False),
+        sa.Column("started_at", text, nullable=True),
+        sa.Column("finished_at", text, nullable=True),
+        sa.UniqueConstraint("batch_id", "key", name="batch_items_key"),
+        sa.Index("batch_items_by_status", "batch_id", "status", "seq"),
+        sa.Index("batch_items_by_owner", "lease_owner"),
+    )
+    workers = sa.Table(
+        "batch_workers",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("name", text, nullable=False),
+        sa.Column("host", text, nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+        sa.Column("started_at", text, nullable=False),
+        sa.Column("heartbeat_at", text, nullable=False),
+    )
+    return batches, items, workers
+
+
+def _m0001_tables(conn: Connection) -> None:
+    metadata = sa.MetaData()
+    batch_tables(metadata)
+    metadata.create_all(conn)
+
+
+BATCH_MIGRATIONS: tuple[Migration, ...] = (Migration("batch.0001_tables", _m0001_tables),)
+"""Our steps for `Store.migrate`; `Batches(store)` applies them."""
+
+BATCHES, ITEMS, WORKERS = batch_tables(sa.MetaData())
+_json_list: TypeAdapter[list[Any]] = TypeAdapter(list[Any])
+JSON_DICT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_json_objects: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
+CRITERIA: TypeAdapter[list[str]] = TypeAdapter(list[str])
+_stored_status: TypeAdapter[StoredStatus] = TypeAdapter(StoredStatus)
+STATE: TypeAdapter[BatchState] = TypeAdapter(BatchState)
+_INSERT_CHUNK = 5_000
+
+
+Listener = Callable[[str], None]
+
+
+class Batches:
+    """Batches in a `Store`: submit, read, control. Every call is scoped to one user's batches.
+
+    Thread-safe, like the store. `listeners` are called with a batch id after each change made in
+    this process (submit, pause, resume, cancel, retry), so an in-process worker wakes at once.
+    """
+
+    def __init__(self, store: Store, *, migrate: bool = True) -> None:
+        self.store = store
+        self.listeners: list[Listener] = []
+        if migrate:
+            store.migrate(BATCH_MIGRATIONS)
+
+    @property
+    def dialect(self) -> str:
+        return self.store.engine.dialect.name
+
+    def _notify(self, batch_id: str) -> None:
+        for listener in list(self.listeners):
+            listener(batch_id)
+
+    # -- submit ---------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        user_id: str,
+        *,
+        subagent_type: str,
+        items: Iterable[ItemInput | Mapping[str, Any]],
+        title: str | None = None,
+        max_running_items: int | None = None,
+        max_live_items: int | None = None,
+        max_attempts: int | None = None,
+        model: str | None = None,
+        run_id: str | None = None,
+        tool_call_id: str | None = None,
+        known_types: Iterable[str] | None = None,
+    ) -> Submission:
+        """Validate, then store the batch and all its items in one transaction.
+
+        Raises `BatchValidationError` (nothing stored) listing every problem. Resubmitting with the
+        same `run_id` and `tool_call_id` returns the existing batch with `created=False`.
+        """
+        if run_id is not None and tool_call_id is not None:
+            existing = self._by_tool_call(user_id, run_id, tool_call_id)
+            if existing is not None:
+                return Submission(batch=existing, created=False)
+        spec = validate_submission(
+            title=title,
+            subagent_type=subagent_type,
+            items=items,
+            max_running_items=max_running_items,
+            max_live_items=max_live_items,
+            max_attempts=max_attempts,
+            known_types=None if known_types is None else set(known_types),
+            model=model,
+        )
+        batch_id = uuid.uuid4().hex[:16]
+        now = iso(utcnow())
+        rows = [
+            {
+                "batch_id": batch_id,
+                "seq": seq,
+                "key": item.key,
+                "prompt": item.prompt,
+                "criteria": dump_list(item.acceptance_criteria),
+                "status": "queued",
+                "created_at": now,
+            }
+            for seq, item in enumerate(spec.items)
+        ]
+        values = {
+            "id": batch_id,
+            "user_id": user_id,
+            "run_id": run_id,
+            "tool_call_id": tool_call_id,
+            "title": spec.title,
+            "subagent_type": spec.subagent_type,
+            "model": spec.model,
+            "max_running": spec.max_running_items,
+            "max_live": spec.max_live_items,
+            "max_attempts": spec.max_attempts,
+            "state": "active",
+            "item_count": len(rows),
+            "created_at": now,
+        }
+        try:
+            with self.store.write() as conn:
+                conn.execute(BATCHES.insert().values(values))
+                for start in range(0, len(rows), _INSERT_CHUNK):
+                    conn.execute(ITEMS.insert(), rows[start : start + _INSERT_CHUNK])
+        except IntegrityError:
+            if run_id is None or tool_call_id is None:
+                raise
+            existing = self._by_tool_call(user_id, run_id, tool_call_id)
+            if existing is None:
+                raise
+            return Submission(batch=existing, created=False)
+        self._notify(batch_id)
+        return Submission(batch=self.get(user_id, batch_id), created=True)
+
+    def _by_tool_call(self, user_id: str, run_id: str, tool_call_id: str) -> Batch | None:
+        query = sa.select(BATCHES).where(
+            BATCHES.c.user_id == user_id, BATCHES.c.run_id == run_id, BATCHES.c.tool_call_id == tool_call_id
+        )
+        with self.store.read() as conn:
+            row = conn.execute(query).first()
+            return None if row is None else _batch(conn, row)
+
+    # -- read -----------------------------------------------------------------------------------
+
+    def get(self, user_id: str, batch_id: str) -> Batch:
+        """The batch with its counts per item status; `BatchNotFoundError` if it is not this user's."""
+        with self.store.read() as conn:
+            row = _owned(conn, user_id, batch_id)
+            return _batch(conn, row)
+
+    def list_batches(self, user_id: str, *, offset: int = 0, limit: int = 50) -> list[Batch]:
+        """The user's batches, newest first."""
+        query = (
+            sa.select(BATCHES)
+            .where(BATCHES.c.user_id == user_id)
+            .order_by(BATCHES.c.created_at.desc(), BATCHES.c.id)
+            .offset(max(0, offset))
+            .limit(max(0, limit))
+        )
+        with self.store.read() as conn:
+            return [_batch(conn, row) for row in conn.execute(query).all()]
+
+    def items(
+        self,
+        user_id: str,
+        batch_id: str,
+        *,
+        status: ItemStatus | None = None,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> list[BatchItem]:
+        """A page of the batch's items in submission order, optionally only those in `status`."""
+        query = sa.select(ITEMS).where(ITEMS.c.batch_id == batch_id)
+        if status is not None:
+            if status not in ITEM_STATUSES:
+                raise BatchStateError(f"unknown item status {status!r}; use one of {', '.join(ITEM_STATUSES)}")
+            query = query.where(ITEMS.c.status.in_(_stored(status)))
+        query = query.order_by(ITEMS.c.seq).offset(max(0, offset)).limit(max(0, limit))
+        with self.store.read() as conn:
+            _owned(conn, user_id, batch_id)
+            return [_item(row) for row in conn.execute(query).all()]
+
+    def item(self, user_id: str, batch_id: str, key: str) -> BatchItem:
+        with self.store.read() as conn:
+            _owned(conn, user_id, batch_id)
+            row = conn.execute(sa.select(ITEMS).where(ITEMS.c.batch_id == batch_id, ITEMS.c.key == key)).first()
+        if row is None:
+            raise BatchNotFoundError(batch_id, key)
+        return _item(row)
+
+    def export_rows(self, user_id: str, batch_id: str, *, page: int = 1_000) -> Iterator[dict[str, Any]]:
+        """Every item as an export row, in submission order, read a page at a time (flat memory)."""
+        with self.store.read() as conn:
+            _owned(conn, user_id, batch_id)
+        after = -1
+        while True:
+            query = (
+                sa.select(ITEMS)
+                .where(ITEMS.c.batch_id == batch_id, ITEMS.c.seq > after)
+                .order_by(ITEMS.c.seq)
+                .limit(page)
+            )
+            with self.store.read() as conn:
+                rows = conn.execute(query).all()
+            for row in rows:
+                yield _item(row).export_row()
+            if len(rows) < page:
+                return
+            after = rows[-1].seq
+
+    # -- control --------------------------------------------------------------------------------
+
+    def pause(self, user_id: str, batch_id: str) -> Batch:
+        """No new item starts; running items finish. Pausing a paused batch does nothing."""
+        return self._set_state(user_id, batch_id, "paused", allowed=("active", "paused"))
+
+    def resume(self, user_id: str, batch_id: str) -> Batch:
+        """Start items again after a pause. Resuming a running batch does nothing."""
+        return self._set_state(user_id, batch_id, "active", allowed=("active", "paused"))
+
+    def _set_state(self, user_id: str, batch_id: str, state: BatchState, allowed: Sequence[BatchState]) -> Batch:
+        with self.store.write() as conn:
+            row = _owned(conn, user_id, batch_id, lock=True)
+            current = STATE.validate_python(row.state)
+            if current not in allowed:
+                raise BatchStateError(f"batch {batch_id!r} is {current}: it cannot be made {state}")
+            if current != state:
+                values: dict[str, Any] = {"state": state}
+                if state == "active":
+                    values["epoch"] = BATCHES.c.epoch + 1
+                conn.execute(BATCHES.update().where(BATCHES.c.id == batch_id).values(values))
+        self._notify(batch_id)
+        return self.get(user_id, batch_id)
+
+    def cancel(self, user_id: str, batch_id: str) -> Batch:
+        """Cancel for good: queued items never start, running ones are stopped and marked cancelled.
+
+        The cancellation is written before any worker hears of it, so a restart cannot revive
+        them, and a late result of a cancelled item is discarded.
+        """
+        now = iso(utcnow())
+        with self.store.write() as conn:
+            row = _owned(conn, user_id, batch_id, lock=True)
+            if row.state != "cancelled":
+                conn.execute(
+                    BATCHES.update()
+                    .where(BATCHES.c.id == batch_id)
+                    .values(state="cancelled", finished_at=sa.func.coalesce(BATCHES.c.finished_at, now))
+                )
+                conn.execute(
+                    ITEMS.update()
+                    .where(ITEMS.c.batch_id == batch_id, ITEMS.c.status.in_(OPEN))
+                    .values(status="cancelled", lease_owner=None, finished_at=now, error="cancelled")
+                )
+        self._notify(batch_id)
+        return self.get(user_id, batch_id)
+
+    def retry(self, user_id: str, batch_id: str, key: str | None = None) -> int:
+        """Queue failed items again, with a fresh budget of attempts: one (`key`), or all failed ones.
+
+        Returns how many were queued. Only failed items are retried; a cancelled batch cannot be.
+        """
+        with self.store.write() as conn:
+            row = _owned(conn, user_id, batch_id, lock=True)
+            if row.state == "cancelled":
+                raise BatchStateError(f"batch {batch_id!r} is cancelled: its items cannot be retried")
+            where = [ITEMS.c.batch_id == batch_id, ITEMS.c.status == "failed"]
+            if key is not None:
+                status = conn.scalar(sa.select(ITEMS.c.status).where(ITEMS.c.batch_id == batch_id, ITEMS.c.key == key))
+                if status is None:
+                    raise BatchNotFoundError(batch_id, key)
+                if status != "failed":
+                    shown = _public(_stored_status.validate_python(status))
+                    raise BatchStateError(f"item {key!r} is {shown}: only failed items can be retried")
+                where.append(ITEMS.c.key == key)
+            count = conn.execute(
+                ITEMS.update()
+                .where(*where)
+                .values(
+                    status="queued",
+                    failures=0,
+                    interruptions=0,
+                    lease_owner=None,
+                    not_before=None,
+                    finished_at=None,
+                    outcome=None,
+                    summary=None,
+                    artifacts=None,
+                    skipped=None,
+                    steps=None,
+                    usage=None,
+                    acceptance=None,
+                    error=None,
+                )
+            ).rowcount
+            if count:
+                conn.execute(
+                    BATCHES.update().where(BATCHES.c.id == batch_id).values(finished_at=None, epoch=BATCHES.c.epoch + 1)
+                )
+        if count:
+            self._notify(batch_id)
+        return count
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _owned(conn: Connection, user_id: str, batch_id: str, *, lock: bool = False) -> sa.Row[Any]:
+    query = sa.select(BATCHES).where(BATCHES.c.id == batch_id, BATCHES.c.user_id == user_id)
+    row = conn.execute(query.with_for_update() if lock else query).first()
+    if row is None:
+        raise BatchNotFoundError(batch_id)
+    return row
+
+
+def _counts(conn: Connection, batch_id: str) -> dict[ItemStatus, int]:
+    counts: dict[ItemStatus, int] = dict.fromkeys(ITEM_STATUSES, 0)
+    query = sa.select(ITEMS.c.status, sa.func.count()).where(ITEMS.c.batch_id == batch_id).group_by(ITEMS.c.status)
+    for status, n in conn.execute(query).all():
+        counts[_public(_checked(_stored_status, status, "batch_items", batch_id, "status"))] += n
+    return counts
+
+
+def _public(status: StoredStatus) -> ItemStatus:
+    return "queued" if status == "waiting" else status
+
+
+def _stored(status: ItemStatus) -> tuple[StoredStatus, ...]:
+    return ("queued", "waiting") if status == "queued" else (status,)
+
+
+def _status(state: BatchState, counts: Mapping[ItemStatus, int]) -> BatchStatus:
+    if state == "cancelled":
+        return "cancelled"
+    if counts["queued"] + counts["running"] == 0:
+        return "failed" if counts["failed"] else "completed"
+    return "paused" if state == "paused" else "running"
+
+
+def _batch(conn: Connection, row: sa.Row[Any]) -> Batch:
+    counts = _counts(conn, row.id)
+    state = _checked(STATE, row.state, "batches", row.id, "state")
+    status = _status(state, counts)
+    finished_at = row.finished_at
+    if finished_at is None and status in ("completed", "failed"):
+        # Its last results are stored; a worker records the moment when it next looks.
+        finished_at = conn.scalar(sa.select(sa.func.max(ITEMS.c.finished_at)).where(ITEMS.c.batch_id == row.id))
+    return Batch(
+        id=row.id,
+        user_id=row.user_id,
+        title=row.title,
+        subagent_type=row.subagent_type,
+        model=row.model,
+        status=status,
+        counts=counts,
+        total=row.item_count,
+        max_running_items=row.max_running,
+        max_live_items=row.max_live,
+        max_attempts=row.max_attempts,
+        run_id=row.run_id,
+        tool_call_id=row.tool_call_id,
+        created_at=_required_time(row.created_at),
+        finished_at=parse_time(finished_at),
+    )
+
+
+def _item(row: sa.Row[Any]) -> BatchItem:
+    where = f"{row.batch_id}/{row.key}"
+    stored = _checked(_stored_status, row.status, "batch_items", where, "status")
+    try:
+        usage = None if row.usage is None else Usage.from_dict(JSON_DICT.validate_json(row.usage))
+        return BatchItem(
+            batch_id=row.batch_id,
+            key=row.key,
+            seq=row.seq,
+            prompt=row.prompt,
+            status=_public(stored),
+            attempts=row.attempts,
+            acceptance_criteria=load_json(CRITERIA, row.criteria),
+            outcome=row.outcome,
+            summary=row.summary,
+            artifacts=load_json(_json_objects, row.artifacts) or [],
+            skipped=load_json(_json_objects, row.skipped) or [],
+            steps=row.steps,
+            usage=usage,
+            acceptance=load_json(_json_objects, row.acceptance),
+            error=row.error,
+            created_at=parse_time(row.created_at),
+            started_at=parse_time(row.started_at),
+            finished_at=parse_time(row.finished_at),
+            next_attempt_at=parse_time(row.not_before) if stored == "waiting" else None,
+        )
+    except (ValueError, TypeError) as exc:
+        raise BatchStoreError(
+            f"batch_items row {where!r} holds data delegate cannot read ({exc}); "
+            "it was changed outside delegate or by another version"
+        ) from None
+
+
+def dump_list(value: list[Any] | None) -> str | None:
+    return None if value is None else _json_list.dump_json(value).decode()
+
+
+def load_json(adapter: TypeAdapter[_T], text: str | None) -> _T | None:
+    return None if text is None else adapter.validate_json(text)
+
+
+def _checked(adapter: TypeAdapter[_T], value: object, table: str, row: str, column: str) -> _T:
+    try:
+        return adapter.validate_python(value)
+    except ValidationError:
+        raise BatchStoreError(
+            f"{table} row {row!r} column {column!r} holds {value!r}, which delegate cannot read; "
+            "it was changed outside delegate or by another version"
+        ) from None
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    return None if text is None else _required_time(text)
+
+
+def _required_time(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise BatchStoreError(f"timestamp {text!r} has no timezone; it was written outside delegate")
+    return moment

@@ -1,0 +1,189 @@
+"""Helpers for the batch tests: a runner that sleeps and counts, fixtures for a store on each backend.
+
+The runner stands in for `delegate.Runtime.run_task`: the engine only sees its protocol, and a
+scripted model would answer after the same sleep. It counts how many items run at once, and can
+fail an item's first attempts, hold items until released, or give an acceptance verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from delegate._store import Store
+from delegate._usage import Usage
+from delegate.batch import Batch, Batches, BatchWorker
+
+USER = "alice"
+FAST = {"poll_interval": 0.05, "heartbeat_ttl": 3.0, "retry_delay": 0.01, "max_retry_delay": 0.05}
+"""Worker settings that keep the tests quick: short polls and retry backoffs."""
+
+
+@dataclass
+class Output:
+    """The shape of a subagent's result (`TaskOutput`), as the engine reads it."""
+
+    status: str = "completed"
+    summary: str = ""
+    artifacts: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    skipped: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    steps: int = 1
+    usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5, requests=1))
+    acceptance: list[dict[str, Any]] | None = None
+    error: str | None = None
+
+
+@dataclass
+class Call:
+    key: str
+    attempt: int
+    prompt: str
+    subagent_type: str
+    user_id: str
+    run_id: str
+    acceptance_criteria: list[str] | None
+
+
+class Runner:
+    """Runs an item by sleeping `delay`; records calls and the most items seen running at once.
+
+    `fail` maps a key to how many first attempts end in `error`; `hold`, when set, is awaited by
+    every item (release it to let them finish); `acceptance` maps a key to its verdict.
+    `watch`, if given, is called at each start (to sample the store's counts, say).
+    """
+
+    def __init__(
+        self,
+        delay: float = 0.01,
+        *,
+        fail: dict[str, int] | None = None,
+        raise_for: set[str] | None = None,
+        hold: asyncio.Event | None = None,
+        acceptance: dict[str, list[dict[str, Any]]] | None = None,
+        watch: Callable[[], None] | None = None,
+    ) -> None:
+        self.delay = delay
+        self.fail = fail or {}
+        self.raise_for = raise_for or set()
+        self.hold = hold
+        self.acceptance = acceptance or {}
+        self.watch = watch
+        self.calls: list[Call] = []
+        self.running = 0
+        self.peak = 0
+        self.started = asyncio.Event()
+        self.cancelled: list[str] = []
+
+    async def run_task(
+        self,
+        *,
+        subagent_type: str,
+        prompt: str,
+        description: str,
+        acceptance_criteria: list[str] | None,
+        run_id: str,
+        user_id: str,
+        tool_call_id: str | None,
+    ) -> Output:
+        assert tool_call_id is not None
+        _, _, key, attempt = tool_call_id.split(":")
+        call = Call(key, int(attempt), prompt, subagent_type, user_id, run_id, acceptance_criteria)
+        self.calls.append(call)
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        self.started.set()
+        if self.watch is not None:
+            self.watch()
+        try:
+            if self.hold is not None:
+                await self.hold.wait()
+            await asyncio.sleep(self.delay)
+        except asyncio.CancelledError:
+            self.cancelled.append(key)
+            raise
+        finally:
+            self.running -= 1
+        if key in self.raise_for:
+            raise RuntimeError(f"runner crashed on {key}")
+        if self.fail.get(key, 0) >= call.attempt:
+            return Output(status="error", summary="", error=f"attempt {call.attempt} of {key} failed")
+        return Output(summary=f"done {key} #{call.attempt}", acceptance=self.acceptance.get(key))
+
+    def attempts(self, key: str) -> int:
+        return sum(1 for c in self.calls if c.key == key)
+
+
+def items(n: int, prefix: str = "item") -> list[dict[str, Any]]:
+    return [{"key": f"{prefix}-{i}", "prompt": f"summarise {prefix} {i}"} for i in range(n)]
+
+
+@asynccontextmanager
+async def worker(batches: Batches, runner: Any, **options: Any) -> AsyncIterator[BatchWorker]:
+    settings = FAST | {"system_schema": dbos_schema(batches)} | options
+    async with BatchWorker(batches, runner, **settings) as started:
+        yield started
+
+
+async def finished(w: BatchWorker, batch_id: str, *, timeout: float = 20.0, user: str = USER) -> Batch:
+    async with asyncio.timeout(timeout):
+        return await w.wait(user, batch_id, poll=0.02)
+
+
+async def until(condition: Callable[[], bool], *, timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def dbos_schema(batches: Batches) -> str:
+    """DBOS's schema: one per test on PostgreSQL (beside the test's own schema), unused on SQLite."""
+    options = batches.store.engine.url.query.get("options", "")
+    assert isinstance(options, str)
+    return f"{options.removeprefix('-csearch_path=')}_dbos" if options else "dbos"
+
+
+@pytest.fixture(name="batches")
+def batches_fixture(store_url: str, request: pytest.FixtureRequest) -> Iterator[Batches]:
+    """`Batches` over a fresh store on each backend (the shared `store_url` fixture)."""
+    store = Store.open(store_url)
+    opened = Batches(store)
+    yield opened
+    store.close()
+    if store_url.startswith("postgresql"):
+        admin: sa.Engine = request.getfixturevalue("pg_admin")
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {dbos_schema(opened)} CASCADE")
+
+
+def count_rows(store: Store) -> tuple[int, int]:
+    with store.read() as conn:
+        batches = conn.scalar(sa.text("SELECT count(*) FROM batches"))
+        items = conn.scalar(sa.text("SELECT count(*) FROM batch_items"))
+    return int(batches or 0), int(items or 0)
+
+
+WORKER_SCRIPT = Path(__file__).with_name("batch_worker_process.py")
+
+
+def worker_command(store_url: str, schema: str, log: Path, delay: float, *extra: str) -> list[str]:
+    """The command line of a worker in its own process (see batch_worker_process.py)."""
+    return [sys.executable, str(WORKER_SCRIPT), store_url, schema, str(log), str(delay), *extra]
+
+
+def subprocess_env() -> dict[str, str]:
+    root = Path(__file__).resolve().parent.parent
+    return os.environ | {"PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:8]

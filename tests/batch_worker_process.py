@@ -1,0 +1,76 @@
+"""A batch worker in a process of its own, for the crash and scale-out tests.
+
+    python batch_worker_process.py STORE_URL DBOS_SCHEMA LOG DELAY [CONCURRENCY]
+
+Serves every batch in the store until SIGTERM. Each item sleeps DELAY seconds; the log gets one
+line when an item starts and one when it ends (`start|end <pid> <key> <attempt> <monotonic time>`),
+appended with O_APPEND so lines from several processes never interleave. The summary names the
+process and attempt that produced it, so a test can tell which run's result was stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from delegate._store import Store
+from delegate._usage import Usage
+from delegate.batch import Batches, BatchWorker
+
+
+class Output:
+    def __init__(self, summary: str) -> None:
+        self.status = "completed"
+        self.summary = summary
+        self.artifacts: list[Any] = []
+        self.skipped: list[Any] = []
+        self.steps = 1
+        self.usage = Usage(input_tokens=1, output_tokens=1, requests=1)
+        self.acceptance = None
+        self.error = None
+
+
+class LoggingRunner:
+    def __init__(self, log: str, delay: float) -> None:
+        self.fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.delay = delay
+
+    def line(self, what: str, key: str, attempt: str) -> None:
+        os.write(self.fd, f"{what} {os.getpid()} {key} {attempt} {time.monotonic():.6f}\n".encode())
+
+    async def run_task(self, *, tool_call_id: str | None, **_: Any) -> Output:
+        assert tool_call_id is not None
+        _, _, key, attempt = tool_call_id.split(":")
+        self.line("start", key, attempt)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.line("end", key, attempt)
+        return Output(f"{key} by {os.getpid()} attempt {attempt}")
+
+
+async def main() -> None:
+    url, schema, log, delay = sys.argv[1:5]
+    concurrency = int(sys.argv[5]) if len(sys.argv) > 5 else 500
+    batches = Batches(Store.open(url))
+    worker = BatchWorker(
+        batches,
+        LoggingRunner(log, float(delay)),
+        concurrency=concurrency,
+        poll_interval=0.05,
+        heartbeat_ttl=3.0,
+        system_schema=schema,
+    )
+    await worker.start()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(worker.stop()))
+    print("ready", flush=True)
+    await worker.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
