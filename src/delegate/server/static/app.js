@@ -252,14 +252,15 @@ function drawAgent(agent) {
     `${agent.steps} step${agent.steps === 1 ? "" : "s"}`,
     `${fmt.format(tokens(agent.usage))} tokens`,
   ].join(" · ");
-  agent.dom.row.replaceChildren(
+  const parts = [
     el("span", { class: `dot ${agent.status}`, title: agent.status }),
-    el("span", { class: "name", text: agent.id === "lead" ? "lead" : agent.id }),
+    el("span", { class: "name", text: agent.id }),
     agent.type ? el("span", { class: "type", text: agent.type }) : null,
     el("span", { class: "desc", text: agent.description }),
     el("span", { class: "meta", text: meta }),
     badge(agent.status),
-  );
+  ];
+  agent.dom.row.replaceChildren(...parts.filter(Boolean));
   agent.dom.summary.textContent = agent.summary;
   agent.dom.summary.hidden = !agent.summary;
 }
@@ -286,7 +287,7 @@ function onRunEvent(type, ev) {
   switch (type) {
     case "run.started": {
       const lead = agentNode("lead");
-      lead.description = "";
+      lead.description = "the agent you asked";
       $("stat-model").textContent = data.model || "–";
       drawAgent(lead);
       break;
@@ -301,9 +302,7 @@ function onRunEvent(type, ev) {
       break;
     }
     case "agent.started": {
-      const agent = agentNode(ev.agent_id, ev.parent_agent_id || "lead");
-      if (ev.agent_id === "lead") agent.type = "";
-      drawAgent(agent);
+      drawAgent(agentNode(ev.agent_id, ev.parent_agent_id || "lead"));
       break;
     }
     case "model.response": {
