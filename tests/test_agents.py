@@ -45,7 +45,8 @@ def test_markdown_definitions_load_with_every_field(tmp_path: Path) -> None:
 def test_claude_agent_files_load_with_tool_names_mapped(tmp_path: Path) -> None:
     write(
         tmp_path / ".claude/agents/finder.md",
-        "---\nname: finder\ndescription: Finds things.\ntools: Read, Grep, Glob, LS, WebSearch\ncolor: blue\n---\nFind.\n",
+        "---\nname: finder\ndescription: Finds things.\n"
+        "tools: Read, Grep, Glob, LS, WebSearch\ncolor: blue\n---\nFind.\n",
     )
     definition = Catalogue.build(workspace=tmp_path).definitions["finder"]
     assert definition.tools == ["read_file", "grep", "find_files", "list_dir"]
