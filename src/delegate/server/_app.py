@@ -36,7 +36,7 @@ from .._agents import Catalogue
 from .._errors import UserError
 from .._runtime import Runtime
 from .._store import Store
-from ..models import Model, resolve_model
+from ..models import PROVIDERS, Model, resolve_model
 from ._auth import ApiError, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
@@ -110,8 +110,10 @@ def create_app(
         factory = settings.model
         if callable(factory) and not isinstance(factory, Model):
             factory(spec)
-        else:
-            resolve_model(spec)
+            return
+        provider, _, name = spec.partition(":")
+        if not (provider in PROVIDERS and (name or provider == "local")):
+            resolve_model(spec)  # raises the error that says what to fix; a good spec builds no client
 
     def catalogue() -> Catalogue:
         return Catalogue.build(workspace=workspace, agent_dirs=[Path(d) for d in settings.agents_dirs])

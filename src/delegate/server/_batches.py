@@ -13,7 +13,9 @@ import contextlib
 import functools
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -50,6 +52,14 @@ class BatchRequest(BaseModel):
     model: str | None = Field(default=None, description="provider:name for the items; the server's default if omitted.")
 
 
+@dataclass(eq=False, slots=True)
+class _Follower:
+    """One client following a batch's events: its queue, and the loop that owns the queue."""
+
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue[Event | None])
+
+
 class BatchService:
     """The server's `Batches`, its in-process worker, and the followers of batch events."""
 
@@ -67,7 +77,9 @@ class BatchService:
         self.check_model = check_model
         self.worker: BatchWorker | None = None
         self._runners: dict[str, Runtime] = {}
-        self._followers: dict[str, set[asyncio.Queue[Event | None]]] = {}
+        self._followers: dict[str, set[_Follower]] = {}
+        self._lock = threading.Lock()
+        self.batches.listeners.append(self._on_change)
 
     async def start_worker(self) -> None:
         """Run batch items in this process, as `delegate batch worker` does."""
@@ -91,9 +103,19 @@ class BatchService:
         return runtime
 
     def _on_event(self, event: Event) -> None:
-        batch_id = str(event.data.get("batch_id", ""))
-        for queue in self._followers.get(batch_id, ()):
-            queue.put_nowait(event)
+        """The worker's event sink (on the event loop): pass item events to the batch's followers."""
+        self._tell(str(event.data.get("batch_id", "")), event)
+
+    def _on_change(self, batch_id: str) -> None:
+        """Called by `Batches`, in whatever thread changed the batch: followers read it again."""
+        self._tell(batch_id, None)
+
+    def _tell(self, batch_id: str, event: Event | None) -> None:
+        with self._lock:
+            followers = list(self._followers.get(batch_id, ()))
+        for follower in followers:
+            with contextlib.suppress(RuntimeError):  # its loop has closed
+                follower.loop.call_soon_threadsafe(follower.queue.put_nowait, event)
 
     def submit(self, user_id: str, body: BatchRequest) -> Batch:
         if body.model is not None:
@@ -119,8 +141,9 @@ class BatchService:
         """`(type, data)` pairs: `batch.status` whenever the status or counts change (first at once),
         `batch.item` as this process's worker finishes an item; ends once the batch is done.
         `("", None)` marks a stretch of silence."""
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._followers.setdefault(batch_id, set()).add(queue)
+        follower = _Follower(asyncio.get_running_loop())
+        with self._lock:
+            self._followers.setdefault(batch_id, set()).add(follower)
         try:
             last: dict[str, Any] | None = None
             quiet = 0.0
@@ -132,21 +155,23 @@ class BatchService:
                     yield "batch.status", shown
                 if batch.done:
                     return
-                with contextlib.suppress(TimeoutError):
-                    event = await asyncio.wait_for(queue.get(), POLL_INTERVAL)
-                    if event is not None:
+                try:
+                    event = await asyncio.wait_for(follower.queue.get(), POLL_INTERVAL)
+                except TimeoutError:
+                    quiet += POLL_INTERVAL
+                    if quiet >= KEEPALIVE_INTERVAL:
                         quiet = 0.0
-                        yield event.type, event.data
-                        continue
-                quiet += POLL_INTERVAL
-                if quiet >= KEEPALIVE_INTERVAL:
+                        yield "", None
+                    continue
+                if event is not None:
                     quiet = 0.0
-                    yield "", None
+                    yield event.type, event.data
         finally:
-            followers = self._followers.get(batch_id, set())
-            followers.discard(queue)
-            if not followers:
-                self._followers.pop(batch_id, None)
+            with self._lock:
+                followers = self._followers.get(batch_id, set())
+                followers.discard(follower)
+                if not followers:
+                    self._followers.pop(batch_id, None)
 
 
 def _service(request: Request) -> BatchService:
