@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from delegate import Event
+from delegate import Event, UserError
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
 from delegate.models import ModelRequest, ModelResponse
@@ -31,8 +31,8 @@ def runtime(tmp_path: Path, model: Any, **kw: Any) -> Runtime:
 
 def writer(request: ModelRequest) -> ModelResponse:
     """A subagent that writes the file its prompt names, then completes with it."""
-    name = request.messages[-1].text.split()[-1] if request.messages[-1].role == "user" else ""
     if request.messages[-1].role == "user":
+        name = request.messages[-1].text.split("write the file ")[1].split()[0]
         return call("write_file", path=name, content=f"made by {name}")
     path = request.messages[-2].tool_calls[0].arguments["path"]
     return call("complete", summary=f"wrote {path}", paths=[path])
@@ -494,3 +494,20 @@ async def test_task_results_survive_the_leads_compaction(tmp_path: Path) -> None
     summary = next(m for m in last if m.name == "conversation_summary")
     assert "FOUND-THE-FACTS" in summary.text
     assert "[completed] general-purpose" in summary.text and "found.md" in summary.text
+
+
+async def test_run_task_runs_one_subagent_without_a_lead(tmp_path: Path) -> None:
+    model = FunctionModel(writer)
+    rt = runtime(tmp_path, model)
+    output = await rt.run_task(
+        subagent_type="general-purpose",
+        prompt="write the file item.md",
+        description="one item",
+        acceptance_criteria=["file:item.md non-empty"],
+    )
+    assert (output.status, output.summary) == ("completed", "wrote item.md")
+    assert output.acceptance is not None and output.acceptance[0]["result"] == "holds"
+    with pytest.raises(UserError, match="available: general-purpose, explore"):
+        await rt.run_task(subagent_type="nope", prompt="p")
+    with pytest.raises(UserError, match="at most 20"):
+        await rt.run_task(subagent_type="explore", prompt="p", acceptance_criteria=["x"] * 21)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._agents import Catalogue, Subagent
-from ._errors import UserError
+from ._errors import ToolError, UserError
 from ._events import Event, EventSink
 from ._loop import AgentResult, AgentSpec, AgentStatus, Compaction, run_agent
 from ._messages import Message
@@ -23,6 +23,7 @@ from ._usage import Usage
 from ._workspace import Workspace
 from .models import Model, resolve_model
 from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, task_tool
+from .subagents._acceptance import parse_criteria
 from .tools import Tool, ToolContext, builtin_tools
 
 if TYPE_CHECKING:
@@ -208,33 +209,11 @@ class Runtime:
             raise UserError("the prompt is empty: say what the agent should do")
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         lead_model = self.model_for(model or self._model_spec)
-        subagent_model = self.model_for(self._subagent_model_spec) if self._subagent_model_spec else None
         recorder = _Recorder(self.store, [*self.sinks, *sinks])
         recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
-        ctx = ToolContext(
-            run_id=run_id,
-            agent_id="lead",
-            workspace=self.workspace,
-            emit=recorder.emit,
-            user_id=self.user_id,
-            timezone=self.timezone,
-        )
+        ctx = self._context(run_id, "lead", recorder.emit, self.user_id)
         lead_tools = [t for name, t in self.tools.items() if name != "complete"]
-        runner = SubagentRunner(
-            run_id=run_id,
-            user_id=self.user_id,
-            timezone=self.timezone,
-            workspace=self.workspace,
-            emit=recorder.emit,
-            tools=self.tools,
-            parent_tools=[t.name for t in lead_tools],
-            parent_model=lead_model,
-            subagent_model=subagent_model,
-            model_for=self.model_for,
-            max_parallel=self.max_parallel,
-            max_total=self.max_subagents,
-            compaction=self.compaction,
-        )
+        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools])
         if self.task_tool and len(self.catalogue):
             lead_tools.append(self._task_tool(runner))
         spec = AgentSpec(
@@ -267,6 +246,72 @@ class Runtime:
         await recorder.finish(outcome)
         return outcome
 
+    async def run_task(
+        self,
+        *,
+        subagent_type: str,
+        prompt: str,
+        description: str = "",
+        acceptance_criteria: list[str] | None = None,
+        run_id: str | None = None,
+        user_id: str | None = None,
+        tool_call_id: str | None = None,
+        sinks: Iterable[EventSink] = (),
+    ) -> TaskOutput:
+        """Run one subagent directly, with no lead: what a batch worker does for each item.
+
+        Raises `UserError` for an unknown type or bad criteria; anything that happens to the
+        subagent itself is in the returned `TaskOutput`.
+        """
+        definition = self.catalogue.visible(allow_commands=self.workspace.allow_commands).get(subagent_type)
+        if definition is None:
+            known = ", ".join(self.catalogue.visible(allow_commands=self.workspace.allow_commands).names())
+            raise UserError(f"unknown subagent type {subagent_type!r}; available: {known}")
+        try:
+            criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
+        except ToolError as exc:
+            raise UserError(str(exc)) from None
+        fan_out = [*self.sinks, *sinks]
+        ctx = self._context(run_id or f"task_{uuid.uuid4().hex[:12]}", "batch", lambda e: _fan(fan_out, e), user_id)
+        inherited = [name for name in self.tools if name != "complete"]
+        runner = self._runner(ctx, self.model, inherited)
+        return await runner.run(
+            definition,
+            prompt,
+            description=description or subagent_type,
+            parent=ctx,
+            tool_call_id=tool_call_id,
+            criteria=criteria,
+        )
+
+    def _context(self, run_id: str, agent_id: str, emit: EventSink, user_id: str | None) -> ToolContext:
+        return ToolContext(
+            run_id=run_id,
+            agent_id=agent_id,
+            workspace=self.workspace,
+            emit=emit,
+            user_id=user_id or self.user_id or "default",
+            timezone=self.timezone,
+        )
+
+    def _runner(self, parent: ToolContext, model: Model, parent_tools: list[str]) -> SubagentRunner:
+        subagent_model = self.model_for(self._subagent_model_spec) if self._subagent_model_spec else None
+        return SubagentRunner(
+            run_id=parent.run_id,
+            user_id=parent.user_id,
+            timezone=self.timezone,
+            workspace=self.workspace,
+            emit=parent.emit,
+            tools=self.tools,
+            parent_tools=parent_tools,
+            parent_model=model,
+            subagent_model=subagent_model,
+            model_for=self.model_for,
+            max_parallel=self.max_parallel,
+            max_total=self.max_subagents,
+            compaction=self.compaction,
+        )
+
     def _task_tool(self, runner: SubagentRunner) -> Tool:
         allow = self.workspace.allow_commands
         visible = self.catalogue.visible(allow_commands=allow, permitted=self.permitted_subagents)
@@ -277,6 +322,11 @@ class Runtime:
         if self.instructions:
             return f"{LEAD_INSTRUCTIONS}\n\n{self.instructions}"
         return LEAD_INSTRUCTIONS
+
+
+def _fan(sinks: list[EventSink], event: Event) -> None:
+    for sink in sinks:
+        sink(event)
 
 
 def _cancelled(ctx: ToolContext) -> AgentResult:
@@ -330,7 +380,7 @@ class _Recorder:
         for sink in self.sinks:
             sink(event)
 
-    def begin(self, run_id: str, user_id: str, prompt: str, model: str, workspace: str) -> None:
+    def begin(self, run_id: str, user_id: str | None, prompt: str, model: str, workspace: str) -> None:
         self.run_id = run_id
         if self.store is not None:
             self.store.create_run(run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace)
