@@ -5,6 +5,7 @@ FastAPI and uvicorn are imported only when the command runs, so `delegate --help
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from pathlib import Path
@@ -68,7 +69,8 @@ def serve(
     typer.echo(f"delegate serving {workspace.resolve()} at http://{shown}:{bound_port}/  (Ctrl+C stops)", err=True)
     typer.echo("Sign in with a token from `delegate users add NAME`.", err=True)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl+C once it has shut down
+        uvicorn.Server(config).run(sockets=[sock])
 
 
 def _bind(host: str, port: int) -> socket.socket:

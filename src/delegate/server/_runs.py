@@ -77,13 +77,15 @@ class LiveRun:
 
     async def follow(self, after: int) -> AsyncIterator[tuple[int, Event | None]]:
         """Yield `(seq, event)` for every event numbered above `after`, as they come, until the run
-        ends. `(0, None)` is yielded after `KEEPALIVE_INTERVAL` of silence."""
+        ends and is stored. `(0, None)` is yielded after `KEEPALIVE_INTERVAL` of silence."""
         seq = after
         while True:
-            while seq < len(self.events):
+            # `run.completed` is emitted just before the runtime stores the run's results: hold it
+            # back until the run is done, so a client that sees it can read the final record.
+            while seq < len(self.events) and (self.done or self.events[seq].type != "run.completed"):
                 seq += 1
                 yield seq, self.events[seq - 1]
-            if self.done:
+            if self.done and seq >= len(self.events):
                 return
             waiter = self.loop.create_future()
             self._waiters.append(waiter)

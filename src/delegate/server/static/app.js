@@ -448,7 +448,10 @@ function progress(batch) {
     bar.append(part);
   }
   const counts = el("div", { class: "counts" });
-  for (const s of ITEM_STATUSES) counts.append(el("span", {}, el("b", { text: fmt.format(batch.counts[s] || 0) }), ` ${s}`));
+  for (const s of ITEM_STATUSES) {
+    if (batch.counts[s]) counts.append(el("span", {}, el("b", { text: fmt.format(batch.counts[s]) }), ` ${s}`));
+  }
+  counts.append(el("span", { text: `of ${fmt.format(batch.total)}` }));
   return el("div", {}, bar, counts);
 }
 
