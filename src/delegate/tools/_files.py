@@ -156,7 +156,7 @@ def _write_file(workspace: Workspace, path: str, content: str) -> ToolReturn:
     _replace_atomically(real, rel, data)
     verb = "replaced" if existed else "created"
     return ToolReturn(
-        content=f"{verb} {rel} ({len(data):,} bytes written)",
+        content=f"{verb} {rel} ({len(data):,} byte{'' if len(data) == 1 else 's'} written)",
         data={"path": rel, "bytes": len(data), "created": not existed},
     )
 
