@@ -340,7 +340,8 @@ class BatchWorker:
         batch_id = serving.info.id
         while not self._stopping:
             serving.wake.clear()
-            claim = await self._call(self.queue.claim, batch_id, self.worker_id, self.concurrency - self._in_flight)
+            room = self.concurrency - self._in_flight
+            claim = await self._call(self.queue.claim, batch_id, self.worker_id, room, self.heartbeat_ttl)
             if claim.newly_finished:
                 self._event(serving.info, "batch.completed", {"batch_id": batch_id})
             for item in claim.items:
@@ -442,7 +443,7 @@ class BatchWorker:
         while not self._stopping:
             await asyncio.sleep(interval)
             try:
-                if not await self._call(self.queue.heartbeat, self.worker_id):
+                if not await self._call(self.queue.heartbeat, self.worker_id, self.concurrency - self._in_flight):
                     await self._lost_lease()
                 await self._sweep()
             except Exception as exc:

@@ -252,23 +252,21 @@ def validate_submission(
 def _parse_items(items: Iterable[ItemInput | Mapping[str, Any]], problems: list[str]) -> list[ItemInput]:
     parsed: list[ItemInput] = []
     seen: set[str] = set()
+    count = 0
     for index, raw in enumerate(items):
-        if len(parsed) >= MAX_ITEMS:
+        if index >= MAX_ITEMS:
             problems.append(f"more than {MAX_ITEMS} items: split the work into several batches")
             break
-        item = _item(raw, index, problems)
-        if item is None:
-            continue
-        if item.key in seen:
-            problems.append(f"item {index}: duplicate key {item.key!r}; every key must be unique")
-        seen.add(item.key)
-        parsed.append(item)
-    if not parsed and not problems:
+        count += 1
+        item = _item(raw, index, problems, seen)
+        if item is not None:
+            parsed.append(item)
+    if not count:
         problems.append("no items: a batch needs at least one item")
     return parsed
 
 
-def _item(raw: object, index: int, problems: list[str]) -> ItemInput | None:
+def _item(raw: object, index: int, problems: list[str], seen: set[str]) -> ItemInput | None:
     """One item from code or from JSON (where anything may turn up), or None with its problems noted."""
     if isinstance(raw, ItemInput):
         key, prompt, criteria = raw.key, raw.prompt, raw.acceptance_criteria
@@ -287,6 +285,10 @@ def _item(raw: object, index: int, problems: list[str]) -> ItemInput | None:
         problems.append(f"item {index}: empty key; every item needs a non-empty, unique key")
     elif len(key) > MAX_KEY_CHARS:
         problems.append(f"item {index}: key is {len(key)} characters long; the most is {MAX_KEY_CHARS}")
+    elif key in seen:
+        problems.append(f"item {index}: duplicate key {key!r}; every key must be unique")
+    else:
+        seen.add(key)
     if not isinstance(prompt, str) or not prompt.strip():
         problems.append(f"item {index} ({key!r}): empty prompt")
     elif len(prompt) > MAX_PROMPT_CHARS:

@@ -119,10 +119,13 @@ class WorkQueue:
             conn.execute(WORKERS.insert().values(values))
         return worker_id
 
-    def heartbeat(self, worker_id: str) -> bool:
-        """Renew the worker's leases. False when another worker declared it dead (its items are gone)."""
+    def heartbeat(self, worker_id: str, free: int) -> bool:
+        """Renew the worker's leases, and say how many items it could still start (`free`).
+
+        False when another worker declared it dead (and put its items back in the queue).
+        """
         with self.store.write() as conn:
-            update = WORKERS.update().where(WORKERS.c.id == worker_id).values(heartbeat_at=iso(utcnow()))
+            update = WORKERS.update().where(WORKERS.c.id == worker_id).values(heartbeat_at=iso(utcnow()), free=free)
             return conn.execute(update).rowcount == 1
 
     def unregister_worker(self, worker_id: str) -> None:
@@ -170,10 +173,12 @@ class WorkQueue:
             epoch=row.epoch,
         )
 
-    def claim(self, batch_id: str, worker_id: str, room: int) -> Claim:
+    def claim(self, batch_id: str, worker_id: str, room: int, ttl: float) -> Claim:
         """Start up to `room` items: first this worker's retries that are due, then queued items.
 
-        One transaction, holding the batch row's lock while it counts, so the caps are exact.
+        One transaction, holding the batch row's lock while it counts, so the caps are exact. A
+        worker takes at most its share of `max_running_items`: an equal part for each live worker
+        (heartbeat within `ttl`) that has free slots, so workers sharing a batch share its items.
         """
         now = utcnow()
         now_text = iso(now)
@@ -207,7 +212,7 @@ class WorkQueue:
             if state != "active" or room <= 0:
                 return Claim(items=[], state=state, next_due=next_due)
             running, waiting = counts.get("running", 0), counts.get("waiting", 0)
-            slots = min(room, row.max_running - running)
+            slots = min(room, row.max_running - running, _share(conn, batch_id, worker_id, row.max_running, ttl))
             if slots <= 0:
                 return Claim(items=[], state=state, next_due=next_due)
             due_now = (ITEMS.c.not_before.is_(None)) | (ITEMS.c.not_before <= now_text)
@@ -323,6 +328,22 @@ class WorkQueue:
                 ).all()
             )
         return counts.get("running", 0), counts.get("running", 0) + counts.get("waiting", 0)
+
+
+def _share(conn: Connection, batch_id: str, worker_id: str, max_running: int, ttl: float) -> int:
+    """How many more items of the batch this worker may start: its equal part, less what it runs."""
+    cutoff = iso(utcnow() - timedelta(seconds=ttl))
+    workers = conn.scalar(
+        sa.select(sa.func.count()).where(
+            WORKERS.c.heartbeat_at >= cutoff, (WORKERS.c.free > 0) | (WORKERS.c.id == worker_id)
+        )
+    )
+    mine = conn.scalar(
+        sa.select(sa.func.count()).where(
+            ITEMS.c.batch_id == batch_id, ITEMS.c.status == "running", ITEMS.c.lease_owner == worker_id
+        )
+    )
+    return -(-max_running // max(1, workers or 0)) - (mine or 0)
 
 
 def _release(conn: Connection, owners: list[str], *, interrupted: bool) -> set[str]:

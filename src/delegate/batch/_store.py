@@ -113,6 +113,8 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
         sa.Column("name", text, nullable=False),
         sa.Column("host", text, nullable=False),
         sa.Column("pid", sa.Integer, nullable=False),
+        # Free slots at the last heartbeat: workers with none do not count when shares are worked out.
+        sa.Column("free", sa.Integer, nullable=False, server_default="1"),
         sa.Column("started_at", text, nullable=False),
         sa.Column("heartbeat_at", text, nullable=False),
     )

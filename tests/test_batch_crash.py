@@ -1,0 +1,149 @@
+"""Workers in processes of their own: killed with SIGKILL and restarted, or two sharing one batch.
+
+Each worker logs when an item starts and ends (batch_worker_process.py); from those lines the tests
+count how many items ran at once across processes, and which run produced each stored result.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from delegate.batch import Batches
+
+from .batch_support import (
+    USER,
+    batches_fixture,  # noqa: F401  (the `batches` fixture)
+    dbos_schema,
+    items,
+    subprocess_env,
+    worker_command,
+)
+
+Interval = tuple[float, float]
+
+
+class Workers:
+    """Starts worker processes and kills them; remembers when each one was killed."""
+
+    def __init__(self, store_url: str, batches: Batches, log: Path, delay: float) -> None:
+        self.args = (store_url, dbos_schema(batches), log, delay)
+        self.processes: list[subprocess.Popen[str]] = []
+        self.killed: dict[int, float] = {}
+
+    def start(self) -> subprocess.Popen[str]:
+        process = subprocess.Popen(worker_command(*self.args), stdout=subprocess.PIPE, text=True, env=subprocess_env())
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "ready", "the worker did not start"
+        self.processes.append(process)
+        return process
+
+    def kill(self, process: subprocess.Popen[str]) -> None:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        self.killed[process.pid] = time.monotonic()
+        assert process.stdout is not None
+        process.stdout.close()
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+@pytest.fixture
+def workers(store_url: str, batches: Batches, tmp_path: Path) -> Iterator[Workers]:
+    started = Workers(store_url, batches, tmp_path / "runs.log", delay=0.05)
+    yield started
+    started.stop_all()
+
+
+def read_log(log: Path, killed: dict[int, float]) -> dict[tuple[str, int, int], Interval]:
+    """Every run as (key, attempt, pid) -> (start, end); a run cut by SIGKILL ends at the kill."""
+    starts: dict[tuple[str, int, int], float] = {}
+    runs: dict[tuple[str, int, int], Interval] = {}
+    for line in log.read_text().splitlines():
+        what, pid, key, attempt, moment = line.split()
+        run = (key, int(attempt), int(pid))
+        if what == "start":
+            starts[run] = float(moment)
+        else:
+            runs[run] = (starts.pop(run), float(moment))
+    for run, start in starts.items():
+        runs[run] = (start, killed[run[2]])
+    return runs
+
+
+def most_at_once(intervals: Iterator[Interval] | list[Interval]) -> int:
+    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    current = peak = 0
+    for _, step in edges:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def wait_until(condition: object, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def progress(log: Path, pid: int) -> tuple[int, int]:
+    """(runs ended in all, runs in flight in process `pid`) so far."""
+    lines = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+    ends = sum(1 for line in lines if line[0] == "end")
+    mine = [line[0] for line in lines if line[1] == str(pid)]
+    return ends, mine.count("start") - mine.count("end")
+
+
+def test_a_worker_killed_with_sigkill_again_and_again_loses_nothing_and_stores_each_result_once(
+    batches: Batches, workers: Workers
+) -> None:
+    log = workers.args[2]
+    sub = batches.submit(USER, subagent_type="t", items=items(300), max_running_items=20, max_live_items=30)
+    batch_id = sub.batch.id
+    for kills in range(3):
+        process = workers.start()
+        wait_until(lambda n=kills, p=process.pid: progress(log, p)[0] >= 60 * (n + 1) and progress(log, p)[1] >= 5)
+        workers.kill(process)
+        assert batches.get(USER, batch_id).counts["running"] > 0  # its claims are still held...
+    workers.start()  # ...until the next worker sees its process is gone and takes them back
+    wait_until(lambda: batches.get(USER, batch_id).done)
+
+    batch = batches.get(USER, batch_id)
+    assert batch.counts == {"queued": 0, "running": 0, "succeeded": 300, "failed": 0, "cancelled": 0}
+    runs = read_log(log, workers.killed)
+    assert len(runs) > 300  # items cut by the kills ran again from the start
+    assert most_at_once(list(runs.values())) <= 20
+    for item in batches.items(USER, batch_id, limit=300):
+        key, _, pid, _, attempt = (item.summary or "").split()
+        assert key == item.key
+        finished_run = runs[(key, int(attempt), int(pid))]
+        assert finished_run[1] not in workers.killed.values()  # the stored result is of a finished run
+        assert item.attempts >= int(attempt)
+
+
+def test_two_workers_share_one_batch_within_its_caps(batches: Batches, workers: Workers) -> None:
+    log = workers.args[2]
+    first, second = workers.start(), workers.start()
+    sub = batches.submit(USER, subagent_type="t", items=items(200), max_running_items=12, max_live_items=12)
+    wait_until(lambda: batches.get(USER, sub.batch.id).done)
+    assert batches.get(USER, sub.batch.id).counts["succeeded"] == 200
+    runs = read_log(log, workers.killed)
+    assert len(runs) == 200
+    assert most_at_once(list(runs.values())) <= 12
+    assert {pid for _, _, pid in runs} == {first.pid, second.pid}
