@@ -34,6 +34,8 @@ _log = logging.getLogger("delegate.server")
 POLL_INTERVAL = 1.0
 """How often a follower of a batch reads its counts again when nothing in this process woke it."""
 KEEPALIVE_INTERVAL = 15.0
+SETTLE_TIME = 0.1
+"""How long a follower of a batch that just ended waits for the item events that trail its end."""
 
 
 class BatchRequest(BaseModel):
@@ -133,6 +135,18 @@ class BatchService:
         )
         return submission.batch  # `Batches` tells the worker (its listener) about the new batch
 
+    @staticmethod
+    async def _settle(follower: _Follower) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
+        """Pass on the item events of a batch that just ended: the worker emits them just after it
+        stores the results that ended the batch, so they may trail the status read by a moment."""
+        while True:
+            try:
+                event = await asyncio.wait_for(follower.queue.get(), SETTLE_TIME)
+            except TimeoutError:
+                return
+            if event is not None:
+                yield event.type, event.data
+
     def retry(self, user_id: str, batch_id: str, key: str | None) -> dict[str, Any]:
         retried = self.batches.retry(user_id, batch_id, key)
         return {"retried": retried, "batch": self.batches.get(user_id, batch_id).to_dict()}
@@ -149,12 +163,17 @@ class BatchService:
             quiet = 0.0
             while True:
                 batch = await asyncio.to_thread(self.batches.get, user_id, batch_id)
+                if batch.done:  # end with the item events that trail its end, then its final status
+                    async for item in self._settle(follower):
+                        yield item
+                    batch = await asyncio.to_thread(self.batches.get, user_id, batch_id)
+                    if batch.done:
+                        yield "batch.status", batch.to_dict()
+                        return
                 shown = batch.to_dict()
                 if shown != last:
                     last, quiet = shown, 0.0
                     yield "batch.status", shown
-                if batch.done:
-                    return
                 try:
                     event = await asyncio.wait_for(follower.queue.get(), POLL_INTERVAL)
                 except TimeoutError:
