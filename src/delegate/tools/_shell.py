@@ -63,9 +63,7 @@ async def bash(
     Prefer the file tools for reading, searching and editing files: their output is cheaper.
     """
     if not ctx.workspace.allow_commands:
-        raise ToolError(
-            "commands are not allowed in this workspace; the runtime must allow them (--allow-commands)"
-        )
+        raise ToolError("commands are not allowed in this workspace; the runtime must allow them (--allow-commands)")
     result = await run_command(command, cwd=ctx.workspace.root, timeout=timeout)
     output = result.output or "(no output)"
     if result.timed_out:
@@ -86,9 +84,7 @@ async def bash(
     )
 
 
-async def run_command(
-    command: str, *, cwd: Path, timeout: float, max_chars: int = OUTPUT_MAX_CHARS
-) -> CommandResult:
+async def run_command(command: str, *, cwd: Path, timeout: float, max_chars: int = OUTPUT_MAX_CHARS) -> CommandResult:
     """Run `command` with /bin/sh in `cwd`; no process it starts outlives the call.
 
     On timeout the result says `timed_out`; on cancellation the processes are killed and the
@@ -110,21 +106,18 @@ async def run_command(
         try:
             async with asyncio.timeout(timeout):
                 await collector.exited.wait()
-                if not await _within(collector.closed.wait(), HOLD_GRACE):
-                    stopped_background = True
-                    _kill_group(group)
-                    await collector.closed.wait()
+                stopped_background = not await _within(collector.closed.wait(), HOLD_GRACE)
         except TimeoutError:
-            timed_out = True
+            timed_out = not collector.exited.is_set()
+            stopped_background = not timed_out  # the shell had ended; a background process had not
+        if timed_out or stopped_background:
+            await _stop(group, collector)
+    except BaseException:  # cancelled, or failed: leave no process behind, then let it go on
+        await _stop(group, collector)
+        raise
     finally:
-        # Whatever happened (timeout, cancellation, an error), leave no process of the command behind.
-        try:
-            if not (collector.exited.is_set() and collector.closed.is_set()):
-                _kill_group(group)
-                await _within(_settled(collector), SETTLE)
-        finally:
-            exit_code = transport.get_returncode()
-            transport.close()
+        exit_code = transport.get_returncode()
+        transport.close()  # closes our end of the pipe, even if an escaped process still holds theirs
     return CommandResult(
         exit_code=exit_code,
         output=collector.text(),
@@ -175,6 +168,16 @@ class _Collector(asyncio.SubprocessProtocol):
 def _kill_group(group: int) -> None:
     with suppress(ProcessLookupError, PermissionError):  # already gone
         os.killpg(group, signal.SIGKILL)
+
+
+async def _stop(group: int, collector: _Collector) -> None:
+    """Kill the command's process group, and give the output a moment to reach its end.
+
+    A process that left the group (`setsid`) may hold the output open for ever: after `SETTLE`
+    seconds we stop waiting for it.
+    """
+    _kill_group(group)
+    await _within(_settled(collector), SETTLE)
 
 
 async def _settled(collector: _Collector) -> None:

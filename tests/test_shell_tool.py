@@ -1,0 +1,198 @@
+"""The bash tool: off unless allowed, and when on, no process it starts outlives the call."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delegate import ToolContext, ToolError, Workspace
+from delegate._loop import AgentSpec, run_agent
+from delegate._messages import Message
+from delegate.testing import ScriptedModel, call, reply
+from delegate.tools import BUILTIN_TOOLS, ToolReturn, builtin_tools
+
+bash = BUILTIN_TOOLS["bash"]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    return folder.resolve()
+
+
+@pytest.fixture
+def ctx(root: Path) -> ToolContext:
+    workspace = Workspace.open(root, allow_commands=True)
+    return ToolContext(run_id="run", agent_id="agent", workspace=workspace, emit=lambda e: None)
+
+
+async def run(ctx: ToolContext, command: str, **arguments: Any) -> ToolReturn:
+    return await bash.run(ctx, {"command": command, **arguments})
+
+
+def is_gone(pid: int) -> bool:
+    """True when `pid` has exited (a zombie waiting for a reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+async def gone_within(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if is_gone(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return is_gone(pid)
+
+
+async def read_pid(path: Path, seconds: float = 5.0) -> int:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{path} was never written")
+
+
+async def test_commands_are_refused_unless_the_workspace_allows_them(root: Path) -> None:
+    ctx = ToolContext(run_id="run", agent_id="agent", workspace=Workspace.open(root), emit=lambda e: None)
+    with pytest.raises(ToolError) as caught:
+        await run(ctx, "touch made.txt")
+    assert str(caught.value) == (
+        "commands are not allowed in this workspace; the runtime must allow them (--allow-commands)"
+    )
+    assert not (root / "made.txt").exists()
+
+
+async def test_a_command_runs_in_the_workspace_root_and_reports_its_exit_code(ctx: ToolContext, root: Path) -> None:
+    returned = await run(ctx, "pwd; exit 3")
+    assert returned.content == f"{root}\n[exit code 3]"
+    assert returned.data == {"exit_code": 3, "output_bytes": len(str(root)) + 1}
+
+
+async def test_stdout_and_stderr_come_back_together_in_order(ctx: ToolContext) -> None:
+    returned = await run(ctx, "echo out; echo err >&2; echo out again")
+    assert returned.content == "out\nerr\nout again\n[exit code 0]"
+
+
+async def test_a_silent_command_says_it_had_no_output(ctx: ToolContext) -> None:
+    assert (await run(ctx, "true")).content == "(no output)\n[exit code 0]"
+
+
+async def test_commands_get_no_input(ctx: ToolContext) -> None:
+    returned = await run(ctx, 'cat; read line; echo "read: [$line]"', timeout=5)
+    assert returned.content == "read: []\n[exit code 0]"
+
+
+async def test_a_command_runs_in_its_own_session_and_process_group(ctx: ToolContext) -> None:
+    returned = await run(ctx, "echo $$; cut -d' ' -f5,6 /proc/$$/stat")
+    pid, groups = returned.content.splitlines()[:2]
+    assert groups == f"{pid} {pid}"
+
+
+async def test_a_timeout_kills_the_command_and_its_children(ctx: ToolContext, root: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(ToolError) as caught:
+        await run(ctx, "echo before; sleep 60 & echo $! > child.pid; wait", timeout=1)
+    assert time.monotonic() - started < 5
+    assert str(caught.value) == (
+        "the command timed out after 1s and was killed, with every process it started; output so far:\nbefore\n"
+    )
+    assert await gone_within(int((root / "child.pid").read_text()))
+
+
+async def test_cancelling_the_call_kills_the_command_and_cancellation_goes_on(ctx: ToolContext, root: Path) -> None:
+    task = asyncio.create_task(run(ctx, "sleep 60 & echo $! > child.pid; wait"))
+    child = await read_pid(root / "child.pid")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await gone_within(child)
+
+
+async def test_long_output_keeps_its_head_and_tail(ctx: ToolContext) -> None:
+    returned = await run(ctx, "seq 1 100000")
+    text = returned.content
+    assert len(text) < 30_300
+    assert text.startswith("1\n2\n3\n")
+    assert text.endswith("99999\n100000\n[exit code 0]")
+    assert "bytes of output cut; send it to a file and read that in parts to see it all" in text
+    assert returned.data["output_bytes"] == len("".join(f"{n}\n" for n in range(1, 100001)))
+
+
+async def test_background_processes_holding_the_output_are_stopped_when_the_command_ends(
+    ctx: ToolContext,
+) -> None:
+    started = time.monotonic()
+    returned = await run(ctx, "sleep 60 & echo $!")
+    assert time.monotonic() - started < 10
+    pid, note, exit_code = returned.content.splitlines()
+    assert note.startswith("[background processes still holding the output were stopped")
+    assert exit_code == "[exit code 0]"
+    assert await gone_within(int(pid))
+
+
+async def test_background_processes_with_their_own_output_keep_running(ctx: ToolContext) -> None:
+    returned = await run(ctx, "sleep 60 > /dev/null 2>&1 & echo $!")
+    pid = int(returned.content.splitlines()[0])
+    try:
+        assert returned.content == f"{pid}\n[exit code 0]"
+        assert not is_gone(pid)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid(1)")
+async def test_a_process_that_leaves_the_group_does_not_hold_the_call_up(ctx: ToolContext) -> None:
+    started = time.monotonic()
+    returned = await run(ctx, "setsid sleep 60 & echo $!")
+    pid = int(returned.content.splitlines()[0])
+    try:
+        assert time.monotonic() - started < 10
+        assert returned.content.endswith("[exit code 0]")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_command_killed_by_a_signal_says_which(ctx: ToolContext) -> None:
+    assert (await run(ctx, "kill -9 $$")).content == "(no output)\n[killed by SIGKILL (exit code -9)]"
+
+
+async def test_the_timeout_must_be_between_1_and_600_seconds(ctx: ToolContext) -> None:
+    for timeout in (0, 601):
+        with pytest.raises(ToolError, match=r"^invalid arguments for bash: timeout:"):
+            await run(ctx, "true", timeout=timeout)
+
+
+async def test_the_model_sees_command_output_through_the_loop(ctx: ToolContext, root: Path) -> None:
+    model = ScriptedModel([call("bash", command="echo hi > out.txt && cat out.txt"), reply("done")])
+    spec = AgentSpec(name="lead", instructions="work", model=model, tools=builtin_tools(allow_commands=True))
+    result = await run_agent(spec, ctx, [Message.user("say hi")])
+    [part] = [p for m in result.messages for p in m.tool_results]
+    assert (part.is_error, part.content) == (False, "hi\n[exit code 0]")
+    assert (root / "out.txt").read_text() == "hi\n"
+
+
+async def test_a_refused_command_reaches_the_model_as_an_error_result(root: Path) -> None:
+    ctx = ToolContext(run_id="run", agent_id="agent", workspace=Workspace.open(root), emit=lambda e: None)
+    model = ScriptedModel([call("bash", command="ls"), reply("could not list")])
+    tools = [*builtin_tools(allow_commands=False), bash]  # handed bash anyway: the workspace still says no
+    spec = AgentSpec(name="lead", instructions="work", model=model, tools=tools)
+    result = await run_agent(spec, ctx, [Message.user("list")])
+    [part] = [p for m in result.messages for p in m.tool_results]
+    assert part.is_error
+    assert part.content == (
+        "Error: commands are not allowed in this workspace; the runtime must allow them (--allow-commands)"
+    )
+    assert result.final == "could not list"
