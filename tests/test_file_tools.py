@@ -87,6 +87,14 @@ async def test_read_file_cuts_very_long_lines(ctx: ToolContext, root: Path) -> N
     assert second == "     2\tshort"
 
 
+async def test_read_file_reads_a_huge_single_line_without_holding_it(ctx: ToolContext, root: Path) -> None:
+    with (root / "bundle.js").open("w") as f:
+        f.write("var a=1;" * 1_000_000 + "\nend\n")
+    first, second = (await run(ctx, "read_file", path="bundle.js")).splitlines()
+    assert first.endswith("… [line cut: 8,000,001 bytes in all]")
+    assert second == "     2\tend"
+
+
 async def test_read_file_refuses_binary_files(ctx: ToolContext, root: Path) -> None:
     (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     assert await fails(ctx, "read_file", path="logo.png") == (

@@ -78,11 +78,12 @@ def _read_file(workspace: Workspace, path: str, offset: int, limit: int) -> str:
         used = 0
         seen = 0  # lines read so far, shown or not
         stopped = capped_by_size = False
-        for raw in f:
+        for raw, length in _lines(f, keep=LINE_MAX_CHARS * 4):
             seen += 1
             if seen < offset:
                 continue
-            line = _cut_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            decoded = raw.decode("utf-8", "replace").rstrip("\r\n")
+            line = _cut_line(decoded, length if length > len(raw) else None)
             entry = f"{seen:>6}\t{line}\n"
             used += len(entry.encode())
             capped_by_size = used > READ_MAX_BYTES and bool(shown)
@@ -115,10 +116,28 @@ def _count_lines(f: BinaryIO) -> int:
     return count + (last != b"\n")
 
 
-def _cut_line(line: str) -> str:
-    if len(line) <= LINE_MAX_CHARS:
+def _lines(f: BinaryIO, *, keep: int) -> Iterator[tuple[bytes, int]]:
+    """Each line of `f` as (its first `keep` bytes, its length in bytes).
+
+    A line longer than `keep` is read on in chunks and dropped, so one huge line (a minified
+    bundle, a log without newlines) never sits in memory whole.
+    """
+    while line := f.readline(keep):
+        length = len(line)
+        if length == keep and not line.endswith(b"\n"):
+            while rest := f.readline(1 << 16):
+                length += len(rest)
+                if rest.endswith(b"\n"):
+                    break
+        yield line, length
+
+
+def _cut_line(line: str, length: int | None = None) -> str:
+    """`line` cut to LINE_MAX_CHARS; `length` is its full size in bytes when only its head was read."""
+    if len(line) <= LINE_MAX_CHARS and length is None:
         return line
-    return f"{line[:LINE_MAX_CHARS]}… [line cut: {len(line):,} characters in all]"
+    size = f"{length:,} bytes" if length is not None else f"{len(line):,} characters"
+    return f"{line[:LINE_MAX_CHARS]}… [line cut: {size} in all]"
 
 
 # ---------------------------------------------------------------------------------------------
