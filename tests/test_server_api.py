@@ -325,3 +325,5 @@ def test_agents_lists_the_built_in_types_and_the_workspace_definitions(
     assert by_name["reviewer"]["tools"] == ["read_file"]
     assert by_name["reviewer"]["max_steps"] == 5
     assert by_name["general-purpose"]["source"] == "builtin"
+    assert by_name["general-purpose"]["available"] is True
+    assert by_name["bash"]["available"] is False  # the server does not allow shell commands

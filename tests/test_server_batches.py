@@ -97,7 +97,7 @@ def test_a_bad_batch_is_refused_with_every_problem_and_nothing_is_stored(alice: 
     assert error["code"] == "invalid_batch"
     assert "nothing was stored" in error["message"]
     problems = " | ".join(error["problems"])
-    assert "unknown subagent_type 'nosuch'; available: bash, explore, general-purpose" in problems
+    assert "unknown subagent_type 'nosuch'; available: explore, general-purpose" in problems
     assert "empty prompt" in problems
     assert "empty key" in problems
     assert "max_running_items is 0" in problems

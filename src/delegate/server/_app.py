@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import string
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any, cast
@@ -80,7 +80,7 @@ class ServerSettings:
     allow_commands: bool = False
     max_parallel: int = 16
     run_batches: bool = True
-    version: str = field(default="")
+    version: str = ""
 
 
 def create_app(
@@ -105,22 +105,16 @@ def create_app(
     def runtime_for(user_id: str, model: str | None, max_parallel: int | None) -> Runtime:
         return build(RunOptions(user_id=user_id, model=model, max_parallel=max_parallel))
 
-    def check_model(spec: str) -> None:
-        """Raise `UserError` unless `spec` names a model this server can build."""
-        factory = settings.model
-        if callable(factory) and not isinstance(factory, Model):
-            factory(spec)
-            return
-        provider, _, name = spec.partition(":")
-        if not (provider in PROVIDERS and (name or provider == "local")):
-            resolve_model(spec)  # raises the error that says what to fix; a good spec builds no client
-
     def catalogue() -> Catalogue:
         return Catalogue.build(workspace=workspace, agent_dirs=[Path(d) for d in settings.agents_dirs])
 
     runs = RunManager(store, runtime_for)
+
+    def usable_types() -> list[str]:
+        return catalogue().visible(allow_commands=settings.allow_commands).names()
+
     batches = BatchService(
-        store, runtime_for=runtime_for, known_types=lambda: list(catalogue().definitions), check_model=check_model
+        store, runtime_for=runtime_for, known_types=usable_types, check_model=_model_checker(settings.model)
     )
 
     @contextlib.asynccontextmanager
@@ -139,7 +133,7 @@ def create_app(
         title="delegate",
         version=settings.version or "0",
         lifespan=lifespan,
-        docs_url="/api/docs",
+        docs_url=None,  # Swagger UI would load its script from a CDN; the schema is enough
         redoc_url=None,
         openapi_url="/api/v1/openapi.json",
     )
@@ -148,6 +142,7 @@ def create_app(
     app.state.runs = runs
     app.state.batches = batches
     app.state.catalogue = catalogue
+    app.state.allow_commands = settings.allow_commands
     _error_handlers(app)
     app.include_router(runs_router)
     app.include_router(agents_router)
@@ -169,9 +164,13 @@ agents_router = APIRouter(prefix="/api/v1", tags=["agents"])
 
 @agents_router.get("/agents")
 async def agents(request: Request, user_id: UserId) -> dict[str, Any]:
-    """The subagent catalogue: built-in types and the definitions found in the workspace."""
+    """The subagent catalogue: built-in types and the definitions found in the workspace.
+
+    `available` is false for types that run shell commands when the server does not allow them.
+    """
     del user_id
     build = cast(Callable[[], Catalogue], request.app.state.catalogue)
+    allow_commands = bool(request.app.state.allow_commands)
     found = await asyncio.to_thread(build)
     return {
         "agents": [
@@ -183,6 +182,7 @@ async def agents(request: Request, user_id: UserId) -> dict[str, Any]:
                 "max_steps": d.max_steps,
                 "timeout": d.timeout,
                 "requires_commands": d.requires_commands,
+                "available": allow_commands or not d.requires_commands,
                 "source": d.source,
             }
             for d in found.definitions.values()
@@ -200,6 +200,20 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
+
+
+def _model_checker(default: str | Model | ModelFactory | None) -> Callable[[str], None]:
+    """A check that raises `UserError` unless a model string names a model this server can build."""
+
+    def check(spec: str) -> None:
+        if callable(default) and not isinstance(default, Model):
+            default(spec)
+            return
+        provider, _, name = spec.partition(":")
+        if not (provider in PROVIDERS and (name or provider == "local")):
+            resolve_model(spec)  # raises the error that says what to fix; a good spec builds no client
+
+    return check
 
 
 def _default_runtime_factory(settings: ServerSettings, workspace: Path, store: Store) -> RuntimeFactory:
@@ -248,7 +262,9 @@ def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        message = "no such endpoint: see /api/docs" if exc.status_code == 404 else str(exc.detail)
+        message = str(exc.detail)
+        if exc.status_code == 404:
+            message = "no such endpoint: the API is described at /api/v1/openapi.json"
         return error_response(exc.status_code, code, message)
 
 

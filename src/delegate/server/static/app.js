@@ -523,7 +523,10 @@ async function batchAction(batchId, action) {
     showError("batch-action-error", err.message);
   }
   await loadBatches().catch(() => {});
-  if (current.id === batchId) loadItems(batchId);
+  if (current.view === "batches" && current.id === batchId) {
+    loadItems(batchId).catch(() => {});
+    followBatch(batchId);
+  }
 }
 
 async function exportBatch(batchId) {
@@ -583,6 +586,7 @@ async function retryItem(batchId, key) {
   }
   loadItems(batchId).catch(() => {});
   loadBatches().catch(() => {});
+  if (current.view === "batches" && current.id === batchId) followBatch(batchId);
 }
 
 async function showBatches(batchId) {
@@ -594,6 +598,14 @@ async function showBatches(batchId) {
   itemPage = { offset: 0, limit: 50 };
   $("batch-heading").textContent = `Items of ${batchId}`;
   loadItems(batchId).catch((err) => showError("batch-action-error", err.message));
+  followBatch(batchId);
+}
+
+const DONE = ["completed", "failed", "cancelled"];
+
+// Follow the batch on screen until it is done; an action (retry, resume) starts following again.
+function followBatch(batchId) {
+  if (following) following.abort();
   following = new AbortController();
   let pending = null;
   followEvents(
@@ -609,7 +621,7 @@ async function showBatches(batchId) {
         }, 300);
       }
     },
-    () => false,
+    (type, data) => type === "batch.status" && DONE.includes(data.status),
     following.signal,
   );
 }
@@ -619,7 +631,8 @@ let typesLoaded = false;
 async function loadTypes() {
   if (typesLoaded) return;
   const { agents } = await api("GET", "/agents");
-  $("batch-type").replaceChildren(...agents.map((a) => el("option", { value: a.name, text: a.name })));
+  const usable = agents.filter((a) => a.available);
+  $("batch-type").replaceChildren(...usable.map((a) => el("option", { value: a.name, text: a.name })));
   typesLoaded = true;
 }
 
