@@ -67,6 +67,12 @@ def serve(
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     typer.echo(f"delegate serving {workspace.resolve()} at http://{shown}:{bound_port}/  (Ctrl+C stops)", err=True)
+    if model is None and not os.environ.get("DELEGATE_MODEL"):
+        from ..models import default_model_spec
+
+        default = default_model_spec()
+        note = " (the small embedded model: pass --model provider:name for a real one)" if default == "local" else ""
+        typer.echo(f"Runs use {default} unless a request names a model{note}.", err=True)
     typer.echo("Sign in with a token from `delegate users add NAME`.", err=True)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on")
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl+C once it has shut down
