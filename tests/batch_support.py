@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from delegate import UserError
 from delegate._store import Store
 from delegate._usage import Usage
 from delegate.batch import Batch, Batches, BatchWorker
@@ -57,7 +58,8 @@ class Call:
 class Runner:
     """Runs an item by sleeping `delay`; records calls and the most items seen running at once.
 
-    `fail` maps a key to how many first attempts end in `error`; `hold`, when set, is awaited by
+    `fail` maps a key to how many first attempts end in `error`; `raise_for` keys crash the runner,
+    `reject` keys make it raise `UserError` (as for an unknown type); `hold`, when set, is awaited by
     every item (release it to let them finish); `acceptance` maps a key to its verdict.
     `watch`, if given, is called at each start (to sample the store's counts, say).
     """
@@ -68,6 +70,7 @@ class Runner:
         *,
         fail: dict[str, int] | None = None,
         raise_for: set[str] | None = None,
+        reject: set[str] | None = None,
         hold: asyncio.Event | None = None,
         acceptance: dict[str, list[dict[str, Any]]] | None = None,
         watch: Callable[[], None] | None = None,
@@ -75,6 +78,7 @@ class Runner:
         self.delay = delay
         self.fail = fail or {}
         self.raise_for = raise_for or set()
+        self.reject = reject or set()
         self.hold = hold
         self.acceptance = acceptance or {}
         self.watch = watch
@@ -115,6 +119,8 @@ class Runner:
             self.running -= 1
         if key in self.raise_for:
             raise RuntimeError(f"runner crashed on {key}")
+        if key in self.reject:
+            raise UserError(f"unknown subagent type {subagent_type!r}; available: general-purpose")
         if self.fail.get(key, 0) >= call.attempt:
             return Output(status="error", summary="", error=f"attempt {call.attempt} of {key} failed")
         return Output(summary=f"done {key} #{call.attempt}", acceptance=self.acceptance.get(key))

@@ -125,17 +125,19 @@ async def test_cancel_stops_running_items_and_a_restart_does_not_bring_them_back
 
 
 async def test_errors_are_retried_then_the_item_fails_and_retry_runs_only_failed_items(batches: Batches) -> None:
-    runner = Runner(fail={"item-1": 3, "item-2": 99}, raise_for={"item-3"})
-    sub = batches.submit(USER, subagent_type="t", items=items(5), max_attempts=3)
+    runner = Runner(fail={"item-1": 3, "item-2": 99}, raise_for={"item-3"}, reject={"item-5"})
+    sub = batches.submit(USER, subagent_type="t", items=items(6), max_attempts=3)
     async with worker(batches, runner) as w:
         batch = await finished(w, sub.batch.id)
         assert batch.status == "failed"
-        assert batch.counts == {"queued": 0, "running": 0, "succeeded": 2, "failed": 3, "cancelled": 0}
+        assert batch.counts == {"queued": 0, "running": 0, "succeeded": 2, "failed": 4, "cancelled": 0}
         failed = batches.items(USER, batch.id, status="failed")
-        assert [i.key for i in failed] == ["item-1", "item-2", "item-3"]
-        assert [i.attempts for i in failed] == [3, 3, 3]
+        assert [i.key for i in failed] == ["item-1", "item-2", "item-3", "item-5"]
+        assert [i.attempts for i in failed] == [3, 3, 3, 1]  # a UserError is not worth a second attempt
         assert failed[0].error == "attempt 3 of item-1 failed"
         assert failed[2].error == "RuntimeError: runner crashed on item-3"
+        assert failed[3].error is not None and failed[3].error.startswith("unknown subagent type 't'")
+        runner.reject.clear()
 
         assert batches.retry(USER, batch.id, "item-1") == 1  # one item; it succeeds on its 4th attempt
         await until(lambda: batches.item(USER, batch.id, "item-1").status == "succeeded")
@@ -145,11 +147,11 @@ async def test_errors_are_retried_then_the_item_fails_and_retry_runs_only_failed
 
         before = len(runner.calls)
         runner.raise_for.clear()
-        assert batches.retry(USER, batch.id) == 2  # all failed ones: item-2 and item-3
+        assert batches.retry(USER, batch.id) == 3  # all failed ones: item-2, item-3 and item-5
         batch = await finished(w, batch.id)
     again = sorted(c.key for c in runner.calls[before:])
-    assert again == ["item-2", "item-2", "item-2", "item-3"]
-    assert batch.counts["succeeded"] == 4 and batch.counts["failed"] == 1
+    assert again == ["item-2", "item-2", "item-2", "item-3", "item-5"]
+    assert batch.counts["succeeded"] == 5 and batch.counts["failed"] == 1
 
 
 async def test_a_failed_acceptance_verdict_is_kept_and_never_retried(batches: Batches) -> None:

@@ -33,6 +33,7 @@ their leases, caps, results, verdicts and counts, which the CLI, API and UI read
 Item outcomes: `completed` -> succeeded. `error`, `timed_out`, `aborted`, `cancelled` (by the
 runner itself), or an exception from the runner -> the attempt failed: retried after a backoff
 (`retry_delay` * 2^(n-1), at most `max_retry_delay`) until the batch's `max_attempts`, then failed.
+A `UserError` from the runner (an unknown subagent type, bad criteria) fails the item at once.
 The acceptance verdict is stored as it is and never causes a retry.
 """
 
@@ -198,6 +199,7 @@ class BatchWorker:
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._default_executor: object = None
+        self._session_count = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -316,7 +318,9 @@ class BatchWorker:
     async def _session(self, batch_id: str, epoch: int) -> None:
         """Run `_serve` as a DBOS workflow and wait for it to end."""
         try:
-            await _start_serve(f"delegate-batch:{self.worker_id}:{batch_id}:{epoch}", batch_id, epoch)
+            self._session_count += 1
+            session = f"delegate-batch:{self.worker_id}:{batch_id}:{epoch}:{self._session_count}"
+            await _start_serve(session, batch_id, epoch)
         except Exception as exc:
             _log(f"batch {batch_id}: serving session failed: {type(exc).__name__}: {exc}")
         finally:
@@ -341,7 +345,12 @@ class BatchWorker:
         while not self._stopping:
             serving.wake.clear()
             room = self.concurrency - self._in_flight
-            claim = await self._call(self.queue.claim, batch_id, self.worker_id, room, self.heartbeat_ttl)
+            try:
+                claim = await self._call(self.queue.claim, batch_id, self.worker_id, room, self.heartbeat_ttl)
+            except Exception as exc:  # the database is away for a moment: the running items go on
+                _log(f"batch {batch_id}: claiming failed, trying again: {type(exc).__name__}: {exc}")
+                await asyncio.sleep(self.poll_interval)
+                continue
             if claim.newly_finished:
                 self._event(serving.info, "batch.completed", {"batch_id": batch_id})
             for item in claim.items:
@@ -353,7 +362,8 @@ class BatchWorker:
                 await self._cancel_tasks(serving)
                 return claim.state
             if claim.state == "paused" and not serving.tasks:
-                await self._call(self.queue.release_waiting, batch_id, self.worker_id)
+                with contextlib.suppress(Exception):  # else they stay claimed here, and run after resume
+                    await self._call(self.queue.release_waiting, batch_id, self.worker_id)
                 return "paused"
             timeout = self.poll_interval
             if claim.next_due is not None:
@@ -395,6 +405,8 @@ class BatchWorker:
             if current is not None:
                 serving.tasks.discard(current)
             raise
+        except UserError as exc:  # an unknown type, bad criteria: no attempt can mend that
+            result = _failed(item, "error", str(exc), retry=False)
         except Exception as exc:  # the runner's crash is this attempt's failure, never the worker's
             result = _failed(item, "error", f"{type(exc).__name__}: {exc}")
         self._done.append(_Done(serving=serving, item=item, result=result))
@@ -493,8 +505,10 @@ def _attempt_result(item: ClaimedItem, output: ItemOutput) -> AttemptResult:
     )
 
 
-def _failed(item: ClaimedItem, outcome: str, error: str) -> AttemptResult:
-    return AttemptResult(item_id=item.id, attempt=item.attempt, succeeded=False, outcome=outcome, error=error)
+def _failed(item: ClaimedItem, outcome: str, error: str, *, retry: bool = True) -> AttemptResult:
+    return AttemptResult(
+        item_id=item.id, attempt=item.attempt, succeeded=False, outcome=outcome, error=error, retry=retry
+    )
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

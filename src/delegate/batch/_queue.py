@@ -13,6 +13,13 @@ Claim, don't delete:
 - A result is stored by a conditional update (`WHERE status = 'running' AND lease_owner = me AND
   attempts = n`): an attempt that lost its lease, or whose batch was cancelled, stores nothing. So
   each item's result is stored exactly once, however often the item was started.
+- A failed attempt with attempts left stays claimed while it waits out its backoff (`waiting`,
+  shown as `queued`): it counts towards `max_live_items` but not `max_running_items`.
+- Workers sharing a batch share it: each starts at most an equal part of `max_running_items` (one
+  part per live worker with free slots), so a second machine takes half the work at once.
+
+Timestamps are the writer's clock: machines sharing a PostgreSQL store need clocks that agree to
+well within `heartbeat_ttl` (NTP does).
 """
 
 from __future__ import annotations
@@ -101,6 +108,8 @@ class AttemptResult:
     usage: Usage | None = None
     acceptance: list[dict[str, Any]] | None = None
     error: str | None = None
+    retry: bool = True
+    """False for a failure that another attempt cannot mend (bad input or configuration)."""
 
 
 class WorkQueue:
@@ -290,9 +299,10 @@ class WorkQueue:
                     outcome.append(None)
                     continue
                 failures = row.failures if result.succeeded else row.failures + 1
-                status: StoredStatus = (
-                    "succeeded" if result.succeeded else "waiting" if failures < row.max_attempts else "failed"
-                )
+                if result.succeeded:
+                    status: StoredStatus = "succeeded"
+                else:
+                    status = "waiting" if result.retry and failures < row.max_attempts else "failed"
                 values = _result_values(result)
                 values.update(
                     b_id=result.item_id,
