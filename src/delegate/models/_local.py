@@ -9,7 +9,9 @@ to it in constrained mode: a 135M model cannot be trusted to emit tool calls, bu
 force its reply to match a JSON schema that names one tool and its arguments.
 
 The server is process-wide on purpose: it holds the loaded model (about 250 MB of memory), every
-`local` model of the process shares it, and it is stopped at exit.
+`local` model of the process shares it, and it is stopped at exit. A process that forks after
+starting it has children that can only leave through `os._exit` (as `multiprocessing` children
+do): at a normal exit llama.cpp waits for threads that exist only in the parent, and hangs.
 """
 
 from __future__ import annotations
@@ -189,10 +191,15 @@ def _mb(size: int) -> str:
 # -- the server --
 
 CONTEXT_TOKENS = 8192
-"""Context of the llama.cpp server, shared by its slots (SmolLM2 was trained on 8k)."""
-SLOTS = 4
-"""Requests decoded together. Each slot keeps its conversation's prompt cached, so subagents taking
-turns do not re-read each other's prompts (prompt reading, ~150 tokens/s on 2 cores, dominates)."""
+"""The context of one conversation (SmolLM2 was trained on 8k)."""
+PROMPT_CACHE_MB = 256
+"""Memory for llama.cpp's prompt cache. The server decodes one request at a time (2 cores gain
+nothing from more) and keeps the states of recent conversations here: when the lead and its
+subagents take turns, each finds its earlier prompt cached instead of reading it again (measured:
+a 700-token prompt in 1-2 s instead of 10-13 s). 256 MB holds about 11,000 tokens of states.
+
+Several slots sharing one cache were tried and refused: requests that together outgrow it all
+fail with "Context size has been exceeded", after minutes."""
 
 
 def _threads() -> int:
@@ -267,8 +274,8 @@ def _start(weights: Path) -> _Running:
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # llama.cpp binds a free port and reports it in `listening_address`
     params.n_ctx = CONTEXT_TOKENS
-    params.n_parallel = SLOTS
-    params.kv_unified = True  # one cache shared by the slots, so a long prompt may use all of it
+    params.n_parallel = 1
+    params.cache_ram_mib = PROMPT_CACHE_MB
     params.n_predict = MAX_REPLY_TOKENS
     params.cpuparams.n_threads = params.cpuparams_batch.n_threads = _threads()
     params.sampling.temp = TEMPERATURE
