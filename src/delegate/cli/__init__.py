@@ -4,8 +4,11 @@ from __future__ import annotations
 
 
 def main() -> None:
+    from . import _batch, _serve
     from ._main import app
 
+    _batch.register(app)
+    _serve.register(app)
     app()
 
 

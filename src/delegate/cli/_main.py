@@ -47,22 +47,12 @@ def store_option(db: str | None) -> str | None:
 @app.command()
 def run(
     prompt: Annotated[str, typer.Argument(help="What the lead agent should do.")],
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")
-    ] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
     workspace: Workspace = Path("."),
-    agents: Annotated[
-        list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")
-    ] = None,
-    allow_commands: Annotated[
-        bool, typer.Option("--allow-commands", help="Let agents run shell commands.")
-    ] = False,
-    max_parallel: Annotated[
-        int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")
-    ] = 16,
-    subagent_model: Annotated[
-        str | None, typer.Option("--subagent-model", help="Model for subagents.")
-    ] = None,
+    agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
+    allow_commands: Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands.")] = False,
+    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
+    subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
@@ -113,18 +103,14 @@ def run(
         typer.echo(result.final)
     if result.status != "completed":
         if not as_json:
-            typer.echo(
-                f"run {result.run_id} ended {result.status}: {result.error or result.stop_reason}", err=True
-            )
+            typer.echo(f"run {result.run_id} ended {result.status}: {result.error or result.stop_reason}", err=True)
         raise typer.Exit(1)
 
 
 @agents_app.command("list")
 def agents_list(
     workspace: Workspace = Path("."),
-    agents: Annotated[
-        list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")
-    ] = None,
+    agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show the subagent catalogue: built-in types and the definitions found."""

@@ -60,9 +60,7 @@ class RunView:
             case "model.response" if agent is not None:
                 agent.steps = int(data["step"])
                 agent.tokens += _tokens(data["usage"])
-                agent.activity = (
-                    "calling " + ", ".join(data["tool_calls"]) if data["tool_calls"] else "answering"
-                )
+                agent.activity = "calling " + ", ".join(data["tool_calls"]) if data["tool_calls"] else "answering"
             case "tool.started" if agent is not None:
                 agent.activity = f"{data['name']}"
             case "run.completed":

@@ -1,0 +1,300 @@
+"""`delegate batch submit|status|items|pause|resume|cancel|retry|export|worker`.
+
+The CLI acts as the local user (`default`), the same owner the lead's `batch_task` uses in
+`delegate run`. Everything here imports the batch layer (and DBOS) lazily, inside the commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+
+from ._main import Db, Workspace, fail, store_option
+
+if TYPE_CHECKING:
+    from .._runtime import Runtime
+    from ..batch import Batch, Batches, ServeInfo
+
+T = TypeVar("T")
+batch_app = typer.Typer(
+    help="Durable batches: thousands of independent items, each run as a subagent.", no_args_is_help=True
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(batch_app, name="batch")
+
+
+LOCAL_USER = "default"
+BatchId = Annotated[str, typer.Argument(help="The batch id `submit` printed.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+Model = Annotated[str | None, typer.Option("--model", "-m", help="provider:name for the items' subagents.")]
+Agents = Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")]
+AllowCommands = Annotated[bool, typer.Option("--allow-commands", help="Let subagents run shell commands.")]
+
+
+def open_batches(workspace: Path, db: str | None) -> Batches:
+    from .._errors import UserError
+    from .._store import Store
+    from ..batch import Batches
+
+    if not workspace.is_dir():
+        fail(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
+    try:
+        url = store_option(db)
+        return Batches(Store.open(url) if url else Store.for_workspace(workspace.resolve()))
+    except UserError as exc:
+        fail(str(exc))
+
+
+def guarded(action: Callable[[], T]) -> T:
+    """Run a batch operation; bad input or a batch not found is exit code 2 with its message."""
+    from .._errors import UserError
+
+    try:
+        return action()
+    except UserError as exc:
+        fail(str(exc))
+
+
+def read_items(path: Path) -> list[dict[str, Any]]:
+    """Read JSON Lines items; any bad line is an error naming the line, and nothing is stored."""
+    if not path.is_file():
+        fail(f"items file {str(path)!r} does not exist")
+    items: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                fail(f"{path}:{number}: not valid JSON ({exc.msg}); each line is one item object")
+            if not isinstance(item, dict):
+                fail(f'{path}:{number}: each line must be an object like {{"key": ..., "prompt": ...}}')
+            items.append(item)  # pyright: ignore[reportUnknownArgumentType]
+    if not items:
+        fail(f"items file {str(path)!r} has no items")
+    return items
+
+
+def runner_factory(workspace: Path, *, model: str | None, agents: list[Path], allow_commands: bool):
+    """Runtimes for the items' subagents, one per model (a batch may name its own)."""
+    from .._runtime import Runtime
+
+    runtimes: dict[str | None, Runtime] = {}
+
+    def build(info: ServeInfo) -> Runtime:
+        key = info.model or model
+        if key not in runtimes:
+            runtimes[key] = Runtime(
+                model=key, workspace=workspace, agents_dirs=agents, allow_commands=allow_commands, store=False
+            )
+        return runtimes[key]
+
+    return build
+
+
+@batch_app.command()
+def submit(
+    file: Annotated[Path, typer.Argument(help='JSON Lines: {"key": ..., "prompt": ..., "acceptance_criteria": [...]}')],
+    subagent_type: Annotated[str, typer.Option("--type", "-t", help="The subagent type that runs every item.")],
+    title: Annotated[str | None, typer.Option("--title", help="What the batch does.")] = None,
+    max_running: Annotated[int | None, typer.Option("--max-running", help="Items running at once (1-1000).")] = None,
+    max_live: Annotated[int | None, typer.Option("--max-live", help="Items claimed at once (1-10000).")] = None,
+    model: Model = None,
+    workspace: Workspace = Path("."),
+    agents: Agents = None,
+    allow_commands: AllowCommands = False,
+    detach: Annotated[bool, typer.Option("--detach", help="Store the batch and return; a worker runs it.")] = False,
+    db: Db = None,
+) -> None:
+    """Submit a batch. Prints its id on the last line; without --detach, runs it to the end."""
+    from .._agents import Catalogue
+    from .._errors import UserError
+
+    items = read_items(file)
+    try:
+        catalogue = Catalogue.build(workspace=workspace.resolve(), agent_dirs=agents or [])
+    except UserError as exc:
+        fail(str(exc))
+    known = catalogue.visible(allow_commands=allow_commands).names()
+    batches = open_batches(workspace, db)
+    submission = guarded(
+        lambda: batches.submit(
+            LOCAL_USER,
+            subagent_type=subagent_type,
+            items=items,
+            title=title or file.stem,
+            max_running_items=max_running,
+            max_live_items=max_live,
+            model=model,
+            known_types=known,
+        )
+    )
+    batch = submission.batch
+    if not detach:
+        factory = runner_factory(workspace, model=model, agents=agents or [], allow_commands=allow_commands)
+        batch = asyncio.run(_run_to_end(batches, batch, factory))
+        typer.echo(batch.render(), err=True)
+    else:
+        typer.echo(f"Batch {batch.id} stored with {batch.total} items; `delegate batch worker` runs it.", err=True)
+    typer.echo(batch.id)
+    if not detach and batch.status != "completed":
+        raise typer.Exit(1)
+
+
+async def _run_to_end(batches: Batches, batch: Batch, factory: Callable[[ServeInfo], Runtime]) -> Batch:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..batch import BatchWorker
+
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, TextColumn("{task.fields[counts]}"), console=console, transient=False) as bar:
+        task = bar.add_task(batch.title, total=batch.total, counts="")
+        async with BatchWorker(batches, factory) as worker:
+            waiting = asyncio.create_task(worker.wait(LOCAL_USER, batch.id))
+            while not waiting.done():
+                current = await asyncio.to_thread(batches.get, LOCAL_USER, batch.id)
+                bar.update(task, completed=_ended(current), counts=_counts(current))
+                await asyncio.wait({waiting}, timeout=0.25)
+            waiting.result()
+        final = await asyncio.to_thread(batches.get, LOCAL_USER, batch.id)
+        bar.update(task, completed=_ended(final), counts=_counts(final))
+    return final
+
+
+def _ended(batch: Batch) -> int:
+    return sum(batch.counts[s] for s in ("succeeded", "failed", "cancelled"))
+
+
+def _counts(batch: Batch) -> str:
+    return " ".join(f"{status} {n}" for status, n in batch.counts.items() if n)
+
+
+@batch_app.command()
+def status(batch_id: BatchId, as_json: AsJson = False, workspace: Workspace = Path("."), db: Db = None) -> None:
+    """A batch's status and its item counts per status."""
+    batches = open_batches(workspace, db)
+    batch = guarded(lambda: batches.get(LOCAL_USER, batch_id))
+    typer.echo(json.dumps(batch.to_dict(), ensure_ascii=False) if as_json else batch.render())
+
+
+@batch_app.command()
+def items(
+    batch_id: BatchId,
+    status: Annotated[
+        str | None, typer.Option("--status", help="queued, running, succeeded, failed, cancelled")
+    ] = None,
+    offset: Annotated[int, typer.Option("--offset", min=0)] = 0,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 100,
+    as_json: AsJson = False,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """A page of a batch's items, optionally of one status."""
+    batches = open_batches(workspace, db)
+    rows = guarded(lambda: batches.items(LOCAL_USER, batch_id, status=status, offset=offset, limit=limit))  # pyright: ignore[reportArgumentType]
+    if as_json:
+        typer.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
+        return
+    for row in rows:
+        data = row.to_dict()
+        summary = (data.get("summary") or data.get("error") or "").replace("\n", " ")[:80]
+        typer.echo(f"{data['key']}\t{data['status']}\t{data['attempts']}\t{summary}")
+
+
+@batch_app.command()
+def pause(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None) -> None:
+    """No new items start; running ones finish."""
+    batches = open_batches(workspace, db)
+    typer.echo(guarded(lambda: batches.pause(LOCAL_USER, batch_id)).render())
+
+
+@batch_app.command()
+def resume(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None) -> None:
+    """Let a paused batch start items again (a worker runs them)."""
+    batches = open_batches(workspace, db)
+    typer.echo(guarded(lambda: batches.resume(LOCAL_USER, batch_id)).render())
+
+
+@batch_app.command()
+def cancel(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None) -> None:
+    """Cancel for good: queued items never start, running ones are stopped, even across restarts."""
+    batches = open_batches(workspace, db)
+    typer.echo(guarded(lambda: batches.cancel(LOCAL_USER, batch_id)).render())
+
+
+@batch_app.command()
+def retry(
+    batch_id: BatchId,
+    key: Annotated[str | None, typer.Option("--key", help="Retry this failed item only.")] = None,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """Queue failed items again: all of them, or one with --key."""
+    batches = open_batches(workspace, db)
+    count = guarded(lambda: batches.retry(LOCAL_USER, batch_id, key))
+    typer.echo(f"{count} item(s) queued again; a worker runs them.")
+
+
+@batch_app.command()
+def export(
+    batch_id: BatchId,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """Results as JSON Lines: key, status, attempts, summary, artifacts, usage, acceptance."""
+    batches = open_batches(workspace, db)
+    guarded(lambda: batches.get(LOCAL_USER, batch_id))
+    if output is None:
+        _write_rows(batches, batch_id, sys.stdout.write)
+        return
+    partial = output.with_name(output.name + ".partial")
+    with partial.open("w", encoding="utf-8") as out:
+        _write_rows(batches, batch_id, out.write)
+    partial.replace(output)
+
+
+def _write_rows(batches: Batches, batch_id: str, write: Callable[[str], Any]) -> None:
+    for row in guarded(lambda: batches.export_rows(LOCAL_USER, batch_id)):
+        write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+@batch_app.command()
+def worker(
+    model: Model = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Items this process runs at once.")] = 500,
+    workspace: Workspace = Path("."),
+    agents: Agents = None,
+    allow_commands: AllowCommands = False,
+    db: Db = None,
+) -> None:
+    """Run queued and interrupted items of every batch, here or on any machine sharing the database,
+    until stopped (Ctrl-C or SIGTERM)."""
+    import signal
+
+    from ..batch import BatchWorker
+
+    batches = open_batches(workspace, db)
+    factory = runner_factory(workspace, model=model, agents=agents or [], allow_commands=allow_commands)
+
+    async def serve() -> None:
+        async with BatchWorker(batches, factory, concurrency=concurrency) as running:
+            loop = asyncio.get_running_loop()
+            stopping: list[asyncio.Task[None]] = []
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, lambda: stopping.append(asyncio.create_task(running.stop())))
+            typer.echo("Batch worker running; Ctrl-C stops it (interrupted items run again later).", err=True)
+            await running.serve_forever()
+
+    asyncio.run(serve())

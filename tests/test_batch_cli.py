@@ -1,0 +1,164 @@
+"""`delegate batch ...` through the real CLI, with the items' model on a loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.loopback_openai import OpenAIServer, Reply
+
+
+def env_for(base_url: str, db: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env["OPENAI_BASE_URL"] = base_url
+    if db:
+        env["DELEGATE_DB"] = db
+    return env
+
+
+def delegate(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "delegate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def write_items(path: Path, count: int, **extra: Any) -> Path:
+    with path.open("w") as out:
+        for i in range(count):
+            out.write(json.dumps({"key": f"item-{i}", "prompt": f"summarise item {i}", **extra}) + "\n")
+    return path
+
+
+def completing(latency: float = 0.0):
+    def answer(body: dict[str, Any]) -> Reply:
+        if latency:
+            time.sleep(latency)
+        user = next(m for m in body["messages"] if m["role"] == "user")
+        return Reply(
+            tool_calls=[("complete", {"summary": f"done: {user['content'][:40]}"})],
+            prompt_tokens=12,
+            completion_tokens=3,
+        )
+
+    return answer
+
+
+def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Path) -> None:
+    items = write_items(tmp_path / "items.jsonl", 25, acceptance_criteria=["file:nothing.md exists"])
+    with OpenAIServer(completing()) as server:
+        env = env_for(server.base_url)
+        done = delegate(
+            ["batch", "submit", str(items), "--type", "explore", "--model", "openai:m", "--max-running", "5"],
+            env,
+            tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        batch_id = done.stdout.strip().splitlines()[-1]
+        status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
+        exported = delegate(["batch", "export", batch_id], env, tmp_path).stdout.splitlines()
+    assert status["status"] == "completed"
+    assert status["counts"]["succeeded"] == 25
+    rows = [json.loads(line) for line in exported]
+    assert sorted(r["key"] for r in rows) == sorted(f"item-{i}" for i in range(25))
+    row = rows[0]
+    assert set(row) >= {"key", "status", "attempts", "summary", "artifacts", "usage", "acceptance"}
+    assert row["status"] == "succeeded" and row["attempts"] == 1
+    assert row["summary"].startswith("done: summarise item")
+    assert row["acceptance"][0]["result"] == "does not hold"  # a verdict, kept apart from the status
+    assert row["usage"]["input_tokens"] == 12
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"key": "a", "prompt": "p"}', "not json"], ":2: not valid JSON"),
+        (['{"key": "a", "prompt": "p"}', '{"key": "a", "prompt": "q"}'], "duplicate"),
+        (['{"key": "a", "prompt": ""}'], "prompt"),
+    ],
+)
+def test_bad_items_exit_2_and_store_nothing(tmp_path: Path, lines: list[str], message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    env = env_for("http://127.0.0.1:9/v1")
+    done = delegate(["batch", "submit", str(path), "--type", "explore", "--detach"], env, tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr.lower() or message in done.stderr
+    from delegate._store import Store
+    from delegate.batch import Batches
+
+    assert Batches(Store.for_workspace(tmp_path)).list_batches("default") == []
+
+
+def test_unknown_type_and_unknown_batch_exit_2(tmp_path: Path) -> None:
+    env = env_for("http://127.0.0.1:9/v1")
+    items = write_items(tmp_path / "items.jsonl", 2)
+    done = delegate(["batch", "submit", str(items), "--type", "nope", "--detach"], env, tmp_path)
+    assert done.returncode == 2 and "nope" in done.stderr
+    done = delegate(["batch", "status", "b_missing"], env, tmp_path)
+    assert done.returncode == 2 and "no batch 'b_missing'" in done.stderr
+
+
+def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_path: Path) -> None:
+    items = write_items(tmp_path / "items.jsonl", 240)
+    with OpenAIServer(completing(latency=0.15)) as server:
+        env = env_for(server.base_url)
+        done = delegate(
+            [
+                "batch",
+                "submit",
+                str(items),
+                "--type",
+                "explore",
+                "--model",
+                "openai:m",
+                "--detach",
+                "--max-running",
+                "12",
+                "--max-live",
+                "16",
+            ],
+            env,
+            tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        batch_id = done.stdout.strip().splitlines()[-1]
+
+        def succeeded() -> int:
+            status = delegate(["batch", "status", batch_id, "--json"], env, tmp_path)
+            return int(json.loads(status.stdout)["counts"]["succeeded"])
+
+        worker_args = [sys.executable, "-m", "delegate", "batch", "worker", "--model", "openai:m"]
+        log = (tmp_path / "worker.log").open("ab")
+        for round_ in range(3):
+            worker = subprocess.Popen(worker_args, cwd=tmp_path, env=env, stdout=log, stderr=log)
+            deadline = time.monotonic() + 60
+            while succeeded() < 40 * (round_ + 1) and time.monotonic() < deadline:
+                time.sleep(0.3)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=10)
+        worker = subprocess.Popen(worker_args, cwd=tmp_path, env=env, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
+                if status["status"] in ("completed", "failed", "cancelled"):
+                    break
+                time.sleep(0.5)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
+            log.close()
+        rows = [json.loads(line) for line in delegate(["batch", "export", batch_id], env, tmp_path).stdout.splitlines()]
+        assert server.max_in_flight <= 12
+    assert status["status"] == "completed", status
+    assert status["counts"]["succeeded"] == 240
+    assert len(rows) == 240 and len({r["key"] for r in rows}) == 240
+    assert all(r["status"] == "succeeded" for r in rows)
