@@ -3,8 +3,8 @@
 #   bash scripts/test.sh              # all of it
 #   bash scripts/test.sh -k batch     # extra arguments go to pytest
 # Makes .venv (Python 3.11+), installs the package with its dev extras, starts a throwaway
-# PostgreSQL server on loopback for the scale-out tests (installing Debian's postgresql when run as
-# root and it is missing), then runs ruff, pyright and pytest. Stops the server on exit.
+# PostgreSQL server on loopback for the scale-out tests and installs Debian's chromium for the web
+# page tests (as root, when missing), then runs ruff, pyright and pytest. Stops the server on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,15 +18,22 @@ pip_install -e '.[dev]'
 
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 
-start_postgres() {
-  if [ -z "$(pg_bin)" ]; then
-    if [ "$(id -u)" != 0 ]; then
-      echo "PostgreSQL is not installed and this is not root: the PostgreSQL tests will be skipped." >&2
-      return 0
-    fi
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+apt_updated=
+apt_install() {  # Debian packages, when we are root and they are missing
+  if [ "$(id -u)" != 0 ]; then
+    echo "Not root: cannot install $*; the tests that need it will be skipped." >&2
+    return 0
   fi
+  if [ -z "$apt_updated" ]; then
+    apt-get update -qq >/dev/null
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+start_postgres() {
+  [ -n "$(pg_bin)" ] || apt_install postgresql
+  [ -n "$(pg_bin)" ] || return 0
   local bin data port run_as
   bin=$(pg_bin)
   data=$(mktemp -d /tmp/delegate-pg.XXXXXX)
@@ -49,6 +56,9 @@ start_postgres() {
 if [ -z "${DELEGATE_TEST_PG:-}" ]; then
   start_postgres
 fi
+# The web page is tested in Debian's headless Chromium, driven by Python's playwright (which must
+# not download a browser of its own).
+[ -x /usr/bin/chromium ] || apt_install chromium
 
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
