@@ -162,3 +162,45 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
     assert status["counts"]["succeeded"] == 240
     assert len(rows) == 240 and len({r["key"] for r in rows}) == 240
     assert all(r["status"] == "succeeded" for r in rows)
+
+
+def test_a_lead_submits_a_batch_that_a_worker_then_runs(tmp_path: Path) -> None:
+    from delegate.subagents import LEAD_INSTRUCTIONS
+
+    def answer(body: dict[str, Any]) -> Reply:
+        system = body["messages"][0]["content"]
+        if system.startswith(LEAD_INSTRUCTIONS):
+            if body["messages"][-1]["role"] == "user":
+                items = [{"key": f"k{i}", "prompt": f"look at {i}"} for i in range(5)]
+                names = {t["function"]["name"] for t in body["tools"]}
+                assert {"batch_task", "batch_status", "cancel_batch"} <= names
+                return Reply(tool_calls=[("batch_task", {"title": "five", "subagent_type": "explore", "items": items})])
+            return Reply(content=body["messages"][-1]["content"])
+        return Reply(tool_calls=[("complete", {"summary": "looked"})])
+
+    with OpenAIServer(answer) as server:
+        env = env_for(server.base_url)
+        done = delegate(["run", "fan out five", "--model", "openai:m", "--json"], env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        final = json.loads(done.stdout)["final"]
+        assert "accepted with 5 items" in final and "survives restarts" in final
+        assert "`delegate batch worker` runs it" in done.stderr
+        batch_id = final.split()[1]
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "delegate", "batch", "worker", "--model", "openai:m"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
+                if status["status"] == "completed":
+                    break
+                time.sleep(0.3)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
+    assert status["counts"]["succeeded"] == 5

@@ -28,6 +28,7 @@ from .tools import Tool, ToolContext, builtin_tools
 
 if TYPE_CHECKING:
     from ._store import Store
+    from .batch import Batches
 
 
 @dataclass(kw_only=True)
@@ -87,6 +88,7 @@ class Runtime:
         permitted_subagents: Sequence[str] | None = None,
         builtin_subagents: bool = True,
         task_tool: bool = True,
+        batch_tools: bool | None = None,
         compaction: Compaction | None = None,
         store: Store | str | bool | None = None,
         sinks: Iterable[EventSink] = (),
@@ -116,6 +118,8 @@ class Runtime:
         self.max_subagents = max_subagents
         self.permitted_subagents = permitted_subagents
         self.task_tool = task_tool
+        self.batch_tools = batch_tools
+        """Offer the lead `batch_task`, `batch_status`, `cancel_batch`: None means when there is a store."""
         self.compaction = compaction
         self.sinks = list(sinks)
         self.user_id = user_id
@@ -124,6 +128,7 @@ class Runtime:
         self.heartbeat_interval = heartbeat_interval
         self._store_option = store
         self._store: Store | None = None
+        self._batches: Batches | None = None
 
     # -- models and store -------------------------------------------------------------------
 
@@ -216,6 +221,7 @@ class Runtime:
         runner = self._runner(ctx, lead_model, [t.name for t in lead_tools])
         if self.task_tool and len(self.catalogue):
             lead_tools.append(self._task_tool(runner))
+        lead_tools += self._batch_tools()
         spec = AgentSpec(
             name="lead",
             instructions=self._lead_instructions(),
@@ -317,6 +323,20 @@ class Runtime:
         visible = self.catalogue.visible(allow_commands=allow, permitted=self.permitted_subagents)
         hidden = [] if allow else [d.name for d in self.catalogue.definitions.values() if d.requires_commands]
         return task_tool(runner, visible, max_parallel=self.max_parallel or 0, command_types=hidden)
+
+    def _batch_tools(self) -> list[Tool]:
+        wanted = self.batch_tools if self.batch_tools is not None else self._store_option is not False
+        store = self.store if wanted else None
+        if store is None:
+            return []
+        from .batch import Batches, batch_tools
+
+        if self._batches is None:
+            self._batches = Batches(store)
+        visible = self.catalogue.visible(
+            allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents
+        )
+        return batch_tools(self._batches, known_types=visible.names())
 
     def _lead_instructions(self) -> str:
         if self.instructions:

@@ -86,6 +86,8 @@ def run(
     except UserError as exc:
         fail(str(exc))
     live = not as_json and sys.stdout.isatty()
+    batches: list[dict[str, Any]] = []
+    runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
     try:
         if live:
             from ._render import run_live
@@ -97,6 +99,12 @@ def run(
         fail(str(exc))
     except KeyboardInterrupt:
         fail("cancelled", 1)
+    for batch in batches:
+        typer.echo(
+            f"Batch {batch['batch_id']} ({batch['items']} items) was submitted; `delegate batch worker` runs it "
+            f"and `delegate batch status {batch['batch_id']}` follows it.",
+            err=True,
+        )
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
     elif not live:
