@@ -24,9 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ._errors import UserError
 from .models import Model
-
-READ_ONLY_TOOLS = ("read_file", "list_dir", "find_files", "grep")
-"""The tools of the `explore` type: read-only by construction of its tool set."""
+from .tools import READ_ONLY_TOOLS
 
 NEVER_INHERITED = frozenset(
     {"task", "batch_task", "batch_status", "cancel_batch", "ask_user", "present_files"}
