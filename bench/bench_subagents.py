@@ -63,9 +63,7 @@ async def one_run(root: Path, n: int, latency: float, store: bool) -> float:
     start = time.perf_counter()
     result = await rt.run("fan out")
     elapsed = time.perf_counter() - start
-    assert len(result.subagents) == n and all(s.status == "completed" for s in result.subagents), (
-        result.final[:200]
-    )
+    assert len(result.subagents) == n and all(s.status == "completed" for s in result.subagents), result.final[:200]
     return elapsed
 
 
@@ -102,9 +100,7 @@ async def loop_turns_bare(root: Path, turns: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()

@@ -33,9 +33,7 @@ class Reply:
     """One assistant turn. A tool call's arguments given as a `str` are sent verbatim (may be bad JSON)."""
 
     content: str = ""
-    tool_calls: list[tuple[str, dict[str, Any] | str]] = field(
-        default_factory=list[tuple[str, dict[str, Any] | str]]
-    )
+    tool_calls: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list[tuple[str, dict[str, Any] | str]])
     prompt_tokens: int = 10
     completion_tokens: int = 5
     cached_tokens: int = 0
@@ -131,9 +129,7 @@ class OpenAIServer:
         handler = type("Handler", (_Handler,), {"owner": self})
         httpd = _Server(("127.0.0.1", 0), handler)
         self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 
@@ -196,9 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body: dict[str, Any] = json.loads(raw)
         except ValueError:
-            self._send_json(
-                400, {"error": {"message": "request body is not JSON", "type": "invalid_request"}}
-            )
+            self._send_json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request"}})
             return
         owner = self.owner
         owner._enter(body, {k.lower(): v for k, v in self.headers.items()})
@@ -220,13 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- answers --
 
     def _send_fault(self, fault: Fault) -> None:
-        kind = (
-            "rate_limit_exceeded"
-            if fault.status == 429
-            else "server_error"
-            if fault.status >= 500
-            else "error"
-        )
+        kind = "rate_limit_exceeded" if fault.status == 429 else "server_error" if fault.status >= 500 else "error"
         headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
         payload = {"error": {"message": fault.message, "type": kind, "code": kind, "param": None}}
         self._send_json(fault.status, payload, headers)
@@ -251,9 +239,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body.get("model") or self.owner.model,
-                "choices": [
-                    {"index": 0, "message": message, "finish_reason": _finish(reply), "logprobs": None}
-                ],
+                "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply), "logprobs": None}],
                 "usage": _usage(reply),
             },
         )

@@ -70,9 +70,7 @@ async def test_a_reply_without_tool_calls_is_the_final_answer(tmp_path: Path) ->
 async def test_tool_results_come_back_in_call_order_and_usage_is_summed(tmp_path: Path) -> None:
     model = ScriptedModel(
         [
-            respond(
-                [("slow", {"seconds": 0.05}), ("add", {"a": 2, "b": 3})], input_tokens=7, output_tokens=3
-            ),
+            respond([("slow", {"seconds": 0.05}), ("add", {"a": 2, "b": 3})], input_tokens=7, output_tokens=3),
             reply("5"),
         ]
     )
@@ -111,9 +109,7 @@ async def test_failures_become_error_results_the_model_reads(tmp_path: Path) -> 
 async def test_malformed_tool_arguments_are_reported_to_the_model(tmp_path: Path) -> None:
     from delegate import ToolCallPart
 
-    bad = ModelResponse(
-        parts=[ToolCallPart(id="c1", name="add", raw_arguments='{"a": 1,')], stop_reason="tool_use"
-    )
+    bad = ModelResponse(parts=[ToolCallPart(id="c1", name="add", raw_arguments='{"a": 1,')], stop_reason="tool_use")
     model = ScriptedModel([bad, reply("ok")])
     await run_agent(spec(model, [add]), make_ctx(tmp_path), [Message.user("go")])
     result = model.requests[1].messages[-1].tool_results[0]

@@ -26,9 +26,7 @@ from ._errors import UserError
 from .models import Model
 from .tools import READ_ONLY_TOOLS
 
-NEVER_INHERITED = frozenset(
-    {"task", "batch_task", "batch_status", "cancel_batch", "ask_user", "present_files"}
-)
+NEVER_INHERITED = frozenset({"task", "batch_task", "batch_status", "cancel_batch", "ask_user", "present_files"})
 """Tools a subagent does not get by inheriting its parent's set. `task` is never given at all (no
 nesting); `ask_user` and `present_files` only when a definition lists them explicitly."""
 
@@ -71,9 +69,7 @@ class Subagent:
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
-            raise UserError(
-                f"subagent name {self.name!r} is not valid: use letters, digits, '-' and '_' (at most 64)"
-            )
+            raise UserError(f"subagent name {self.name!r} is not valid: use letters, digits, '-' and '_' (at most 64)")
         if self.max_steps < 1:
             raise UserError(f"subagent {self.name!r}: max_steps must be at least 1")
         if self.timeout is not None and self.timeout <= 0:

@@ -23,9 +23,7 @@ from .models import Model, ModelRequest, ModelResponse
 from .tools import Tool, ToolContext, ToolReturn
 
 AgentStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
-EndReason = Literal[
-    "final_answer", "stop_tool", "max_steps", "token_budget", "timeout", "cancelled", "model_error"
-]
+EndReason = Literal["final_answer", "stop_tool", "max_steps", "token_budget", "timeout", "cancelled", "model_error"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -178,9 +176,7 @@ async def _ask(model: Model, ctx: ToolContext, request: ModelRequest, state: _St
     return response
 
 
-async def _next_step(
-    response: ModelResponse, tools: dict[str, Tool], ctx: ToolContext, state: _State
-) -> Step:
+async def _next_step(response: ModelResponse, tools: dict[str, Tool], ctx: ToolContext, state: _State) -> Step:
     state.messages.append(Message(role="assistant", parts=list(response.parts)))
     calls = response.tool_calls
     if not calls:
@@ -204,9 +200,7 @@ async def _call_tool(
     returned: ToolReturn | None = None
     try:
         returned = await _invoke(call, tools, ctx)
-        part = ToolResultPart(
-            tool_call_id=call.id, name=call.name, content=returned.content, keep=returned.keep
-        )
+        part = ToolResultPart(tool_call_id=call.id, name=call.name, content=returned.content, keep=returned.keep)
     except ToolError as exc:
         part = ToolResultPart(tool_call_id=call.id, name=call.name, content=f"Error: {exc}", is_error=True)
     except Exception as exc:  # a tool's crash is the model's to handle, never the loop's

@@ -66,9 +66,7 @@ class ToolResultPart:
     kind: Literal["tool_result"] = "tool_result"
 
 
-Part = Annotated[
-    TextPart | MediaPart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="kind")
-]
+Part = Annotated[TextPart | MediaPart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="kind")]
 
 Role = Literal["user", "assistant", "tool"]
 

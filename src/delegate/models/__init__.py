@@ -33,9 +33,7 @@ def resolve_model(spec: str | Model | None) -> Model:
         return OpenAIModel(name)
     if provider == "anthropic":
         if not name:
-            raise UserError(
-                "model 'anthropic:' needs a model name, for example 'anthropic:claude-sonnet-4-5'"
-            )
+            raise UserError("model 'anthropic:' needs a model name, for example 'anthropic:claude-sonnet-4-5'")
         from ._anthropic import AnthropicModel
 
         return AnthropicModel(name)

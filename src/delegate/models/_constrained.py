@@ -60,9 +60,7 @@ def constrained_instructions(tools: list[ToolSpec]) -> str:
         "You will get the tool's result in the next message. Available tools:",
     ]
     for spec in tools:
-        parameters = json.dumps(
-            spec.parameters.get("properties", {}), ensure_ascii=False, separators=(",", ":")
-        )
+        parameters = json.dumps(spec.parameters.get("properties", {}), ensure_ascii=False, separators=(",", ":"))
         lines.append(f"- {spec.name}: {spec.description.strip()} Arguments: {parameters}")
     final = json.dumps({"tool": FINAL_ANSWER, "arguments": {"text": "<your answer>"}})
     lines.append(f"When you are done, answer with {final}.")

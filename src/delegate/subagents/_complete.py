@@ -46,9 +46,7 @@ def validate_paths(workspace: Workspace, paths: list[str]) -> tuple[list[Artifac
         except OSError:
             skipped.append(Skipped(path=claimed, reason="does not exist"))
             continue
-        kind = (
-            "symlink" if stat.S_ISLNK(link.st_mode) else "directory" if stat.S_ISDIR(info.st_mode) else "file"
-        )
+        kind = "symlink" if stat.S_ISLNK(link.st_mode) else "directory" if stat.S_ISDIR(info.st_mode) else "file"
         artifacts.append(
             Artifact(
                 path=key,
@@ -66,9 +64,7 @@ def _complete(
     summary: Annotated[str, Field(description="What you did and found: short, specific, with key results.")],
     paths: Annotated[
         list[str],
-        Field(
-            description="Files you wrote for the delegating agent to read (workspace-relative or absolute)."
-        ),
+        Field(description="Files you wrote for the delegating agent to read (workspace-relative or absolute)."),
     ] = [],  # noqa: B006 - pydantic copies defaults
 ) -> ToolReturn:
     artifacts, skipped = validate_paths(ctx.workspace, paths)

@@ -33,9 +33,7 @@ from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 ContextMode = Literal["isolated", "snapshot"]
 CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
 MAX_PROMPTS = 100
-_ARGUMENTS = frozenset(
-    {"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria"}
-)
+_ARGUMENTS = frozenset({"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria"})
 
 
 class SubagentRunner:
@@ -172,9 +170,7 @@ class SubagentRunner:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
             spec = AgentSpec(
                 name=definition.name,
-                instructions=_system_prompt(
-                    definition, criteria=bool(criteria), snapshot=snapshot is not None
-                ),
+                instructions=_system_prompt(definition, criteria=bool(criteria), snapshot=snapshot is not None),
                 model=model,
                 tools=tools,
                 max_steps=definition.max_steps,
