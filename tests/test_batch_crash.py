@@ -147,3 +147,15 @@ def test_two_workers_share_one_batch_within_its_caps(batches: Batches, workers: 
     assert len(runs) == 200
     assert most_at_once(list(runs.values())) <= 12
     assert {pid for _, _, pid in runs} == {first.pid, second.pid}
+
+
+def test_a_killed_worker_not_yet_reaped_counts_as_gone() -> None:
+    from delegate.batch._engine import _process_gone  # pyright: ignore[reportPrivateUsage]
+
+    process = subprocess.Popen(["sleep", "30"])
+    assert not _process_gone(process.pid)
+    process.send_signal(signal.SIGKILL)
+    wait_until(lambda: Path(f"/proc/{process.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z")
+    assert _process_gone(process.pid)  # a zombie: its claims can be taken back at once
+    process.wait()
+    assert _process_gone(process.pid)

@@ -2,7 +2,8 @@
 
 This is the only module that imports `dbos`, and it imports it lazily (about 0.3 s), when a worker
 starts. DBOS keeps one global instance per process (dbos-transact-py #542), so this module owns it:
-one `BatchWorker` per process launches DBOS, and stopping it destroys DBOS again.
+one `BatchWorker` per process launches DBOS (on the worker's event loop, so DBOS runs our workflows
+there), and stopping it destroys DBOS and gives the loop back the default executor DBOS replaced.
 
 Why one DBOS workflow per (batch, worker) session, and not one per item
 -----------------------------------------------------------------------
@@ -24,6 +25,11 @@ this over one DBOS workflow per item because:
 - Latency: DBOS queues are polled (1 s by default), which kept a batch of 20 ms items at 29
   running. Our workers are woken in-process when a result is stored or a batch changes, and poll
   the database only for changes made by other processes (`poll_interval`).
+
+- Escapes: in DBOS 3.4, recovery and `resume_workflow` without `queue_name` re-enqueue a workflow on
+  DBOS's internal queue, outside its own queue's concurrency limit (`_recovery.py`,
+  `SystemDatabase.resume_workflows`), and `register_queue` needs a launched DBOS. Caps kept in our
+  claim transaction do not depend on any of that.
 
 What DBOS gives us: the durable record of every serving session (PENDING while it runs, SUCCESS with
 why it ended: finished, paused, cancelled, stopped), recovery of a session when a worker with a
@@ -451,7 +457,7 @@ class BatchWorker:
     # -- liveness -------------------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        interval = min(self.heartbeat_ttl / 3, 5.0)
+        interval = min(self.heartbeat_ttl / 3, 2.0)
         while not self._stopping:
             await asyncio.sleep(interval)
             try:
@@ -530,13 +536,18 @@ def _host_identity() -> str:
 
 
 def _process_gone(pid: int) -> bool:
+    """True when no process `pid` runs here: none at all, or a zombie (killed, not yet reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
         return False
-    return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _log(message: str) -> None:

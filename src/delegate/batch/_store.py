@@ -103,6 +103,7 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
         sa.Column("started_at", text, nullable=True),
         sa.Column("finished_at", text, nullable=True),
         sa.UniqueConstraint("batch_id", "key", name="batch_items_key"),
+        sa.Index("batch_items_by_seq", "batch_id", "seq"),
         sa.Index("batch_items_by_status", "batch_id", "status", "seq"),
         sa.Index("batch_items_by_owner", "lease_owner"),
     )
