@@ -246,17 +246,7 @@ class WorkQueue:
             ).all()
             chosen = [*retries, *queued]
             if chosen:
-                conn.execute(
-                    ITEMS.update()
-                    .where(ITEMS.c.id.in_([r.id for r in chosen]))
-                    .values(
-                        status="running",
-                        lease_owner=worker_id,
-                        attempts=ITEMS.c.attempts + 1,
-                        started_at=now_text,
-                        not_before=None,
-                    )
-                )
+                conn.execute(_START, {"ids": [r.id for r in chosen], "owner": worker_id, "now": now_text})
         claimed = [
             ClaimedItem(
                 id=r.id,
@@ -282,15 +272,7 @@ class WorkQueue:
         ids = [r.item_id for r in results]
         with self.store.write() as conn:
             # Lock the rows first (PostgreSQL), so what this reads still holds when it writes.
-            held = {
-                row.id: row
-                for row in conn.execute(
-                    sa.select(ITEMS.c.id, ITEMS.c.attempts, ITEMS.c.failures, BATCHES.c.max_attempts)
-                    .join(BATCHES, BATCHES.c.id == ITEMS.c.batch_id)
-                    .where(ITEMS.c.id.in_(ids), ITEMS.c.status == "running", ITEMS.c.lease_owner == worker_id)
-                    .with_for_update(of=ITEMS)
-                )
-            }
+            held = {row.id: row for row in conn.execute(_HELD, {"ids": ids, "owner": worker_id})}
             outcome: list[StoredStatus | None] = []
             updates: list[dict[str, Any]] = []
             for result in results:
@@ -386,6 +368,29 @@ def _release(conn: Connection, owners: list[str], *, interrupted: bool) -> set[s
     return batch_ids
 
 
+# Statements run for every item, built once, with expanding parameters for their id lists.
+_START = (
+    ITEMS.update()
+    .where(ITEMS.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .values(
+        status="running",
+        lease_owner=sa.bindparam("owner"),
+        attempts=ITEMS.c.attempts + 1,
+        started_at=sa.bindparam("now"),
+        not_before=None,
+    )
+)
+_HELD = (
+    sa.select(ITEMS.c.id, ITEMS.c.attempts, ITEMS.c.failures, BATCHES.c.max_attempts)
+    .join(BATCHES, BATCHES.c.id == ITEMS.c.batch_id)
+    .where(
+        ITEMS.c.id.in_(sa.bindparam("ids", expanding=True)),
+        ITEMS.c.status == "running",
+        ITEMS.c.lease_owner == sa.bindparam("owner"),
+    )
+    .with_for_update(of=ITEMS)
+)
+"""The items an attempt's worker still holds; locked (PostgreSQL) so they stay so until stored."""
 _STORE_RESULT = (
     ITEMS.update()
     .where(ITEMS.c.id == sa.bindparam("b_id"))
