@@ -29,6 +29,18 @@ def runtime(tmp_path: Path, model: Any, **kw: Any) -> Runtime:
     return Runtime(model=model, workspace=tmp_path, **kw)
 
 
+def delegating(task: dict[str, Any], subagent: Any, *, name: str = "test:function") -> FunctionModel:
+    """A lead that makes one `task` call with `task` as arguments and then answers "ok"; every
+    subagent request is answered by `subagent` (a function of the request, or a fixed response)."""
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            return call("task", **task) if len(request.messages) == 1 else reply("ok")
+        return subagent(request) if callable(subagent) else subagent
+
+    return FunctionModel(answer, name=name)
+
+
 def writer(request: ModelRequest) -> ModelResponse:
     """A subagent that writes the file its prompt names, then completes with it."""
     if request.messages[-1].role == "user":
@@ -61,16 +73,8 @@ async def test_a_lead_fans_out_and_gets_results_in_prompt_order(tmp_path: Path) 
 
 
 async def test_subagents_see_only_their_prompt_and_never_get_task(tmp_path: Path) -> None:
-    model = FunctionModel(
-        lambda r: (
-            (
-                call("task", subagent_type="general-purpose", description="d", prompt="sub job")
-                if len(r.messages) == 1
-                else reply("ok")
-            )
-            if is_lead(r)
-            else call("complete", summary="done")
-        )
+    model = delegating(
+        dict(subagent_type="general-purpose", description="d", prompt="sub job"), call("complete", summary="done")
     )
     await runtime(tmp_path, model).run("SECRET lead conversation")
     sub = [r for r in model.requests if not is_lead(r)]
@@ -82,16 +86,8 @@ async def test_subagents_see_only_their_prompt_and_never_get_task(tmp_path: Path
 
 
 async def test_explore_is_read_only_by_its_tool_set(tmp_path: Path) -> None:
-    model = FunctionModel(
-        lambda r: (
-            (
-                call("task", subagent_type="explore", description="look", prompt="find x")
-                if len(r.messages) == 1
-                else reply("ok")
-            )
-            if is_lead(r)
-            else call("complete", summary="found")
-        )
+    model = delegating(
+        dict(subagent_type="explore", description="look", prompt="find x"), call("complete", summary="found")
     )
     await runtime(tmp_path, model).run("go")
     sub = next(r for r in model.requests if not is_lead(r))
@@ -208,16 +204,8 @@ async def test_complete_validates_paths(tmp_path: Path) -> None:
     (tmp_path / "real.md").write_text("x")
     (tmp_path / "link.md").symlink_to(tmp_path / "real.md")
     paths = ["real.md", "missing.md", "../outside.md", "real.md", "link.md"]
-    model = FunctionModel(
-        lambda r: (
-            (
-                call("task", subagent_type="general-purpose", description="d", prompt="p")
-                if len(r.messages) == 1
-                else reply("ok")
-            )
-            if is_lead(r)
-            else call("complete", summary="s", paths=paths)
-        )
+    model = delegating(
+        dict(subagent_type="general-purpose", description="d", prompt="p"), call("complete", summary="s", paths=paths)
     )
     result = await runtime(tmp_path, model).run("go")
     record = result.subagents[0]
@@ -230,17 +218,7 @@ async def test_complete_validates_paths(tmp_path: Path) -> None:
 
 
 async def test_a_subagent_that_never_completes_reports_its_last_text(tmp_path: Path) -> None:
-    model = FunctionModel(
-        lambda r: (
-            (
-                call("task", subagent_type="explore", description="d", prompt="p")
-                if len(r.messages) == 1
-                else reply("ok")
-            )
-            if is_lead(r)
-            else reply("my findings")
-        )
-    )
+    model = delegating(dict(subagent_type="explore", description="d", prompt="p"), reply("my findings"))
     result = await runtime(tmp_path, model).run("go")
     assert (result.subagents[0].summary, result.subagents[0].status) == ("my findings", "completed")
 
@@ -279,16 +257,8 @@ async def test_usage_of_subagents_rolls_up_into_the_run(tmp_path: Path) -> None:
 
 
 async def test_the_total_cap_refuses_clearly(tmp_path: Path) -> None:
-    model = FunctionModel(
-        lambda r: (
-            (
-                call("task", subagent_type="explore", description="d", prompts=["a", "b", "c"])
-                if len(r.messages) == 1
-                else reply("ok")
-            )
-            if is_lead(r)
-            else call("complete", summary="s")
-        )
+    model = delegating(
+        dict(subagent_type="explore", description="d", prompts=["a", "b", "c"]), call("complete", summary="s")
     )
     rt = runtime(tmp_path, model, max_subagents=2)
     result = await rt.run("go")
@@ -379,17 +349,8 @@ async def test_model_resolution_order(tmp_path: Path) -> None:
         ("general-purpose", "cheap-model"),
         ("pinned", "pinned-model"),
     ]
-    inherit = FunctionModel(
-        lambda r: (
-            (
-                call("task", subagent_type="explore", description="d", prompt="x")
-                if len(r.messages) == 1
-                else reply("ok")
-            )
-            if is_lead(r)
-            else call("complete", summary="s")
-        ),
-        name="lead-only",
+    inherit = delegating(
+        dict(subagent_type="explore", description="d", prompt="x"), call("complete", summary="s"), name="lead-only"
     )
     result = await runtime(tmp_path, inherit).run("go")
     assert result.subagents[0].model == "lead-only"
