@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from delegate import Event
 from delegate.batch import Batches, BatchNotFoundError, BatchStateError, ItemInput
 from delegate.batch._queue import WorkQueue
 from delegate.testing import FunctionModel, reply
@@ -30,10 +31,17 @@ from .batch_support import (
 async def test_a_batch_runs_every_item_and_keeps_its_output(batches: Batches) -> None:
     verdict = [{"criterion": "file:out/a.md non-empty", "result": "holds", "evidence": "12 bytes"}]
     runner = Runner(acceptance={"item-0": verdict})
+    events: list[Event] = []
     sub = batches.submit(USER, subagent_type="general-purpose", items=items(5), title="five", run_id="run-1")
-    async with worker(batches, runner) as w:
+    async with worker(batches, runner, emit=events.append) as w:
         batch = await finished(w, sub.batch.id)
+        await until(lambda: any(e.type == "batch.completed" for e in events))
     assert batch.status == "completed"
+    item_events = [e for e in events if e.type == "batch.item"]
+    assert sorted(e.data["key"] for e in item_events) == [f"item-{i}" for i in range(5)]
+    assert {(e.run_id, e.agent_id, e.data["status"]) for e in item_events} == {
+        ("run-1", f"batch:{batch.id}", "succeeded")
+    }
     assert batch.counts == {"queued": 0, "running": 0, "succeeded": 5, "failed": 0, "cancelled": 0}
     assert batch.finished_at is not None
     first = batches.item(USER, batch.id, "item-0")
@@ -219,3 +227,11 @@ async def test_a_stopped_worker_gives_its_items_back_and_the_next_one_finishes_t
         batch = await finished(w, sub.batch.id)
     assert batch.counts["succeeded"] == 4
     assert {i.attempts for i in batches.items(USER, sub.batch.id)} == {2}
+
+
+async def test_cancelling_a_batch_that_has_ended_changes_nothing(batches: Batches) -> None:
+    sub = batches.submit(USER, subagent_type="t", items=items(2))
+    async with worker(batches, Runner()) as w:
+        await finished(w, sub.batch.id)
+    batch = batches.cancel(USER, sub.batch.id)
+    assert (batch.status, batch.counts["succeeded"]) == ("completed", 2)

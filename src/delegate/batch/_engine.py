@@ -447,8 +447,14 @@ class BatchWorker:
         for entry, status in zip(done, statuses, strict=True):
             entry.serving.wake.set()
             if status is not None:
-                data = {"batch_id": entry.serving.info.id, "key": entry.item.key, "status": status}
-                self._event(entry.serving.info, "batch.item", data | {"attempt": entry.item.attempt})
+                data = {
+                    "batch_id": entry.serving.info.id,
+                    "key": entry.item.key,
+                    "status": "queued" if status == "waiting" else status,
+                    "attempt": entry.item.attempt,
+                    "retrying": status == "waiting",
+                }
+                self._event(entry.serving.info, "batch.item", data)
         self._wake.set()
 
     def _backoff(self, failures: int) -> float:

@@ -347,6 +347,7 @@ class Batches:
 
     def cancel(self, user_id: str, batch_id: str) -> Batch:
         """Cancel for good: queued items never start, running ones are stopped and marked cancelled.
+        Cancelling a batch that has already ended changes nothing.
 
         The cancellation is written before any worker hears of it, so a restart cannot revive
         them, and a late result of a cancelled item is discarded.
@@ -354,7 +355,10 @@ class Batches:
         now = iso(utcnow())
         with self.store.write() as conn:
             row = _owned(conn, user_id, batch_id, lock=True)
-            if row.state != "cancelled":
+            still_open = conn.scalar(
+                sa.select(sa.func.count()).where(ITEMS.c.batch_id == batch_id, ITEMS.c.status.in_(OPEN))
+            )
+            if row.state != "cancelled" and still_open:  # a batch that has ended stays as it ended
                 conn.execute(
                     BATCHES.update()
                     .where(BATCHES.c.id == batch_id)
