@@ -105,7 +105,7 @@ async def test_explore_is_read_only_by_its_tool_set(tmp_path: Path) -> None:
         ),
         ({"subagent_type": "explore", "description": "x" * 81, "prompt": "p"}, "at most 80"),
         ({"subagent_type": "explore", "description": "d"}, "prompt is required"),
-        ({"subagent_type": "explore", "description": "d", "prompt": "p", "prompts": ["q"]}, "not both"),
+        ({"subagent_type": "explore", "description": "d", "prompts": ["q", ""]}, "prompts[1]"),
         (
             {
                 "subagent_type": "explore",
@@ -472,3 +472,11 @@ async def test_run_task_runs_one_subagent_without_a_lead(tmp_path: Path) -> None
         await rt.run_task(subagent_type="nope", prompt="p")
     with pytest.raises(UserError, match="at most 20"):
         await rt.run_task(subagent_type="explore", prompt="p", acceptance_criteria=["x"] * 21)
+
+
+async def test_with_prompts_the_prompt_is_context_shared_by_each(tmp_path: Path) -> None:
+    task = dict(subagent_type="explore", description="d", prompt="Shared rules.", prompts=["one", "two"])
+    model = delegating(task, call("complete", summary="s"))
+    await runtime(tmp_path, model).run("go")
+    kickoffs = sorted(r.messages[0].text for r in model.requests if not is_lead(r))
+    assert kickoffs == ["Shared rules.\n\none", "Shared rules.\n\ntwo"]

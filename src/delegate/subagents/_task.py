@@ -320,7 +320,10 @@ def task_tool(
                 "type": "array",
                 "items": {"type": "string"},
                 "maxItems": MAX_PROMPTS,
-                "description": "Instead of `prompt`: one subagent per prompt, run in parallel, results in order.",
+                "description": (
+                    "One subagent per prompt, run in parallel, results in order. With `prompts`, `prompt` "
+                    "(optional) is context shared by all of them, put before each."
+                ),
             },
             "context_mode": {
                 "type": "string",
@@ -413,8 +416,8 @@ def _validate(
 
 def _prompts(args: dict[str, Any]) -> list[str]:
     prompt, prompts = args.get("prompt"), args.get("prompts")
-    if prompt is not None and prompts is not None:
-        raise ToolError("give either prompt or prompts, not both")
+    if prompt is not None and not isinstance(prompt, str):
+        raise ToolError("prompt must be a string")
     if prompts is None:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ToolError("prompt is required (or prompts, a list of prompts to run in parallel)")
@@ -428,5 +431,5 @@ def _prompts(args: dict[str, Any]) -> list[str]:
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item.strip():
             raise ToolError(f"prompts[{i}] must be a non-empty string")
-        texts.append(item)
+        texts.append(f"{prompt.strip()}\n\n{item}" if prompt and prompt.strip() else item)
     return texts
