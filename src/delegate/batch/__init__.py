@@ -44,7 +44,15 @@ unique keys (at most 256 characters) and non-empty prompts; `max_running_items` 
 `max_running_items <= max_live_items`; `max_attempts` 1-10 (default 3).
 
 Caps: at most `max_running_items` items of a batch run at once, and at most `max_live_items` are
-claimed by workers (running, or waiting out a retry backoff), across every worker process.
+claimed by workers (running, or waiting out a retry backoff), across every worker process; workers
+sharing a batch each take an equal part. An attempt that ends in error, times out or aborts is
+retried after a backoff, up to the batch's `max_attempts`; a `UserError` from the runner fails the
+item at once; a failed acceptance verdict is never retried. A worker that dies (SIGKILL, lost
+machine) loses nothing: its items run again from the start elsewhere once its heartbeat lapses
+(`heartbeat_ttl`, 30 s), or at once on the same machine; each result is stored exactly once.
+
+Events (`BatchWorker(emit=...)`): `batch.item` for each stored attempt (`batch_id`, `key`, `status`,
+`attempt`, `retrying`) and `batch.completed`, with `run_id` the submitting run (or `batch-<id>`).
 
 Databases: SQLite by default (the store's file, with DBOS's system tables in `dbos.sqlite`
 beside it); with a `postgresql://` store, DBOS uses the same database, and any number of
