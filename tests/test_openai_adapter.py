@@ -568,3 +568,21 @@ def test_a_constrained_reply_that_is_not_json_is_taken_as_text() -> None:
     assert parse_constrained("Just prose.") == [TextPart(text="Just prose.")]
     [call] = parse_constrained('```json\n{"tool": "weather", "arguments": {"city": "Oslo"}}\n```')
     assert isinstance(call, ToolCallPart) and call.arguments == {"city": "Oslo"}
+
+
+async def test_a_required_tool_choice_reaches_the_server_in_both_modes(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = ToolSpec(name="look", description="Look.", parameters={"type": "object", "properties": {}})
+    request = ModelRequest(system="s", messages=[Message.user("hi")], tools=[spec], tool_choice="required")
+    with OpenAIServer(lambda body: Reply(tool_calls=[("look", {})])) as server:
+        native = OpenAIModel("m", base_url=server.base_url, api_key="k")
+        await native.complete(request)
+        await native.aclose()
+    assert server.requests[0]["tool_choice"] == "required"
+    with OpenAIServer(lambda body: Reply(content='{"tool": "look", "arguments": {}}')) as server:
+        constrained = OpenAIModel("m", base_url=server.base_url, api_key="k", constrained_tools=True)
+        response = await constrained.complete(request)
+        await constrained.aclose()
+    options = server.requests[0]["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert [o["properties"]["tool"]["const"] for o in options] == ["look"]
+    assert "final_answer" not in server.requests[0]["messages"][0]["content"]
+    assert response.tool_calls[0].name == "look"

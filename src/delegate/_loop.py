@@ -19,7 +19,7 @@ from typing import Literal, assert_never
 from ._errors import ModelError, ToolError
 from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ._usage import Usage
-from .models import Model, ModelRequest, ModelResponse
+from .models import Model, ModelRequest, ModelResponse, ToolChoice
 from .tools import Tool, ToolContext, ToolReturn
 
 AgentStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
@@ -52,6 +52,8 @@ class AgentSpec:
     token_budget: int | None = None
     max_tokens: int | None = None
     compaction: Compaction | None = None
+    first_tool_choice: ToolChoice = "auto"
+    """`required` makes the first turn call a tool: a weak model then delegates instead of answering."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -136,7 +138,11 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
         if spec.compaction is not None and state.context_tokens > spec.compaction.max_context_tokens:
             await compact(spec, ctx, state)
         request = ModelRequest(
-            system=spec.instructions, messages=list(state.messages), tools=specs, max_tokens=spec.max_tokens
+            system=spec.instructions,
+            messages=list(state.messages),
+            tools=specs,
+            max_tokens=spec.max_tokens,
+            tool_choice=spec.first_tool_choice if state.steps == 0 and specs else "auto",
         )
         response = await _ask(spec.model, ctx, request, state)
         state.steps += 1

@@ -21,7 +21,7 @@ from ._loop import AgentResult, AgentSpec, AgentStatus, Compaction, run_agent
 from ._messages import Message
 from ._usage import Usage
 from ._workspace import Workspace
-from .models import Model, resolve_model
+from .models import Model, ToolChoice, resolve_model
 from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, task_tool
 from .subagents._acceptance import parse_criteria
 from .tools import Tool, ToolContext, builtin_tools
@@ -90,6 +90,7 @@ class Runtime:
         task_tool: bool = True,
         batch_tools: bool | None = None,
         compaction: Compaction | None = None,
+        first_tool_choice: ToolChoice = "auto",
         store: Store | str | bool | None = None,
         sinks: Iterable[EventSink] = (),
         user_id: str | None = None,
@@ -121,6 +122,8 @@ class Runtime:
         self.batch_tools = batch_tools
         """Offer the lead `batch_task`, `batch_status`, `cancel_batch`: None means when there is a store."""
         self.compaction = compaction
+        self.first_tool_choice: ToolChoice = first_tool_choice
+        """`required`: the lead's first turn must call a tool (weak models then delegate, not answer)."""
         self.sinks = list(sinks)
         self.user_id = user_id
         """The owner of this runtime's runs in the store; None for local use (the CLI)."""
@@ -230,6 +233,7 @@ class Runtime:
             max_steps=self.max_steps,
             timeout=self.timeout,
             compaction=self.compaction,
+            first_tool_choice=self.first_tool_choice,
         )
         recorder.emit(
             Event(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 
 def main() -> None:
-    from . import _batch, _serve
+    from . import _batch, _demo, _serve
     from ._main import app
 
     _batch.register(app)
     _serve.register(app)
+    _demo.register(app)
     app()
 
 

@@ -141,7 +141,7 @@ def submit(
     batch = submission.batch
     if not detach:
         factory = runner_factory(workspace, model=model, agents=agents or [], allow_commands=allow_commands)
-        batch = asyncio.run(_run_to_end(batches, batch, factory))
+        batch = asyncio.run(run_to_end(batches, batch, factory))
         typer.echo(batch.render(), err=True)
     else:
         typer.echo(f"Batch {batch.id} stored with {batch.total} items; `delegate batch worker` runs it.", err=True)
@@ -150,7 +150,7 @@ def submit(
         raise typer.Exit(1)
 
 
-async def _run_to_end(batches: Batches, batch: Batch, factory: Callable[[ServeInfo], Runtime]) -> Batch:
+async def run_to_end(batches: Batches, batch: Batch, factory: Callable[[ServeInfo], Runtime]) -> Batch:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

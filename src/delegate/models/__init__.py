@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 
 from .._errors import UserError
-from ._base import Model, ModelRequest, ModelResponse, StopReason, ToolSpec
+from ._base import Model, ModelRequest, ModelResponse, StopReason, ToolChoice, ToolSpec
 
-__all__ = ["Model", "ModelRequest", "ModelResponse", "StopReason", "ToolSpec", "resolve_model"]
+__all__ = ["Model", "ModelRequest", "ModelResponse", "StopReason", "ToolChoice", "ToolSpec", "resolve_model"]
 
 PROVIDERS = ("openai", "anthropic", "local")
 

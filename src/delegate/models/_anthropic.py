@@ -176,6 +176,8 @@ class AnthropicModel:
             params["system"] = request.system
         if request.tools:
             params["tools"] = to_anthropic_tools(request.tools)
+            if request.tool_choice == "required":
+                params["tool_choice"] = {"type": "any"}
         if self.thinking is not None:
             params["thinking"] = self.thinking
         if self.prompt_cache:

@@ -18,6 +18,9 @@ class ToolSpec:
     parameters: dict[str, Any]
 
 
+ToolChoice = Literal["auto", "required"]
+
+
 @dataclass(kw_only=True, slots=True)
 class ModelRequest:
     system: str
@@ -25,6 +28,8 @@ class ModelRequest:
     tools: list[ToolSpec] = field(default_factory=list[ToolSpec])
     max_tokens: int | None = None
     temperature: float | None = None
+    tool_choice: ToolChoice = "auto"
+    """`required`: the answer must call a tool (no text-only answer)."""
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]

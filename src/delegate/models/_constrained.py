@@ -36,8 +36,9 @@ _FINAL_SCHEMA: dict[str, Any] = {
 }
 
 
-def constrained_format(tools: list[ToolSpec]) -> dict[str, Any]:
-    """A Chat Completions `response_format` (type `json_schema`) that admits one call of `tools`.
+def constrained_format(tools: list[ToolSpec], *, final: bool = True) -> dict[str, Any]:
+    """A Chat Completions `response_format` (type `json_schema`) that admits one call of `tools`
+    (and `final_answer`, unless `final` is False: the request requires a tool call).
 
     The choice is an `anyOf` (grammar builders and OpenAI's strict mode support it; `oneOf` less
     so). `"tool"` comes first in each option, so the model commits to a tool before its arguments.
@@ -45,26 +46,46 @@ def constrained_format(tools: list[ToolSpec]) -> dict[str, Any]:
     """
     defs: dict[str, Any] = {}
     options = [_option(spec.name, _hoist_defs(spec.name, spec.parameters, defs)) for spec in tools]
-    options.append(_option(FINAL_ANSWER, _FINAL_SCHEMA))
+    if final:
+        options.append(_option(FINAL_ANSWER, _FINAL_SCHEMA))
     schema: dict[str, Any] = {"anyOf": options}
     if defs:
         schema["$defs"] = defs
     return {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}}
 
 
-def constrained_instructions(tools: list[ToolSpec]) -> str:
-    """The note added to the system prompt: what the tools are and how to call one."""
+def constrained_instructions(tools: list[ToolSpec], *, final: bool = True) -> str:
+    """The note added to the system prompt: what the tools are and how to call one.
+
+    It shows no placeholder values: tiny models copy them verbatim."""
     lines = [
         "You act by answering with exactly one JSON object, nothing else:",
         '{"tool": "<tool name>", "arguments": {<the tool\'s arguments>}}',
         "You will get the tool's result in the next message. Available tools:",
     ]
     for spec in tools:
-        parameters = json.dumps(spec.parameters.get("properties", {}), ensure_ascii=False, separators=(",", ":"))
-        lines.append(f"- {spec.name}: {spec.description.strip()} Arguments: {parameters}")
-    final = json.dumps({"tool": FINAL_ANSWER, "arguments": {"text": "<your answer>"}})
-    lines.append(f"When you are done, answer with {final}.")
+        lines.append(f"- {spec.name}: {spec.description.strip()} Arguments: {_signature(spec.parameters)}")
+    if final:
+        lines.append(
+            f'When you are done, call "{FINAL_ANSWER}" with "text" set to your final answer, in your own words.'
+        )
+    else:
+        lines.append("Now call one of these tools.")
     return "\n".join(lines)
+
+
+def _signature(parameters: dict[str, Any]) -> str:
+    """`path (string), limit (integer, optional)`: names and types only. Tiny models copy the
+    descriptions of a schema into the values, so the note leaves them out."""
+    properties = cast(dict[str, Any], parameters.get("properties", {}))
+    required = set(cast(list[str], parameters.get("required", [])))
+    shown: list[str] = []
+    for name, schema in properties.items():
+        kind = schema.get("type", "value") if isinstance(schema, dict) else "value"
+        if isinstance(kind, list):
+            kind = "/".join(str(k) for k in cast(list[object], kind))
+        shown.append(f"{name} ({kind})" if name in required else f"{name} ({kind}, optional)")
+    return ", ".join(shown) or "none"
 
 
 def render_call(call: ToolCallPart) -> str:

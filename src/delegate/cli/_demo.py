@@ -1,0 +1,140 @@
+"""`delegate demo`: the product's main job on a small sample, end to end, with any model.
+
+A lead agent delegates one summary per document to `summarizer` subagents (live tree), writes a
+report, and then the same documents run as a durable batch (progress bar, JSON Lines export). What
+was really written is checked in code and printed: with the embedded 135M model, expect the
+machinery to work and the writing to be weak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ._main import fail
+
+if TYPE_CHECKING:
+    from .._runtime import Runtime
+    from ..batch import Batch
+
+SUMMARIZER_INSTRUCTIONS = (
+    "Read the document your task names with read_file. Write a summary of two or three sentences to the "
+    "file your task names with write_file. Then call complete with the summary and the path you wrote."
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(demo)
+
+
+def demo(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Where the demo works.")] = Path("delegate-demo"),
+    model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name (default: local).")] = None,
+) -> None:
+    """Watch a lead delegate one summary per sample document, then run the same work as a batch."""
+    from .._agents import Subagent
+    from .._errors import UserError
+    from .._runtime import Runtime
+    from ._render import run_live
+
+    docs = _copy_samples(workspace)
+    summarizer = Subagent(
+        name="summarizer",
+        description="Summarises one document into the file its task names.",
+        instructions=SUMMARIZER_INSTRUCTIONS,
+        tools=["read_file", "write_file"],
+        max_steps=4,
+        timeout=300,
+    )
+    try:
+        runtime = Runtime(
+            model=model or "local",
+            workspace=workspace,
+            subagents=[summarizer],
+            builtin=["write_file"],
+            builtin_subagents=False,
+            batch_tools=False,
+            max_steps=4,
+            max_subagents=2 * len(docs),
+            first_tool_choice="required",
+        )
+        runtime.model  # noqa: B018 - fetch the weights and start the local server before the live view
+    except UserError as exc:
+        fail(str(exc))
+    listing = ", ".join(f"docs/{d}" for d in docs)
+    prompt = (
+        f"Summarise these documents: {listing}. Call task once, with subagent_type 'summarizer' and prompts: "
+        "one per document, each saying 'Summarise docs/NAME.txt into summaries/NAME.md', and acceptance "
+        "criteria 'file:summaries/NAME.md non-empty'. When the results come back, write report.md with "
+        "write_file: one line per document. Then answer with a short report."
+    )
+    typer.echo(f"Part 1: a lead agent delegates, in {workspace}/\n", err=True)
+    result = run_live(runtime, prompt)
+    _show_files(workspace, ["report.md", *(f"summaries/{Path(d).stem}.md" for d in docs)])
+
+    typer.echo("\nPart 2: the same documents as a durable batch\n", err=True)
+    batch = _run_batch(workspace, docs, runtime)
+    typer.echo(batch.render(), err=True)
+    _show_files(workspace, ["results.jsonl"])
+    delivered = sum(1 for r in result.subagents for v in r.acceptance or [] if v["result"] == "holds")
+    typer.echo(
+        f"\nDone: the lead ran {len(result.subagents)} subagents ({result.status}); the batch ran "
+        f"{batch.total} items ({batch.status}); results are in {workspace / 'results.jsonl'}. "
+        f"{delivered} deliverable(s) checked and holding. A 135M model drives the machinery but writes poorly: "
+        "try --model openai:<name> or anthropic:<name> for real work.",
+        err=True,
+    )
+    if result.status == "error":  # the model failed for good; a weak model's poor work is not a failure
+        raise typer.Exit(1)
+
+
+def _copy_samples(workspace: Path) -> list[str]:
+    target = workspace / "docs"
+    target.mkdir(parents=True, exist_ok=True)
+    names: list[str] = []
+    for entry in sorted(resources.files("delegate").joinpath("samples", "docs").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".txt"):
+            (target / entry.name).write_text(entry.read_text(encoding="utf-8"), encoding="utf-8")
+            names.append(entry.name)
+    shutil.rmtree(workspace / "summaries", ignore_errors=True)
+    (workspace / "report.md").unlink(missing_ok=True)
+    return names
+
+
+def _run_batch(workspace: Path, docs: list[str], runtime: Runtime) -> Batch:
+    from .._store import Store
+    from ..batch import Batches
+    from ._batch import LOCAL_USER, run_to_end
+
+    items = [
+        {
+            "key": Path(d).stem,
+            "prompt": f"Summarise docs/{d} into summaries/batch-{Path(d).stem}.md",
+            "acceptance_criteria": [f"file:summaries/batch-{Path(d).stem}.md non-empty"],
+        }
+        for d in docs
+    ]
+    batches = Batches(Store.for_workspace(workspace.resolve()))
+    batch = batches.submit(
+        LOCAL_USER, subagent_type="summarizer", items=items, title="summaries", max_running_items=2, max_attempts=1
+    )
+    final = asyncio.run(run_to_end(batches, batch.batch, lambda info: runtime))
+    with (workspace / "results.jsonl").open("w", encoding="utf-8") as out:
+        for row in batches.export_rows(LOCAL_USER, final.id):
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return final
+
+
+def _show_files(workspace: Path, names: list[str]) -> None:
+    for name in names:
+        path = workspace / name
+        if path.is_file() and path.stat().st_size:
+            typer.echo(f"  written: {path} ({path.stat().st_size} bytes)", err=True)
+        else:
+            typer.echo(f"  not written: {path}", err=True)
