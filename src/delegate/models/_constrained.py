@@ -81,7 +81,7 @@ def _signature(parameters: dict[str, Any]) -> str:
     required = set(cast(list[str], parameters.get("required", [])))
     shown: list[str] = []
     for name, schema in properties.items():
-        kind = schema.get("type", "value") if isinstance(schema, dict) else "value"
+        kind: object = cast(dict[str, Any], schema).get("type", "value") if isinstance(schema, dict) else "value"
         if isinstance(kind, list):
             kind = "/".join(str(k) for k in cast(list[object], kind))
         shown.append(f"{name} ({kind})" if name in required else f"{name} ({kind}, optional)")
