@@ -86,8 +86,13 @@ def demo(
     typer.echo(
         f"\nDone: the lead ran {len(result.subagents)} subagents ({result.status}); the batch ran "
         f"{batch.total} items ({batch.status}); results are in {workspace / 'results.jsonl'}. "
-        f"{delivered} deliverable(s) checked and holding. A 135M model drives the machinery but writes poorly: "
-        "try --model openai:<name> or anthropic:<name> for real work.",
+        f"{delivered} deliverable(s) checked and holding."
+        + (
+            " The embedded 135M model drives the machinery but cannot do the writing: try "
+            "--model openai:<name> or anthropic:<name> for real work."
+            if model in (None, "local")
+            else ""
+        ),
         err=True,
     )
     if result.status == "error":  # the model failed for good; a weak model's poor work is not a failure
