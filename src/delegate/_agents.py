@@ -67,6 +67,22 @@ class Subagent:
     requires_commands: bool = False
     source: str = "code"
 
+    def to_dict(self) -> dict[str, Any]:
+        """The definition as `delegate agents list --json` and `GET /agents` show it."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "tools": self.tools,
+            "disallowed_tools": self.disallowed_tools,
+            "model": self.model if isinstance(self.model, str) else self.model.name,
+            "max_steps": self.max_steps,
+            "timeout": self.timeout,
+            "token_budget": self.token_budget,
+            "skills": self.skills,
+            "requires_commands": self.requires_commands,
+            "source": self.source,
+        }
+
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
             raise UserError(f"subagent name {self.name!r} is not valid: use letters, digits, '-' and '_' (at most 64)")

@@ -131,18 +131,7 @@ def agents_list(
         catalogue = Catalogue.build(workspace=workspace.resolve(), agent_dirs=agents or [])
     except UserError as exc:
         fail(str(exc))
-    rows: list[dict[str, Any]] = [
-        {
-            "name": d.name,
-            "description": d.description,
-            "tools": d.tools,
-            "model": d.model if isinstance(d.model, str) else d.model.name,
-            "max_steps": d.max_steps,
-            "timeout": d.timeout,
-            "source": d.source,
-        }
-        for d in catalogue.definitions.values()
-    ]
+    rows = [d.to_dict() for d in catalogue.definitions.values()]
     if as_json:
         typer.echo(json.dumps(rows, ensure_ascii=False))
         return

@@ -174,18 +174,7 @@ async def agents(request: Request, user_id: UserId) -> dict[str, Any]:
     found = await asyncio.to_thread(build)
     return {
         "agents": [
-            {
-                "name": d.name,
-                "description": d.description,
-                "tools": d.tools,
-                "model": d.model if isinstance(d.model, str) else d.model.name,
-                "max_steps": d.max_steps,
-                "timeout": d.timeout,
-                "requires_commands": d.requires_commands,
-                "available": allow_commands or not d.requires_commands,
-                "source": d.source,
-            }
-            for d in found.definitions.values()
+            d.to_dict() | {"available": allow_commands or not d.requires_commands} for d in found.definitions.values()
         ]
     }
 
