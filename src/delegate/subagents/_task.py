@@ -197,7 +197,6 @@ class SubagentRunner:
 
     def _finish(self, record: TaskOutput, ctx: ToolContext) -> None:
         record.completed_at = datetime.now(UTC)
-        record.steps = record.steps or 0
         self.live.pop(record.id, None)
         self.records.append(record)
         self._event(
