@@ -127,8 +127,8 @@ def main() -> None:
         turn = statistics.median(asyncio.run(loop_turns(root, 2000)) for _ in range(args.repeats))
         bare = statistics.median(asyncio.run(loop_turns_bare(root, 2000)) for _ in range(args.repeats))
         print(
-            f"loop cost per model turn (scripted model, zero latency): {turn * 1e6:.1f} µs with a list_dir "
-            f"tool call, {bare * 1e6:.1f} µs for a whole one-turn agent run"
+            f"loop cost per model turn (scripted model, zero latency): {turn * 1e6:.1f} µs with one tool "
+            f"call; {bare * 1e6:.1f} µs for a whole one-turn agent run"
         )
 
 
