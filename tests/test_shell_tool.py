@@ -196,3 +196,14 @@ async def test_a_refused_command_reaches_the_model_as_an_error_result(root: Path
         "Error: commands are not allowed in this workspace; the runtime must allow them (--allow-commands)"
     )
     assert result.final == "could not list"
+
+
+async def test_commands_never_see_the_runtimes_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from delegate.tools._shell import run_command
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("DELEGATE_DB", "postgresql://u:p@h/db")
+    monkeypatch.setenv("HARMLESS", "visible")
+    result = await run_command("env", cwd=tmp_path, timeout=10)
+    assert "HARMLESS=visible" in result.output
+    assert "sk-secret" not in result.output and "postgresql://" not in result.output

@@ -33,13 +33,10 @@ path with no before-state (the baseline was taken for other criteria) falls back
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import re
-import signal
 import stat
-import subprocess
 import time
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -49,6 +46,7 @@ from typing import Literal, cast
 
 from .._errors import ToolError, WorkspaceError
 from .._workspace import Workspace
+from ..tools._shell import run_command
 
 __all__ = [
     "CRITERIA_HEADER",
@@ -461,88 +459,32 @@ def _check_written(path: Path, info: os.stat_result, baseline: Baseline) -> tupl
 # ---------------------------------------------------------------------------------------------
 # Running a test command
 
-_TAIL_BYTES = 4096
-_DRAIN_GRACE = 1.0
+_TAIL_CHARS = 4096
 
 
 async def _run_tests(command: str, workspace: Workspace, timeout: float) -> tuple[VerdictResult, str]:
-    """Run `command` with the shell in the workspace root, in its own process group.
-
-    The whole group is killed when the command ends or times out (or the check is cancelled), so
-    no test process outlives its check, and a background process still holding the output pipe
-    cannot stall the verdict. Only the last 4 KiB of output are kept, for the evidence.
+    """Run `command` with the shell in the workspace root, as the `bash` tool does: in its own
+    process group, all of it killed when the command ends or times out (or the check is
+    cancelled), so no test process outlives its check. The output's tail is the evidence.
     """
     if not workspace.allow_commands:
         raise _Unverifiable("commands are not allowed in this workspace", checked=False)
-    loop = asyncio.get_running_loop()
     started = time.monotonic()
     try:
-        transport, output = await loop.subprocess_shell(
-            lambda: _Output(loop),
-            command,
-            cwd=workspace.root,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        result = await run_command(command, cwd=workspace.root, timeout=timeout, max_chars=_TAIL_CHARS)
     except OSError as exc:
         raise _Unverifiable(f"the command could not start: {exc.strerror or exc}", checked=False) from None
-    timed_out = False
-    try:
-        try:
-            async with asyncio.timeout(timeout):
-                await asyncio.shield(output.exited)
-        except TimeoutError:
-            timed_out = True
-    finally:
-        _kill_group(transport.get_pid())
-        try:
-            await asyncio.wait({output.exited}, timeout=_DRAIN_GRACE)
-            await asyncio.wait({output.closed}, timeout=_DRAIN_GRACE)
-        finally:
-            transport.close()
     elapsed = time.monotonic() - started
-    if timed_out:
+    if result.timed_out:
         raise _Unverifiable(f"timed out after {timeout:g} s; the command's processes were killed", checked=True)
-    code = transport.get_returncode()
-    last = _last_line(bytes(output.tail))
+    code = result.exit_code
+    last = _last_line(result.output)
     if code == 0:
         return "holds", f"exit 0 in {elapsed:.1f} s"
     ending = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
     return "does not hold", f"{ending} in {elapsed:.1f} s" + (f"; output ends: {last}" if last else "")
 
 
-class _Output(asyncio.SubprocessProtocol):
-    """Keeps the tail of a command's output, and tells when the command exits.
-
-    `exited` is separate from the pipe closing: `Process.wait()` would also wait for every process
-    that inherited the pipe, such as a server the tests left running in the background.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.tail = bytearray()
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.closed: asyncio.Future[None] = loop.create_future()
-
-    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
-        self.tail += data
-        del self.tail[:-_TAIL_BYTES]
-
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _last_line(output: bytes) -> str:
-    lines = [line.strip() for line in output.decode("utf-8", "replace").splitlines() if line.strip()]
+def _last_line(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
     return _clip(lines[-1], 200) if lines else ""

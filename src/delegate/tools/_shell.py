@@ -34,6 +34,15 @@ SETTLE = 2.0
 """Seconds to wait for the processes to be gone after they were killed."""
 
 
+SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "DELEGATE_DB")
+"""The runtime's own credentials: commands that agents run never see them."""
+
+
+def command_environment() -> dict[str, str]:
+    """The environment of agents' commands: ours, less the model providers' keys and the database URL."""
+    return {name: value for name, value in os.environ.items() if name not in SECRET_VARIABLES}
+
+
 @dataclass(kw_only=True, slots=True)
 class CommandResult:
     """How a command ended. `exit_code` is negative when a signal killed the shell (-9: SIGKILL)."""
@@ -98,6 +107,7 @@ async def run_command(command: str, *, cwd: Path, timeout: float, max_chars: int
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=cwd,
+        env=command_environment(),
         start_new_session=True,  # its own session and process group, with no controlling terminal
     )
     group = transport.get_pid()
