@@ -56,7 +56,19 @@ def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Pa
     with OpenAIServer(completing()) as server:
         env = env_for(server.base_url)
         done = delegate(
-            ["batch", "submit", str(items), "--type", "explore", "--model", "openai:m", "--max-running", "5"],
+            [
+                "batch",
+                "submit",
+                str(items),
+                "--type",
+                "explore",
+                "--model",
+                "openai:m",
+                "--max-running",
+                "5",
+                "--max-attempts",
+                "2",
+            ],
             env,
             tmp_path,
         )
@@ -66,6 +78,7 @@ def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Pa
         exported = delegate(["batch", "export", batch_id], env, tmp_path).stdout.splitlines()
     assert status["status"] == "completed"
     assert status["counts"]["succeeded"] == 25
+    assert status["max_attempts"] == 2
     rows = [json.loads(line) for line in exported]
     assert sorted(r["key"] for r in rows) == sorted(f"item-{i}" for i in range(25))
     row = rows[0]

@@ -108,6 +108,9 @@ def submit(
     title: Annotated[str | None, typer.Option("--title", help="What the batch does.")] = None,
     max_running: Annotated[int | None, typer.Option("--max-running", help="Items running at once (1-1000).")] = None,
     max_live: Annotated[int | None, typer.Option("--max-live", help="Items claimed at once (1-10000).")] = None,
+    max_attempts: Annotated[
+        int | None, typer.Option("--max-attempts", help="Runs of an item that ends in error (1-10, default 3).")
+    ] = None,
     model: Model = None,
     workspace: Workspace = Path("."),
     agents: Agents = None,
@@ -134,6 +137,7 @@ def submit(
             title=title or file.stem,
             max_running_items=max_running,
             max_live_items=max_live,
+            max_attempts=max_attempts,
             model=model,
             known_types=known,
         )
