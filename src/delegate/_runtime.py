@@ -131,6 +131,7 @@ class Runtime:
         self.heartbeat_interval = heartbeat_interval
         self._store_option = store
         self._store: Store | None = None
+        self._owns_store = False
         self._batches: Batches | None = None
 
     # -- models and store -------------------------------------------------------------------
@@ -155,6 +156,7 @@ class Runtime:
             from ._store import Store
 
             option = self._store_option
+            self._owns_store = not isinstance(option, Store)
             if isinstance(option, Store):
                 self._store = option
             elif isinstance(option, str):
@@ -177,11 +179,15 @@ class Runtime:
         return asyncio.run(go())
 
     async def aclose(self) -> None:
-        """Close the HTTP clients of the models this runtime built from model strings."""
+        """Close the HTTP clients of the models this runtime built from model strings, and the store
+        it opened (a `Store` given to it stays open). Both open again when next needed."""
         for model in self._models.values():
             close = getattr(model, "aclose", None)
             if close is not None:
                 await close()
+        if self._store is not None and self._owns_store:
+            self._store.close()
+            self._store, self._batches = None, None
 
     async def __aenter__(self) -> Runtime:
         return self
