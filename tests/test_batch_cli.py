@@ -217,3 +217,61 @@ def test_a_lead_submits_a_batch_that_a_worker_then_runs(tmp_path: Path) -> None:
             worker.send_signal(signal.SIGTERM)
             worker.wait(timeout=30)
     assert status["counts"]["succeeded"] == 5
+
+
+def test_two_workers_share_one_batch_within_its_caps(tmp_path: Path, store_url: str) -> None:
+    """Two `delegate batch worker` processes on one database (SQLite, and PostgreSQL when
+    DELEGATE_TEST_PG is set) share a batch; each names its model, so the server tells them apart."""
+    items = write_items(tmp_path / "items.jsonl", 120)
+    answer = completing(latency=0.1)
+    by_model: dict[str, int] = {}
+
+    def counted(body: dict[str, Any]) -> Reply:
+        by_model[body["model"]] = by_model.get(body["model"], 0) + 1
+        return answer(body)
+
+    with OpenAIServer(counted) as server:
+        env = env_for(server.base_url, db=store_url)
+        submit = [
+            "batch",
+            "submit",
+            str(items),
+            "--type",
+            "explore",
+            "--detach",
+            "--max-running",
+            "8",
+            "--max-live",
+            "10",
+        ]
+        done = delegate(submit, env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        batch_id = done.stdout.strip().splitlines()[-1]
+        log = (tmp_path / "workers.log").open("ab")
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "delegate", "batch", "worker", "--model", f"openai:{name}"],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=log,
+            )
+            for name in ("alpha", "beta")
+        ]
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
+                if status["status"] in ("completed", "failed", "cancelled"):
+                    break
+                time.sleep(0.3)
+        finally:
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                worker.wait(timeout=30)
+            log.close()
+        assert server.max_in_flight <= 8
+    assert status["status"] == "completed" and status["counts"]["succeeded"] == 120
+    assert sum(by_model.values()) == 120
+    assert by_model.get("alpha", 0) > 0 and by_model.get("beta", 0) > 0, by_model
