@@ -480,3 +480,12 @@ async def test_with_prompts_the_prompt_is_context_shared_by_each(tmp_path: Path)
     await runtime(tmp_path, model).run("go")
     kickoffs = sorted(r.messages[0].text for r in model.requests if not is_lead(r))
     assert kickoffs == ["Shared rules.\n\none", "Shared rules.\n\ntwo"]
+
+
+async def test_stream_yields_every_event_as_it_happens_and_ends_with_the_run(tmp_path: Path) -> None:
+    model = delegating(dict(subagent_type="explore", description="d", prompt="p"), call("complete", summary="s"))
+    events = [event async for event in runtime(tmp_path, model).stream("go")]
+    types = [e.type for e in events]
+    assert types[0] == "run.started" and types[-1] == "run.completed"
+    assert types.index("subagent.started") < types.index("subagent.completed") < types.index("run.completed")
+    assert events[-1].data["status"] == "completed" and events[-1].data["final"] == "ok"
