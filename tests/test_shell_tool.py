@@ -206,4 +206,4 @@ async def test_commands_never_see_the_runtimes_credentials(tmp_path: Path, monke
     monkeypatch.setenv("HARMLESS", "visible")
     result = await run_command("env", cwd=tmp_path, timeout=10)
     assert "HARMLESS=visible" in result.output
-    assert "sk-secret" not in result.output and "postgresql://" not in result.output
+    assert "sk-secret" not in result.output and "u:p@h/db" not in result.output
