@@ -36,7 +36,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
@@ -580,7 +580,8 @@ def _validate_subagent(record: SubagentRow | Mapping[str, Any]) -> SubagentRow:
 
 
 def _subagent_values(record: SubagentRow) -> dict[str, Any]:
-    values = asdict(record)
+    # A shallow copy: `asdict` deep-copies every nested value, which cost most of a record's write.
+    values = {f.name: getattr(record, f.name) for f in fields(record)}
     values["usage"] = _usage.dump_json(record.usage).decode()
     for name in ("artifacts", "skipped", "acceptance"):
         values[name] = _json_objects.dump_json(values[name]).decode()
