@@ -10,9 +10,23 @@ import delegate
 
 def test_all_is_sorted_and_names_every_public_member() -> None:
     assert delegate.__all__ == sorted(delegate.__all__, key=lambda n: (n[0].islower(), n))
-    public = {name for name in vars(delegate) if not name.startswith("_")}
+    assert dir(delegate) == sorted(delegate.__all__)
+    for name in delegate.__all__:
+        assert getattr(delegate, name) is not None
+    public = {
+        name
+        for name in vars(delegate)
+        if not name.startswith("_") and name not in {"importlib", "TYPE_CHECKING", "Any"}
+    }
     modules = {"models", "subagents", "tools", "testing", "cli", "batch", "server"}
-    assert public - modules == set(delegate.__all__)
+    assert public - modules <= set(delegate.__all__)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    import pytest
+
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        delegate.Nope  # noqa: B018
 
 
 def test_importing_delegate_does_not_import_provider_sdks_or_the_cli() -> None:

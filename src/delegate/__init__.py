@@ -8,26 +8,83 @@ result = rt.run_sync("Map the auth flow and write docs/auth.md")
 ```
 """
 
-from ._agents import Catalogue, Subagent
-from ._errors import (
-    DelegateError,
-    ModelError,
-    ModelOutputError,
-    RunCancelled,
-    RunError,
-    ToolError,
-    UserError,
-    WorkspaceError,
-)
-from ._events import Event, EventSink
-from ._loop import Compaction
-from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from ._runtime import RunResult, Runtime
-from ._usage import Usage
-from ._workspace import Workspace
-from .models import Model, ModelRequest, ModelResponse, ToolSpec
-from .subagents import Artifact, Skipped, TaskOutput
-from .tools import Tool, ToolContext, ToolReturn, tool
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._agents import Catalogue, Subagent
+    from ._errors import (
+        DelegateError,
+        ModelError,
+        ModelOutputError,
+        RunCancelled,
+        RunError,
+        ToolError,
+        UserError,
+        WorkspaceError,
+    )
+    from ._events import Event, EventSink
+    from ._loop import Compaction
+    from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+    from ._runtime import RunResult, Runtime
+    from ._usage import Usage
+    from ._workspace import Workspace
+    from .models import Model, ModelRequest, ModelResponse, ToolSpec
+    from .subagents import Artifact, Skipped, TaskOutput
+    from .tools import Tool, ToolContext, ToolReturn, tool
+
+_WHERE = {
+    "Artifact": ".subagents",
+    "Catalogue": "._agents",
+    "Compaction": "._loop",
+    "DelegateError": "._errors",
+    "Event": "._events",
+    "EventSink": "._events",
+    "MediaPart": "._messages",
+    "Message": "._messages",
+    "Model": ".models",
+    "ModelError": "._errors",
+    "ModelOutputError": "._errors",
+    "ModelRequest": ".models",
+    "ModelResponse": ".models",
+    "ReasoningPart": "._messages",
+    "RunCancelled": "._errors",
+    "RunError": "._errors",
+    "RunResult": "._runtime",
+    "Runtime": "._runtime",
+    "Skipped": ".subagents",
+    "Subagent": "._agents",
+    "TaskOutput": ".subagents",
+    "TextPart": "._messages",
+    "Tool": ".tools",
+    "ToolCallPart": "._messages",
+    "ToolContext": ".tools",
+    "ToolError": "._errors",
+    "ToolResultPart": "._messages",
+    "ToolReturn": ".tools",
+    "ToolSpec": ".models",
+    "Usage": "._usage",
+    "UserError": "._errors",
+    "Workspace": "._workspace",
+    "WorkspaceError": "._errors",
+    "tool": ".tools",
+}
+"""Where each public name lives. Names are imported on first use, so `import delegate` (and so
+`delegate --help`) costs almost nothing until something is used."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'delegate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "Artifact",
