@@ -104,7 +104,9 @@ def wait_until(condition: object, timeout: float = 60.0) -> None:
 
 def progress(log: Path, pid: int) -> tuple[int, int]:
     """(runs ended in all, runs in flight in process `pid`) so far."""
-    lines = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+    text = log.read_text() if log.exists() else ""
+    # the workers are writing while we read: only whole lines count
+    lines = [line.split() for line in text.splitlines(keepends=True) if line.endswith("\n")]
     ends = sum(1 for line in lines if line[0] == "end")
     mine = [line[0] for line in lines if line[1] == str(pid)]
     return ends, mine.count("start") - mine.count("end")
