@@ -37,6 +37,20 @@ def write_items(path: Path, count: int, **extra: Any) -> Path:
     return path
 
 
+def batch_status(batch_id: str, env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    return json.loads(delegate(["batch", "status", batch_id, "--json"], env, cwd).stdout)
+
+
+def wait_for_end(batch_id: str, env: dict[str, str], cwd: Path, timeout: float = 120) -> dict[str, Any]:
+    """Poll `delegate batch status` until the batch has ended (or `timeout`); its last status."""
+    deadline = time.monotonic() + timeout
+    status = batch_status(batch_id, env, cwd)
+    while status["status"] not in ("completed", "failed", "cancelled") and time.monotonic() < deadline:
+        time.sleep(0.3)
+        status = batch_status(batch_id, env, cwd)
+    return status
+
+
 def completing(latency: float = 0.0):
     def answer(body: dict[str, Any]) -> Reply:
         if latency:
@@ -74,7 +88,7 @@ def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Pa
         )
         assert done.returncode == 0, done.stderr
         batch_id = done.stdout.strip().splitlines()[-1]
-        status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
+        status = batch_status(batch_id, env, tmp_path)
         exported = delegate(["batch", "export", batch_id], env, tmp_path).stdout.splitlines()
     assert status["status"] == "completed"
     assert status["counts"]["succeeded"] == 25
@@ -145,8 +159,7 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
         batch_id = done.stdout.strip().splitlines()[-1]
 
         def succeeded() -> int:
-            status = delegate(["batch", "status", batch_id, "--json"], env, tmp_path)
-            return int(json.loads(status.stdout)["counts"]["succeeded"])
+            return int(batch_status(batch_id, env, tmp_path)["counts"]["succeeded"])
 
         worker_args = [sys.executable, "-m", "delegate", "batch", "worker", "--model", "openai:m"]
         log = (tmp_path / "worker.log").open("ab")
@@ -159,12 +172,7 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
             worker.wait(timeout=10)
         worker = subprocess.Popen(worker_args, cwd=tmp_path, env=env, stdout=log, stderr=log)
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
-                if status["status"] in ("completed", "failed", "cancelled"):
-                    break
-                time.sleep(0.5)
+            status = wait_for_end(batch_id, env, tmp_path, timeout=120)
         finally:
             worker.send_signal(signal.SIGTERM)
             worker.wait(timeout=30)
@@ -207,12 +215,7 @@ def test_a_lead_submits_a_batch_that_a_worker_then_runs(tmp_path: Path) -> None:
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
-                if status["status"] == "completed":
-                    break
-                time.sleep(0.3)
+            status = wait_for_end(batch_id, env, tmp_path, timeout=60)
         finally:
             worker.send_signal(signal.SIGTERM)
             worker.wait(timeout=30)
@@ -259,12 +262,7 @@ def test_two_workers_share_one_batch_within_its_caps(tmp_path: Path, store_url: 
             for name in ("alpha", "beta")
         ]
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
-                if status["status"] in ("completed", "failed", "cancelled"):
-                    break
-                time.sleep(0.3)
+            status = wait_for_end(batch_id, env, tmp_path, timeout=120)
         finally:
             for worker in workers:
                 worker.send_signal(signal.SIGTERM)
