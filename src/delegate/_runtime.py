@@ -279,10 +279,10 @@ class Runtime:
         Raises `UserError` for an unknown type or bad criteria; anything that happens to the
         subagent itself is in the returned `TaskOutput`.
         """
-        definition = self.catalogue.visible(allow_commands=self.workspace.allow_commands).get(subagent_type)
+        visible = self.catalogue.visible(allow_commands=self.workspace.allow_commands)
+        definition = visible.get(subagent_type)
         if definition is None:
-            known = ", ".join(self.catalogue.visible(allow_commands=self.workspace.allow_commands).names())
-            raise UserError(f"unknown subagent type {subagent_type!r}; available: {known}")
+            raise UserError(f"unknown subagent type {subagent_type!r}; available: {', '.join(visible.names())}")
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
         except ToolError as exc:
