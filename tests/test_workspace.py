@@ -137,6 +137,10 @@ ESCAPES = [
     "loop/x",
     "ping",
     "pong/x",
+    # After a loop, realpath returns the rest unresolved: these once came back as the bare links.
+    "loop/../out_file",
+    "ping/../out_dir/secret.txt",
+    "loop/../in_file",
 ]
 
 

@@ -32,9 +32,11 @@ class Workspace:
     def resolve(self, path: str | os.PathLike[str]) -> Path:
         """The real path of `path` (workspace-relative or absolute), refused if it leaves the root.
 
-        Symlinks are followed, so a link pointing outside is refused, and so is a link loop. Loops
-        are found by one `stat` of our own rather than by `Path.resolve`, whose handling of them
-        changed in Python 3.13; a result that still holds `..` is refused too, whatever the version.
+        Symlinks are followed, so a link pointing outside is refused, and so is a link loop. On a
+        loop, `realpath` gives up and returns the rest of the path unresolved and only lexically
+        normalised (so `loop/../link` comes back as `link`, a link still to follow); its handling
+        also changed in Python 3.13. So we trust only a fixed point: a result that `realpath`
+        changes again, that `stat` finds looping, or that still holds `..` is refused.
         """
         text = os.fspath(path)
         if "\x00" in text:
@@ -46,7 +48,7 @@ class Workspace:
             real = Path(os.path.realpath(candidate))
         except OSError as exc:  # realpath does not raise in non-strict mode today; stay safe if it does
             raise WorkspaceError(f"path {text!r} cannot be resolved: {exc.strerror}") from None
-        if _is_symlink_loop(real) or ".." in real.parts:
+        if ".." in real.parts or _is_symlink_loop(real) or Path(os.path.realpath(real)) != real:
             raise WorkspaceError(f"path {text!r} cannot be resolved: it goes through a symlink loop")
         if real != self.root and not real.is_relative_to(self.root):
             raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
