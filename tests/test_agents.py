@@ -24,7 +24,7 @@ def test_markdown_definitions_load_with_every_field(tmp_path: Path) -> None:
         tmp_path / ".delegate/agents/reviewer.md",
         "---\nname: reviewer\ndescription: Reviews diffs.\ntools: [read_file, grep]\n"
         "disallowed_tools: [grep]\nmodel: openai:cheap\nmax_steps: 7\ntimeout: 30\n"
-        "token_budget: 5000\nskills: [style]\n---\nYou review.\n",
+        "token_budget: 5000\nskills: [style]\nfirst_tool_choice: [read_file, grep]\n---\nYou review.\n",
     )
     definition = Catalogue.build(workspace=tmp_path).definitions["reviewer"]
     assert (definition.tools, definition.disallowed_tools, definition.model) == (
@@ -39,6 +39,7 @@ def test_markdown_definitions_load_with_every_field(tmp_path: Path) -> None:
         ["style"],
     )
     assert definition.instructions == "You review."
+    assert definition.first_tool_choice == ["read_file", "grep"]
     assert tools_for(definition, ["read_file", "write_file"], ["read_file", "grep", "write_file"]) == ["read_file"]
 
 

@@ -191,6 +191,17 @@ async def test_max_tokens_comes_from_the_request_else_from_the_model(make_model:
     assert "temperature" not in server.requests[1]  # the Messages API of anthropic 2.x has none
 
 
+@pytest.mark.parametrize(
+    ("choice", "sent"), [("auto", None), ("required", {"type": "any"}), ("look", {"type": "tool", "name": "look"})]
+)
+async def test_the_tool_choice_reaches_the_api(make_model: MakeModel, choice: str, sent: object) -> None:
+    look = ToolSpec(name="look", description="Look.", parameters={"type": "object", "properties": {}})
+    with AnthropicServer(scripted([Reply(tool_uses=[("look", {})])])) as server:
+        request = ModelRequest(system="s", messages=[Message.user("hi")], tools=[look], tool_choice=choice)
+        await make_model(server).complete(request)
+    assert server.requests[0].get("tool_choice") == sent
+
+
 # failures and retries
 
 

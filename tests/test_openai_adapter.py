@@ -29,9 +29,10 @@ from delegate import (
 from delegate._loop import AgentSpec, run_agent
 from delegate._workspace import Workspace
 from delegate.models import ModelRequest, ToolSpec, resolve_model
-from delegate.models._constrained import constrained_format, parse_constrained
+from delegate.models._constrained import constrained_format, mentioned_paths, parse_constrained
 from delegate.models._openai import OpenAIModel
-from delegate.tools import Tool, ToolContext, tool
+from delegate.subagents._complete import COMPLETE_TOOL
+from delegate.tools import BUILTIN_TOOLS, Tool, ToolContext, tool
 
 from .loopback_openai import Fault, OpenAIServer, Reply, scripted
 
@@ -519,7 +520,7 @@ async def test_constrained_mode_without_tools_asks_for_plain_text(make_model: Mo
 
 
 def test_the_constrained_schema_admits_one_call_of_each_tool_or_a_final_answer() -> None:
-    schema = constrained_format([WEATHER])["json_schema"]["schema"]
+    schema = constrained_format([WEATHER], [])["json_schema"]["schema"]
     weather, final = schema["anyOf"]
     assert weather["properties"] == {"tool": {"const": "weather"}, "arguments": WEATHER.parameters}
     assert weather["required"] == ["tool", "arguments"]
@@ -539,7 +540,7 @@ def plot(points: list[Point]) -> str:
 
 
 def test_the_constrained_schema_keeps_nested_definitions_resolvable() -> None:
-    schema = constrained_format([plot.spec])["json_schema"]["schema"]
+    schema = constrained_format([plot.spec], [])["json_schema"]["schema"]
     assert set(schema["$defs"]) == {"plot__Point"}
     items = schema["anyOf"][0]["properties"]["arguments"]["properties"]["points"]["items"]
     assert items == {"$ref": "#/$defs/plot__Point"}
@@ -586,3 +587,116 @@ async def test_a_required_tool_choice_reaches_the_server_in_both_modes(monkeypat
     assert [o["properties"]["tool"]["const"] for o in options] == ["look"]
     assert "final_answer" not in server.requests[0]["messages"][0]["content"]
     assert response.tool_calls[0].name == "look"
+
+
+async def test_a_named_tool_choice_reaches_the_server_in_both_modes() -> None:
+    look = ToolSpec(name="look", description="Look.", parameters={"type": "object", "properties": {}})
+    request = ModelRequest(system="s", messages=[Message.user("hi")], tools=[WEATHER, look], tool_choice="look")
+    with OpenAIServer(lambda body: Reply(tool_calls=[("look", {})])) as server:
+        native = OpenAIModel("m", base_url=server.base_url, api_key="k")
+        await native.complete(request)
+        await native.aclose()
+    assert server.requests[0]["tool_choice"] == {"type": "function", "function": {"name": "look"}}
+    with OpenAIServer(lambda body: Reply(content='{"tool": "look", "arguments": {}}')) as server:
+        constrained = OpenAIModel("m", base_url=server.base_url, api_key="k", constrained_tools=True)
+        await constrained.complete(request)
+        await constrained.aclose()
+    options = server.requests[0]["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert [o["properties"]["tool"]["const"] for o in options] == ["look"]
+    assert server.requests[0]["messages"][0]["content"].endswith('Now call "look".')
+
+
+# -- grounding: a constrained model names only the paths it was told of --
+
+
+def grounded_options(
+    messages: list[Message], choice: str = "auto", workspace: Workspace | None = None
+) -> dict[str, dict[str, Any]]:
+    tools = [BUILTIN_TOOLS["read_file"].spec, BUILTIN_TOOLS["write_file"].spec, COMPLETE_TOOL.spec]
+    schema = constrained_format(tools, messages, choice, workspace)["json_schema"]["schema"]
+    return {o["properties"]["tool"]["const"]: o["properties"]["arguments"]["properties"] for o in schema["anyOf"]}
+
+
+def test_paths_come_from_the_task_and_tool_results_in_order_of_mention() -> None:
+    messages = [
+        Message.user("Summarise docs/a.txt into out/a.md (see https://example.com/x.html, e.g. notes.txt)."),
+        Message(role="assistant", parts=[ToolCallPart(id="c1", name="list_dir", arguments={"path": "docs"})]),
+        Message(
+            role="tool",
+            parts=[ToolResultPart(tool_call_id="c1", name="list_dir", content="docs/a.txt\ndocs/b.v2.json")],
+        ),
+    ]
+    assert mentioned_paths(messages) == ["docs/a.txt", "out/a.md", "notes.txt", "docs/b.v2.json"]
+
+
+def test_path_parameters_are_narrowed_to_mentioned_paths_no_call_has_named_yet() -> None:
+    task = Message.user("Summarise docs/a.txt into out/a.md.")
+    options = grounded_options([task])
+    assert options["read_file"]["path"]["enum"] == ["docs/a.txt", "out/a.md"]
+    assert options["write_file"]["path"]["enum"] == ["docs/a.txt", "out/a.md"]
+    assert "enum" not in options["write_file"]["content"]
+    assert options["complete"]["paths"]["items"] == {"type": "string", "enum": ["docs/a.txt", "out/a.md"]}
+    read = Message(role="assistant", parts=[ToolCallPart(id="c1", name="read_file", arguments={"path": "docs/a.txt"})])
+    result = Message(role="tool", parts=[ToolResultPart(tool_call_id="c1", name="read_file", content="1\tHello")])
+    options = grounded_options([task, read, result])
+    assert options["read_file"]["path"]["enum"] == ["out/a.md"]
+    assert options["write_file"]["path"]["enum"] == ["out/a.md"]  # never over the file it read
+    assert options["complete"]["paths"]["items"]["enum"] == ["docs/a.txt", "out/a.md"]
+
+
+def test_a_tool_with_no_path_left_is_not_offered_unless_a_call_is_required() -> None:
+    task = Message.user("Write the answer to out/a.md.")
+    wrote = Message(
+        role="assistant",
+        parts=[ToolCallPart(id="c1", name="write_file", arguments={"path": "out/a.md", "content": "x"})],
+    )
+    done = Message(role="tool", parts=[ToolResultPart(tool_call_id="c1", name="write_file", content="created")])
+    assert sorted(grounded_options([task, wrote, done])) == ["complete", "final_answer"]
+    assert "enum" not in grounded_options([task, wrote, done], "write_file")["write_file"]["path"]
+    assert "enum" not in grounded_options([Message.user("Say hello.")])["complete"]["paths"]["items"]
+
+
+def test_in_a_workspace_reads_name_existing_files_and_writes_new_ones_only(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("A\n")
+    (tmp_path / "old.md").write_text("keep me\n")
+    (tmp_path.parent / "outside.txt").write_text("secret\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path.parent / "outside.txt")
+    task = Message.user("Summarise docs/a.txt into out/a.md; see old.md, link.txt and missing.txt.")
+    options = grounded_options([task], workspace=Workspace.open(tmp_path))
+    assert options["read_file"]["path"]["enum"] == ["docs/a.txt", "old.md"]
+    assert options["write_file"]["path"]["enum"] == ["out/a.md", "missing.txt"]
+    assert options["complete"]["paths"]["items"]["enum"] == ["docs/a.txt", "old.md"]
+
+
+async def test_a_constrained_agent_writes_where_its_task_says(tmp_path: Path) -> None:
+    """Through the real SDK and server: the schema the server gets holds the model to the task's paths."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("Bread needs flour, water, salt and time.\n")
+
+    def server_model(body: dict[str, Any]) -> Reply:
+        options = {
+            o["properties"]["tool"]["const"]: o["properties"]["arguments"]["properties"]
+            for o in body["response_format"]["json_schema"]["schema"]["anyOf"]
+        }
+        if "read_file" in options and "enum" in options["read_file"]["path"]:
+            first = options["read_file"]["path"]["enum"][0]
+            if first == "docs/a.txt":
+                return Reply(content=json.dumps({"tool": "read_file", "arguments": {"path": first}}))
+        if "write_file" in options:
+            path = options["write_file"]["path"]["enum"][-1]
+            return Reply(content=json.dumps({"tool": "write_file", "arguments": {"path": path, "content": "Bread."}}))
+        return Reply(content=json.dumps({"tool": "complete", "arguments": {"summary": "done", "paths": ["out/a.md"]}}))
+
+    with OpenAIServer(server_model) as server:
+        model = OpenAIModel("m", base_url=server.base_url, api_key="k", constrained_tools=True)
+        tools = [BUILTIN_TOOLS["read_file"], BUILTIN_TOOLS["write_file"], COMPLETE_TOOL]
+        spec = AgentSpec(name="a", instructions="Work.", model=model, tools=tools, first_tool_choice="read_file")
+        ctx = ToolContext(run_id="r", agent_id="a", workspace=Workspace.open(tmp_path), emit=lambda e: None)
+        result = await run_agent(spec, ctx, [Message.user("Summarise docs/a.txt into out/a.md.")])
+        await model.aclose()
+    assert result.status == "completed" and result.stop_reason == "stop_tool"
+    assert (tmp_path / "out" / "a.md").read_text() == "Bread."
+    first = server.requests[0]["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert [o["properties"]["tool"]["const"] for o in first] == ["read_file"]
+    assert "Bread needs flour" in server.requests[1]["messages"][-1]["content"]

@@ -489,3 +489,55 @@ async def test_stream_yields_every_event_as_it_happens_and_ends_with_the_run(tmp
     assert types[0] == "run.started" and types[-1] == "run.completed"
     assert types.index("subagent.started") < types.index("subagent.completed") < types.index("run.completed")
     assert events[-1].data["status"] == "completed" and events[-1].data["final"] == "ok"
+
+
+async def test_a_subagent_type_can_name_the_tools_its_first_turns_must_call(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("text\n")
+    reader = Subagent(
+        name="reader", description="Reads.", tools=["read_file"], first_tool_choice="read_file", max_steps=3
+    )
+    model = delegating(dict(subagent_type="reader", description="d", prompt="p"), call("complete", summary="done"))
+    result = await runtime(tmp_path, model, subagents=[reader], builtin=["write_file"]).run("go")
+    sub = [r for r in model.requests if not is_lead(r)]
+    assert [t.name for t in sub[0].tools] == ["read_file", "complete"]  # named, though the lead lacks it
+    assert sub[0].tool_choice == "read_file"
+    assert [s.status for s in result.subagents] == ["completed"]
+
+    steps = Subagent(
+        name="steps",
+        description="Steps.",
+        tools=["read_file", "write_file"],
+        first_tool_choice=["read_file", "write_file"],
+    )
+    turns = iter([call("read_file", path="in.txt"), call("write_file", path="out.txt", content="x")])
+    model = delegating(
+        dict(subagent_type="steps", description="d", prompt="p"), lambda r: next(turns, call("complete", summary="ok"))
+    )
+    await runtime(tmp_path, model, subagents=[steps]).run("go")
+    assert [r.tool_choice for r in model.requests if not is_lead(r)] == ["read_file", "write_file", "auto"]
+
+
+async def test_a_first_tool_the_subagent_lacks_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    broken = Subagent(name="broken", description="Broken.", tools=["read_file"], first_tool_choice="write_file")
+    model = ScriptedModel([call("task", subagent_type="broken", description="d", prompt="p"), reply("ok")])
+    rt = runtime(tmp_path, model, subagents=[broken])
+    result = await rt.run("go")
+    assert model.requests[1].messages[-1].tool_results[0].is_error
+    assert "must call 'write_file' first but does not have that tool" in task_result(model.requests[1])
+    assert result.subagents == []
+    with pytest.raises(UserError, match="must call 'write_file' first"):
+        await rt.run_task(subagent_type="broken", prompt="p")
+
+
+async def test_the_leads_first_tool_choice_must_name_one_of_its_tools(tmp_path: Path) -> None:
+    model = delegating(dict(subagent_type="explore", description="d", prompt="p"), call("complete", summary="done"))
+    rt = runtime(tmp_path, model, store=None, first_tool_choice="task")
+    await rt.run("go")
+    lead = [r.tool_choice for r in model.requests if is_lead(r)]
+    assert lead == ["task", "auto"]
+    bad = runtime(tmp_path, ScriptedModel([reply("ok")]), store=None, first_tool_choice="web_search")
+    with pytest.raises(UserError, match="first_tool_choice 'web_search' is not one of its tools"):
+        await bad.run("go")
+    assert len(bad.store.list_runs(None)) == 1  # the refused run left no record behind
+    await rt.aclose()
+    await bad.aclose()

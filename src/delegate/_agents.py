@@ -51,6 +51,9 @@ class Subagent:
     `tools=None` inherits the parent's tools (less `task` and the ask-the-user and present-files
     tools); a list names exactly the tools it gets. `skills=None` inherits every skill, `[]` none.
     `stop_tools` names tools whose successful call also ends the subagent, besides `complete`.
+    `first_tool_choice` is `auto`, `required` (the first turn must call a tool) or the name of the
+    tool the first turn must call, or a list of these for the first turns in order: a weak model
+    then takes the steps of its work in their order (`["read_file", "write_file"]`).
     """
 
     name: str
@@ -65,6 +68,7 @@ class Subagent:
     stop_tools: list[str] = field(default_factory=list[str])
     skills: list[str] | None = None
     requires_commands: bool = False
+    first_tool_choice: str | list[str] = "auto"
     source: str = "code"
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,6 +84,7 @@ class Subagent:
             "token_budget": self.token_budget,
             "skills": self.skills,
             "requires_commands": self.requires_commands,
+            "first_tool_choice": self.first_tool_choice,
             "source": self.source,
         }
 
@@ -140,6 +145,7 @@ class _FrontMatter(BaseModel):
     token_budget: int | None = Field(default=None, gt=0)
     stop_tools: list[str] = Field(default_factory=list[str])
     skills: list[str] | None = None
+    first_tool_choice: str | list[str] = "auto"
     color: str | None = None  # Claude's UI colour; accepted and ignored
 
     @field_validator("tools", "disallowed_tools", "stop_tools", "skills", mode="before")
@@ -190,6 +196,7 @@ def load_definition(path: Path, *, claude: bool = False) -> Subagent:
             token_budget=front.token_budget,
             stop_tools=front.stop_tools,
             skills=front.skills,
+            first_tool_choice=front.first_tool_choice,
             source=str(path),
         )
     except UserError as exc:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
-from ._errors import ModelError, ToolError
+from ._errors import ModelError, ToolError, UserError
 from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ._usage import Usage
-from .models import Model, ModelRequest, ModelResponse, ToolChoice
+from .models import FREE_CHOICES, Model, ModelRequest, ModelResponse, ToolChoice
 from .tools import Tool, ToolContext, ToolReturn
 
 AgentStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
@@ -52,8 +53,29 @@ class AgentSpec:
     token_budget: int | None = None
     max_tokens: int | None = None
     compaction: Compaction | None = None
-    first_tool_choice: ToolChoice = "auto"
-    """`required` makes the first turn call a tool: a weak model then delegates instead of answering."""
+    first_tool_choice: ToolChoice | Sequence[ToolChoice] = "auto"
+    """The tool choice of the first turn (`auto`, `required`, or the name of the tool to call), or
+    of each of the first turns in order; later turns are `auto`. A weak model then delegates
+    instead of answering, or takes the steps its work needs in their order."""
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.tools]
+        for choice in opening_choices(self.first_tool_choice):
+            if choice not in FREE_CHOICES and choice not in names:
+                raise UserError(
+                    f"{self.name}: first_tool_choice {choice!r} is not one of its tools "
+                    f"({', '.join(names) or 'none'}); use 'auto', 'required' or one of those names"
+                )
+
+    def tool_choice(self, step: int) -> ToolChoice:
+        """The tool choice of turn `step` (0 is the first)."""
+        choices = opening_choices(self.first_tool_choice)
+        return choices[step] if step < len(choices) and self.tools else "auto"
+
+
+def opening_choices(value: ToolChoice | Sequence[ToolChoice]) -> tuple[ToolChoice, ...]:
+    """A `first_tool_choice` as the choices of the first turns, in order."""
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -142,7 +164,8 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             messages=list(state.messages),
             tools=specs,
             max_tokens=spec.max_tokens,
-            tool_choice=spec.first_tool_choice if state.steps == 0 and specs else "auto",
+            tool_choice=spec.tool_choice(state.steps),
+            workspace=ctx.workspace,
         )
         response = await _ask(spec.model, ctx, request, state)
         state.steps += 1

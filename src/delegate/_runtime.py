@@ -67,6 +67,11 @@ class Runtime:
     with a key in the environment, else `local`). `subagent_model` is used by subagents whose
     definition says `model: inherit` (default: the lead's). `store` is a `Store`, a database URL,
     `None` for `<workspace>/.delegate/delegate.db`, or `False` to keep nothing.
+
+    `builtin` names the built-in tools the lead gets (default: all), and `tools` adds your own.
+    Subagents whose definition lists no tools inherit the lead's; a definition's list may name any
+    built-in tool or tool of yours, whether or not the lead has it. `first_tool_choice` is `auto`,
+    `required`, or the name of the tool the lead's first turn must call (or a list: one per turn).
     """
 
     def __init__(
@@ -90,7 +95,7 @@ class Runtime:
         task_tool: bool = True,
         batch_tools: bool | None = None,
         compaction: Compaction | None = None,
-        first_tool_choice: ToolChoice = "auto",
+        first_tool_choice: ToolChoice | Sequence[ToolChoice] = "auto",
         store: Store | str | bool | None = None,
         sinks: Iterable[EventSink] = (),
         user_id: str | None = None,
@@ -122,8 +127,8 @@ class Runtime:
         self.batch_tools = batch_tools
         """Offer the lead `batch_task`, `batch_status`, `cancel_batch`: None means when there is a store."""
         self.compaction = compaction
-        self.first_tool_choice: ToolChoice = first_tool_choice
-        """`required`: the lead's first turn must call a tool (weak models then delegate, not answer)."""
+        self.first_tool_choice = first_tool_choice
+        """The tool choice of the lead's first turn, or of its first turns (see `AgentSpec`)."""
         self.sinks = list(sinks)
         self.user_id = user_id
         """The owner of this runtime's runs in the store; None for local use (the CLI)."""
@@ -224,7 +229,6 @@ class Runtime:
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         lead_model = self.model_for(model or self._model_spec)
         recorder = _Recorder(self.store, [*self.sinks, *sinks])
-        recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id)
         lead_tools = [t for name, t in self.tools.items() if name != "complete"]
         runner = self._runner(ctx, lead_model, [t.name for t in lead_tools])
@@ -241,6 +245,7 @@ class Runtime:
             compaction=self.compaction,
             first_tool_choice=self.first_tool_choice,
         )
+        recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
         recorder.emit(
             Event(
                 type="run.started",
@@ -283,14 +288,15 @@ class Runtime:
         definition = visible.get(subagent_type)
         if definition is None:
             raise UserError(f"unknown subagent type {subagent_type!r}; available: {', '.join(visible.names())}")
-        try:
-            criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
-        except ToolError as exc:
-            raise UserError(str(exc)) from None
         fan_out = [*self.sinks, *sinks]
         ctx = self._context(run_id or f"task_{uuid.uuid4().hex[:12]}", "batch", lambda e: _fan(fan_out, e), user_id)
         inherited = [name for name in self.tools if name != "complete"]
         runner = self._runner(ctx, self.model, inherited)
+        try:
+            criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
+            runner.prepare(definition)
+        except ToolError as exc:
+            raise UserError(str(exc)) from None
         return await runner.run(
             definition,
             prompt,
@@ -318,7 +324,7 @@ class Runtime:
             timezone=self.timezone,
             workspace=self.workspace,
             emit=parent.emit,
-            tools=self.tools,
+            tools=self._subagent_tools(),
             parent_tools=parent_tools,
             parent_model=model,
             subagent_model=subagent_model,
@@ -327,6 +333,11 @@ class Runtime:
             max_total=self.max_subagents,
             compaction=self.compaction,
         )
+
+    def _subagent_tools(self) -> dict[str, Tool]:
+        """What a definition's tool list may name: every built-in tool (`bash` only when commands
+        are allowed), whether or not the lead has it, and the runtime's own tools."""
+        return {t.name: t for t in builtin_tools(None, allow_commands=self.workspace.allow_commands)} | self.tools
 
     def _task_tool(self, runner: SubagentRunner) -> Tool:
         allow = self.workspace.allow_commands

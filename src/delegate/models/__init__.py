@@ -8,9 +8,19 @@ from __future__ import annotations
 import os
 
 from .._errors import UserError
-from ._base import Model, ModelRequest, ModelResponse, StopReason, ToolChoice, ToolSpec
+from ._base import FREE_CHOICES, Model, ModelRequest, ModelResponse, PathRole, StopReason, ToolChoice, ToolSpec
 
-__all__ = ["Model", "ModelRequest", "ModelResponse", "StopReason", "ToolChoice", "ToolSpec", "resolve_model"]
+__all__ = [
+    "FREE_CHOICES",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "PathRole",
+    "StopReason",
+    "ToolChoice",
+    "ToolSpec",
+    "resolve_model",
+]
 
 PROVIDERS = ("openai", "anthropic", "local")
 

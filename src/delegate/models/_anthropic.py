@@ -178,6 +178,8 @@ class AnthropicModel:
             params["tools"] = to_anthropic_tools(request.tools)
             if request.tool_choice == "required":
                 params["tool_choice"] = {"type": "any"}
+            elif request.tool_choice != "auto":
+                params["tool_choice"] = {"type": "tool", "name": request.tool_choice}
         if self.thinking is not None:
             params["thinking"] = self.thinking
         if self.prompt_cache:

@@ -7,6 +7,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._messages import Message, Part, ReasoningPart, TextPart, ToolCallPart
 from .._usage import Usage
+from .._workspace import Workspace
+
+PathRole = Literal["existing", "new"]
+"""What a path parameter names: a file that exists (to read), or a new one (to create)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -16,9 +20,17 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+    path_params: dict[str, PathRole] = field(default_factory=dict[str, PathRole])
+    """Parameters that name workspace paths, and whether the file must already exist or be new
+    (never sent to a provider). A constrained model may only fill them with paths its
+    conversation mentions: see `_constrained.py`."""
 
 
-ToolChoice = Literal["auto", "required"]
+ToolChoice = str
+"""`auto` (the model chooses), `required` (it must call some tool), or the name of the one tool
+it must call."""
+
+FREE_CHOICES = ("auto", "required")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -29,7 +41,9 @@ class ModelRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     tool_choice: ToolChoice = "auto"
-    """`required`: the answer must call a tool (no text-only answer)."""
+    """`required`: the answer must call a tool (no text-only answer); a tool's name: that tool."""
+    workspace: Workspace | None = None
+    """The agent's workspace, for adapters that ground path arguments in it (providers ignore it)."""
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]

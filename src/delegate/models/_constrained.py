@@ -5,6 +5,15 @@ one object of the form `{"tool": <name>, "arguments": <that tool's input>}`, or
 `{"tool": "final_answer", "arguments": {"text": ...}}`. A server with grammar-constrained decoding
 (llama.cpp, vLLM, Ollama) can then only produce a well-formed call, which `parse_constrained`
 turns back into the parts the loop knows.
+
+Grounding: a small model invents paths (`your-path`, `SUMMARY_FILE`), loops (reading one file again
+and again) and writes over its inputs. A tool parameter marked as a workspace path
+(`ToolSpec.path_params`) is therefore narrowed to an `enum` of the paths its conversation mentions
+(the task, tool results) that an earlier call has not named yet and that suit its role in the
+request's workspace: an `existing` path names a file there, a `new` one names nothing yet. So the
+model reads only real files it was told of, creates only files it was told to, and never writes over
+a file. A tool left with no path to take is not offered; lists of paths (`complete`'s `paths`) take
+any mentioned file. Without a workspace, only the mention and the earlier calls count.
 """
 
 from __future__ import annotations
@@ -14,13 +23,16 @@ import re
 import uuid
 from typing import Any, cast
 
-from .._messages import Part, TextPart, ToolCallPart
-from ._base import ToolSpec
+from .._errors import WorkspaceError
+from .._messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
+from .._workspace import Workspace
+from ._base import FREE_CHOICES, PathRole, ToolChoice, ToolSpec
 
 __all__ = [
     "FINAL_ANSWER",
     "constrained_format",
     "constrained_instructions",
+    "mentioned_paths",
     "parse_constrained",
     "render_call",
 ]
@@ -36,17 +48,27 @@ _FINAL_SCHEMA: dict[str, Any] = {
 }
 
 
-def constrained_format(tools: list[ToolSpec], *, final: bool = True) -> dict[str, Any]:
-    """A Chat Completions `response_format` (type `json_schema`) that admits one call of `tools`
-    (and `final_answer`, unless `final` is False: the request requires a tool call).
+def constrained_format(
+    tools: list[ToolSpec], messages: list[Message], choice: ToolChoice = "auto", workspace: Workspace | None = None
+) -> dict[str, Any]:
+    """A Chat Completions `response_format` (type `json_schema`) that admits one call of `tools`,
+    their path parameters grounded in `messages` and `workspace`; `final_answer` too when `choice`
+    is `auto`, and only the named tool when `choice` names one.
 
     The choice is an `anyOf` (grammar builders and OpenAI's strict mode support it; `oneOf` less
     so). `"tool"` comes first in each option, so the model commits to a tool before its arguments.
     Each tool's `$defs` are moved to the root under a prefixed name, since `$ref`s resolve there.
     """
+    offered = _offered(tools, choice)
+    mentioned = mentioned_paths(messages)
+    used = _used_paths(messages, tools)
+    grounded = [(spec, _ground(spec, mentioned, used, workspace)) for spec in offered]
+    kept = [(spec, parameters) for spec, parameters in grounded if parameters is not None]
+    if not kept and choice != "auto":  # a call is required: offer the tools as they are
+        kept = [(spec, spec.parameters) for spec in offered]
     defs: dict[str, Any] = {}
-    options = [_option(spec.name, _hoist_defs(spec.name, spec.parameters, defs)) for spec in tools]
-    if final:
+    options = [_option(spec.name, _hoist_defs(spec.name, parameters, defs)) for spec, parameters in kept]
+    if choice == "auto":
         options.append(_option(FINAL_ANSWER, _FINAL_SCHEMA))
     schema: dict[str, Any] = {"anyOf": options}
     if defs:
@@ -54,24 +76,99 @@ def constrained_format(tools: list[ToolSpec], *, final: bool = True) -> dict[str
     return {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}}
 
 
-def constrained_instructions(tools: list[ToolSpec], *, final: bool = True) -> str:
+def constrained_instructions(tools: list[ToolSpec], choice: ToolChoice = "auto") -> str:
     """The note added to the system prompt: what the tools are and how to call one.
 
     It shows no placeholder values: tiny models copy them verbatim."""
     lines = [
-        "You act by answering with exactly one JSON object, nothing else:",
-        '{"tool": "<tool name>", "arguments": {<the tool\'s arguments>}}',
+        'You act by answering with exactly one JSON object, nothing else: the name of a tool under "tool" '
+        'and its arguments under "arguments".',
         "You will get the tool's result in the next message. Available tools:",
     ]
     for spec in tools:
         lines.append(f"- {spec.name}: {spec.description.strip()} Arguments: {_signature(spec.parameters)}")
-    if final:
+    if choice == "auto":
         lines.append(
             f'When you are done, call "{FINAL_ANSWER}" with "text" set to your final answer, in your own words.'
         )
-    else:
+    elif choice == "required":
         lines.append("Now call one of these tools.")
+    else:
+        lines.append(f'Now call "{choice}".')
     return "\n".join(lines)
+
+
+_PATH = re.compile(r"(?<![\w/.:@-])((?:[\w-][\w.-]*/)*[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{1,7})(?![\w/-])")
+"""A path-like word with an extension of two or more characters: `report.md`, `docs/a.txt`. Not a
+URL's host or path (`://` or `@` before it), nor `e.g.`; a one-letter extension (`main.c`) is missed."""
+
+
+def mentioned_paths(messages: list[Message]) -> list[str]:
+    """The paths the user's messages and the tool results mention, in order of first mention."""
+    found: dict[str, None] = {}
+    for message in messages:
+        for part in message.parts:
+            if message.role == "user" and isinstance(part, TextPart):
+                text = part.text
+            elif isinstance(part, ToolResultPart):
+                text = part.content
+            else:
+                continue
+            found.update(dict.fromkeys(_PATH.findall(text)))
+    return list(found)
+
+
+def _offered(tools: list[ToolSpec], choice: ToolChoice) -> list[ToolSpec]:
+    if choice in FREE_CHOICES:
+        return tools
+    return [spec for spec in tools if spec.name == choice] or tools
+
+
+def _used_paths(messages: list[Message], tools: list[ToolSpec]) -> set[str]:
+    """The paths earlier calls named in a path parameter."""
+    params = {spec.name: spec.path_params for spec in tools}
+    used: set[str] = set()
+    for message in messages:
+        for call in message.tool_calls:
+            used.update(v for k, v in call.arguments.items() if k in params.get(call.name, ()) and isinstance(v, str))
+    return used
+
+
+def _ground(spec: ToolSpec, mentioned: list[str], used: set[str], workspace: Workspace | None) -> dict[str, Any] | None:
+    """`spec`'s parameters with its path parameters narrowed to the `mentioned` paths that suit them,
+    or None when a required one has no path left to take."""
+    if not spec.path_params:
+        return spec.parameters
+    properties = dict(cast(dict[str, Any], spec.parameters.get("properties", {})))
+    required = cast(list[str], spec.parameters.get("required", []))
+    for name, role in spec.path_params.items():
+        schema = cast(dict[str, Any] | None, properties.get(name))
+        if schema is None:
+            continue
+        if schema.get("type") == "array":
+            files = [path for path in mentioned if _suits(path, role, workspace)]
+            if files:
+                properties[name] = {**schema, "items": {"type": "string", "enum": files}}
+            continue
+        fresh = [path for path in mentioned if path not in used and _suits(path, role, workspace)]
+        if fresh:
+            properties[name] = {**schema, "enum": fresh}
+        elif name in required:
+            return None
+        else:
+            del properties[name]
+    return {**spec.parameters, "properties": properties}
+
+
+def _suits(path: str, role: PathRole, workspace: Workspace | None) -> bool:
+    """Whether `path` is a file of `workspace` (`existing`) or nothing there yet (`new`)."""
+    if workspace is None:
+        return True
+    try:
+        real = workspace.resolve(path)
+    except WorkspaceError:
+        return False
+    return real.is_file() if role == "existing" else not real.exists()
 
 
 def _signature(parameters: dict[str, Any]) -> str:

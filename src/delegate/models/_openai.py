@@ -145,11 +145,15 @@ class OpenAIModel:
             "messages": chat_messages(request, constrained=self.constrained_tools),
         }
         if request.tools and self.constrained_tools:
-            params["response_format"] = constrained_format(request.tools, final=request.tool_choice == "auto")
+            params["response_format"] = constrained_format(
+                request.tools, request.messages, request.tool_choice, request.workspace
+            )
         elif request.tools:
             params["tools"] = [_tool(spec) for spec in request.tools]
             if request.tool_choice == "required":
                 params["tool_choice"] = "required"
+            elif request.tool_choice != "auto":
+                params["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
         if request.max_tokens is not None:
             params[self._max_tokens_field] = request.max_tokens
         if request.temperature is not None:
@@ -288,7 +292,7 @@ def chat_messages(request: ModelRequest, *, constrained: bool = False) -> list[d
     """
     system = request.system
     if constrained and request.tools:
-        note = constrained_instructions(request.tools, final=request.tool_choice == "auto")
+        note = constrained_instructions(request.tools, request.tool_choice)
         system = f"{system}\n\n{note}" if system else note
     head: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     if constrained:

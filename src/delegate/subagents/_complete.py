@@ -12,7 +12,7 @@ from pydantic import Field
 
 from .._errors import WorkspaceError
 from .._workspace import Workspace
-from ..tools import Tool, ToolContext, ToolReturn
+from ..tools import PathParam, Tool, ToolContext, ToolReturn
 from ._output import Artifact, Skipped
 
 
@@ -64,6 +64,7 @@ def _complete(
     summary: Annotated[str, Field(description="What you did and found: short, specific, with key results.")],
     paths: Annotated[
         list[str],
+        PathParam(),
         Field(description="Files you wrote for the delegating agent to read (workspace-relative or absolute)."),
     ] = [],  # noqa: B006 - pydantic copies defaults
 ) -> ToolReturn:

@@ -18,11 +18,11 @@ from typing import Any, Literal, cast
 from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, EventSink
-from .._loop import AgentResult, AgentSpec, Compaction, run_agent
+from .._loop import AgentResult, AgentSpec, Compaction, opening_choices, run_agent
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
-from ..models import Model
+from ..models import FREE_CHOICES, Model
 from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
 from ._complete import COMPLETE_TOOL, Delivery
@@ -99,13 +99,20 @@ class SubagentRunner:
             )
         self.started += count
 
-    def _prepare(self, definition: Subagent) -> tuple[list[Tool], Model]:
+    def prepare(self, definition: Subagent) -> tuple[list[Tool], Model]:
+        """The tools and model of `definition`'s subagents; a `ToolError` if it cannot run."""
         prepared = self._prepared.get(definition.name)
         if prepared is None:
             names = tools_for(definition, self.parent_tools, list(self.tools))
             tools = [self.tools[n] for n in names if n != "complete"]
             stop = set(definition.stop_tools)
             tools = [_as_stop(t) if t.name in stop else t for t in tools]
+            for first in opening_choices(definition.first_tool_choice):
+                if first not in FREE_CHOICES and first not in names and first != "complete":
+                    raise ToolError(
+                        f"subagent type {definition.name!r} must call {first!r} first but does not have that tool "
+                        f"(its tools: {', '.join([*names, 'complete'])}); fix its definition"
+                    )
             model = _resolve(definition, self.subagent_model, self.parent_model, self.model_for)
             prepared = ([*tools, COMPLETE_TOOL], model)
             self._prepared[definition.name] = prepared
@@ -139,7 +146,7 @@ class SubagentRunner:
         criteria: list[str] | None,
         snapshot: Message | None,
     ) -> TaskOutput:
-        tools, model = self._prepare(definition)
+        tools, model = self.prepare(definition)
         agent_id = f"sub{next(self._ids)}"
         record = TaskOutput(
             id=agent_id,
@@ -177,6 +184,7 @@ class SubagentRunner:
                 timeout=definition.timeout,
                 token_budget=definition.token_budget,
                 compaction=self.compaction,
+                first_tool_choice=definition.first_tool_choice,
             )
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
             messages = [snapshot, Message.user(kickoff)] if snapshot else [Message.user(kickoff)]
@@ -261,6 +269,7 @@ def _as_stop(tool: Tool) -> Tool:
         parameters=tool.parameters,
         function=lambda ctx, args: tool.run(ctx, args),
         stop=True,
+        path_params=tool.spec.path_params,
     )
 
 
@@ -350,6 +359,7 @@ def task_tool(
 
     async def run_task(ctx: ToolContext, args: dict[str, Any]) -> ToolReturn:
         definition, prompts, description, mode, criteria = _validate(args, catalogue, command_types)
+        runner.prepare(definition)
         runner.reserve(len(prompts))
         snapshot = None
         if mode == "snapshot":

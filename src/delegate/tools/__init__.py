@@ -1,11 +1,12 @@
 """Tool machinery and the built-in workspace tools."""
 
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
-from ._tool import Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
+from ._tool import PathParam, Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
 
 __all__ = [
     "BUILTIN_TOOLS",
     "READ_ONLY_TOOLS",
+    "PathParam",
     "Tool",
     "ToolContext",
     "ToolFunction",

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from .._errors import ToolError, WorkspaceError
 from .._workspace import Workspace
-from ._tool import ToolContext, ToolReturn, run_blocking, tool
+from ._tool import PathParam, ToolContext, ToolReturn, run_blocking, tool
 
 READ_MAX_LINES = 2000
 READ_MAX_BYTES = 256 * 1024
@@ -48,7 +48,9 @@ SKIPPED_DIRS = frozenset({".git", ".delegate"})
 @tool
 async def read_file(
     ctx: ToolContext,
-    path: Annotated[str, Field(description="File to read: relative to the workspace root, or absolute inside it.")],
+    path: Annotated[
+        str, PathParam(), Field(description="File to read: relative to the workspace root, or absolute inside it.")
+    ],
     offset: Annotated[int, Field(ge=1, description="Line number to start at (1 = first line).")] = 1,
     limit: Annotated[
         int | None,
@@ -147,7 +149,11 @@ def _cut_line(line: str, length: int | None = None) -> str:
 @tool
 async def write_file(
     ctx: ToolContext,
-    path: Annotated[str, Field(description="File to write: relative to the workspace root, or absolute inside it.")],
+    path: Annotated[
+        str,
+        PathParam("new"),
+        Field(description="File to write: relative to the workspace root, or absolute inside it."),
+    ],
     content: Annotated[str, Field(description="The whole new content of the file (UTF-8 text).")],
 ) -> ToolReturn:
     """Write a text file of the workspace, replacing it if it exists; missing folders are created.

@@ -6,6 +6,10 @@ def read_file(ctx: ToolContext, path: Annotated[str, Field(description="...")]) 
     "Read a file of the workspace."
 ```
 
+A parameter that names workspace files is marked `Annotated[str, PathParam(), ...]` (or
+`PathParam("new")` for a file to create; or `list[str]`): models that decode under a grammar are
+then held to paths they were told of.
+
 A tool's failure never crashes the loop: bad arguments and `ToolError`s (and any other
 exception) become an error result that the model reads and can act on.
 """
@@ -25,7 +29,15 @@ from .._events import Event, EventSink, EventType
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
-from ..models import ToolSpec
+from ..models import PathRole, ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class PathParam:
+    """Marks a tool parameter as naming workspace paths: of files that exist (to read) or of
+    new ones (to create). See `ToolSpec.path_params`."""
+
+    role: PathRole = "existing"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -89,6 +101,7 @@ class Tool:
         function: Callable[[ToolContext, dict[str, Any]], Awaitable[Any] | Any],
         validator: type[BaseModel] | None = None,
         stop: bool = False,
+        path_params: dict[str, PathRole] | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -96,7 +109,9 @@ class Tool:
         self.stop = stop
         self._function = function
         self._validator = validator
-        self.spec = ToolSpec(name=name, description=description, parameters=parameters)
+        self.spec = ToolSpec(
+            name=name, description=description, parameters=parameters, path_params=dict(path_params or {})
+        )
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
@@ -110,6 +125,7 @@ class Tool:
         hints = get_type_hints(fn, include_extras=True)
         takes_ctx = False
         fields: dict[str, Any] = {}
+        path_params: dict[str, PathRole] = {}
         for index, param in enumerate(signature.parameters.values()):
             annotation = hints.get(param.name, Any)
             if index == 0 and annotation is ToolContext:
@@ -117,6 +133,9 @@ class Tool:
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[param.name] = (annotation, default)
+            for mark in getattr(annotation, "__metadata__", ()):
+                if isinstance(mark, PathParam):
+                    path_params[param.name] = mark.role
         tool_name = name or fn.__name__
         validator = create_model(  # type: ignore[call-overload]
             f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
@@ -135,6 +154,7 @@ class Tool:
             function=call,
             validator=validator,
             stop=stop,
+            path_params=path_params,
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
