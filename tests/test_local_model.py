@@ -225,3 +225,38 @@ async def test_the_local_model_answers_through_llama_cpp_and_the_openai_adapter(
     # The grammar leaves SmolLM2 one choice of shape: a call of write_file, or a final answer.
     calls = constrained.tool_calls
     assert (calls and calls[0].name == "write_file") or constrained.text.strip()
+
+
+@real_model
+async def test_smollm2_reads_and_writes_only_the_files_its_task_names(tmp_path: Path) -> None:
+    """Grounding holds the 135M model to its task's files: it reads the document, writes where it
+    was told, and touches nothing else. What it writes there is its own doing."""
+    from delegate import Event, Runtime, Subagent
+    from delegate.models._local import stop_local_servers
+
+    (tmp_path / "docs").mkdir()
+    source = tmp_path / "docs" / "bread.txt"
+    source.write_text("Bread needs flour, water, salt and yeast. Knead it, let it rise, and bake it hot.\n")
+    summarizer = Subagent(
+        name="summarizer",
+        description="Summarises one document.",
+        instructions="Read the document your task names, then write a short summary to the file it names.",
+        tools=["read_file", "write_file"],
+        first_tool_choice=["read_file", "write_file"],
+        max_steps=3,
+        timeout=300,
+    )
+    events: list[Event] = []
+    rt = Runtime(model="local", workspace=tmp_path, subagents=[summarizer], batch_tools=False, store=False)
+    try:
+        await rt.run_task(
+            subagent_type="summarizer", prompt="Summarise docs/bread.txt into summaries/bread.md", sinks=[events.append]
+        )
+    finally:
+        await rt.aclose()
+        stop_local_servers()
+    calls = [(e.data["name"], e.data["arguments"].get("path")) for e in events if e.type == "tool.started"]
+    assert calls[:2] == [("read_file", "docs/bread.txt"), ("write_file", "summaries/bread.md")]
+    assert source.read_text().startswith("Bread needs flour")
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert files == ["docs/bread.txt", "summaries/bread.md"]

@@ -644,7 +644,7 @@ def test_path_parameters_are_narrowed_to_mentioned_paths_no_call_has_named_yet()
     assert options["complete"]["paths"]["items"]["enum"] == ["docs/a.txt", "out/a.md"]
 
 
-def test_a_tool_with_no_path_left_is_not_offered_unless_a_call_is_required() -> None:
+def test_a_tool_with_no_path_left_is_not_offered_and_a_required_one_gives_way() -> None:
     task = Message.user("Write the answer to out/a.md.")
     wrote = Message(
         role="assistant",
@@ -652,7 +652,10 @@ def test_a_tool_with_no_path_left_is_not_offered_unless_a_call_is_required() -> 
     )
     done = Message(role="tool", parts=[ToolResultPart(tool_call_id="c1", name="write_file", content="created")])
     assert sorted(grounded_options([task, wrote, done])) == ["complete", "final_answer"]
-    assert "enum" not in grounded_options([task, wrote, done], "write_file")["write_file"]["path"]
+    assert sorted(grounded_options([task, wrote, done], "write_file")) == ["complete"]
+    read_only = [BUILTIN_TOOLS["read_file"].spec]
+    schema = constrained_format(read_only, [Message.user("Say hello.")], "read_file")["json_schema"]["schema"]
+    assert [o["properties"]["tool"]["const"] for o in schema["anyOf"]] == ["final_answer"]
     assert "enum" not in grounded_options([Message.user("Say hello.")])["complete"]["paths"]["items"]
 
 

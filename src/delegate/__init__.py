@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ._workspace import Workspace
     from .models import Model, ModelRequest, ModelResponse, ToolSpec
     from .subagents import Artifact, Skipped, TaskOutput
-    from .tools import Tool, ToolContext, ToolReturn, tool
+    from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
 
 _WHERE = {
     "Artifact": ".subagents",
@@ -47,6 +47,7 @@ _WHERE = {
     "ModelOutputError": "._errors",
     "ModelRequest": ".models",
     "ModelResponse": ".models",
+    "PathParam": ".tools",
     "ReasoningPart": "._messages",
     "RunCancelled": "._errors",
     "RunError": "._errors",
@@ -100,6 +101,7 @@ __all__ = [
     "ModelOutputError",
     "ModelRequest",
     "ModelResponse",
+    "PathParam",
     "ReasoningPart",
     "RunCancelled",
     "RunError",

@@ -53,22 +53,27 @@ def constrained_format(
 ) -> dict[str, Any]:
     """A Chat Completions `response_format` (type `json_schema`) that admits one call of `tools`,
     their path parameters grounded in `messages` and `workspace`; `final_answer` too when `choice`
-    is `auto`, and only the named tool when `choice` names one.
+    is `auto`, and only the named tool when `choice` names one. A required call that grounding
+    leaves no path to take gives way: to any other tool, and failing that to a final answer, since
+    an invented path is worse than no call.
 
     The choice is an `anyOf` (grammar builders and OpenAI's strict mode support it; `oneOf` less
     so). `"tool"` comes first in each option, so the model commits to a tool before its arguments.
     Each tool's `$defs` are moved to the root under a prefixed name, since `$ref`s resolve there.
     """
-    offered = _offered(tools, choice)
     mentioned = mentioned_paths(messages)
     used = _used_paths(messages, tools)
-    grounded = [(spec, _ground(spec, mentioned, used, workspace)) for spec in offered]
-    kept = [(spec, parameters) for spec, parameters in grounded if parameters is not None]
-    if not kept and choice != "auto":  # a call is required: offer the tools as they are
-        kept = [(spec, spec.parameters) for spec in offered]
+
+    def grounded(specs: list[ToolSpec]) -> list[tuple[ToolSpec, dict[str, Any]]]:
+        each = [(spec, _ground(spec, mentioned, used, workspace)) for spec in specs]
+        return [(spec, parameters) for spec, parameters in each if parameters is not None]
+
+    kept = grounded(_offered(tools, choice))
+    if not kept and choice not in FREE_CHOICES:  # the named tool has no path to take: any other will do
+        kept = grounded(tools)
     defs: dict[str, Any] = {}
     options = [_option(spec.name, _hoist_defs(spec.name, parameters, defs)) for spec, parameters in kept]
-    if choice == "auto":
+    if choice == "auto" or not options:
         options.append(_option(FINAL_ANSWER, _FINAL_SCHEMA))
     schema: dict[str, Any] = {"anyOf": options}
     if defs:
