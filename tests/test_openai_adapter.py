@@ -606,6 +606,24 @@ async def test_a_named_tool_choice_reaches_the_server_in_both_modes() -> None:
     assert server.requests[0]["messages"][0]["content"].endswith('Now call "look".')
 
 
+def test_a_constrained_call_gives_one_of_the_parameters_a_tool_needs_one_of() -> None:
+    spec = ToolSpec(
+        name="task",
+        description="Delegate.",
+        parameters={
+            "type": "object",
+            "properties": {"label": {"type": "string"}, "prompt": {"type": "string"}, "prompts": {"type": "array"}},
+            "required": ["label"],
+        },
+        one_of=("prompts", "prompt"),
+    )
+    schema = constrained_format([spec], [], "task")["json_schema"]["schema"]
+    assert [o["properties"]["arguments"]["required"] for o in schema["anyOf"]] == [
+        ["label", "prompts"],
+        ["label", "prompt"],
+    ]
+
+
 # -- grounding: a constrained model names only the paths it was told of --
 
 

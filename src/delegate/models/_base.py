@@ -24,6 +24,10 @@ class ToolSpec:
     """Parameters that name workspace paths, and whether the file must already exist or be new
     (never sent to a provider). A constrained model may only fill them with paths its
     conversation mentions: see `_constrained.py`."""
+    one_of: tuple[str, ...] = ()
+    """Optional parameters of which a call must give one (`task`'s `prompts` or `prompt`). JSON
+    Schema says this with a top-level `anyOf`, which providers refuse in tool schemas; the tool
+    checks it, and a constrained model's grammar holds to it."""
 
 
 ToolChoice = str

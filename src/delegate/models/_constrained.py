@@ -72,7 +72,11 @@ def constrained_format(
     if not kept and choice not in FREE_CHOICES:  # the named tool has no path to take: any other will do
         kept = grounded(tools)
     defs: dict[str, Any] = {}
-    options = [_option(spec.name, _hoist_defs(spec.name, parameters, defs)) for spec, parameters in kept]
+    options = [
+        _option(spec.name, _hoist_defs(spec.name, variant, defs))
+        for spec, parameters in kept
+        for variant in _variants(spec, parameters)
+    ]
     if choice == "auto" or not options:
         options.append(_option(FINAL_ANSWER, _FINAL_SCHEMA))
     schema: dict[str, Any] = {"anyOf": options}
@@ -163,6 +167,16 @@ def _ground(spec: ToolSpec, mentioned: list[str], used: set[str], workspace: Wor
         else:
             del properties[name]
     return {**spec.parameters, "properties": properties}
+
+
+def _variants(spec: ToolSpec, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+    """`parameters` once per parameter of `spec.one_of`, each time with that one required."""
+    properties = cast(dict[str, Any], parameters.get("properties", {}))
+    choices = [name for name in spec.one_of if name in properties]
+    if not choices:
+        return [parameters]
+    required = cast(list[str], parameters.get("required", []))
+    return [{**parameters, "required": [*required, name]} for name in choices]
 
 
 def _suits(path: str, role: PathRole, workspace: Workspace | None) -> bool:

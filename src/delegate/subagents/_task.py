@@ -270,6 +270,7 @@ def _as_stop(tool: Tool) -> Tool:
         function=lambda ctx, args: tool.run(ctx, args),
         stop=True,
         path_params=tool.spec.path_params,
+        one_of=tool.spec.one_of,
     )
 
 
@@ -390,6 +391,7 @@ def task_tool(
         description=task_description(types, max_parallel=max_parallel),
         parameters=schema,
         function=run_task,
+        one_of=("prompts", "prompt"),
     )
 
 

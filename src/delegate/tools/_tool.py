@@ -102,6 +102,7 @@ class Tool:
         validator: type[BaseModel] | None = None,
         stop: bool = False,
         path_params: dict[str, PathRole] | None = None,
+        one_of: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.description = description
@@ -110,7 +111,11 @@ class Tool:
         self._function = function
         self._validator = validator
         self.spec = ToolSpec(
-            name=name, description=description, parameters=parameters, path_params=dict(path_params or {})
+            name=name,
+            description=description,
+            parameters=parameters,
+            path_params=dict(path_params or {}),
+            one_of=one_of,
         )
 
     def __repr__(self) -> str:
