@@ -624,6 +624,20 @@ def test_a_constrained_call_gives_one_of_the_parameters_a_tool_needs_one_of() ->
     ]
 
 
+async def test_lean_tools_leave_out_the_optional_arguments_that_name_no_path() -> None:
+    tools = [BUILTIN_TOOLS["read_file"].spec, COMPLETE_TOOL.spec]
+    request = ModelRequest(system="s", messages=[Message.user("Read a.txt.")], tools=tools)
+    with OpenAIServer(lambda body: Reply(content='{"tool": "read_file", "arguments": {"path": "a.txt"}}')) as server:
+        model = OpenAIModel("m", base_url=server.base_url, api_key="k", constrained_tools=True, lean_tools=True)
+        await model.complete(request)
+        await model.aclose()
+    options = server.requests[0]["response_format"]["json_schema"]["schema"]["anyOf"]
+    arguments = {o["properties"]["tool"]["const"]: o["properties"]["arguments"]["properties"] for o in options}
+    assert sorted(arguments["read_file"]) == ["path"]  # no offset or limit to make up
+    assert sorted(arguments["complete"]) == ["paths", "summary"]
+    assert "Arguments: path (string)\n" in server.requests[0]["messages"][0]["content"]
+
+
 # -- grounding: a constrained model names only the paths it was told of --
 
 

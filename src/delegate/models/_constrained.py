@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from dataclasses import replace
 from typing import Any, cast
 
 from .._errors import WorkspaceError
@@ -32,6 +33,7 @@ __all__ = [
     "FINAL_ANSWER",
     "constrained_format",
     "constrained_instructions",
+    "lean_specs",
     "mentioned_paths",
     "parse_constrained",
     "render_call",
@@ -188,6 +190,22 @@ def _suits(path: str, role: PathRole, workspace: Workspace | None) -> bool:
     except WorkspaceError:
         return False
     return real.is_file() if role == "existing" else not real.exists()
+
+
+def lean_specs(tools: list[ToolSpec]) -> list[ToolSpec]:
+    """`tools` without the optional arguments that name no path and are no `one_of` choice: a
+    tiny model fills every field it is offered, and a made-up `offset` or `limit` breaks a call
+    that the tool's defaults would have made work."""
+    return [_lean(spec) for spec in tools]
+
+
+def _lean(spec: ToolSpec) -> ToolSpec:
+    properties = cast(dict[str, Any], spec.parameters.get("properties", {}))
+    required = set(cast(list[str], spec.parameters.get("required", [])))
+    kept = {k: v for k, v in properties.items() if k in required or k in spec.one_of or k in spec.path_params}
+    if len(kept) == len(properties):
+        return spec
+    return replace(spec, parameters={**spec.parameters, "properties": kept})
 
 
 def _signature(parameters: dict[str, Any]) -> str:

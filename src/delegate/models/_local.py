@@ -242,7 +242,7 @@ def local_model() -> Model:
 
     weights = ensure_weights()
     base_url = local_server_url(weights)
-    return OpenAIModel(SMOLLM2.name, base_url=base_url, api_key="local", constrained_tools=True)
+    return OpenAIModel(SMOLLM2.name, base_url=base_url, api_key="local", constrained_tools=True, lean_tools=True)
 
 
 def local_server_url(weights: Path) -> str:

@@ -21,14 +21,14 @@ import random
 import time
 import uuid
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import ModelError, UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .._usage import Usage
 from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
-from ._constrained import constrained_format, constrained_instructions, parse_constrained, render_call
+from ._constrained import constrained_format, constrained_instructions, lean_specs, parse_constrained, render_call
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, AsyncStream
@@ -61,7 +61,8 @@ class OpenAIModel:
     retried `max_retries` times on 429, 5xx, timeouts and connection errors, waiting
     `retry_delay * 2**n` seconds (with jitter, at most `max_retry_delay`) or what Retry-After says.
     `constrained_tools` replaces native tool calling by a JSON schema the server must follow (see
-    `_constrained.py`), for small local models.
+    `_constrained.py`), for small local models; `lean_tools` then also leaves out the optional
+    arguments that name no path, so the tools' defaults apply (the local model does this).
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class OpenAIModel:
         timeout: float = 300.0,
         stream: bool = True,
         constrained_tools: bool = False,
+        lean_tools: bool = False,
         retry_delay: float = 0.5,
         max_retry_delay: float = 30.0,
     ) -> None:
@@ -83,6 +85,7 @@ class OpenAIModel:
         self.timeout = timeout
         self.stream = stream
         self.constrained_tools = constrained_tools
+        self.lean_tools = lean_tools
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
         self._clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
@@ -140,6 +143,8 @@ class OpenAIModel:
             await held.closer.aclose()
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
+        if self.constrained_tools and self.lean_tools and request.tools:
+            request = replace(request, tools=lean_specs(request.tools))
         params: dict[str, Any] = {
             "model": self.model,
             "messages": chat_messages(request, constrained=self.constrained_tools),
