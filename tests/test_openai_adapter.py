@@ -618,9 +618,10 @@ def test_a_constrained_call_gives_one_of_the_parameters_a_tool_needs_one_of() ->
         one_of=("prompts", "prompt"),
     )
     schema = constrained_format([spec], [], "task")["json_schema"]["schema"]
-    assert [o["properties"]["arguments"]["required"] for o in schema["anyOf"]] == [
-        ["label", "prompts"],
-        ["label", "prompt"],
+    arguments = [o["properties"]["arguments"] for o in schema["anyOf"]]
+    assert [(sorted(a["properties"]), a["required"]) for a in arguments] == [
+        (["label", "prompts"], ["label", "prompts"]),
+        (["label", "prompt"], ["label", "prompt"]),
     ]
 
 

@@ -63,7 +63,7 @@ def demo(
             batch_tools=False,
             max_steps=4,
             max_subagents=2 * len(docs),
-            first_tool_choice="task",
+            first_tool_choice=["task", "write_file"],
         )
         runtime.model  # noqa: B018 - fetch the weights and start the local server before the live view
     except UserError as exc:
@@ -72,8 +72,8 @@ def demo(
     prompts = [f"Summarise docs/{stem}.txt into summaries/{stem}.md" for stem in stems]
     call = {"subagent_type": "summarizer", "description": "summaries", "prompts": prompts}
     prompt = (  # a small model copies a call it is shown better than it follows a description of one
-        f"Call task with:\n{json.dumps(call)}\n"
-        "Then write report.md with write_file, one line per document, and answer with a short report."
+        "You will write report.md, one line per document, once you have called task with:\n"
+        f"{json.dumps(call)}\nThen answer with a short report."
     )
     typer.echo(f"Part 1: a lead agent delegates, in {workspace}/\n", err=True)
     result = run_live(runtime, prompt)

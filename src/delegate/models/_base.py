@@ -27,7 +27,7 @@ class ToolSpec:
     one_of: tuple[str, ...] = ()
     """Optional parameters of which a call must give one (`task`'s `prompts` or `prompt`). JSON
     Schema says this with a top-level `anyOf`, which providers refuse in tool schemas; the tool
-    checks it, and a constrained model's grammar holds to it."""
+    checks it, and a constrained model's grammar holds to it (offering exactly one of them)."""
 
 
 ToolChoice = str

@@ -172,13 +172,21 @@ def _ground(spec: ToolSpec, mentioned: list[str], used: set[str], workspace: Wor
 
 
 def _variants(spec: ToolSpec, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    """`parameters` once per parameter of `spec.one_of`, each time with that one required."""
+    """`parameters` once per parameter of `spec.one_of`, each time with that one required and the
+    others left out: a small model given both mixes them up."""
     properties = cast(dict[str, Any], parameters.get("properties", {}))
     choices = [name for name in spec.one_of if name in properties]
     if not choices:
         return [parameters]
     required = cast(list[str], parameters.get("required", []))
-    return [{**parameters, "required": [*required, name]} for name in choices]
+    return [
+        {
+            **parameters,
+            "properties": {k: v for k, v in properties.items() if k == name or k not in choices},
+            "required": [*required, name],
+        }
+        for name in choices
+    ]
 
 
 def _suits(path: str, role: PathRole, workspace: Workspace | None) -> bool:

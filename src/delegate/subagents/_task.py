@@ -305,6 +305,8 @@ def task_tool(
     """
     types = [(d.name, d.description) for d in catalogue.definitions.values()]
     listing = "\n".join(f"- {name}: {description}" for name, description in types)
+    # The prompts come before the label: models that write arguments in schema order (small ones
+    # under a grammar do) put their care into the first free text they write.
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {
@@ -312,11 +314,6 @@ def task_tool(
                 "type": "string",
                 **({"enum": [name for name, _ in types]} if types else {}),
                 "description": f"The type of subagent to start. Available types:\n{listing}",
-            },
-            "description": {
-                "type": "string",
-                "maxLength": 80,
-                "description": "Short label (3-7 words) for the progress view and logs. Not the task itself.",
             },
             "prompt": {
                 "type": "string",
@@ -333,6 +330,11 @@ def task_tool(
                     "One subagent per prompt, run in parallel, results in order. With `prompts`, `prompt` "
                     "(optional) is context shared by all of them, put before each."
                 ),
+            },
+            "description": {
+                "type": "string",
+                "maxLength": 80,
+                "description": "Short label (3-7 words) for the progress view and logs. Not the task itself.",
             },
             "context_mode": {
                 "type": "string",
