@@ -85,7 +85,8 @@ def demo(
     batch_files = _show_files(workspace, [f"summaries/batch-{stem}.md" for stem in stems])
     _show_files(workspace, ["results.jsonl"])
     typer.echo(
-        f"\nDone: the lead ran {len(result.subagents)} subagent(s) ({result.status}) and {lead_files} of "
+        f"\nDone: the lead ran {len(result.subagents)} subagent{'' if len(result.subagents) == 1 else 's'} "
+        f"({result.status}) and {lead_files} of "
         f"{len(stems) + 1} files it was asked for were written; the batch ran {batch.total} items "
         f"({batch.status}) and wrote {batch_files} of {len(stems)} summaries; results are in "
         f"{workspace / 'results.jsonl'}."

@@ -114,7 +114,7 @@ def run_live(runtime: Runtime, prompt: str) -> RunResult:
     console.print(
         Text(
             f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens "
-            f"({len(result.subagents)} subagents) · run {result.run_id}",
+            f"({len(result.subagents)} subagent{'' if len(result.subagents) == 1 else 's'}) · run {result.run_id}",
             style="dim",
         )
     )
