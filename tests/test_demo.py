@@ -59,6 +59,6 @@ def test_the_demo_delegates_writes_and_runs_a_batch(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (ws / "results.jsonl").read_text().splitlines()]
     assert sorted(r["key"] for r in rows) == names
     assert all(r["status"] == "succeeded" and r["acceptance"][0]["result"] == "holds" for r in rows)
-    assert "written: demo/report.md" in done.stderr
+    assert "written: demo/report.md (15 bytes): 'four summaries'" in done.stderr
     assert "the lead ran 4 subagents (completed) and 5 of 5 files it was asked for were written" in done.stderr
     assert "the batch ran 4 items (completed) and wrote 4 of 4 summaries" in done.stderr

@@ -140,12 +140,14 @@ def _run_batch(workspace: Path, docs: list[str], runtime: Runtime) -> Batch:
 
 
 def _show_files(workspace: Path, names: list[str]) -> int:
-    """Say which of the files `names` were written (and are not empty); answer how many."""
+    """Say which of the files `names` were written (and are not empty), with how they begin, so the
+    quality of the work is there to see; answer how many."""
     written = 0
     for name in names:
         path = workspace / name
         if path.is_file() and path.stat().st_size:
-            typer.echo(f"  written: {path} ({path.stat().st_size} bytes)", err=True)
+            start = (path.read_text(encoding="utf-8", errors="replace").strip().splitlines() or [""])[0][:70]
+            typer.echo(f"  written: {path} ({path.stat().st_size} bytes): {start!r}", err=True)
             written += 1
         else:
             typer.echo(f"  not written: {path}", err=True)
