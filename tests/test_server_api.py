@@ -268,6 +268,7 @@ def test_stopping_the_server_cancels_its_live_runs_and_records_them(
         ({"prompt": "hi", "max_parallel": 0}, "max_parallel: Input should be greater than or equal to 1"),
         ({"prompt": "hi", "temperature": 1}, "temperature: Extra inputs are not permitted"),
         ({"prompt": 3}, "prompt: Input should be a valid string"),
+        ({"prompt": "hi", "uploaded_files": [{"size": 3}]}, "uploaded_files.0.filename: Field required"),
     ],
 )
 def test_bad_run_requests_answer_422_saying_what_to_fix_and_start_nothing(
@@ -327,3 +328,24 @@ def test_agents_lists_the_built_in_types_and_the_workspace_definitions(
     assert by_name["general-purpose"]["source"] == "builtin"
     assert by_name["general-purpose"]["available"] is True
     assert by_name["bash"]["available"] is False  # the server does not allow shell commands
+
+
+def uploads_aware(request: ModelRequest) -> ModelResponse:
+    """Lead: lists the uploads when it can, then answers with what it saw."""
+    names = {t.name for t in request.tools}
+    if request.messages[-1].role == "user" and "list_uploaded_files" in names:
+        return call("list_uploaded_files")
+    if request.messages[-1].role == "user":
+        return reply("no uploads tool")
+    return reply(request.messages[-1].tool_results[0].content)
+
+
+def test_a_run_can_be_told_of_files_uploaded_earlier(workspace: Path, store: Store, tokens: dict[str, str]) -> None:
+    uploaded = [{"filename": "q3.csv", "path": "uploads/q3.csv", "size": 2048, "content_type": "text/csv"}]
+    with serving(workspace, store, uploads_aware) as server, client(server, tokens["alice"]) as api:
+        with_uploads = start(api, uploaded_files=uploaded)
+        without = start(api)
+        read_events(api, f"/runs/{with_uploads}/events")
+        read_events(api, f"/runs/{without}/events")
+        finals = [api.get(f"/runs/{run_id}").json()["final"] for run_id in (with_uploads, without)]
+    assert finals == ["- q3.csv (2,048 bytes, text/csv) at uploads/q3.csv", "no uploads tool"]

@@ -541,3 +541,52 @@ async def test_the_leads_first_tool_choice_must_name_one_of_its_tools(tmp_path: 
     assert len(bad.store.list_runs(None)) == 1  # the refused run left no record behind
     await rt.aclose()
     await bad.aclose()
+
+
+# -- uploads ---------------------------------------------------------------------------------------
+
+
+UPLOADS = [{"filename": "q3.csv", "path": "uploads/q3.csv", "size": 2048}]
+
+
+async def test_uploads_reach_the_lead_and_its_subagents_as_a_copy(tmp_path: Path) -> None:
+    seen: list[Any] = []
+
+    def child(request: ModelRequest) -> ModelResponse:
+        if request.messages[-1].role == "user":
+            return call("list_uploaded_files")
+        seen.append(request.messages[-1].tool_results[0].content)
+        return call("complete", summary="listed")
+
+    model = delegating(dict(subagent_type="general-purpose", description="d", prompt="p"), child)
+    result = await runtime(tmp_path, model).run("go", uploaded_files=UPLOADS)
+    lead, sub = model.requests[0], next(r for r in model.requests if not is_lead(r))
+    assert "list_uploaded_files" in {t.name for t in lead.tools} and "list_uploaded_files" in {
+        t.name for t in sub.tools
+    }
+    assert seen == ["- q3.csv (2,048 bytes) at uploads/q3.csv"]
+    assert [s.status for s in result.subagents] == ["completed"]
+    explore = delegating(dict(subagent_type="explore", description="d", prompt="p"), call("complete", summary="x"))
+    await runtime(tmp_path, explore).run("go", uploaded_files=UPLOADS)
+    sub = next(r for r in explore.requests if not is_lead(r))
+    assert "list_uploaded_files" not in {t.name for t in sub.tools}  # its explicit list does not name it
+
+
+@pytest.mark.parametrize("state", [None, "q3.csv", [{"size": 1}], [{"filename": ""}], ["q3.csv"]])
+async def test_a_missing_or_malformed_uploads_state_offers_no_tool(tmp_path: Path, state: Any) -> None:
+    model = ScriptedModel([reply("ok")])
+    await runtime(tmp_path, model).run("go", uploaded_files=state)
+    assert "list_uploaded_files" not in {t.name for t in model.requests[0].tools}
+
+
+async def test_an_empty_uploads_list_is_valid_and_says_so(tmp_path: Path) -> None:
+    model = ScriptedModel([call("list_uploaded_files"), reply("ok")])
+    await runtime(tmp_path, model).run("go", uploaded_files=[])
+    assert task_result(model.requests[1]) == "No files have been uploaded in this conversation."
+
+
+async def test_batch_items_never_get_the_uploads_tool(tmp_path: Path) -> None:
+    lister = Subagent(name="lister", description="Lists.", tools=["list_uploaded_files", "read_file"])
+    model = ScriptedModel([call("complete", summary="done")])
+    await runtime(tmp_path, model, subagents=[lister]).run_task(subagent_type="lister", prompt="p")
+    assert [t.name for t in model.requests[0].tools] == ["read_file", "complete"]

@@ -24,7 +24,7 @@ from ._workspace import Workspace
 from .models import Model, ToolChoice, resolve_model
 from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, task_tool
 from .subagents._acceptance import parse_criteria
-from .tools import Tool, ToolContext, builtin_tools
+from .tools import Tool, ToolContext, builtin_tools, list_uploaded_files, uploads_state
 
 if TYPE_CHECKING:
     from ._store import Store
@@ -222,15 +222,24 @@ class Runtime:
         run_id: str | None = None,
         sinks: Iterable[EventSink] = (),
         model: str | Model | None = None,
+        uploaded_files: list[dict[str, Any]] | None = None,
     ) -> RunResult:
-        """Run the lead agent on `prompt` to its final answer."""
+        """Run the lead agent on `prompt` to its final answer.
+
+        `uploaded_files` are files the user uploaded earlier in the conversation: entries with a
+        `filename` (and `path`, `size`, `content_type` when known). With them (an empty list too),
+        the lead and its subagents get `list_uploaded_files`; a malformed list is treated as none.
+        """
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         lead_model = self.model_for(model or self._model_spec)
         recorder = _Recorder(self.store, [*self.sinks, *sinks])
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id)
+        ctx.uploaded_files = uploads_state(uploaded_files)
         lead_tools = [t for name, t in self.tools.items() if name != "complete"]
+        if ctx.uploaded_files is not None:
+            lead_tools.append(list_uploaded_files)
         runner = self._runner(ctx, lead_model, [t.name for t in lead_tools])
         if self.task_tool and len(self.catalogue):
             lead_tools.append(self._task_tool(runner))
@@ -324,7 +333,7 @@ class Runtime:
             timezone=self.timezone,
             workspace=self.workspace,
             emit=parent.emit,
-            tools=self._subagent_tools(),
+            tools=self._subagent_tools(uploads=parent.uploaded_files is not None),
             parent_tools=parent_tools,
             parent_model=model,
             subagent_model=subagent_model,
@@ -332,12 +341,17 @@ class Runtime:
             max_parallel=self.max_parallel,
             max_total=self.max_subagents,
             compaction=self.compaction,
+            uploaded_files=parent.uploaded_files,
         )
 
-    def _subagent_tools(self) -> dict[str, Tool]:
+    def _subagent_tools(self, *, uploads: bool) -> dict[str, Tool]:
         """What a definition's tool list may name: every built-in tool (`bash` only when commands
-        are allowed), whether or not the lead has it, and the runtime's own tools."""
-        return {t.name: t for t in builtin_tools(None, allow_commands=self.workspace.allow_commands)} | self.tools
+        are allowed), whether or not the lead has it, the runtime's own tools, and
+        `list_uploaded_files` when the run has uploads."""
+        pool = {t.name: t for t in builtin_tools(None, allow_commands=self.workspace.allow_commands)} | self.tools
+        if uploads:
+            pool[list_uploaded_files.name] = list_uploaded_files
+        return pool
 
     def _task_tool(self, runner: SubagentRunner) -> Tool:
         allow = self.workspace.allow_commands

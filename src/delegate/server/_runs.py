@@ -107,7 +107,14 @@ class RunManager:
         self.build = build
         self.live: dict[str, LiveRun] = {}
 
-    async def start(self, user_id: str, prompt: str, model: str | None, max_parallel: int | None) -> str:
+    async def start(
+        self,
+        user_id: str,
+        prompt: str,
+        model: str | None,
+        max_parallel: int | None,
+        uploaded_files: list[dict[str, Any]] | None = None,
+    ) -> str:
         """Start a run in the background; return its id once the run is recorded in the store.
 
         Raises `UserError` for a bad model or setting, before anything is stored.
@@ -123,7 +130,9 @@ class RunManager:
         run_id = f"run_{uuid.uuid4().hex[:12]}"
         live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop())
         self.live[run_id] = live
-        live.task = asyncio.create_task(self._drive(live, runtime, prompt), name=f"delegate-run-{run_id}")
+        live.task = asyncio.create_task(
+            self._drive(live, runtime, prompt, uploaded_files), name=f"delegate-run-{run_id}"
+        )
         # The runtime records the run before its first event; answer only then, so that the id we
         # hand out can be read back at once.
         await live.started.wait()
@@ -133,9 +142,11 @@ class RunManager:
             raise RuntimeError(f"run {run_id} ended before it started")
         return run_id
 
-    async def _drive(self, live: LiveRun, runtime: Runtime, prompt: str) -> None:
+    async def _drive(
+        self, live: LiveRun, runtime: Runtime, prompt: str, uploaded_files: list[dict[str, Any]] | None
+    ) -> None:
         try:
-            await runtime.run(prompt, run_id=live.run_id, sinks=[live.emit])
+            await runtime.run(prompt, run_id=live.run_id, sinks=[live.emit], uploaded_files=uploaded_files)
         except asyncio.CancelledError:
             pass  # the runtime recorded the run and its subagents as cancelled
         except Exception as exc:
@@ -297,6 +308,17 @@ def run_summary(store: Store, user_id: str, offset: int, limit: int) -> list[dic
 # -- routes ---------------------------------------------------------------------------------------
 
 
+class UploadedFile(BaseModel):
+    """One file uploaded earlier in the conversation."""
+
+    model_config = ConfigDict(extra="allow")
+
+    filename: str = Field(min_length=1, description="Its name, as the user uploaded it.")
+    path: str | None = Field(default=None, description="Where it is in the workspace.")
+    size: int | None = Field(default=None, ge=0, description="Its size in bytes.")
+    content_type: str | None = Field(default=None, description="Its media type.")
+
+
 class RunRequest(BaseModel):
     """The body of `POST /runs`."""
 
@@ -305,6 +327,9 @@ class RunRequest(BaseModel):
     prompt: str = Field(description="What the lead agent should do.")
     model: str | None = Field(default=None, description="provider:name; the server's default if omitted.")
     max_parallel: int | None = Field(default=None, ge=1, le=1000, description="Subagents running at once.")
+    uploaded_files: list[UploadedFile] | None = Field(
+        default=None, description="Files uploaded earlier in the conversation: offers list_uploaded_files."
+    )
 
     @field_validator("prompt")
     @classmethod
@@ -326,7 +351,8 @@ router = APIRouter(prefix="/api/v1", tags=["runs"])
 @router.post("/runs", status_code=202)
 async def start_run(body: RunRequest, user_id: UserId, runs: Runs) -> JSONResponse:
     """Start a run in the background; follow it with `GET /runs/{id}/events`."""
-    run_id = await runs.start(user_id, body.prompt, body.model, body.max_parallel)
+    uploads = None if body.uploaded_files is None else [f.model_dump(exclude_none=True) for f in body.uploaded_files]
+    run_id = await runs.start(user_id, body.prompt, body.model, body.max_parallel, uploads)
     return JSONResponse({"run_id": run_id, "status": "running"}, 202, headers={"Location": f"/api/v1/runs/{run_id}"})
 
 

@@ -9,6 +9,7 @@ catalogue.
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -41,6 +42,7 @@ class SubagentRunner:
 
     `tools` are every tool the run knows by name; `parent_tools` the names the lead has (what an
     inheriting subagent gets). `model_for` turns a model string into a model (cached by the caller).
+    `uploaded_files` is the parent's uploads state: each subagent gets a deep copy.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class SubagentRunner:
         max_parallel: int | None,
         max_total: int | None,
         compaction: Compaction | None = None,
+        uploaded_files: list[dict[str, Any]] | None = None,
     ) -> None:
         self.run_id = run_id
         self.user_id = user_id
@@ -72,6 +75,7 @@ class SubagentRunner:
         self.model_for = model_for
         self.max_total = max_total
         self.compaction = compaction
+        self.uploaded_files = uploaded_files
         self.records: list[TaskOutput] = []
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
         self.started = 0
@@ -169,6 +173,7 @@ class SubagentRunner:
             parent_tool_call_id=tool_call_id,
             user_id=self.user_id,
             timezone=self.timezone,
+            uploaded_files=copy.deepcopy(self.uploaded_files),
         )
         record.usage = ctx.usage
         self._event(record, "subagent.started", {"type": definition.name, "description": description})

@@ -2,6 +2,7 @@
 
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
 from ._tool import PathParam, Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
+from ._uploads import list_uploaded_files, uploads_state
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -12,6 +13,8 @@ __all__ = [
     "ToolFunction",
     "ToolReturn",
     "builtin_tools",
+    "list_uploaded_files",
     "run_blocking",
     "tool",
+    "uploads_state",
 ]

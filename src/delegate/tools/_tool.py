@@ -65,6 +65,8 @@ class ToolContext:
     tool_call_id: str | None = None
     conversation: list[Message] = field(default_factory=list[Message])
     """The agent's messages as of the current turn (read by `task` for snapshots)."""
+    uploaded_files: list[dict[str, Any]] | None = None
+    """The run's uploads state (see `_uploads.py`); None when the run has none."""
 
     def event(self, type: EventType, data: dict[str, Any], *, tool_call_id: str | None = None) -> None:
         self.emit(
