@@ -1,12 +1,15 @@
 """Tool machinery and the built-in workspace tools."""
 
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
+from ._mcp import MCPServerConfig, MCPTools
 from ._tool import PathParam, Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
 from ._uploads import list_uploaded_files, uploads_state
 
 __all__ = [
     "BUILTIN_TOOLS",
     "READ_ONLY_TOOLS",
+    "MCPServerConfig",
+    "MCPTools",
     "PathParam",
     "Tool",
     "ToolContext",

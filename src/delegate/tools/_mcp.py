@@ -1,0 +1,447 @@
+"""Tools served by MCP servers, given to agents like any other `Tool`.
+
+```python
+servers = MCPTools([
+    MCPServerConfig("github", command=["github-mcp-server", "stdio"], env={"GITHUB_TOKEN": token}),
+    MCPServerConfig("docs", url="http://127.0.0.1:8000/mcp"),
+])
+tools = await servers.load()    # mcp__github__create_issue, mcp__docs__search, ...
+rt = Runtime(model=..., tools=tools)
+...
+await servers.aclose()
+```
+
+Each MCP tool becomes `mcp__<server>__<tool>` (Claude Code's names), with the server's description
+and input schema; the server validates the arguments. A call's content comes back as text, and a
+result the server marks as an error raises `ToolError`, which the model reads.
+
+A session to a server stays open between calls, and one session serves concurrent calls. Sessions
+belong to the event loop that opened them (anyio task groups cannot move between loops), so there
+is one set per running loop: tools loaded under one `asyncio.run` and called under another open
+their own sessions there. Each session is opened, held and closed by one background task of its
+loop, so `aclose` may be called from any task of that loop; a loop that shuts down without
+`aclose` cancels those tasks, and that closes the sessions too (a stdio server is stopped).
+
+`mcp` is imported when a session opens, never when this module is imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import logging
+import re
+import shlex
+import tempfile
+from collections.abc import Iterable
+from contextlib import AsyncExitStack
+from dataclasses import KW_ONLY, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, cast
+
+from .._errors import ToolError, UserError
+from ._tool import Tool, ToolContext, ToolReturn
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.client._transport import Transport
+    from mcp_types import CallToolResult, ContentBlock
+    from mcp_types import Tool as RemoteTool
+
+__all__ = ["MCPServerConfig", "MCPTools", "mcp_tool_name"]
+
+logger = logging.getLogger("delegate.mcp")
+
+MAX_TOOL_NAME = 64
+"""The longest tool name the providers accept (OpenAI and Anthropic: `^[a-zA-Z0-9_-]{1,64}$`)."""
+
+MAX_PAGES = 1000
+"""A server whose tool listing has more pages than this is assumed to be paging in circles."""
+
+_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_NOT_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_STDERR_TAIL = 2000
+
+
+@dataclass(frozen=True)
+class MCPServerConfig:
+    """An MCP server: started by `command` and spoken to over stdio, or reached at `url` over
+    streamable HTTP. Give exactly one of the two.
+
+    `env` is added to the small environment mcp passes a stdio server (PATH, HOME, USER, SHELL,
+    TERM, LOGNAME), so secrets are passed on purpose; `cwd` is where the command runs. `headers`
+    go with every HTTP request (an `Authorization` token, say). `connect_timeout` bounds how long
+    a server may take to start and answer the handshake.
+    """
+
+    name: str
+    _: KW_ONLY
+    command: list[str] | None = None
+    url: str | None = None
+    env: dict[str, str] | None = None
+    cwd: str | Path | None = None
+    headers: dict[str, str] | None = None
+    connect_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        where = f"MCP server {self.name!r}"
+        if self.command is not None and self.url is not None:
+            raise UserError(
+                f"{where} has both a command and a url; give `command` to start a local server "
+                "over stdio, or `url` to reach a running one over streamable HTTP, not both"
+            )
+        if self.command is None and self.url is None:
+            raise UserError(
+                f"{where} needs `command` (a local server started over stdio, such as "
+                "['npx', '-y', '@modelcontextprotocol/server-everything']) or `url` (a server's streamable "
+                "HTTP endpoint, such as 'http://127.0.0.1:8000/mcp')"
+            )
+        if self.command is not None:
+            _check_command(where, self.command)
+            _check_strings(where, "env", self.env)
+            if self.headers is not None:
+                raise UserError(f"{where}: `headers` are sent to a url, but this server is started by a command")
+        else:
+            _check_url(where, self.url)
+            _check_strings(where, "headers", self.headers)
+            if self.env is not None or self.cwd is not None:
+                raise UserError(
+                    f"{where}: `env` and `cwd` apply to a server started by a command, not to one reached "
+                    "at a url; remove them, or start the server with `command`"
+                )
+        if not self.connect_timeout > 0:
+            raise UserError(f"{where}: connect_timeout must be a positive number of seconds")
+
+
+def _check_name(name: object) -> None:
+    if isinstance(name, str) and _SERVER_NAME.fullmatch(name):
+        return
+    suggestion = _NOT_NAME_CHARS.sub("_", str(name)).strip("_") or "server"
+    raise UserError(
+        f"MCP server name {name!r} may hold only letters, digits, '-' and '_' (it becomes part of "
+        f"tool names such as mcp__{suggestion}__search); use a name such as {suggestion!r}"
+    )
+
+
+def _check_command(where: str, command: object) -> None:
+    if isinstance(command, str):
+        raise UserError(
+            f"{where}: command must be a list of strings (the program and its arguments), "
+            f"such as {shlex.split(command)!r}, not one string"
+        )
+    if not isinstance(command, list) or not command:
+        raise UserError(f"{where}: command must be a non-empty list: the program, then its arguments")
+    items: list[object] = list(command)  # pyright: ignore[reportUnknownArgumentType]
+    if not all(isinstance(item, str) for item in items) or not items[0]:
+        raise UserError(f"{where}: command must be a list of strings, starting with the program to run")
+
+
+def _check_url(where: str, url: object) -> None:
+    if not isinstance(url, str) or not re.match(r"https?://[^/\s]+", url):
+        raise UserError(
+            f"{where}: url {url!r} is not an http:// or https:// URL; give the server's streamable "
+            "HTTP endpoint, such as 'http://127.0.0.1:8000/mcp'"
+        )
+
+
+def _check_strings(where: str, field: str, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str)
+        for k, v in value.items()  # pyright: ignore[reportUnknownVariableType]
+    ):
+        raise UserError(f"{where}: `{field}` must map strings to strings")
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    """The name an agent sees for `tool` of `server`: `mcp__<server>__<tool>`.
+
+    A tool name with characters the providers refuse, or too long, gets them replaced and a
+    short hash of the real name added, so two tools of one server never share a name.
+    """
+    name = f"mcp__{server}__{tool}"
+    clean = _NOT_NAME_CHARS.sub("_", name)
+    if clean == name and len(name) <= MAX_TOOL_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{clean[: MAX_TOOL_NAME - 9]}_{digest}"
+
+
+class MCPTools:
+    """The tools of some MCP servers. `load()` connects and lists them; `aclose()` disconnects."""
+
+    def __init__(self, servers: Iterable[MCPServerConfig]) -> None:
+        self.servers = list(servers)
+        seen: set[str] = set()
+        for server in self.servers:
+            if not isinstance(server, MCPServerConfig):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise UserError(f"MCPTools takes MCPServerConfig objects, not {type(server).__name__}")
+            if server.name in seen:
+                raise UserError(f"two MCP servers are named {server.name!r}; give each server its own name")
+            seen.add(server.name)
+        self._connections: dict[asyncio.AbstractEventLoop, dict[str, _Connection]] = {}
+
+    def __repr__(self) -> str:
+        return f"MCPTools({[s.name for s in self.servers]!r})"
+
+    async def load(self) -> list[Tool]:
+        """Connect to every server and list its tools, as `Tool`s named `mcp__<server>__<tool>`.
+
+        Raises `UserError` naming each server that could not be started, reached or listed.
+        """
+        listings = await asyncio.gather(*(self._server_tools(s) for s in self.servers), return_exceptions=True)
+        tools: list[Tool] = []
+        problems: list[str] = []
+        for listing in listings:
+            if isinstance(listing, UserError):
+                problems.append(str(listing))
+            elif isinstance(listing, BaseException):
+                raise listing
+            else:
+                tools += listing
+        if problems:
+            raise UserError("; ".join(problems))
+        return tools
+
+    async def aclose(self) -> None:
+        """Close the sessions of the running event loop (a stdio server is stopped)."""
+        held = self._connections.pop(asyncio.get_running_loop(), {})
+        await asyncio.gather(*(connection.close() for connection in held.values()))
+
+    async def _server_tools(self, server: MCPServerConfig) -> list[Tool]:
+        client = await self._client(server)
+        remote: list[RemoteTool] = []
+        cursor: str | None = None
+        try:
+            for _ in range(MAX_PAGES):
+                page = await client.list_tools(cursor=cursor)
+                remote += page.tools
+                if not page.next_cursor or page.next_cursor == cursor:
+                    break
+                cursor = page.next_cursor
+        except Exception as exc:
+            raise UserError(f"MCP server {server.name!r} could not list its tools: {_describe(exc)}") from exc
+        return [self._tool(server, item) for item in remote]
+
+    def _tool(self, server: MCPServerConfig, remote: RemoteTool) -> Tool:
+        remote_name = remote.name
+
+        async def call(ctx: ToolContext, arguments: dict[str, Any]) -> ToolReturn:
+            return await self._call(server, remote_name, arguments)
+
+        parameters = dict(remote.input_schema)
+        parameters.setdefault("type", "object")
+        parameters.setdefault("properties", {})
+        return Tool(
+            name=mcp_tool_name(server.name, remote.name),
+            description=remote.description
+            or remote.title
+            or f"The tool {remote.name} of the MCP server {server.name}.",
+            parameters=parameters,
+            function=call,
+        )
+
+    async def _call(self, server: MCPServerConfig, tool: str, arguments: dict[str, Any]) -> ToolReturn:
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        try:
+            client = await self._client(server)
+        except UserError as exc:
+            raise ToolError(str(exc)) from exc
+        try:
+            result = await client.call_tool(tool, arguments)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._retire(server)
+            raise ToolError(f"MCP server {server.name!r} refused {tool}: {exc.message}") from exc
+        except Exception as exc:
+            self._retire(server)
+            raise ToolError(f"MCP server {server.name!r} failed to run {tool}: {_describe(exc)}") from exc
+        text = result_text(result)
+        if result.is_error:
+            raise ToolError(text or f"{tool} failed and the MCP server {server.name!r} said no more")
+        return ToolReturn(content=text, data=result.structured_content)
+
+    async def _client(self, server: MCPServerConfig) -> Client:
+        """The session to `server` of the running loop, opened on first use (or after it was lost)."""
+        loop = asyncio.get_running_loop()
+        for other in list(self._connections):  # a snapshot: worker threads may run loops of their own
+            if other.is_closed():
+                self._connections.pop(other, None)
+        held = self._connections.setdefault(loop, {})
+        connection = held.get(server.name)
+        if connection is None or connection.retired:
+            connection = held[server.name] = _Connection(server)
+        return await connection.client()
+
+    def _retire(self, server: MCPServerConfig) -> None:
+        """The session was lost: close what is left of it, and open a new one on the next call."""
+        connection = self._connections.get(asyncio.get_running_loop(), {}).get(server.name)
+        if connection is not None:
+            connection.retire()
+
+
+class _Connection:
+    """One session to one server, opened, held and closed by one task of the loop it serves.
+
+    anyio's task groups (inside mcp's transports) must be entered and left by the same task; a
+    background task that owns the exit stack lets any other task of the loop use and close it.
+    """
+
+    def __init__(self, server: MCPServerConfig) -> None:
+        loop = asyncio.get_running_loop()
+        self.server = server
+        self._ready: asyncio.Future[Client] = loop.create_future()
+        self._stop = asyncio.Event()
+        self._task = loop.create_task(self._own(), name=f"delegate: MCP server {server.name}")
+
+    @property
+    def retired(self) -> bool:
+        return self._stop.is_set() or self._task.done()
+
+    async def client(self) -> Client:
+        # Shielded: a caller cancelled while waiting must not cancel the connection others wait on.
+        return await asyncio.shield(self._ready)
+
+    def retire(self) -> None:
+        self._stop.set()
+
+    async def close(self) -> None:
+        self._stop.set()
+        await asyncio.shield(self._task)
+
+    async def _own(self) -> None:
+        errlog = _stderr_file() if self.server.command is not None else None
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._open(stack, errlog)
+                self._ready.set_result(client)
+                await self._stop.wait()
+        except Exception as exc:
+            if not self._ready.done():
+                self._ready.set_exception(UserError(_unreachable(self.server, exc, errlog)))
+            else:
+                logger.debug("closing the session to MCP server %r failed: %s", self.server.name, _describe(exc))
+        finally:
+            self._stop.set()
+            if not self._ready.done():
+                self._ready.cancel()
+            if errlog is not None:
+                errlog.close()
+
+    async def _open(self, stack: AsyncExitStack, errlog: TextIO | None) -> Client:
+        from mcp import Client
+
+        transport = await _transport(self.server, stack, errlog)
+        try:
+            async with asyncio.timeout(self.server.connect_timeout):
+                return await stack.enter_async_context(Client(transport))
+        except TimeoutError:
+            raise TimeoutError(f"no answer to the handshake within {self.server.connect_timeout:g}s") from None
+
+
+async def _transport(server: MCPServerConfig, stack: AsyncExitStack, errlog: TextIO | None) -> Transport:
+    if server.command is not None:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        program, *args = server.command
+        params = StdioServerParameters(command=program, args=args, env=server.env, cwd=server.cwd)
+        return stdio_client(params, errlog=errlog) if errlog is not None else stdio_client(params)
+    assert server.url is not None
+    from mcp.client.streamable_http import streamable_http_client
+
+    if not server.headers:
+        return streamable_http_client(server.url)
+    import httpx2
+
+    # mcp's own defaults: a server may hold a response stream open for long.
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    http = await stack.enter_async_context(httpx2.AsyncClient(headers=server.headers, timeout=timeout))
+    return streamable_http_client(server.url, http_client=http)
+
+
+def _stderr_file() -> TextIO | None:
+    """Where a stdio server's stderr goes: a file (it needs a descriptor) whose end explains a
+    failed start. Not the terminal, where a server's logging would break the progress display."""
+    try:
+        return cast(TextIO, tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
+def _unreachable(server: MCPServerConfig, exc: BaseException, errlog: TextIO | None) -> str:
+    if server.command is not None:
+        what = f"could not be started with {shlex.join(server.command)}"
+        if isinstance(exc, FileNotFoundError):
+            return f"MCP server {server.name!r} {what}: {server.command[0]!r} was not found; check the command"
+    else:
+        what = f"could not be reached at {server.url}"
+    message = f"MCP server {server.name!r} {what}: {_describe(exc)}"
+    said = _tail(errlog)
+    return f"{message}; it wrote: {said}" if said else message
+
+
+def _tail(errlog: TextIO | None) -> str:
+    if errlog is None:
+        return ""
+    try:
+        errlog.flush()
+        errlog.seek(0)
+        text = errlog.read()
+    except (OSError, ValueError):
+        return ""
+    text = " ".join(text.split())
+    return text if len(text) <= _STDERR_TAIL else "..." + text[-_STDERR_TAIL:]
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as one line, looking through anyio's exception groups to what went wrong."""
+    if isinstance(exc, BaseExceptionGroup):
+        group = cast(BaseExceptionGroup[BaseException], exc)
+        return "; ".join(_describe(inner) for inner in group.exceptions)
+    text = str(exc)
+    if isinstance(exc, OSError | TimeoutError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def result_text(result: CallToolResult) -> str:
+    """A tool result as the model reads it: its text, with a short note for each image, audio clip
+    or resource, or its structured content when it has no text."""
+    parts = [_block_text(block) for block in result.content]
+    text = "\n".join(part for part in parts if part)
+    if not any(block.type == "text" for block in result.content) and result.structured_content is not None:
+        structured = json.dumps(result.structured_content, ensure_ascii=False, default=str)
+        text = f"{text}\n{structured}" if text else structured
+    return text
+
+
+def _block_text(block: ContentBlock) -> str:
+    match block.type:
+        case "text":
+            return block.text
+        case "image" | "audio":
+            return f"[{block.mime_type}, {_decoded_size(block.data):,} bytes]"
+        case "resource_link":
+            return f"[resource {block.uri}]"
+        case "resource":
+            from mcp_types import TextResourceContents
+
+            resource = block.resource
+            if isinstance(resource, TextResourceContents):
+                return f"[resource {resource.uri}]\n{resource.text}"
+            kind = resource.mime_type or "binary"
+            return f"[resource {resource.uri}, {kind}, {_decoded_size(resource.blob):,} bytes]"
+
+
+def _decoded_size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return len(data) * 3 // 4
