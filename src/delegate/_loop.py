@@ -15,12 +15,12 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, assert_never
+from typing import Literal, Protocol, assert_never
 
 from ._errors import ModelError, ToolError, UserError
 from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ._usage import Usage
-from .models import FREE_CHOICES, Model, ModelRequest, ModelResponse, ToolChoice
+from .models import FREE_CHOICES, Model, ModelRequest, ModelResponse, ToolChoice, ToolSpec
 from .tools import Tool, ToolContext, ToolReturn
 
 AgentStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
@@ -40,6 +40,18 @@ class Compaction:
     model: Model | None = None
 
 
+class ToolGate(Protocol):
+    """Narrows an agent's tools turn by turn, from its conversation so far."""
+
+    def visible(self, messages: list[Message], names: list[str]) -> list[str]:
+        """Which of `names` the model is offered this turn."""
+        ...
+
+    def why_hidden(self, name: str) -> str:
+        """What a call of hidden tool `name` is told."""
+        ...
+
+
 @dataclass(kw_only=True, slots=True)
 class AgentSpec:
     """Everything the loop needs to run one agent."""
@@ -53,6 +65,9 @@ class AgentSpec:
     token_budget: int | None = None
     max_tokens: int | None = None
     compaction: Compaction | None = None
+    gates: Sequence[ToolGate] = ()
+    """Decide turn by turn which of `tools` the model is offered (an active skill's allowed tools,
+    deferred tools not yet found with `tool_search`); a call of a hidden tool gets the gate's reason."""
     first_tool_choice: ToolChoice | Sequence[ToolChoice] = "auto"
     """The tool choice of the first turn (`auto`, `required`, or the name of the tool to call), or
     of each of the first turns in order; later turns are `auto`. A weak model then delegates
@@ -159,17 +174,18 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             return state.end("aborted", "token_budget", error=f"spent the token budget ({spec.token_budget})")
         if spec.compaction is not None and state.context_tokens > spec.compaction.max_context_tokens:
             await compact(spec, ctx, state)
+        offered, offered_specs = (tools, specs) if not spec.gates else _gated(spec.gates, tools, state.messages)
         request = ModelRequest(
             system=spec.instructions,
             messages=list(state.messages),
-            tools=specs,
+            tools=offered_specs,
             max_tokens=spec.max_tokens,
             tool_choice=spec.tool_choice(state.steps),
             workspace=ctx.workspace,
         )
         response = await _ask(spec.model, ctx, request, state)
         state.steps += 1
-        step = await _next_step(response, tools, ctx, state)
+        step = await _next_step(response, offered, ctx, state)
         match step:
             case Final(text=text):
                 return _final(state, text)
@@ -179,6 +195,30 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
                 continue
             case _:
                 assert_never(step)
+
+
+def _gated(
+    gates: Sequence[ToolGate], tools: dict[str, Tool], messages: list[Message]
+) -> tuple[dict[str, Tool], list[ToolSpec]]:
+    """The tools each gate lets through this turn, as callable tools and as specs to offer; a
+    hidden tool stays callable as a refusal that gives its gate's reason."""
+    names = list(tools)
+    callable_: dict[str, Tool] = {}
+    for gate in gates:
+        shown = gate.visible(messages, names)
+        for name in names:
+            if name not in shown and name not in callable_:
+                callable_[name] = _refusal(name, gate.why_hidden(name))
+        names = [name for name in names if name in shown]
+    callable_.update((name, tools[name]) for name in names)
+    return callable_, [tools[name].spec for name in names]
+
+
+def _refusal(name: str, reason: str) -> Tool:
+    def refuse(ctx: ToolContext, arguments: dict[str, object]) -> ToolReturn:
+        raise ToolError(reason)
+
+    return Tool(name=name, description=reason, parameters={"type": "object"}, function=refuse)
 
 
 def _final(state: _State, text: str) -> AgentResult:

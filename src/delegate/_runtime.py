@@ -22,6 +22,7 @@ from ._messages import Message
 from ._usage import Usage
 from ._workspace import Workspace
 from .models import Model, ToolChoice, resolve_model
+from .skills import SkillCatalogue
 from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, task_tool
 from .subagents._acceptance import parse_criteria
 from .tools import Tool, ToolContext, builtin_tools, list_uploaded_files, uploads_state
@@ -83,6 +84,7 @@ class Runtime:
         tools: Iterable[Tool] = (),
         builtin: Sequence[str] | None = None,
         agents_dirs: Sequence[str | PathLike[str]] = (),
+        skills_dirs: Sequence[str | PathLike[str]] = (),
         allow_commands: bool = False,
         instructions: str | None = None,
         subagent_model: str | Model | None = None,
@@ -116,6 +118,9 @@ class Runtime:
         for extra in tools:
             self.tools[extra.name] = extra
         self.instructions = instructions
+        self.skills_dirs = [Path(d) for d in skills_dirs]
+        """Folders of skills (inside the workspace) besides `.claude/skills`, `.delegate/skills` and
+        the user's own `.delegate/users/<user>/skills`: see `delegate.skills`."""
         self.max_steps = max_steps
         self.timeout = timeout
         if max_parallel is not None and max_parallel < 1:
@@ -237,23 +242,27 @@ class Runtime:
         recorder = _Recorder(self.store, [*self.sinks, *sinks])
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id)
         ctx.uploaded_files = uploads_state(uploaded_files)
+        skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
         lead_tools = [t for name, t in self.tools.items() if name != "complete"]
         if ctx.uploaded_files is not None:
             lead_tools.append(list_uploaded_files)
-        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools])
+        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills)
         if self.task_tool and len(self.catalogue):
             lead_tools.append(self._task_tool(runner))
         lead_tools += self._batch_tools()
+        gate = skills.gate(self.workspace, None)
         spec = AgentSpec(
             name="lead",
-            instructions=self._lead_instructions(),
+            instructions="\n\n".join(part for part in (self._lead_instructions(), skills.index(None)) if part),
             model=lead_model,
             tools=lead_tools,
             max_steps=self.max_steps,
             timeout=self.timeout,
             compaction=self.compaction,
+            gates=[gate] if gate else [],
             first_tool_choice=self.first_tool_choice,
         )
+        slash = skills.slash_command(prompt, None)
         recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
         recorder.emit(
             Event(
@@ -265,7 +274,7 @@ class Runtime:
         )
         beat = asyncio.create_task(_heartbeat(runner, recorder, self.heartbeat_interval))
         try:
-            result = await run_agent(spec, ctx, [Message.user(prompt)])
+            result = await run_agent(spec, ctx, [*([slash] if slash else []), Message.user(prompt)])
         except asyncio.CancelledError:
             cancelled = _result(run_id, _cancelled(ctx), runner)
             await recorder.finish(cancelled)
@@ -300,7 +309,8 @@ class Runtime:
         fan_out = [*self.sinks, *sinks]
         ctx = self._context(run_id or f"task_{uuid.uuid4().hex[:12]}", "batch", lambda e: _fan(fan_out, e), user_id)
         inherited = [name for name in self.tools if name != "complete"]
-        runner = self._runner(ctx, self.model, inherited)
+        skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
+        runner = self._runner(ctx, self.model, inherited, skills)
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -325,7 +335,9 @@ class Runtime:
             timezone=self.timezone,
         )
 
-    def _runner(self, parent: ToolContext, model: Model, parent_tools: list[str]) -> SubagentRunner:
+    def _runner(
+        self, parent: ToolContext, model: Model, parent_tools: list[str], skills: SkillCatalogue
+    ) -> SubagentRunner:
         subagent_model = self.model_for(self._subagent_model_spec) if self._subagent_model_spec else None
         return SubagentRunner(
             run_id=parent.run_id,
@@ -342,6 +354,7 @@ class Runtime:
             max_total=self.max_subagents,
             compaction=self.compaction,
             uploaded_files=parent.uploaded_files,
+            skills=skills,
         )
 
     def _subagent_tools(self, *, uploads: bool) -> dict[str, Tool]:

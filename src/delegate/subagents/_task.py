@@ -24,6 +24,7 @@ from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
 from ..models import FREE_CHOICES, Model
+from ..skills import SkillCatalogue
 from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
 from ._complete import COMPLETE_TOOL, Delivery
@@ -42,7 +43,8 @@ class SubagentRunner:
 
     `tools` are every tool the run knows by name; `parent_tools` the names the lead has (what an
     inheriting subagent gets). `model_for` turns a model string into a model (cached by the caller).
-    `uploaded_files` is the parent's uploads state: each subagent gets a deep copy.
+    `uploaded_files` is the parent's uploads state: each subagent gets a deep copy. `skills` is
+    the run's skill catalogue, of which each subagent sees what its definition allows.
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class SubagentRunner:
         max_total: int | None,
         compaction: Compaction | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
+        skills: SkillCatalogue | None = None,
     ) -> None:
         self.run_id = run_id
         self.user_id = user_id
@@ -76,6 +79,7 @@ class SubagentRunner:
         self.max_total = max_total
         self.compaction = compaction
         self.uploaded_files = uploaded_files
+        self.skills = skills or SkillCatalogue({})
         self.records: list[TaskOutput] = []
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
         self.started = 0
@@ -180,19 +184,27 @@ class SubagentRunner:
         self.live[agent_id] = (record, ctx)
         try:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
+            gate = self.skills.gate(self.workspace, definition.skills)
             spec = AgentSpec(
                 name=definition.name,
-                instructions=_system_prompt(definition, criteria=bool(criteria), snapshot=snapshot is not None),
+                instructions=_system_prompt(
+                    definition,
+                    criteria=bool(criteria),
+                    snapshot=snapshot is not None,
+                    skills=self.skills.index(definition.skills),
+                ),
                 model=model,
                 tools=tools,
                 max_steps=definition.max_steps,
                 timeout=definition.timeout,
                 token_budget=definition.token_budget,
                 compaction=self.compaction,
+                gates=[gate] if gate else [],
                 first_tool_choice=definition.first_tool_choice,
             )
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
-            messages = [snapshot, Message.user(kickoff)] if snapshot else [Message.user(kickoff)]
+            slash = self.skills.slash_command(prompt, definition.skills)
+            messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
             result = await run_agent(spec, ctx, messages)
             _fill(record, result)
             if criteria and baseline is not None:
@@ -289,10 +301,12 @@ def _resolve(
     return subagent_model or parent_model
 
 
-def _system_prompt(definition: Subagent, *, criteria: bool, snapshot: bool) -> str:
+def _system_prompt(definition: Subagent, *, criteria: bool, snapshot: bool, skills: str = "") -> str:
     parts = [SUBAGENT_INSTRUCTIONS]
     if definition.instructions:
         parts.append(f"Instructions for the {definition.name} agent:\n{definition.instructions}")
+    if skills:
+        parts.append(skills)
     if snapshot:
         parts.append(SNAPSHOT_SYSTEM_NOTE)
     if criteria:

@@ -1,0 +1,200 @@
+"""Skills: folders of instructions (a `SKILL.md` and whatever files it refers to) that an agent
+finds in an index and activates when it needs them.
+
+Where they come from, later shadowing earlier by name:
+`<workspace>/.claude/skills/*/SKILL.md` < `<workspace>/.delegate/skills/*/SKILL.md` < each
+`skills_dirs` folder < `<workspace>/.delegate/users/<user>/skills/*/SKILL.md`, the run's user's own
+(a run without a user is the `default` user's). Every folder is inside the workspace, so an agent
+reads a skill with `read_file`, like any file.
+
+Activation is lazy: the system prompt carries only the index (name, description, path). A skill is
+active once the agent reads its `SKILL.md` with `read_file`, or when a task starts with `/<name>`
+(its body is then put before the task). Only then does the skill's `allowed-tools` narrow the
+agent's tools; a skill never activated narrows nothing. A subagent's `skills` allowlist decides
+what it can find and activate (None: every skill, []: none); it does not hide files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+
+from .._agents import CLAUDE_TOOL_NAMES
+from .._errors import UserError, WorkspaceError
+from .._messages import Message, ToolCallPart, ToolResultPart
+from .._workspace import Workspace
+
+ALWAYS_ALLOWED = frozenset({"complete", "tool_search"})
+"""Tools an active skill never takes away: the way to finish, and the way to find deferred tools."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.S)
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    name: str
+    description: str
+    path: str
+    """Its `SKILL.md`, relative to the workspace root."""
+    body: str
+    allowed_tools: tuple[str, ...] | None = None
+    """The tools it allows once active; None leaves the agent's tools as they are."""
+
+
+class SkillCatalogue:
+    """The skills one user can use in one workspace, by name."""
+
+    def __init__(self, skills: dict[str, Skill]) -> None:
+        self.skills = skills
+
+    @classmethod
+    def build(
+        cls, workspace: Workspace, *, user_id: str | None = None, dirs: Sequence[str | Path] = ()
+    ) -> SkillCatalogue:
+        """Read every source in order (later ones shadow earlier ones). A malformed `SKILL.md` is a
+        `UserError` naming the file and the field; a folder outside the workspace is refused."""
+        root = workspace.root
+        folders = [root / ".delegate" / "skills"]
+        for folder in dirs:
+            try:
+                folders.append(workspace.resolve(folder))
+            except WorkspaceError as exc:
+                raise UserError(f"skills folder {str(folder)!r}: {exc}; put skills inside the workspace") from None
+        folders.append(root / ".delegate" / "users" / (user_id or "default") / "skills")
+        skills: dict[str, Skill] = {}
+        for folder, claude in [(root / ".claude" / "skills", True), *((f, False) for f in folders)]:
+            for file in sorted(folder.glob("*/SKILL.md")) if folder.is_dir() else []:
+                skill = load_skill(file, root, claude=claude)
+                skills[skill.name] = skill
+        return cls(skills)
+
+    def __len__(self) -> int:
+        return len(self.skills)
+
+    def allowed(self, allowlist: Sequence[str] | None) -> list[Skill]:
+        """The skills an agent with `allowlist` can find and activate."""
+        if allowlist is None:
+            return list(self.skills.values())
+        return [self.skills[name] for name in allowlist if name in self.skills]
+
+    def index(self, allowlist: Sequence[str] | None) -> str:
+        """The system prompt's part: how to use skills, and each one's name, description and path."""
+        skills = self.allowed(allowlist)
+        if not skills:
+            return ""
+        lines = [
+            "Skills: instructions for particular kinds of work. When one fits your task, read its "
+            "SKILL.md with read_file before you start, and follow it. Available skills:"
+        ]
+        lines += [f"- {s.name}: {s.description} ({s.path})" for s in skills]
+        return "\n".join(lines)
+
+    def slash_command(self, text: str, allowlist: Sequence[str] | None) -> Message | None:
+        """For a task that starts with `/<name>` of an allowed skill: the hidden message that
+        carries the skill's body, to put before the task. Anything else: None."""
+        found = re.match(r"/([A-Za-z0-9][A-Za-z0-9_-]*)(?:\s|$)", text.lstrip())
+        if found is None:
+            return None
+        skill = next((s for s in self.allowed(allowlist) if s.name == found.group(1)), None)
+        if skill is None:
+            return None
+        return Message.user(
+            f"Skill {skill.name} ({skill.path}):\n\n{skill.body}", name=f"skill:{skill.name}", hidden=True
+        )
+
+    def gate(self, workspace: Workspace, allowlist: Sequence[str] | None) -> SkillGate | None:
+        """The loop's gate for an agent with `allowlist`; None when no skill could narrow its tools."""
+        skills = [s for s in self.allowed(allowlist) if s.allowed_tools is not None]
+        return SkillGate(skills, workspace) if skills else None
+
+
+class SkillGate:
+    """Narrows an agent's tools to what its active skills allow (see the module's docstring)."""
+
+    def __init__(self, skills: list[Skill], workspace: Workspace) -> None:
+        self.skills = {s.name: s for s in skills}
+        self.by_path = {s.path: s for s in skills}
+        self.workspace = workspace
+        self._active: list[Skill] = []
+
+    def visible(self, messages: list[Message], names: list[str]) -> list[str]:
+        self._active = self.active(messages)
+        if not self._active:
+            return names
+        allowed = set(ALWAYS_ALLOWED).union(*(s.allowed_tools or () for s in self._active))
+        return [name for name in names if name in allowed]
+
+    def why_hidden(self, name: str) -> str:
+        active = ", ".join(s.name for s in self._active)
+        return f"{name} is not among the tools the active skill(s) {active} allow"
+
+    def active(self, messages: list[Message]) -> list[Skill]:
+        """The skills activated so far: by a `/<name>` task, or by a successful read of SKILL.md."""
+        found: dict[str, Skill] = {}
+        reads: dict[str, str] = {}
+        for message in messages:
+            if message.name and message.name.startswith("skill:") and message.name[6:] in self.skills:
+                found.setdefault(message.name[6:], self.skills[message.name[6:]])
+            for part in message.parts:
+                if isinstance(part, ToolCallPart) and part.name == "read_file":
+                    path = part.arguments.get("path")
+                    if isinstance(path, str):
+                        reads[part.id] = path
+                elif isinstance(part, ToolResultPart) and part.tool_call_id in reads and not part.is_error:
+                    skill = self._skill_at(reads[part.tool_call_id])
+                    if skill is not None:
+                        found.setdefault(skill.name, skill)
+        return list(found.values())
+
+    def _skill_at(self, path: str) -> Skill | None:
+        try:
+            real = self.workspace.resolve(path)
+        except WorkspaceError:
+            return None
+        return self.by_path.get(self.workspace.relative(real))
+
+
+def load_skill(file: Path, root: Path, *, claude: bool = False) -> Skill:
+    """Read one `SKILL.md` (YAML front matter: `name`, `description`, optional `allowed-tools`,
+    in Claude Code's tool names when `claude`)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{file}: cannot read skill: {exc}") from None
+    match = _FRONT.match(text)
+    if match is None:
+        raise UserError(f"{file}: a skill starts with YAML front matter between '---' lines")
+    try:
+        meta: object = yaml.safe_load(match.group(1)) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"{file}: front matter is not valid YAML: {exc}") from None
+    if not isinstance(meta, dict):
+        raise UserError(f"{file}: front matter must be a mapping of fields")
+    fields = cast(dict[str, Any], meta)
+    name, description = fields.get("name", file.parent.name), fields.get("description")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise UserError(f"{file}: field 'name': use letters, digits, '-' and '_' (at most 64)")
+    if not isinstance(description, str) or not description.strip():
+        raise UserError(f"{file}: field 'description': say in one line when the skill is useful")
+    tools = fields.get("allowed-tools", fields.get("allowed_tools"))
+    if isinstance(tools, str):
+        tools = [t.strip() for t in tools.replace(",", " ").split() if t.strip()]
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, str) for t in cast(list[Any], tools))):
+        raise UserError(f"{file}: field 'allowed-tools': a list of tool names")
+    return Skill(
+        name=name,
+        description=description.strip(),
+        path=file.relative_to(root).as_posix(),
+        body=match.group(2).strip(),
+        allowed_tools=None if tools is None else tuple(_tool_name(t, claude) for t in cast(list[str], tools)),
+    )
+
+
+def _tool_name(name: str, claude: bool) -> str:
+    return CLAUDE_TOOL_NAMES.get(name, name) if claude else name

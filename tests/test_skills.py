@@ -1,0 +1,123 @@
+"""Skills: found in an index, activated by reading SKILL.md or by a `/name` task, narrowing tools
+only once active, and limited per subagent type by its allowlist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delegate import UserError
+from delegate._agents import Subagent
+from delegate._runtime import Runtime
+from delegate._workspace import Workspace
+from delegate.models import ModelRequest, ModelResponse
+from delegate.skills import SkillCatalogue
+from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import FunctionModel, call, reply
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def skill(root: Path, folder: str, name: str, description: str, tools: str | None = None, body: str = "Do it.") -> None:
+    allowed = f"allowed-tools: {tools}\n" if tools is not None else ""
+    write(root / folder / name / "SKILL.md", f"---\nname: {name}\ndescription: {description}\n{allowed}---\n{body}\n")
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    skill(tmp_path, ".delegate/skills", "report", "Writes reports.", "[read_file, write_file]", "Use headings.")
+    skill(tmp_path, ".delegate/skills", "review", "Reviews code.")
+    skill(tmp_path, ".claude/skills", "pdf", "Reads PDFs.", "Read, Grep")
+    return tmp_path
+
+
+def is_lead(request: ModelRequest) -> bool:
+    return request.system.startswith(LEAD_INSTRUCTIONS)
+
+
+def test_the_catalogue_reads_every_source_and_the_users_own_shadow_the_shared(root: Path) -> None:
+    skill(root, ".delegate/users/alice/skills", "review", "Alice's own review.")
+    ws = Workspace.open(root)
+    shared = SkillCatalogue.build(ws)
+    alice = SkillCatalogue.build(ws, user_id="alice")
+    assert sorted(shared.skills) == ["pdf", "report", "review"]
+    assert shared.skills["review"].description == "Reviews code."
+    assert alice.skills["review"].description == "Alice's own review."
+    assert alice.skills["review"].path == ".delegate/users/alice/skills/review/SKILL.md"
+    assert shared.skills["pdf"].allowed_tools == ("read_file", "grep")  # Claude's names mapped
+    assert shared.skills["report"].body == "Use headings."
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("no front matter", "starts with YAML front matter"),
+        ("---\nname: x\n---\n", "field 'description'"),
+        ("---\nname: 'bad name'\ndescription: d\n---\n", "field 'name'"),
+        ("---\nname: x\ndescription: d\nallowed-tools: {a: 1}\n---\n", "field 'allowed-tools'"),
+    ],
+)
+def test_a_malformed_skill_names_the_file_and_the_field(tmp_path: Path, text: str, message: str) -> None:
+    write(tmp_path / ".delegate/skills/x/SKILL.md", text)
+    with pytest.raises(UserError, match=message) as caught:
+        SkillCatalogue.build(Workspace.open(tmp_path))
+    assert "x/SKILL.md" in str(caught.value)
+
+
+def test_a_skills_folder_outside_the_workspace_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    with pytest.raises(UserError, match="put skills inside the workspace"):
+        SkillCatalogue.build(Workspace.open(tmp_path / "ws"), dirs=[tmp_path])
+
+
+async def test_the_index_is_in_the_prompt_and_reading_a_skill_narrows_tools_from_then_on(root: Path) -> None:
+    turns = iter([call("read_file", path=".delegate/skills/report/SKILL.md"), call("grep", pattern="x"), reply("ok")])
+    model = FunctionModel(lambda request: next(turns))
+    rt = Runtime(model=model, workspace=root, store=False, builtin_subagents=False)
+    await rt.run("write the report")
+    first, second, third = model.requests
+    assert "- report: Writes reports. (.delegate/skills/report/SKILL.md)" in first.system
+    assert "Use headings." not in first.system  # only the index, until it is read
+    assert "grep" in {t.name for t in first.tools}  # a skill never read narrows nothing
+    assert sorted(t.name for t in second.tools) == ["read_file", "write_file"]
+    refused = third.messages[-1].tool_results[0]
+    assert refused.is_error and "not among the tools the active skill(s) report allow" in refused.content
+
+
+async def test_a_slash_task_activates_its_skill_with_its_body(root: Path) -> None:
+    model = FunctionModel(lambda request: reply("ok"))
+    await Runtime(model=model, workspace=root, store=False, builtin_subagents=False).run("/report the Q3 numbers")
+    [request] = model.requests
+    assert [m.name for m in request.messages] == ["skill:report", None]
+    assert request.messages[0].hidden and "Use headings." in request.messages[0].text
+    assert sorted(t.name for t in request.tools) == ["read_file", "write_file"]
+
+
+async def test_a_subagents_allowlist_scopes_what_it_finds_and_activates(root: Path) -> None:
+    types = [
+        Subagent(name="all", description="Every skill."),
+        Subagent(name="none", description="No skill.", skills=[]),
+        Subagent(name="pdf-only", description="Only pdf.", skills=["pdf"]),
+    ]
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if not is_lead(request):
+            return call("complete", summary="done")
+        if len(request.messages) > 1:
+            return reply("done")
+        tasks = [call("task", subagent_type=t.name, description=t.name, prompt="/report now") for t in types]
+        return ModelResponse(parts=[c.parts[0] for c in tasks])
+
+    model = FunctionModel(answer)
+    await Runtime(model=model, workspace=root, store=False, subagents=types, builtin_subagents=False).run("go")
+    subs = [r for r in model.requests if not is_lead(r)]
+    assert len(subs) == 3
+    by_index = {("report:" in r.system, "pdf:" in r.system, r.messages[0].name): r for r in subs}
+    assert set(by_index) == {(True, True, "skill:report"), (False, False, None), (False, True, None)}
+    everything = by_index[(True, True, "skill:report")]
+    assert sorted(t.name for t in everything.tools) == ["complete", "read_file", "write_file"]
+    assert "grep" in {t.name for t in by_index[(False, True, None)].tools}  # /report is plain text to it
