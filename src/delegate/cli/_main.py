@@ -50,6 +50,9 @@ def run(
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
     workspace: Workspace = Path("."),
     agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
+    skills: Annotated[
+        list[Path] | None, typer.Option("--skills", help="A folder of skills (inside the workspace).")
+    ] = None,
     allow_commands: Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands.")] = False,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
@@ -76,6 +79,7 @@ def run(
             model=model,
             workspace=workspace,
             agents_dirs=agents or [],
+            skills_dirs=skills or [],
             allow_commands=allow_commands,
             max_parallel=max_parallel,
             subagent_model=subagent_model,
