@@ -1,18 +1,32 @@
 """A tiny MCP server for the tests, built on mcp's own server API.
 
-`python tests/mcp_server.py` serves over stdio; `python tests/mcp_server.py --http PORT` serves
-streamable HTTP at http://127.0.0.1:PORT/mcp.
+`python tests/mcp_server.py` serves over stdio; `--http PORT` serves streamable HTTP at
+http://127.0.0.1:PORT/mcp instead; `--paged` lists the tools one per page, as a server with many
+tools would. Other arguments are ignored (the tests tag their servers' command lines with them).
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ListToolsResult, PaginatedRequestParams
 
-server = MCPServer("tiny", log_level="WARNING")
+
+class PagedServer(MCPServer):
+    """Lists one tool a page, the cursor being the index of the next one."""
+
+    async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        tools = await self.list_tools()
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        following = str(start + 1) if start + 1 < len(tools) else None
+        return ListToolsResult(tools=tools[start : start + 1], next_cursor=following)
+
+
+server = (PagedServer if "--paged" in sys.argv else MCPServer)("tiny", log_level="WARNING")
 
 
 @server.tool()
@@ -35,7 +49,8 @@ def fail(reason: str) -> str:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--http"]:
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    if "--http" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        server.run("streamable-http", host="127.0.0.1", port=port)
     else:
         server.run()

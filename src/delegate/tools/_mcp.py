@@ -31,10 +31,12 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import importlib
 import json
 import logging
 import re
 import shlex
+import sys
 import tempfile
 from collections.abc import Iterable
 from contextlib import AsyncExitStack
@@ -247,21 +249,28 @@ class MCPTools:
         )
 
     async def _call(self, server: MCPServerConfig, tool: str, arguments: dict[str, Any]) -> ToolReturn:
+        try:
+            connection = await self._connection(server)
+            client = await connection.client()
+        except UserError as exc:
+            raise ToolError(str(exc)) from exc
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
 
         try:
-            client = await self._client(server)
-        except UserError as exc:
-            raise ToolError(str(exc)) from exc
-        try:
             result = await client.call_tool(tool, arguments)
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                self._retire(server)
-            raise ToolError(f"MCP server {server.name!r} refused {tool}: {exc.message}") from exc
+            if exc.code != CONNECTION_CLOSED:
+                raise ToolError(f"MCP server {server.name!r} answered {tool} with an error: {exc.message}") from exc
+            connection.retire()  # the next call opens a new session
+            raise ToolError(
+                f"the connection to MCP server {server.name!r} was lost during {tool} ({exc.message}); "
+                "a new call reconnects"
+            ) from exc
+        except ValueError as exc:  # an answer that does not fit the protocol or the tool's output schema
+            raise ToolError(f"MCP server {server.name!r} gave a bad answer to {tool}: {_describe(exc)}") from exc
         except Exception as exc:
-            self._retire(server)
+            connection.retire()
             raise ToolError(f"MCP server {server.name!r} failed to run {tool}: {_describe(exc)}") from exc
         text = result_text(result)
         if result.is_error:
@@ -269,7 +278,11 @@ class MCPTools:
         return ToolReturn(content=text, data=result.structured_content)
 
     async def _client(self, server: MCPServerConfig) -> Client:
+        return await (await self._connection(server)).client()
+
+    async def _connection(self, server: MCPServerConfig) -> _Connection:
         """The session to `server` of the running loop, opened on first use (or after it was lost)."""
+        await _import_mcp()
         loop = asyncio.get_running_loop()
         for other in list(self._connections):  # a snapshot: worker threads may run loops of their own
             if other.is_closed():
@@ -278,13 +291,7 @@ class MCPTools:
         connection = held.get(server.name)
         if connection is None or connection.retired:
             connection = held[server.name] = _Connection(server)
-        return await connection.client()
-
-    def _retire(self, server: MCPServerConfig) -> None:
-        """The session was lost: close what is left of it, and open a new one on the next call."""
-        connection = self._connections.get(asyncio.get_running_loop(), {}).get(server.name)
-        if connection is not None:
-            connection.retire()
+        return connection
 
 
 class _Connection:
@@ -344,6 +351,16 @@ class _Connection:
                 return await stack.enter_async_context(Client(transport))
         except TimeoutError:
             raise TimeoutError(f"no answer to the handshake within {self.server.connect_timeout:g}s") from None
+
+
+async def _import_mcp() -> None:
+    """Import mcp off the event loop (it takes about a second), or say how to install it."""
+    if "mcp" in sys.modules:
+        return
+    try:
+        await asyncio.to_thread(importlib.import_module, "mcp")
+    except ImportError as exc:
+        raise UserError(f"MCP servers need the mcp package ({exc}): pip install 'delegate[mcp]'") from exc
 
 
 async def _transport(server: MCPServerConfig, stack: AsyncExitStack, errlog: TextIO | None) -> Transport:
