@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 from ._agents import Catalogue, Subagent
 from ._errors import ToolError, UserError
 from ._events import Event, EventSink
-from ._loop import AgentResult, AgentSpec, AgentStatus, Compaction, run_agent
+from ._loop import AgentResult, AgentSpec, AgentStatus, Compaction, ToolGate, run_agent
 from ._messages import Message
 from ._usage import Usage
 from ._workspace import Workspace
+from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool
 from .models import Model, ToolChoice, resolve_model
 from .skills import SkillCatalogue
 from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, task_tool
@@ -85,6 +86,9 @@ class Runtime:
         builtin: Sequence[str] | None = None,
         agents_dirs: Sequence[str | PathLike[str]] = (),
         skills_dirs: Sequence[str | PathLike[str]] = (),
+        mcp_servers: Sequence[MCPServerConfig] = (),
+        tool_search: bool = True,
+        auto_promote: int = 3,
         allow_commands: bool = False,
         instructions: str | None = None,
         subagent_model: str | Model | None = None,
@@ -118,6 +122,12 @@ class Runtime:
         for extra in tools:
             self.tools[extra.name] = extra
         self.instructions = instructions
+        self.mcp = MCPTools(mcp_servers) if mcp_servers else None
+        """The MCP servers' tools: loaded on first use; deferred behind `tool_search` when it is on,
+        with the `auto_promote` that best match a task loaded from its first turn."""
+        self.tool_search = tool_search
+        self.auto_promote = auto_promote
+        self._mcp_tools: list[Tool] | None = None
         self.skills_dirs = [Path(d) for d in skills_dirs]
         """Folders of skills (inside the workspace) besides `.claude/skills`, `.delegate/skills` and
         the user's own `.delegate/users/<user>/skills`: see `delegate.skills`."""
@@ -189,12 +199,15 @@ class Runtime:
         return asyncio.run(go())
 
     async def aclose(self) -> None:
-        """Close the HTTP clients of the models this runtime built from model strings, and the store
-        it opened (a `Store` given to it stays open). Both open again when next needed."""
+        """Close the HTTP clients of the models this runtime built from model strings, the MCP
+        sessions of this event loop, and the store it opened (a `Store` given to it stays open).
+        All open again when next needed."""
         for model in self._models.values():
             close = getattr(model, "aclose", None)
             if close is not None:
                 await close()
+        if self.mcp is not None:
+            await self.mcp.aclose()
         if self._store is not None and self._owns_store:
             self._store.close()
             self._store, self._batches = None, None
@@ -243,23 +256,30 @@ class Runtime:
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id)
         ctx.uploaded_files = uploads_state(uploaded_files)
         skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
-        lead_tools = [t for name, t in self.tools.items() if name != "complete"]
+        mcp_tools = await self._load_mcp()
+        lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
         if ctx.uploaded_files is not None:
             lead_tools.append(list_uploaded_files)
-        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills)
+        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools)
+        deferred = mcp_tools if self.tool_search else []
+        if deferred:
+            lead_tools.append(search_tool(deferred))
         if self.task_tool and len(self.catalogue):
             lead_tools.append(self._task_tool(runner))
         lead_tools += self._batch_tools()
-        gate = skills.gate(self.workspace, None)
+        gates: list[ToolGate] = [g for g in (skills.gate(self.workspace, None),) if g]
+        if deferred:
+            gates.append(DeferredGate(deferred, auto_promote=self.auto_promote))
+        index = deferred_index(t.name for t in deferred) if deferred else ""
         spec = AgentSpec(
             name="lead",
-            instructions="\n\n".join(part for part in (self._lead_instructions(), skills.index(None)) if part),
+            instructions="\n\n".join(p for p in (self._lead_instructions(), skills.index(None), index) if p),
             model=lead_model,
             tools=lead_tools,
             max_steps=self.max_steps,
             timeout=self.timeout,
             compaction=self.compaction,
-            gates=[gate] if gate else [],
+            gates=gates,
             first_tool_choice=self.first_tool_choice,
         )
         slash = skills.slash_command(prompt, None)
@@ -310,7 +330,7 @@ class Runtime:
         ctx = self._context(run_id or f"task_{uuid.uuid4().hex[:12]}", "batch", lambda e: _fan(fan_out, e), user_id)
         inherited = [name for name in self.tools if name != "complete"]
         skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
-        runner = self._runner(ctx, self.model, inherited, skills)
+        runner = self._runner(ctx, self.model, inherited, skills, await self._load_mcp())
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -336,7 +356,12 @@ class Runtime:
         )
 
     def _runner(
-        self, parent: ToolContext, model: Model, parent_tools: list[str], skills: SkillCatalogue
+        self,
+        parent: ToolContext,
+        model: Model,
+        parent_tools: list[str],
+        skills: SkillCatalogue,
+        mcp_tools: list[Tool],
     ) -> SubagentRunner:
         subagent_model = self.model_for(self._subagent_model_spec) if self._subagent_model_spec else None
         return SubagentRunner(
@@ -345,7 +370,7 @@ class Runtime:
             timezone=self.timezone,
             workspace=self.workspace,
             emit=parent.emit,
-            tools=self._subagent_tools(uploads=parent.uploaded_files is not None),
+            tools=self._subagent_tools(uploads=parent.uploaded_files is not None) | {t.name: t for t in mcp_tools},
             parent_tools=parent_tools,
             parent_model=model,
             subagent_model=subagent_model,
@@ -355,7 +380,17 @@ class Runtime:
             compaction=self.compaction,
             uploaded_files=parent.uploaded_files,
             skills=skills,
+            deferred=mcp_tools if self.tool_search else (),
+            auto_promote=self.auto_promote,
         )
+
+    async def _load_mcp(self) -> list[Tool]:
+        """The MCP servers' tools, listed once (a server that cannot be reached is a `UserError`)."""
+        if self.mcp is None:
+            return []
+        if self._mcp_tools is None:
+            self._mcp_tools = await self.mcp.load()
+        return self._mcp_tools
 
     def _subagent_tools(self, *, uploads: bool) -> dict[str, Tool]:
         """What a definition's tool list may name: every built-in tool (`bash` only when commands

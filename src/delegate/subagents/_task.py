@@ -19,10 +19,11 @@ from typing import Any, Literal, cast
 from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, EventSink
-from .._loop import AgentResult, AgentSpec, Compaction, opening_choices, run_agent
+from .._loop import AgentResult, AgentSpec, Compaction, ToolGate, opening_choices, run_agent
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
+from ..mcp._deferred import TOOL_SEARCH, DeferredGate, deferred_index, search_tool
 from ..models import FREE_CHOICES, Model
 from ..skills import SkillCatalogue
 from ..tools import Tool, ToolContext, ToolReturn
@@ -44,7 +45,9 @@ class SubagentRunner:
     `tools` are every tool the run knows by name; `parent_tools` the names the lead has (what an
     inheriting subagent gets). `model_for` turns a model string into a model (cached by the caller).
     `uploaded_files` is the parent's uploads state: each subagent gets a deep copy. `skills` is
-    the run's skill catalogue, of which each subagent sees what its definition allows.
+    the run's skill catalogue, of which each subagent sees what its definition allows. `deferred`
+    tools it has are hidden until it loads them with `tool_search`, which it then gets whatever its
+    definition's allow and deny lists say.
     """
 
     def __init__(
@@ -65,6 +68,8 @@ class SubagentRunner:
         compaction: Compaction | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
         skills: SkillCatalogue | None = None,
+        deferred: Sequence[Tool] = (),
+        auto_promote: int = 0,
     ) -> None:
         self.run_id = run_id
         self.user_id = user_id
@@ -80,6 +85,9 @@ class SubagentRunner:
         self.compaction = compaction
         self.uploaded_files = uploaded_files
         self.skills = skills or SkillCatalogue({})
+        self.deferred = {t.name: t for t in deferred}
+        """Tools a subagent is told of by name and loads with `tool_search` (see `delegate.mcp`)."""
+        self.auto_promote = auto_promote
         self.records: list[TaskOutput] = []
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
         self.started = 0
@@ -112,7 +120,10 @@ class SubagentRunner:
         prepared = self._prepared.get(definition.name)
         if prepared is None:
             names = tools_for(definition, self.parent_tools, list(self.tools))
-            tools = [self.tools[n] for n in names if n != "complete"]
+            tools = [self.tools[n] for n in names if n not in ("complete", TOOL_SEARCH)]
+            deferred = [t for t in tools if t.name in self.deferred]
+            if deferred:
+                tools.append(search_tool(deferred))
             stop = set(definition.stop_tools)
             tools = [_as_stop(t) if t.name in stop else t for t in tools]
             for first in opening_choices(definition.first_tool_choice):
@@ -184,7 +195,10 @@ class SubagentRunner:
         self.live[agent_id] = (record, ctx)
         try:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
-            gate = self.skills.gate(self.workspace, definition.skills)
+            gates: list[ToolGate] = [g for g in (self.skills.gate(self.workspace, definition.skills),) if g]
+            deferred = [t for t in tools if t.name in self.deferred]
+            if deferred:
+                gates.append(DeferredGate(deferred, auto_promote=self.auto_promote))
             spec = AgentSpec(
                 name=definition.name,
                 instructions=_system_prompt(
@@ -192,6 +206,7 @@ class SubagentRunner:
                     criteria=bool(criteria),
                     snapshot=snapshot is not None,
                     skills=self.skills.index(definition.skills),
+                    deferred=deferred_index(t.name for t in deferred) if deferred else "",
                 ),
                 model=model,
                 tools=tools,
@@ -199,7 +214,7 @@ class SubagentRunner:
                 timeout=definition.timeout,
                 token_budget=definition.token_budget,
                 compaction=self.compaction,
-                gates=[gate] if gate else [],
+                gates=gates,
                 first_tool_choice=definition.first_tool_choice,
             )
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
@@ -301,12 +316,13 @@ def _resolve(
     return subagent_model or parent_model
 
 
-def _system_prompt(definition: Subagent, *, criteria: bool, snapshot: bool, skills: str = "") -> str:
+def _system_prompt(
+    definition: Subagent, *, criteria: bool, snapshot: bool, skills: str = "", deferred: str = ""
+) -> str:
     parts = [SUBAGENT_INSTRUCTIONS]
     if definition.instructions:
         parts.append(f"Instructions for the {definition.name} agent:\n{definition.instructions}")
-    if skills:
-        parts.append(skills)
+    parts += [part for part in (skills, deferred) if part]
     if snapshot:
         parts.append(SNAPSHOT_SYSTEM_NOTE)
     if criteria:

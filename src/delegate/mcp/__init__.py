@@ -1,0 +1,15 @@
+"""MCP servers' tools, and deferred tools an agent loads with `tool_search`."""
+
+from ..tools._mcp import MCPServerConfig, MCPTools
+from ._deferred import LOADED, TOOL_SEARCH, DeferredGate, deferred_index, rank, search_tool
+
+__all__ = [
+    "LOADED",
+    "TOOL_SEARCH",
+    "DeferredGate",
+    "MCPServerConfig",
+    "MCPTools",
+    "deferred_index",
+    "rank",
+    "search_tool",
+]

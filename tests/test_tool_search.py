@@ -1,0 +1,107 @@
+"""Deferred tools: an MCP server's tools are named in the system prompt, loaded with `tool_search`
+(or routed from the task), hidden from requests until then, and reach subagents the same way."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from delegate._agents import Subagent
+from delegate._runtime import Runtime
+from delegate.mcp import MCPServerConfig
+from delegate.models import ModelRequest, ModelResponse
+from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import FunctionModel, call, reply
+
+SERVER = Path(__file__).with_name("mcp_server.py")
+ADD, SHOUT = "mcp__calc__add", "mcp__calc__shout"
+
+
+def calc(**options: object) -> list[MCPServerConfig]:
+    return [MCPServerConfig("calc", command=[sys.executable, str(SERVER)], **options)]  # type: ignore[arg-type]
+
+
+def names(request: ModelRequest) -> set[str]:
+    return {t.name for t in request.tools}
+
+
+def is_lead(request: ModelRequest) -> bool:
+    return request.system.startswith(LEAD_INSTRUCTIONS)
+
+
+async def test_deferred_tools_are_named_hidden_then_loaded_by_tool_search(tmp_path: Path) -> None:
+    def answer(request: ModelRequest) -> ModelResponse:
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        return [
+            call(ADD, a=1, b=2),  # not loaded yet: refused with how to load it
+            call("tool_search", query="select:mcp__calc__add"),
+            call(ADD, a=1, b=2),
+            reply("3"),
+        ][turn]
+
+    model = FunctionModel(answer)
+    rt = Runtime(model=model, workspace=tmp_path, store=False, mcp_servers=calc(), auto_promote=0)
+    try:
+        result = await rt.run("go")
+    finally:
+        await rt.aclose()
+    first, second, third, fourth = model.requests
+    assert f"{ADD}, mcp__calc__fail, {SHOUT}" in first.system
+    assert ADD not in names(first) and "tool_search" in names(first)
+    assert "load it first with tool_search" in second.messages[-1].tool_results[0].content
+    loaded = third.messages[-1].tool_results[0].content
+    assert loaded.startswith(f"Loaded tools: {ADD}") and "Add two integers" in loaded
+    assert ADD in names(third) and SHOUT not in names(third)
+    assert fourth.messages[-1].tool_results[0].content == "3"
+    assert result.final == "3"
+
+
+async def test_the_tools_that_best_match_the_task_are_loaded_from_the_first_turn(tmp_path: Path) -> None:
+    model = FunctionModel(lambda request: reply("ok"))
+    rt = Runtime(model=model, workspace=tmp_path, store=False, mcp_servers=calc(), auto_promote=1)
+    try:
+        await rt.run("shout this text in capitals please")
+    finally:
+        await rt.aclose()
+    assert SHOUT in names(model.requests[0]) and ADD not in names(model.requests[0])
+
+
+async def test_without_tool_search_mcp_tools_are_ordinary_tools(tmp_path: Path) -> None:
+    model = FunctionModel(lambda request: reply("ok"))
+    rt = Runtime(model=model, workspace=tmp_path, store=False, mcp_servers=calc(), tool_search=False)
+    try:
+        await rt.run("go")
+    finally:
+        await rt.aclose()
+    assert {ADD, SHOUT} <= names(model.requests[0]) and "tool_search" not in names(model.requests[0])
+    assert "Deferred tools" not in model.requests[0].system
+
+
+async def test_subagents_defer_mcp_tools_and_get_tool_search_whatever_their_lists_say(tmp_path: Path) -> None:
+    types = [
+        Subagent(name="inherits", description="Inherits.", instructions="i"),
+        Subagent(name="adder", description="Adds.", instructions="a", tools=[ADD], disallowed_tools=["tool_search"]),
+        Subagent(name="reader", description="Reads.", instructions="r", tools=["read_file"]),
+    ]
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if not is_lead(request):
+            return call("complete", summary="done")
+        if len(request.messages) > 1:
+            return reply("done")
+        tasks = [call("task", subagent_type=t.name, description=t.name, prompt="p") for t in types]
+        return ModelResponse(parts=[c.parts[0] for c in tasks])
+
+    model = FunctionModel(answer)
+    rt = Runtime(
+        model=model, workspace=tmp_path, store=False, subagents=types, builtin_subagents=False, mcp_servers=calc()
+    )
+    try:
+        await rt.run("go", uploaded_files=None)
+    finally:
+        await rt.aclose()
+    subs = {r.system.split("Instructions for the ")[-1].split(" agent")[0]: r for r in model.requests if not is_lead(r)}
+    for name in ("inherits", "adder"):
+        assert "tool_search" in names(subs[name]) and ADD not in names(subs[name])
+        assert ADD in subs[name].system  # named in its prompt, loaded on demand
+    assert names(subs["reader"]) == {"read_file", "complete"}
