@@ -3,15 +3,25 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from delegate._agents import Subagent
+from delegate._errors import UserError
 from delegate._runtime import Runtime
-from delegate.mcp import MCPServerConfig
+from delegate.mcp import MCPServerConfig, load_mcp_config, rank
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, call, reply
+from delegate.tools import Tool
+from tests.loopback_openai import OpenAIServer, Reply
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 ADD, SHOUT = "mcp__calc__add", "mcp__calc__shout"
@@ -105,3 +115,94 @@ async def test_subagents_defer_mcp_tools_and_get_tool_search_whatever_their_list
         assert "tool_search" in names(subs[name]) and ADD not in names(subs[name])
         assert ADD in subs[name].system  # named in its prompt, loaded on demand
     assert names(subs["reader"]) == {"read_file", "complete"}
+
+
+# -- MCP servers from a config file, and from the CLI ----------------------------------------------
+
+
+def test_an_mcp_config_file_in_claudes_format_gives_servers(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "calc": {"command": sys.executable, "args": [str(SERVER)], "env": {"X": "1"}},
+                    "docs": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"A": "b"}},
+                }
+            }
+        )
+    )
+    calc_server, docs = load_mcp_config(config)
+    assert (calc_server.name, calc_server.command, calc_server.env) == (
+        "calc",
+        [sys.executable, str(SERVER)],
+        {"X": "1"},
+    )
+    assert (docs.name, docs.url, docs.headers) == ("docs", "http://127.0.0.1:9/mcp", {"A": "b"})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "not valid JSON"),
+        ('{"servers": {}}', 'expected an object with "mcpServers"'),
+        ('{"mcpServers": {"x": {"command": "a", "nope": 1}}}', "server 'x': unknown field(s) nope"),
+        ('{"mcpServers": {"x": {}}}', "needs `command`"),
+    ],
+)
+def test_a_bad_mcp_config_names_the_file_and_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(text)
+    with pytest.raises(UserError, match=re.escape(message)) as caught:
+        load_mcp_config(config)
+    assert str(config) in str(caught.value)
+
+
+def test_delegate_run_uses_the_mcp_servers_of_a_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"calc": {"command": sys.executable, "args": [str(SERVER)]}}}))
+
+    def lead(body: dict[str, Any]) -> Reply:
+        tool_results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        if not tool_results:
+            return Reply(tool_calls=[("tool_search", {"query": "add two integers"})])
+        if len(tool_results) == 1:
+            return Reply(tool_calls=[(ADD, {"a": 20, "b": 22})])
+        return Reply(content=f"The sum is {tool_results[-1]}.")
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    with OpenAIServer(lead) as server:
+        env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"}
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "delegate",
+                "run",
+                "add them",
+                "--json",
+                "-m",
+                "openai:m",
+                "--mcp-config",
+                str(config),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["final"] == "The sum is 42."
+    first_tools = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert "tool_search" in first_tools and ADD in first_tools and SHOUT not in first_tools  # routed: "add"
+
+
+def test_ranking_weighs_the_name_over_the_description_and_ignores_common_words() -> None:
+    tools = [
+        Tool(name=n, description=d, parameters={"type": "object"}, function=lambda ctx, args: "")
+        for n, d in [("git_log", "Show the commit history."), ("search_code", "Find text in the commit files.")]
+    ]
+    assert [t.name for t in rank("search the commit", tools)] == ["search_code", "git_log"]
+    assert rank("the and with", tools) == []
+    assert [t.name for t in rank("select:git_log, nope", tools)] == ["git_log"]

@@ -53,6 +53,9 @@ def run(
     skills: Annotated[
         list[Path] | None, typer.Option("--skills", help="A folder of skills (inside the workspace).")
     ] = None,
+    mcp_config: Annotated[
+        Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")
+    ] = None,
     allow_commands: Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands.")] = False,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
@@ -63,6 +66,7 @@ def run(
     """Run the lead agent on PROMPT to its final answer."""
     from .._errors import UserError
     from .._runtime import Runtime
+    from ..mcp import load_mcp_config
 
     try:
         if model is None and not os.environ.get("DELEGATE_MODEL"):
@@ -80,6 +84,7 @@ def run(
             workspace=workspace,
             agents_dirs=agents or [],
             skills_dirs=skills or [],
+            mcp_servers=load_mcp_config(mcp_config) if mcp_config else (),
             allow_commands=allow_commands,
             max_parallel=max_parallel,
             subagent_model=subagent_model,

@@ -1,6 +1,7 @@
 """MCP servers' tools, and deferred tools an agent loads with `tool_search`."""
 
 from ..tools._mcp import MCPServerConfig, MCPTools
+from ._config import load_mcp_config
 from ._deferred import LOADED, TOOL_SEARCH, DeferredGate, deferred_index, rank, search_tool
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "MCPServerConfig",
     "MCPTools",
     "deferred_index",
+    "load_mcp_config",
     "rank",
     "search_tool",
 ]

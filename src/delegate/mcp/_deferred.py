@@ -23,6 +23,54 @@ LOADED = "Loaded tools:"
 MAX_RESULTS = 5
 
 _WORD = re.compile(r"[a-z0-9]{2,}")
+_COMMON = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "from",
+        "this",
+        "that",
+        "these",
+        "those",
+        "into",
+        "onto",
+        "then",
+        "than",
+        "are",
+        "was",
+        "were",
+        "been",
+        "have",
+        "has",
+        "had",
+        "you",
+        "your",
+        "our",
+        "its",
+        "not",
+        "but",
+        "all",
+        "any",
+        "can",
+        "will",
+        "would",
+        "should",
+        "could",
+        "please",
+        "use",
+        "using",
+        "some",
+        "what",
+        "which",
+    ]
+)
+"""Words too common to say which tool a task needs."""
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower())) - _COMMON
 
 
 def deferred_index(names: Iterable[str]) -> str:
@@ -42,12 +90,10 @@ def rank(query: str, tools: Iterable[Tool]) -> list[Tool]:
         wanted = [name.strip() for name in query[len("select:") :].split(",") if name.strip()]
         by_name = {t.name: t for t in candidates}
         return [by_name[name] for name in wanted if name in by_name]
-    words = set(_WORD.findall(query.lower()))
+    words = _words(query)
     scored: list[tuple[int, int, Tool]] = []
     for order, tool in enumerate(candidates):
-        score = 3 * len(words & set(_WORD.findall(tool.name.lower()))) + len(
-            words & set(_WORD.findall(tool.description.lower()))
-        )
+        score = 3 * len(words & _words(tool.name)) + len(words & _words(tool.description))
         if score:
             scored.append((-score, order, tool))
     return [tool for _, _, tool in sorted(scored, key=lambda s: (s[0], s[1]))]
