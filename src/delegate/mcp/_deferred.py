@@ -23,49 +23,11 @@ LOADED = "Loaded tools:"
 MAX_RESULTS = 5
 
 _WORD = re.compile(r"[a-z0-9]{2,}")
-_COMMON = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "with",
-        "from",
-        "this",
-        "that",
-        "these",
-        "those",
-        "into",
-        "onto",
-        "then",
-        "than",
-        "are",
-        "was",
-        "were",
-        "been",
-        "have",
-        "has",
-        "had",
-        "you",
-        "your",
-        "our",
-        "its",
-        "not",
-        "but",
-        "all",
-        "any",
-        "can",
-        "will",
-        "would",
-        "should",
-        "could",
-        "please",
-        "use",
-        "using",
-        "some",
-        "what",
-        "which",
-    ]
-)
+_COMMON = frozenset({
+    "the", "and", "for", "with", "from", "this", "that", "these", "those", "into", "onto", "then", "than",
+    "are", "was", "were", "been", "have", "has", "had", "you", "your", "our", "its", "not", "but", "all",
+    "any", "can", "will", "would", "should", "could", "please", "use", "using", "some", "what", "which",
+})  # fmt: skip
 """Words too common to say which tool a task needs."""
 
 
