@@ -31,6 +31,12 @@ def serve(
     ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Default model of runs, provider:name.")] = None,
     agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
+    skills: Annotated[
+        list[Path] | None, typer.Option("--skills", help="A folder of skills (inside the workspace).")
+    ] = None,
+    mcp_config: Annotated[
+        Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")
+    ] = None,
     allow_commands: Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands.")] = False,
     worker: Annotated[
         bool,
@@ -49,6 +55,7 @@ def serve(
     try:
         import uvicorn
 
+        from ..mcp import load_mcp_config
         from ..server import ServerSettings, create_app
 
         settings = ServerSettings(
@@ -56,6 +63,8 @@ def serve(
             db=db or os.environ.get("DELEGATE_DB") or None,
             model=model,
             agents_dirs=agents or [],
+            skills_dirs=skills or [],
+            mcp_servers=load_mcp_config(mcp_config) if mcp_config else (),
             allow_commands=allow_commands,
             run_batches=worker,
             version=_version(),

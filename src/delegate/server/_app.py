@@ -36,6 +36,7 @@ from .._agents import Catalogue
 from .._errors import UserError
 from .._runtime import Runtime
 from .._store import Store
+from ..mcp import MCPServerConfig
 from ..models import PROVIDERS, Model, resolve_model
 from ._auth import ApiError, UserId, error_response
 from ._batches import BatchService
@@ -77,6 +78,8 @@ class ServerSettings:
     db: str | None = None
     model: str | Model | ModelFactory | None = None
     agents_dirs: Sequence[str | PathLike[str]] = ()
+    skills_dirs: Sequence[str | PathLike[str]] = ()
+    mcp_servers: Sequence[MCPServerConfig] = ()
     allow_commands: bool = False
     max_parallel: int = 16
     run_batches: bool = True
@@ -216,6 +219,8 @@ def _default_runtime_factory(settings: ServerSettings, workspace: Path, store: S
             model=model,
             workspace=workspace,
             agents_dirs=settings.agents_dirs,
+            skills_dirs=settings.skills_dirs,
+            mcp_servers=settings.mcp_servers,
             allow_commands=settings.allow_commands,
             max_parallel=options.max_parallel or settings.max_parallel,
             store=store,
