@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -156,21 +156,28 @@ class _FrontMatter(BaseModel):
         return value
 
 
-def load_definition(path: Path, *, claude: bool = False) -> Subagent:
-    """Read one Markdown definition. Raises `UserError` naming the file and the field."""
+def read_front_matter(path: Path, kind: str) -> tuple[dict[str, Any], str]:
+    """The YAML front matter (between `---` lines) of a Markdown file, and the body after it.
+    Raises `UserError` naming the file, for a `kind` of file ("subagent definition", "skill")."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read subagent definition: {exc}") from None
+        raise UserError(f"{path}: cannot read {kind}: {exc}") from None
     match = re.match(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", text, re.S)
     if match is None:
-        raise UserError(f"{path}: a subagent definition starts with YAML front matter between '---' lines")
+        raise UserError(f"{path}: a {kind} starts with YAML front matter between '---' lines")
     try:
         meta: object = yaml.safe_load(match.group(1)) or {}
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: front matter is not valid YAML: {exc}") from None
     if not isinstance(meta, dict):
         raise UserError(f"{path}: front matter must be a mapping of fields")
+    return cast(dict[str, Any], meta), match.group(2).strip()
+
+
+def load_definition(path: Path, *, claude: bool = False) -> Subagent:
+    """Read one Markdown definition. Raises `UserError` naming the file and the field."""
+    meta, body = read_front_matter(path, "subagent definition")
     try:
         front = _FrontMatter.model_validate(meta)
     except ValidationError as exc:
@@ -187,7 +194,7 @@ def load_definition(path: Path, *, claude: bool = False) -> Subagent:
         return Subagent(
             name=front.name,
             description=front.description,
-            instructions=match.group(2).strip(),
+            instructions=body,
             tools=tools,
             disallowed_tools=disallowed,
             model=front.model,

@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import yaml
-
-from .._agents import CLAUDE_TOOL_NAMES
+from .._agents import CLAUDE_TOOL_NAMES, read_front_matter
 from .._errors import UserError, WorkspaceError
 from .._messages import Message, ToolCallPart, ToolResultPart
 from .._workspace import Workspace
@@ -33,7 +31,6 @@ ALWAYS_ALLOWED = frozenset({"complete", "tool_search"})
 """Tools an active skill never takes away: the way to finish, and the way to find deferred tools."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,20 +160,7 @@ class SkillGate:
 def load_skill(file: Path, root: Path, *, claude: bool = False) -> Skill:
     """Read one `SKILL.md` (YAML front matter: `name`, `description`, optional `allowed-tools`,
     in Claude Code's tool names when `claude`)."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{file}: cannot read skill: {exc}") from None
-    match = _FRONT.match(text)
-    if match is None:
-        raise UserError(f"{file}: a skill starts with YAML front matter between '---' lines")
-    try:
-        meta: object = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(f"{file}: front matter is not valid YAML: {exc}") from None
-    if not isinstance(meta, dict):
-        raise UserError(f"{file}: front matter must be a mapping of fields")
-    fields = cast(dict[str, Any], meta)
+    fields, body = read_front_matter(file, "skill")
     name, description = fields.get("name", file.parent.name), fields.get("description")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise UserError(f"{file}: field 'name': use letters, digits, '-' and '_' (at most 64)")
@@ -191,7 +175,7 @@ def load_skill(file: Path, root: Path, *, claude: bool = False) -> Skill:
         name=name,
         description=description.strip(),
         path=file.relative_to(root).as_posix(),
-        body=match.group(2).strip(),
+        body=body,
         allowed_tools=None if tools is None else tuple(_tool_name(t, claude) for t in cast(list[str], tools)),
     )
 
