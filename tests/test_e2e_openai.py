@@ -14,6 +14,7 @@ import pytest
 
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
+from delegate._usage import Usage
 from delegate.models._openai import OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import Fault, OpenAIServer, Reply
@@ -181,7 +182,7 @@ def test_delegate_run_json_reports_the_contract(tmp_path: Path) -> None:
         "artifacts": [],
         "skipped": [],
     }
-    assert sub["usage"] == {"input_tokens": 15, "output_tokens": 4}
+    assert sub["usage"] == {**Usage().to_dict(), "input_tokens": 15, "output_tokens": 4, "requests": 1}
     assert sub["id"] and sub["tool_call_id"] and sub["started_at"] and sub["completed_at"]
     assert (tmp_path / "notes/lead.md").read_text() == "lead wrote this"
     assert payload["run_id"].startswith("run_")

@@ -13,6 +13,7 @@ import httpx2
 import pytest
 
 from delegate._store import Store
+from delegate._usage import Usage
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, call, reply, respond
@@ -166,7 +167,7 @@ def test_a_run_answers_202_then_reports_its_final_answer_usage_and_subagents(
     ]
     assert [s["summary"] for s in subagents] == ["counted apples", "counted pears"]
     assert all(s["parent_agent_id"] == "lead" and s["tool_call_id"] for s in subagents)
-    assert subagents[0]["usage"] == {"input_tokens": 10, "output_tokens": 5}
+    assert subagents[0]["usage"] == {**Usage().to_dict(), "input_tokens": 10, "output_tokens": 5, "requests": 1}
 
 
 def test_run_events_are_numbered_typed_and_say_which_subagent_they_come_from(

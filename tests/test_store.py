@@ -9,34 +9,41 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from delegate import Event, Usage, UserError
-from delegate._store import Migration, Store, StoreError, SubagentRow, _core_tables
+from delegate._record import Artifact, Skipped, TaskOutput
+from delegate._store import Migration, Store, StoreError, _core_tables
 
 
 def _event(run_id: str, n: int, **data: object) -> Event:
     return Event(type="tool.started", run_id=run_id, agent_id="lead", data={"n": n, **data}, ts=1000.0 + n)
 
 
-def _subagent(run_id: str, id: str, **fields: object) -> dict[str, object]:
-    return {
+def _subagent(id: str, **fields: Any) -> TaskOutput:
+    values: dict[str, Any] = {
         "id": id,
-        "run_id": run_id,
         "type": "researcher",
+        "description": "",
+        "tool_call_id": None,
+        "parent_agent_id": None,
         "status": "running",
+        "stop_reason": None,
+        "summary": "",
         "started_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
         **fields,
     }
+    return TaskOutput(**values)
 
 
 class TestMigrations:
     def test_migrations_are_recorded_and_applying_them_again_does_nothing(self, store: Store) -> None:
-        assert store.applied_migrations() == ["0001_core"]
+        assert store.applied_migrations() == ["0001_core", "core.0002_subagent_results"]
         assert store.migrate() == []
-        assert store.applied_migrations() == ["0001_core"]
+        assert store.applied_migrations() == ["0001_core", "core.0002_subagent_results"]
 
     def test_another_module_adds_its_tables_through_its_own_named_migrations(self, store: Store) -> None:
         calls: list[str] = []
@@ -49,7 +56,7 @@ class TestMigrations:
         assert store.migrate(extra) == ["test.0001_things"]
         assert store.migrate(extra) == []
         assert calls == ["things"]
-        assert store.applied_migrations() == ["0001_core", "test.0001_things"]
+        assert store.applied_migrations() == ["0001_core", "core.0002_subagent_results", "test.0001_things"]
         with store.write() as conn:
             conn.execute(sa.text("INSERT INTO things (id) VALUES (1)"))
 
@@ -60,7 +67,7 @@ class TestMigrations:
 
         with pytest.raises(RuntimeError, match="broken migration"):
             store.migrate([Migration("test.0001_half", create_then_fail)])
-        assert store.applied_migrations() == ["0001_core"]
+        assert store.applied_migrations() == ["0001_core", "core.0002_subagent_results"]
         with store.read() as conn:
             assert not sa.inspect(conn).has_table("half")
 
@@ -101,9 +108,9 @@ class TestMigrations:
                 proc.kill()
         assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in outcomes]
         applied = sorted(out.strip() for out, _ in outcomes)
-        assert applied == ["", "0001_core,test.0001_slow"]
+        assert applied == ["", "0001_core,core.0002_subagent_results,test.0001_slow"]
         with Store.open(store_url) as opened:
-            assert opened.applied_migrations() == ["0001_core", "test.0001_slow"]
+            assert opened.applied_migrations() == ["0001_core", "core.0002_subagent_results", "test.0001_slow"]
 
 
 _MIGRATE_SCRIPT = """
@@ -285,66 +292,70 @@ class TestEvents:
 
 
 class TestSubagents:
-    def test_subagent_records_round_trip_in_the_order_they_started(self, store: Store) -> None:
+    def test_subagent_records_round_trip_in_the_order_the_lead_called_them(self, store: Store) -> None:
         run = store.create_run(prompt="p", model="m")
         later = datetime(2026, 1, 2, 3, 5, 0, tzinfo=UTC)
         full = _subagent(
-            run.id,
             "sub-2",
+            seq=0,
             started_at=later,
             parent_agent_id="lead",
             description="map the auth flow",
             tool_call_id="call_7",
             status="completed",
-            stop_reason="stop_tool",
-            steps=4,
-            usage={"input_tokens": 50, "output_tokens": 9, "requests": 4},
-            summary="Auth goes through middleware.",
-            artifacts=[{"path": "docs/auth.md", "size": 812, "fs_type": "file"}],
-            skipped=[{"path": "docs/missing.md", "reason": "not found"}],
-            acceptance=[{"criterion": "file:docs/auth.md non-empty", "checked": True, "holds": True}],
-            completed_at=later + timedelta(seconds=30),
-        )
-        store.add_subagent_records([full, _subagent(run.id, "sub-1")])
-        first, second = store.subagent_records(run.id)
-        assert (first.id, first.status, first.usage, first.artifacts) == ("sub-1", "running", Usage(), [])
-        assert second == SubagentRow(
-            id="sub-2",
-            run_id=run.id,
-            type="researcher",
-            status="completed",
-            started_at=later,
-            parent_agent_id="lead",
-            description="map the auth flow",
-            tool_call_id="call_7",
             stop_reason="stop_tool",
             steps=4,
             usage=Usage(input_tokens=50, output_tokens=9, requests=4),
             summary="Auth goes through middleware.",
-            artifacts=[{"path": "docs/auth.md", "size": 812, "fs_type": "file"}],
-            skipped=[{"path": "docs/missing.md", "reason": "not found"}],
-            acceptance=[{"criterion": "file:docs/auth.md non-empty", "checked": True, "holds": True}],
+            result={"files": 3, "entry": "auth.py"},
+            artifacts=[Artifact(path="/ws/docs/auth.md", relative_path="docs/auth.md", size=812, fs_type="file")],
+            skipped=[Skipped(path="docs/missing.md", reason="not found")],
+            acceptance=[{"criterion": "file:docs/auth.md non-empty", "result": "PASS", "evidence": "812 bytes"}],
             completed_at=later + timedelta(seconds=30),
+            model="openai:small",
         )
+        store.add_subagent_records(run.id, [_subagent("sub-1", seq=1), full])
+        first, second = store.subagent_records(run.id)
+        assert first == full
+        assert (second.id, second.status, second.usage, second.artifacts, second.seq) == (
+            "sub-1",
+            "running",
+            Usage(),
+            [],
+            1,
+        )
+
+    def test_a_stored_record_reads_back_as_the_dictionary_it_was_written_from(self, store: Store) -> None:
+        run = store.create_run(prompt="p", model="m")
+        record = _subagent("sub-1", status="error", stop_reason="crash", error="boom", result=[1, "two"])
+        store.add_subagent_records(run.id, [record])
+        [read] = store.subagent_records(run.id)
+        assert read.to_dict() == record.to_dict()
+        assert TaskOutput.from_dict(record.to_dict()) == record
 
     def test_recording_a_subagent_again_replaces_its_record(self, store: Store) -> None:
         run = store.create_run(prompt="p", model="m")
-        store.add_subagent_records([_subagent(run.id, "sub-1")])
+        store.add_subagent_records(run.id, [_subagent("sub-1")])
         [started] = store.subagent_records(run.id)
-        ended = SubagentRow(**{**_subagent(run.id, "sub-1"), "status": "error", "error": "boom", "steps": 2})  # type: ignore[arg-type]
-        store.add_subagent_records([ended, ended])
+        ended = _subagent("sub-1", status="error", stop_reason="crash", error="boom", steps=2)
+        store.add_subagent_records(run.id, [ended, ended])
         assert started.status == "running"
         assert store.subagent_records(run.id) == [ended]
 
     def test_an_invalid_subagent_record_is_refused_before_anything_is_stored(self, store: Store) -> None:
         run = store.create_run(prompt="p", model="m")
-        bad = _subagent(run.id, "sub-2", status="exploded")
+        bad = _subagent("sub-2", status="exploded")
         with pytest.raises(ValueError, match="'sub-2'"):
-            store.add_subagent_records([_subagent(run.id, "sub-1"), bad])
-        naive = _subagent(run.id, "sub-3", started_at=datetime(2026, 1, 1))
+            store.add_subagent_records(run.id, [_subagent("sub-1"), bad])
+        naive = _subagent("sub-3", started_at=datetime(2026, 1, 1))
         with pytest.raises(ValueError, match="timezone"):
-            store.add_subagent_records([naive])
+            store.add_subagent_records(run.id, [naive])
         assert store.subagent_records(run.id) == []
+
+    def test_a_record_that_is_not_one_is_refused_saying_what_does_not_fit(self) -> None:
+        data = _subagent("sub-1").to_dict() | {"status": "exploded"}
+        with pytest.raises(ValueError, match="status"):
+            TaskOutput.from_dict(data)
 
 
 class TestDamagedRows:
@@ -382,9 +393,9 @@ class TestDamagedRows:
 
     def test_subagent_artifacts_of_the_wrong_shape_raise_a_store_error(self, store: Store) -> None:
         run = store.create_run(prompt="p", model="m")
-        store.add_subagent_records([_subagent(run.id, "sub-1")])
-        self._corrupt(store, "UPDATE subagents SET artifacts = '{\"a\": 1}' WHERE id = 'sub-1'")
-        with pytest.raises(StoreError, match="subagents row 'sub-1'"):
+        store.add_subagent_records(run.id, [_subagent("sub-1")])
+        self._corrupt(store, "UPDATE subagents SET artifacts = '{\"a\": 1}' WHERE id = :id", id=f"{run.id}/sub-1")
+        with pytest.raises(StoreError, match=f"subagents row '{run.id}/sub-1'"):
             store.subagent_records(run.id)
 
 
@@ -394,7 +405,7 @@ class TestConcurrentWriters:
             run = store.create_run(prompt=f"p{i}", model="m")
             for k in range(10):
                 store.add_events([_event(run.id, k * 5 + j) for j in range(5)])
-            store.add_subagent_records([_subagent(run.id, f"sub-{i}")])
+            store.add_subagent_records(run.id, [_subagent(f"sub-{i}")])
             store.finish_run(run.id, "completed", final="ok")
 
         assert _in_threads(8, work) == []
@@ -429,7 +440,7 @@ def _in_threads(count: int, work: object) -> list[BaseException]:
 
 def test_a_workspace_store_lives_in_dot_delegate(tmp_path: Path) -> None:
     with Store.for_workspace(tmp_path) as opened:
-        assert opened.applied_migrations() == ["0001_core"]
+        assert opened.applied_migrations() == ["0001_core", "core.0002_subagent_results"]
     assert (tmp_path / ".delegate" / "delegate.db").is_file()
 
 

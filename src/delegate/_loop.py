@@ -15,16 +15,17 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, assert_never
+from typing import Protocol, assert_never
 
 from ._errors import ModelError, ToolError, UserError
 from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ._record import EndStatus, StopReason
 from ._usage import Usage
 from .models import FREE_CHOICES, Model, ModelRequest, ModelResponse, ToolChoice, ToolSpec
 from .tools import Tool, ToolContext, ToolReturn
 
-AgentStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
-EndReason = Literal["final_answer", "stop_tool", "max_steps", "token_budget", "timeout", "cancelled", "model_error"]
+AgentStatus = EndStatus
+EndReason = StopReason
 
 
 @dataclass(kw_only=True, slots=True)
@@ -185,6 +186,7 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
         )
         response = await _ask(spec.model, ctx, request, state)
         state.steps += 1
+        ctx.steps = state.steps
         step = await _next_step(response, offered, ctx, state)
         match step:
             case Final(text=text):

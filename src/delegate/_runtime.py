@@ -19,6 +19,7 @@ from ._errors import ToolError, UserError
 from ._events import Event, EventSink
 from ._loop import AgentResult, AgentSpec, AgentStatus, Compaction, ToolGate, run_agent
 from ._messages import Message
+from ._record import StopReason
 from ._usage import Usage
 from ._workspace import Workspace
 from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool
@@ -44,7 +45,7 @@ class RunResult:
     lead_usage: Usage
     subagents: list[TaskOutput]
     steps: int
-    stop_reason: str
+    stop_reason: StopReason
     error: str | None = None
     messages: list[Message] = field(default_factory=list[Message])
 
@@ -405,7 +406,7 @@ class Runtime:
         allow = self.workspace.allow_commands
         visible = self.catalogue.visible(allow_commands=allow, permitted=self.permitted_subagents)
         hidden = [] if allow else [d.name for d in self.catalogue.definitions.values() if d.requires_commands]
-        return task_tool(runner, visible, max_parallel=self.max_parallel or 0, command_types=hidden)
+        return task_tool(runner, visible, max_parallel=self.max_parallel, command_types=hidden)
 
     def _batch_tools(self) -> list[Tool]:
         wanted = self.batch_tools if self.batch_tools is not None else self._store_option is not False
@@ -438,7 +439,7 @@ def _cancelled(ctx: ToolContext) -> AgentResult:
         stop_reason="cancelled",
         final="",
         messages=ctx.conversation,
-        steps=0,
+        steps=ctx.steps,
         usage=ctx.usage,
     )
 
@@ -514,7 +515,7 @@ class _Recorder:
 
         def write() -> None:
             store.add_events(events)
-            store.add_subagent_records(_subagent_row(result.run_id, s) for s in result.subagents)
+            store.add_subagent_records(result.run_id, result.subagents)
             store.finish_run(
                 result.run_id,
                 status=result.status,
@@ -524,28 +525,6 @@ class _Recorder:
             )
 
         await asyncio.to_thread(write)
-
-
-def _subagent_row(run_id: str, record: TaskOutput) -> dict[str, Any]:
-    return {
-        "id": f"{run_id}/{record.id}",
-        "run_id": run_id,
-        "type": record.type,
-        "status": record.status,
-        "started_at": record.started_at,
-        "completed_at": record.completed_at,
-        "parent_agent_id": record.parent_agent_id,
-        "description": record.description,
-        "tool_call_id": record.tool_call_id,
-        "stop_reason": record.stop_reason,
-        "steps": record.steps,
-        "usage": record.usage,
-        "summary": record.summary,
-        "artifacts": [a.to_dict() for a in record.artifacts],
-        "skipped": [s.to_dict() for s in record.skipped],
-        "acceptance": record.acceptance or [],
-        "error": record.error,
-    }
 
 
 def _local_timezone() -> str:

@@ -34,15 +34,15 @@ import os
 import secrets
 import uuid
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import sqlalchemy as sa
-from pydantic import AwareDatetime, TypeAdapter, ValidationError
+from pydantic import AwareDatetime, TypeAdapter
 from pydantic_core import from_json, to_json
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
@@ -50,6 +50,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError
 
 from ._errors import DelegateError, UserError
 from ._events import Event, EventType
+from ._record import STATUSES, Status, TaskOutput
 from ._usage import Usage
 
 __all__ = [
@@ -58,14 +59,13 @@ __all__ = [
     "RunStatus",
     "Store",
     "StoreError",
-    "SubagentRow",
     "SubagentStatus",
 ]
 
-RunStatus = Literal["running", "completed", "error", "cancelled", "aborted", "timed_out"]
-"""The status of a run. `running` until it finishes; the others are final."""
+RunStatus = Status
+"""The status of a run (see `delegate._record.Status`). `running` until it finishes."""
 
-SubagentStatus = RunStatus
+SubagentStatus = Status
 """A subagent is `running`, then ends like an agent does (completed, aborted, error, ...)."""
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -105,35 +105,11 @@ class RunRow:
     event_count: int = 0
 
 
-@dataclass(kw_only=True, slots=True)
-class SubagentRow:
-    """What one subagent did, as stored. `artifacts`, `skipped` and `acceptance` hold JSON objects."""
-
-    id: str
-    run_id: str
-    type: str
-    status: SubagentStatus
-    started_at: AwareDatetime
-    parent_agent_id: str | None = None
-    description: str = ""
-    tool_call_id: str | None = None
-    stop_reason: str | None = None
-    steps: int = 0
-    usage: Usage = field(default_factory=Usage)
-    summary: str = ""
-    artifacts: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    skipped: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    acceptance: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    error: str | None = None
-    completed_at: AwareDatetime | None = None
-
-
 _run_row: TypeAdapter[RunRow] = TypeAdapter(RunRow)
-_subagent_row: TypeAdapter[SubagentRow] = TypeAdapter(SubagentRow)
 _event_type: TypeAdapter[EventType] = TypeAdapter(EventType)
 _event_data: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _usage: TypeAdapter[Usage] = TypeAdapter(Usage)
-_json_objects: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
+_aware: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
 
 # ---------------------------------------------------------------------------------------------
 # Schema. `_core_tables` is the schema the queries below use, and migration 0001 creates it. When
@@ -143,6 +119,82 @@ _json_objects: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, An
 
 def _core_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table, sa.Table]:
     text = sa.Text  # every column without nullable=False may hold NULL
+    users = sa.Table(
+        "users",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("name", text, nullable=False, unique=True),
+        sa.Column("token_hash", text, nullable=False, unique=True),
+        sa.Column("created_at", text, nullable=False),
+    )
+    runs = sa.Table(
+        "runs",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("user_id", text, sa.ForeignKey("users.id")),
+        sa.Column("prompt", text, nullable=False),
+        sa.Column("model", text, nullable=False),
+        sa.Column("status", text, nullable=False),
+        sa.Column("final", text),
+        sa.Column("usage", text, nullable=False),
+        sa.Column("error", text),
+        sa.Column("created_at", text, nullable=False),
+        sa.Column("completed_at", text),
+        sa.Column("workspace", text),
+        # The number of the run's last event: bumped by each add_events, which takes the run's row
+        # lock doing so, so concurrent writers on PostgreSQL number a run's events in turn.
+        sa.Column("event_count", sa.Integer, nullable=False, server_default="0"),
+        sa.Index("runs_by_user", "user_id", "created_at"),
+    )
+    events = sa.Table(
+        "events",
+        metadata,
+        # BIGINT on PostgreSQL; on SQLite only INTEGER PRIMARY KEY is the autoincrementing rowid.
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("seq", sa.Integer, nullable=False),
+        sa.Column("type", text, nullable=False),
+        sa.Column("ts", sa.Double, nullable=False),
+        sa.Column("agent_id", text, nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("tool_call_id", text),
+        sa.Column("data", text, nullable=False),
+        sa.UniqueConstraint("run_id", "seq", name="events_run_seq"),
+    )
+    subagents = sa.Table(
+        "subagents",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("type", text, nullable=False),
+        sa.Column("description", text, nullable=False),
+        sa.Column("tool_call_id", text),
+        sa.Column("status", text, nullable=False),
+        sa.Column("stop_reason", text),
+        sa.Column("steps", sa.Integer, nullable=False),
+        sa.Column("usage", text, nullable=False),
+        sa.Column("summary", text, nullable=False),
+        sa.Column("artifacts", text, nullable=False),
+        sa.Column("skipped", text, nullable=False),
+        sa.Column("acceptance", text, nullable=False),
+        sa.Column("error", text),
+        sa.Column("started_at", text, nullable=False),
+        sa.Column("completed_at", text),
+        # Added by 0002_subagent_results: the model, the typed result (JSON), the file holding the
+        # whole result, and the place in the order the lead called the run's subagents.
+        sa.Column("model", text),
+        sa.Column("result", text),
+        sa.Column("result_file", text),
+        sa.Column("seq", sa.Integer),
+        sa.Index("subagents_by_run", "run_id", "started_at"),
+    )
+    return users, runs, events, subagents
+
+
+def _core_tables_0001(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table, sa.Table]:
+    """The schema as `0001_core` created it (frozen)."""
+    text = sa.Text
     users = sa.Table(
         "users",
         metadata,
@@ -222,8 +274,13 @@ _migrations = sa.Table(
 
 def _m0001_core(conn: Connection) -> None:
     metadata = sa.MetaData()
-    _core_tables(metadata)
+    _core_tables_0001(metadata)
     metadata.create_all(conn)
+
+
+def _m0002_subagent_results(conn: Connection) -> None:
+    for column in ("model TEXT", "result TEXT", "result_file TEXT", "seq INTEGER"):
+        conn.execute(sa.text(f"ALTER TABLE subagents ADD COLUMN {column}"))
 
 
 _claim_event_numbers = (
@@ -234,7 +291,10 @@ _claim_event_numbers = (
 )
 """Reserve `n` event numbers of a run; returns the last one (None for an unknown run)."""
 
-CORE_MIGRATIONS: tuple[Migration, ...] = (Migration("0001_core", _m0001_core),)
+CORE_MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_core", _m0001_core),
+    Migration("core.0002_subagent_results", _m0002_subagent_results),
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,13 +510,13 @@ class Store:
 
     # -- subagents --------------------------------------------------------------------------------
 
-    def add_subagent_records(self, records: Iterable[SubagentRow | Mapping[str, Any]]) -> None:
-        """Store subagent records (dataclasses, or mappings with the same fields), validated first.
+    def add_subagent_records(self, run_id: str, records: Iterable[TaskOutput]) -> None:
+        """Store a run's subagent records (`TaskOutput.to_dict`'s shape), each checked first.
 
         A record whose id is already stored replaces it, so a subagent can be recorded when it
         starts and again when it ends, and recording the same end twice stores it once.
         """
-        rows = [_subagent_values(_validate_subagent(r)) for r in records]
+        rows = [_subagent_values(run_id, r) for r in records]
         if not rows:
             return
         with self.write() as conn:
@@ -465,15 +525,15 @@ class Store:
             update = {c.name: excluded[c.name] for c in _subagents.columns if c.name != "id"}
             conn.execute(insert.on_conflict_do_update(index_elements=["id"], set_=update), rows)
 
-    def subagent_records(self, run_id: str) -> list[SubagentRow]:
-        """A run's subagent records, in the order they started."""
+    def subagent_records(self, run_id: str) -> list[TaskOutput]:
+        """A run's subagent records, in the order the lead called them (`TaskOutput.seq`)."""
         query = (
             sa.select(_subagents)
             .where(_subagents.c.run_id == run_id)
-            .order_by(_subagents.c.started_at, _subagents.c.id)
+            .order_by(_subagents.c.seq, _subagents.c.started_at, _subagents.c.id)
         )
         with self.read() as conn:
-            return [_decode_subagent(row) for row in conn.execute(query).mappings()]
+            return [_decode_subagent(run_id, row) for row in conn.execute(query).mappings()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -571,20 +631,21 @@ def _run_values(run: RunRow) -> dict[str, Any]:
     return values
 
 
-def _validate_subagent(record: SubagentRow | Mapping[str, Any]) -> SubagentRow:
-    data = asdict(record) if isinstance(record, SubagentRow) else dict(record)
-    try:
-        return _subagent_row.validate_python(data)
-    except ValidationError as exc:
-        raise ValueError(f"invalid subagent record {data.get('id')!r}: {exc}") from None
+_SUBAGENT_JSON = ("usage", "artifacts", "skipped", "acceptance", "result")
 
 
-def _subagent_values(record: SubagentRow) -> dict[str, Any]:
-    # A shallow copy: `asdict` deep-copies every nested value, which cost most of a record's write.
-    values = {f.name: getattr(record, f.name) for f in fields(record)}
-    values["usage"] = _usage.dump_json(record.usage).decode()
-    for name in ("artifacts", "skipped", "acceptance"):
-        values[name] = _json_objects.dump_json(values[name]).decode()
+def _subagent_values(run_id: str, record: TaskOutput) -> dict[str, Any]:
+    """One `subagents` row: the record's `to_dict`, its nested values as JSON text."""
+    if record.status not in STATUSES:
+        raise ValueError(f"invalid subagent record {record.id!r}: unknown status {record.status!r}")
+    if record.started_at is None:
+        raise ValueError(f"invalid subagent record {record.id!r}: it has no started_at")
+    values = record.to_dict()
+    values["id"] = f"{run_id}/{record.id}"
+    values["run_id"] = run_id
+    values["seq"] = record.seq
+    for name in _SUBAGENT_JSON:
+        values[name] = to_json(values[name], fallback=str).decode()
     values["started_at"] = _iso(record.started_at)
     values["completed_at"] = None if record.completed_at is None else _iso(record.completed_at)
     return values
@@ -611,8 +672,25 @@ def _decode_run(row: sa.RowMapping) -> RunRow:
     return _decode(_run_row, row, "runs", ("usage",))
 
 
-def _decode_subagent(row: sa.RowMapping) -> SubagentRow:
-    return _decode(_subagent_row, row, "subagents", ("usage", "artifacts", "skipped", "acceptance"))
+def _decode_subagent(run_id: str, row: sa.RowMapping) -> TaskOutput:
+    values: dict[str, Any] = {str(key): value for key, value in row.items()}
+    column = ""
+    try:
+        for column in _SUBAGENT_JSON:
+            values[column] = None if values[column] is None else from_json(values[column])
+        column = ""
+        values["id"] = values["id"].removeprefix(f"{run_id}/")
+        values["model"] = values["model"] or ""
+        for moment in ("started_at", "completed_at"):
+            if values[moment] is not None:
+                values[moment] = _aware.validate_python(values[moment])
+        return TaskOutput.from_dict(values, seq=values.pop("seq") or 0)
+    except ValueError as exc:
+        where = f" column {column!r}" if column else ""
+        raise StoreError(
+            f"subagents row {row['id']!r}{where} holds data delegate cannot read ({exc}); "
+            "it was changed outside delegate or by another version"
+        ) from None
 
 
 def _decode_event(row: sa.RowMapping) -> Event:

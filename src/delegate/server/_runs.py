@@ -265,27 +265,7 @@ def run_json(store: Store, run_id: str, user_id: str) -> dict[str, Any] | None:
         "created_at": run.created_at.isoformat(),
         "completed_at": run.completed_at.isoformat() if run.completed_at else None,
         "events": run.event_count,
-        "subagents": [
-            {
-                "id": s.id.removeprefix(f"{run_id}/"),  # the agent id its events carry
-                "type": s.type,
-                "description": s.description,
-                "tool_call_id": s.tool_call_id,
-                "parent_agent_id": s.parent_agent_id,
-                "status": s.status,
-                "stop_reason": s.stop_reason,
-                "summary": s.summary,
-                "steps": s.steps,
-                "usage": {"input_tokens": s.usage.input_tokens, "output_tokens": s.usage.output_tokens},
-                "artifacts": s.artifacts,
-                "skipped": s.skipped,
-                "acceptance": s.acceptance,
-                "error": s.error,
-                "started_at": s.started_at.isoformat(),
-                "completed_at": s.completed_at.isoformat() if s.completed_at else None,
-            }
-            for s in subagents
-        ],
+        "subagents": [s.to_dict() for s in subagents],
     }
 
 

@@ -1,110 +1,149 @@
-"""What a subagent gives back: a short structured result, never its transcript."""
+"""What the lead reads of a subagent: a short structured result, never its transcript.
+
+The record itself (`TaskOutput`, in `delegate._record`) keeps everything. What the lead reads is at
+most `MAX_RESULT_CHARS`: a status line, the summary, the typed result, the artifacts, what was
+skipped, the acceptance verdicts and any error. When all of it does not fit, the runner writes the
+whole of it to `RESULTS_DIR/<run>/<agent>.md` in the workspace, lists that file first among the
+artifacts, and the lead reads a shortened view that names it. Compaction keeps each result's
+status line and artifact list word for word (`kept`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal
+import json
 
-from .._usage import Usage
+from .._record import Artifact, FsType, Skipped, Status, StopReason, TaskOutput
 
-TaskStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
-FsType = Literal["file", "directory", "symlink"]
+__all__ = [
+    "MAX_RESULT_CHARS",
+    "RESULTS_DIR",
+    "Artifact",
+    "FsType",
+    "Skipped",
+    "Status",
+    "StopReason",
+    "TaskOutput",
+    "TaskStatus",
+    "fits",
+    "kept",
+    "render",
+    "render_whole",
+    "steps_text",
+]
 
+TaskStatus = Status
+"""A subagent's status (the run's vocabulary: see `delegate._record.Status`)."""
 
-@dataclass(kw_only=True, slots=True)
-class Artifact:
-    """A delivered file: its absolute path in the shared workspace, and what it is."""
+MAX_RESULT_CHARS = 2_000
+"""The most characters the lead reads for one subagent."""
+RESULTS_DIR = "subagent-results"
+"""Where, in the workspace, a result too long for the lead is written whole."""
 
-    path: str
-    size: int
-    fs_type: FsType
-    modified_at: str | None = None
-    relative_path: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "size": self.size,
-            "fs_type": self.fs_type,
-            "modified_at": self.modified_at,
-        }
-
-
-@dataclass(kw_only=True, slots=True)
-class Skipped:
-    """A path the subagent claimed in `complete` that did not validate, and why."""
-
-    path: str
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "reason": self.reason}
+_MAX_ARTIFACT_LINES = 20
+_MAX_SKIPPED_LINES = 5
+_MAX_VERDICT_CHARS = 240
+_MAX_ERROR_CHARS = 300
 
 
-@dataclass(kw_only=True)
-class TaskOutput:
-    """The result of one subagent, and its usage record."""
+def steps_text(steps: int) -> str:
+    return f"{steps} step" if steps == 1 else f"{steps} steps"
 
-    id: str
-    type: str
-    description: str
-    tool_call_id: str | None
-    parent_agent_id: str | None
-    status: TaskStatus
-    stop_reason: str
-    summary: str
-    artifacts: list[Artifact] = field(default_factory=list[Artifact])
-    skipped: list[Skipped] = field(default_factory=list[Skipped])
-    steps: int = 0
-    usage: Usage = field(default_factory=Usage)
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    acceptance: list[dict[str, Any]] | None = None
-    error: str | None = None
-    model: str = ""
 
-    @property
-    def duration(self) -> float | None:
-        if self.started_at is None or self.completed_at is None:
-            return None
-        return (self.completed_at - self.started_at).total_seconds()
+def status_line(record: TaskOutput) -> str:
+    tokens = f"{record.usage.total_tokens:,} tokens"
+    return f"[{record.status}] {record.type}: {record.description} ({steps_text(record.steps)}, {tokens})"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record as in `delegate run --json` (`subagents[]`)."""
-        return {
-            "id": self.id,
-            "type": self.type,
-            "description": self.description,
-            "tool_call_id": self.tool_call_id,
-            "status": self.status,
-            "stop_reason": self.stop_reason,
-            "summary": self.summary,
-            "steps": self.steps,
-            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
-            "artifacts": [a.to_dict() for a in self.artifacts],
-            "skipped": [s.to_dict() for s in self.skipped],
-            "acceptance": self.acceptance,
-            "error": self.error,
-            "model": self.model,
-            "started_at": self.started_at.isoformat() if self.started_at else None,
-            "completed_at": self.completed_at.isoformat() if self.completed_at else None,
-        }
 
-    def render(self) -> str:
-        """The compact text the lead reads: summary, status, artifact paths and sizes, verdicts."""
-        head = f"[{self.status}] {self.type}: {self.description} ({self.steps} steps, {self.usage.total_tokens} tokens)"
-        lines = [head]
-        if self.error:
-            lines.append(f"Error: {self.error}")
-        lines.append(f"Summary: {self.summary.strip() or '(none)'}")
-        if self.artifacts:
-            lines.append("Artifacts:")
-            lines += [f"- {a.relative_path or a.path} ({a.size} bytes, {a.fs_type})" for a in self.artifacts]
-        if self.skipped:
-            lines.append("Skipped (claimed but not delivered):")
-            lines += [f"- {s.path}: {s.reason}" for s in self.skipped]
-        if self.acceptance:
-            lines.append("Acceptance checklist:")
-            lines += [f"[{v['result']}] {v['criterion']} — {v['evidence']}" for v in self.acceptance]
-        return "\n".join(lines)
+def _artifact_line(artifact: Artifact) -> str:
+    kind = "" if artifact.fs_type == "file" else f", {artifact.fs_type}"
+    return f"- {artifact.relative_path or artifact.path} ({artifact.size:,} bytes{kind})"
+
+
+def _result_json(record: TaskOutput) -> str:
+    return json.dumps(record.result, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def render_whole(record: TaskOutput) -> str:
+    """Everything the lead could read of `record`, unshortened (what the result file holds)."""
+    lines = [status_line(record)]
+    if record.error:
+        lines.append(f"Error: {record.error}")
+    lines.append(f"Summary: {record.summary.strip() or '(none)'}")
+    if record.result is not None:
+        lines.append(f"Result: {_result_json(record)}")
+    if record.artifacts:
+        lines.append("Artifacts:")
+        lines += [_artifact_line(a) for a in record.artifacts]
+    if record.skipped:
+        lines.append("Skipped (claimed but not delivered):")
+        lines += [f"- {s.path}: {s.reason}" for s in record.skipped]
+    if record.acceptance:
+        lines.append("Acceptance checklist:")
+        lines += [f"[{v['result']}] {v['criterion']} — {v['evidence']}" for v in record.acceptance]
+    return "\n".join(lines)
+
+
+def fits(record: TaskOutput) -> bool:
+    """Whether the lead can read all of `record` within `MAX_RESULT_CHARS`."""
+    return len(render_whole(record)) <= MAX_RESULT_CHARS
+
+
+def render(record: TaskOutput) -> str:
+    """The compact text the lead reads, at most `MAX_RESULT_CHARS`.
+
+    A result that does not fit (`fits`) is shortened, pointing to `record.result_file` when the
+    runner wrote the whole of it there (the record itself keeps everything).
+    """
+    whole_in = record.result_file
+    if whole_in is None and fits(record):
+        return render_whole(record)
+    note = f"(shortened; the whole result is in {whole_in})" if whole_in else "(shortened)"
+    head = [status_line(record)[:400], note]
+    if record.error:
+        head.append(f"Error: {_clip(record.error, _MAX_ERROR_CHARS)}")
+    tail = _artifact_lines(record, _MAX_ARTIFACT_LINES)
+    if record.skipped:
+        tail.append("Skipped (claimed but not delivered):")
+        tail += [_clip(f"- {s.path}: {s.reason}", 200) for s in record.skipped[:_MAX_SKIPPED_LINES]]
+        if len(record.skipped) > _MAX_SKIPPED_LINES:
+            tail.append(f"- ... and {len(record.skipped) - _MAX_SKIPPED_LINES} more")
+    if record.acceptance:
+        tail.append("Acceptance checklist:")
+        for v in record.acceptance:
+            tail.append(_clip(f"[{v['result']}] {v['criterion']} — {v['evidence']}", _MAX_VERDICT_CHARS))
+    fixed = len("\n".join(head + tail)) + 1
+    room = MAX_RESULT_CHARS - fixed
+    middle: list[str] = []
+    if record.result is not None:
+        result = f"Result: {_result_json(record)}"
+        share = room // 2 if record.summary.strip() else room
+        middle.append(_clip(result, max(share - 1, 0)))
+        room -= len(middle[-1]) + 1
+    middle.insert(0, _clip(f"Summary: {record.summary.strip() or '(none)'}", max(room - 1, 0)))
+    text = "\n".join(line for line in [*head, *middle, *tail] if line)
+    return text[:MAX_RESULT_CHARS]
+
+
+def _artifact_lines(record: TaskOutput, most: int | None) -> list[str]:
+    if not record.artifacts:
+        return []
+    shown = record.artifacts if most is None else record.artifacts[:most]
+    lines = ["Artifacts:"] + [_clip(_artifact_line(a), 300) for a in shown]
+    if len(record.artifacts) > len(shown):
+        lines.append(f"- ... and {len(record.artifacts) - len(shown)} more, listed in the result file")
+    return lines
+
+
+def kept(record: TaskOutput) -> str:
+    """What survives compaction of a result, whatever the summary's size: its status line and
+    its artifact list as the lead read them, word for word."""
+    shortened = record.result_file is not None or not fits(record)
+    return "\n".join([status_line(record), *_artifact_lines(record, _MAX_ARTIFACT_LINES if shortened else None)])
+
+
+def _clip(text: str, most: int) -> str:
+    if len(text) <= most:
+        return text
+    if most <= 1:
+        return ""
+    return text[: most - 1] + "…"

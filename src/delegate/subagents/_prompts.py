@@ -20,23 +20,27 @@ summary and the paths of the files you wrote; that ends your work. If the task c
 `complete` with a summary that says why."""
 
 
-def task_description(types: list[tuple[str, str]], *, max_parallel: int) -> str:
-    """The `task` tool's description: when and how to delegate well."""
+def task_description(types: list[tuple[str, str]], *, max_parallel: int | None) -> str:
+    """The `task` tool's description: when and how to delegate well. `max_parallel` None: no cap."""
     listing = "\n".join(f"- {name}: {description}" for name, description in types)
+    at_once = f"up to {max_parallel} run at once" if max_parallel else "all of them run at once (no cap)"
     return f"""\
 Start a subagent to do a piece of work for you, with a fresh context over the same workspace. It \
 returns a short summary, its status, and the files it wrote (paths and sizes) — not its transcript, \
 so your context stays small. Delegate generously: work that needs several files read or written, \
 independent questions that can run side by side, and heavy reading whose details you don't need to \
-keep. Pass `prompts` (a list) to start one subagent per prompt in parallel — up to {max_parallel} \
-run at once, and results come back in the order of the prompts; several `task` calls in one turn \
-also run in parallel. Don't delegate a single step you can do with one tool call.
+keep. Pass `prompts` (a list) to start one subagent per prompt in parallel — {at_once}, \
+and results come back in the order of the prompts; several `task` calls in one turn also run in \
+parallel. Don't delegate a single step you can do with one tool call, nor a wide or vague task \
+("explore the codebase"): ask a precise question. If a subagent already answered something, use \
+its result and files — do not start another one for it.
 
 Available subagent types:
 {listing}
 
 Writing the prompt: the subagent knows nothing of this conversation and cannot ask you anything. \
 Make each prompt self-contained: the goal, the inputs (with paths), what to write and where, the \
-format, and what not to do. Parallel subagents share the workspace, so give each one its own output \
-file names. When the deliverable is a file, list it in `acceptance_criteria` (for example \
+format, and what not to do. A bad prompt has a vague goal, refers to "what we discussed" (the \
+subagent cannot see it), or does not say what to deliver. Parallel subagents share the workspace, so \
+give each one its own output file names. When the deliverable is a file, list it in `acceptance_criteria` (for example \
 "file:reports/a.md non-empty") and it is checked in code when the subagent ends."""

@@ -9,6 +9,7 @@ catalogue.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import copy
 import itertools
 from collections.abc import Callable, Sequence
@@ -29,13 +30,15 @@ from ..skills import SkillCatalogue
 from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
 from ._complete import COMPLETE_TOOL, Delivery
-from ._output import TaskOutput, TaskStatus
+from ._output import TaskOutput, kept, render
 from ._prompts import SUBAGENT_INSTRUCTIONS, task_description
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 
 ContextMode = Literal["isolated", "snapshot"]
 CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
 MAX_PROMPTS = 100
+MAX_KEPT_CHARS = 4_000
+"""A `task` call's results longer than this keep only status lines and artifact lists in compaction."""
 _ARGUMENTS = frozenset({"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria"})
 
 
@@ -89,6 +92,7 @@ class SubagentRunner:
         """Tools a subagent is told of by name and loads with `tool_search` (see `delegate.mcp`)."""
         self.auto_promote = auto_promote
         self.records: list[TaskOutput] = []
+        """The records of the subagents that ended, in the order they were called (`seq`)."""
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
         self.started = 0
         self._semaphore = asyncio.Semaphore(max_parallel) if max_parallel else None
@@ -105,8 +109,9 @@ class SubagentRunner:
             total.add(ctx.usage)
         return total
 
-    def reserve(self, count: int) -> None:
-        """Count `count` subagents against the run's total, or refuse them all."""
+    def reserve(self, count: int) -> int:
+        """Count `count` subagents against the run's total, or refuse them all; return the `seq`
+        of the first (the lead's calls reserve in the order it made them)."""
         if self.max_total is not None and self.started + count > self.max_total:
             left = max(0, self.max_total - self.started)
             raise ToolError(
@@ -114,6 +119,7 @@ class SubagentRunner:
                 f"{left} more can start. Do the rest of the work yourself or with fewer subagents."
             )
         self.started += count
+        return self.started - count
 
     def prepare(self, definition: Subagent) -> tuple[list[Tool], Model]:
         """The tools and model of `definition`'s subagents; a `ToolError` if it cannot run."""
@@ -147,13 +153,15 @@ class SubagentRunner:
         tool_call_id: str | None,
         criteria: list[str] | None = None,
         snapshot: Message | None = None,
+        seq: int = 0,
     ) -> TaskOutput:
         """Run one subagent to its end. Only cancellation of the caller escapes; anything else
-        that happens to the subagent becomes its `TaskOutput`."""
+        that happens to the subagent becomes its `TaskOutput`. `seq` is its place in call order."""
+        args = (definition, prompt, description, parent, tool_call_id, criteria, snapshot, seq)
         if self._semaphore is None:
-            return await self._run(definition, prompt, description, parent, tool_call_id, criteria, snapshot)
+            return await self._run(*args)
         async with self._semaphore:
-            return await self._run(definition, prompt, description, parent, tool_call_id, criteria, snapshot)
+            return await self._run(*args)
 
     async def _run(
         self,
@@ -164,6 +172,7 @@ class SubagentRunner:
         tool_call_id: str | None,
         criteria: list[str] | None,
         snapshot: Message | None,
+        seq: int,
     ) -> TaskOutput:
         tools, model = self.prepare(definition)
         agent_id = f"sub{next(self._ids)}"
@@ -173,11 +182,12 @@ class SubagentRunner:
             description=description,
             tool_call_id=tool_call_id,
             parent_agent_id=parent.agent_id,
-            status="completed",
-            stop_reason="",
+            status="running",
+            stop_reason=None,
             summary="",
             started_at=datetime.now(UTC),
             model=model.name,
+            seq=seq,
         )
         ctx = ToolContext(
             run_id=self.run_id,
@@ -226,11 +236,11 @@ class SubagentRunner:
                 verdicts = await check_criteria(criteria, self.workspace, baseline)
                 record.acceptance = [asdict(v) for v in verdicts]
         except asyncio.CancelledError:
-            record.status, record.stop_reason = "cancelled", "cancelled"
+            record.status, record.stop_reason, record.steps = "cancelled", "cancelled", ctx.steps
             self._finish(record, ctx)
             raise
         except Exception as exc:  # a crash of this subagent is its own result, never its siblings'
-            record.status, record.stop_reason = "error", "crash"
+            record.status, record.stop_reason, record.steps = "error", "crash", ctx.steps
             record.error = f"{type(exc).__name__}: {exc}"
         self._finish(record, ctx)
         return record
@@ -238,7 +248,7 @@ class SubagentRunner:
     def _finish(self, record: TaskOutput, ctx: ToolContext) -> None:
         record.completed_at = datetime.now(UTC)
         self.live.pop(record.id, None)
-        self.records.append(record)
+        bisect.insort(self.records, record, key=lambda r: r.seq)
         self._event(
             record,
             "subagent.completed",
@@ -280,8 +290,7 @@ def _elapsed(record: TaskOutput) -> float:
 
 
 def _fill(record: TaskOutput, result: AgentResult) -> None:
-    status: TaskStatus = result.status
-    record.status = status
+    record.status = result.status
     record.stop_reason = result.stop_reason
     record.steps = result.steps
     record.error = result.error
@@ -331,7 +340,7 @@ def _system_prompt(
 
 
 def task_tool(
-    runner: SubagentRunner, catalogue: Catalogue, *, max_parallel: int, command_types: Sequence[str] = ()
+    runner: SubagentRunner, catalogue: Catalogue, *, max_parallel: int | None, command_types: Sequence[str] = ()
 ) -> Tool:
     """The lead's `task` tool over the types in `catalogue` (already filtered by caller policy).
 
@@ -398,7 +407,7 @@ def task_tool(
     async def run_task(ctx: ToolContext, args: dict[str, Any]) -> ToolReturn:
         definition, prompts, description, mode, criteria = _validate(args, catalogue, command_types)
         runner.prepare(definition)
-        runner.reserve(len(prompts))
+        first = runner.reserve(len(prompts))
         snapshot = None
         if mode == "snapshot":
             snapshot = build_snapshot(ctx.conversation, pending_tool_call_id=ctx.tool_call_id)
@@ -411,17 +420,20 @@ def task_tool(
                 tool_call_id=ctx.tool_call_id,
                 criteria=criteria,
                 snapshot=snapshot,
+                seq=first + i,
             )
             for i, prompt in enumerate(prompts)
         ]
         outputs = [await runs[0]] if len(runs) == 1 else list(await asyncio.gather(*runs))
         if len(outputs) == 1:
-            text = outputs[0].render()
+            text = render(outputs[0])
         else:
             text = f"{len(outputs)} subagents finished; results in prompt order.\n\n" + "\n\n".join(
-                f"## {i + 1}/{len(outputs)}\n{o.render()}" for i, o in enumerate(outputs)
+                f"## {i + 1}/{len(outputs)}\n{render(o)}" for i, o in enumerate(outputs)
             )
-        return ToolReturn(content=text, keep=text[:4000], data=outputs)
+        # What compaction keeps: all of it while short, else each result's status line and artifacts.
+        keep = text if len(text) <= MAX_KEPT_CHARS else "\n".join(kept(o) for o in outputs)
+        return ToolReturn(content=text, keep=keep, data=outputs)
 
     return Tool(
         name="task",
@@ -443,6 +455,9 @@ def _validate(
     if mode not in CONTEXT_MODES:
         raise ToolError(f"context_mode must be 'isolated' or 'snapshot', not {mode!r}")
     name = args.get("subagent_type")
+    if name is None:
+        available = ", ".join(catalogue.names()) or "none permitted by caller policy"
+        raise ToolError(f"subagent_type is missing: name the type of subagent to start ({available})")
     definition = catalogue.get(name) if isinstance(name, str) else None
     if definition is None:
         if name in command_types:

@@ -62,6 +62,8 @@ class ToolContext:
     user_id: str = "default"
     timezone: str = "UTC"
     usage: Usage = field(default_factory=Usage)
+    steps: int = 0
+    """The agent's turns so far (kept, like `usage`, when it is cancelled)."""
     tool_call_id: str | None = None
     conversation: list[Message] = field(default_factory=list[Message])
     """The agent's messages as of the current turn (read by `task` for snapshots)."""

@@ -353,7 +353,8 @@ function onRunEvent(type, ev) {
   }
 }
 
-// The stored record of a finished run: each subagent's summary and final status.
+// The stored record of a finished run: each subagent's summary, typed result and final status,
+// in the order the lead called them.
 async function loadRecord(runId) {
   try {
     const run = await api("GET", `/runs/${encodeURIComponent(runId)}`);
@@ -366,6 +367,10 @@ async function loadRecord(runId) {
       agent.steps = s.steps;
       agent.usage = s.usage;
       agent.summary = s.summary || s.error || "";
+      if (s.result !== null && s.result !== undefined) {
+        agent.summary = [agent.summary, `Result: ${JSON.stringify(s.result)}`].filter(Boolean).join("\n");
+      }
+      agent.dom.li.parentNode.append(agent.dom.li);
       drawAgent(agent);
     }
     if (run.error) showError("run-detail-error", run.error);

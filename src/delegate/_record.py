@@ -1,0 +1,151 @@
+"""The record of one subagent, and the status and stop-reason vocabulary of runs and subagents.
+
+One record type (`TaskOutput`) and one serialiser (`to_dict` / `from_dict`) serve every face:
+`delegate run --json`, the store, `GET /runs/{id}`, the web page and batch export all carry the
+dictionary `to_dict` makes, and `from_dict` reads it back validated (a stored record resumes as
+the same object). The `Literal`s here are the only definition of the words a status or a stop
+reason may be; `docs/subagents.md` explains each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, get_args
+
+from pydantic import TypeAdapter, ValidationError
+
+from ._usage import Usage
+
+EndStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
+"""How an agent (the lead or a subagent) ended."""
+
+Status = Literal["running", "completed", "aborted", "error", "timed_out", "cancelled", "interrupted"]
+"""The status of a run or of a subagent: `running` until it ends (an `EndStatus`), or
+`interrupted` when the process running it died first."""
+
+StopReason = Literal[
+    "final_answer",
+    "stop_tool",
+    "max_steps",
+    "token_budget",
+    "run_token_budget",
+    "run_max_requests",
+    "timeout",
+    "cancelled",
+    "model_error",
+    "invalid_result",
+    "crash",
+    "interrupted",
+]
+"""Why an agent stopped: its answer (`final_answer`; a subagent's `complete`, `stop_tool`), one of
+its own limits (`max_steps`, `token_budget`, `timeout`), a run-wide budget (`run_token_budget`,
+`run_max_requests`), `cancelled`, a model that failed (`model_error`), a typed result the subagent
+could not get right (`invalid_result`), a crash of the subagent (`crash`), or its process dying
+(`interrupted`)."""
+
+STATUSES: tuple[Status, ...] = get_args(Status)
+STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
+FsType = Literal["file", "directory", "symlink"]
+
+
+@dataclass(kw_only=True, slots=True)
+class Artifact:
+    """A delivered file: its absolute path in the shared workspace, and what it is."""
+
+    path: str
+    size: int
+    fs_type: FsType
+    modified_at: str | None = None
+    relative_path: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "relative_path": self.relative_path,
+            "size": self.size,
+            "fs_type": self.fs_type,
+            "modified_at": self.modified_at,
+        }
+
+
+@dataclass(kw_only=True, slots=True)
+class Skipped:
+    """A path the subagent claimed in `complete` that did not validate, and why."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(kw_only=True)
+class TaskOutput:
+    """What one subagent did and gave back. `result` is its typed result (a type with an
+    `output_schema`), else None. `result_file` is the workspace file holding the whole result when
+    it was too long for the lead to read (it is also the first artifact). `seq` is its place among
+    the run's subagents, in the order the lead called them (not in the order they finished)."""
+
+    id: str
+    type: str
+    description: str
+    tool_call_id: str | None
+    parent_agent_id: str | None
+    status: Status
+    stop_reason: StopReason | None
+    summary: str
+    artifacts: list[Artifact] = field(default_factory=list[Artifact])
+    skipped: list[Skipped] = field(default_factory=list[Skipped])
+    steps: int = 0
+    usage: Usage = field(default_factory=Usage)
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    acceptance: list[dict[str, Any]] | None = None
+    error: str | None = None
+    model: str = ""
+    result: Any = None
+    result_file: str | None = None
+    seq: int = 0
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None or self.completed_at is None:
+            return None
+        return (self.completed_at - self.started_at).total_seconds()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON: `subagents[]` of `delegate run --json` and `GET /runs/{id}`, and
+        what the store keeps."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "description": self.description,
+            "tool_call_id": self.tool_call_id,
+            "parent_agent_id": self.parent_agent_id,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "summary": self.summary,
+            "result": self.result,
+            "result_file": self.result_file,
+            "steps": self.steps,
+            "usage": self.usage.to_dict(),
+            "artifacts": [a.to_dict() for a in self.artifacts],
+            "skipped": [s.to_dict() for s in self.skipped],
+            "acceptance": self.acceptance,
+            "error": self.error,
+            "model": self.model,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "completed_at": self.completed_at.isoformat() if self.completed_at else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, seq: int = 0) -> TaskOutput:
+        """A record from `to_dict`'s shape, validated; `ValueError` says what does not fit."""
+        try:
+            return _record.validate_python({**data, "seq": seq})
+        except ValidationError as exc:
+            raise ValueError(f"not a subagent record ({exc})") from None
+
+
+_record: TypeAdapter[TaskOutput] = TypeAdapter(TaskOutput)

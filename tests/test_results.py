@@ -1,0 +1,230 @@
+"""What a lead gets back from its subagents, through the `openai:` adapter against the loopback
+server: records in call order everywhere, one record shape, and the small things a lead reads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delegate._record import TaskOutput
+from delegate._runtime import Runtime
+from delegate._store import Store
+from delegate.models._openai import OpenAIModel
+from delegate.server._runs import run_json
+from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.loopback_openai import Fault, OpenAIServer, Reply
+
+DEADLINE = 30.0
+"""How long a responder waits for another subagent before the test fails (never reached when it passes)."""
+
+
+def is_lead(body: dict[str, Any]) -> bool:
+    first = body["messages"][0]
+    return first["role"] == "system" and str(first["content"]).startswith(LEAD_INSTRUCTIONS)
+
+
+def prompt_of(body: dict[str, Any]) -> str:
+    content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def openai_model(server: OpenAIServer) -> OpenAIModel:
+    return OpenAIModel("m", base_url=server.base_url, api_key="k", retry_delay=0.01, max_retries=1)
+
+
+async def close(rt: Runtime) -> None:
+    """Close the runtime and the model client it was given (a runtime closes only those it built)."""
+    await rt.aclose()
+    await rt.model.aclose()  # type: ignore[attr-defined]
+
+
+class SlowFirst:
+    """A lead that makes three `task` calls in one turn; the first subagent answers only once the
+    other two have ended (`sink` sees them end; without it, once their models have answered)."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+        self.ended = 0
+        self.others_done = threading.Event()
+        self.lock = threading.Lock()
+        self.watching = False
+
+    def sink(self, event: Any) -> None:
+        self.watching = True
+        if event.type == "subagent.completed":
+            self.ended += 1
+            if self.ended == 2:
+                self.others_done.set()
+
+    def __call__(self, body: dict[str, Any]) -> Reply | Fault:
+        if is_lead(body):
+            if body["messages"][-1]["role"] == "user":
+                calls: list[tuple[str, dict[str, Any] | str]] = [
+                    ("task", {"subagent_type": "general-purpose", "description": f"job {n}", "prompt": f"job {n}"})
+                    for n in (1, 2, 3)
+                ]
+                return Reply(tool_calls=calls)
+            return Reply(content="\n---\n".join(tool_results(body)))
+        job = prompt_of(body)
+        if job == "job 1" and not self.others_done.wait(DEADLINE):
+            return Fault(500, "the other subagents never completed")
+        with self.lock:
+            self.answered += 1
+            if self.answered == 2 and not self.watching:
+                self.others_done.set()
+        return Reply(tool_calls=[("complete", {"summary": f"did {job}"})])
+
+
+async def test_records_are_in_the_order_the_lead_called_them_in_the_result_the_store_and_http(
+    tmp_path: Path,
+) -> None:
+    store = Store.for_workspace(tmp_path)
+    lead = SlowFirst()
+    with OpenAIServer(lead) as server:
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=store, sinks=[lead.sink])
+        result = await rt.run("three jobs")
+        await close(rt)
+    finished = sorted(result.subagents, key=lambda s: s.completed_at or 0)
+    assert finished[-1].description == "job 1"  # the first one called finished last
+    assert [s.description for s in result.subagents] == ["job 1", "job 2", "job 3"]
+    assert [s["description"] for s in result.to_dict()["subagents"]] == ["job 1", "job 2", "job 3"]
+    assert [s.description for s in store.subagent_records(result.run_id)] == ["job 1", "job 2", "job 3"]
+    answered = run_json(store, result.run_id, user_id=None)  # type: ignore[arg-type]
+    assert answered is not None
+    assert [s["description"] for s in answered["subagents"]] == ["job 1", "job 2", "job 3"]
+    assert answered["subagents"] == result.to_dict()["subagents"]  # one serialiser for both
+    store.close()
+
+
+def test_run_json_lists_subagents_in_call_order(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DELEGATE_"))}
+    with OpenAIServer(SlowFirst()) as server:
+        env["OPENAI_BASE_URL"] = server.base_url
+        env["OPENAI_API_KEY"] = "k"
+        done = subprocess.run(
+            [sys.executable, "-m", "delegate", "run", "three jobs", "--model", "openai:m", "--json"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    subagents = json.loads(done.stdout)["subagents"]
+    assert [s["description"] for s in subagents] == ["job 1", "job 2", "job 3"]
+    assert {"id", "type", "status", "stop_reason", "steps", "usage", "artifacts", "result"} <= set(subagents[0])
+    assert [TaskOutput.from_dict(s).to_dict() for s in subagents] == subagents  # the record reads back whole
+
+
+async def test_a_record_read_back_from_the_store_is_the_record_the_run_returned(tmp_path: Path) -> None:
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        if is_lead(body):
+            if body["messages"][-1]["role"] == "user":
+                return Reply(
+                    tool_calls=[("task", {"subagent_type": "general-purpose", "description": "d", "prompt": "p"})]
+                )
+            return Reply(content="done")
+        if body["messages"][-1]["role"] == "user":
+            return Reply(tool_calls=[("write_file", {"path": "out.md", "content": "made"})])
+        return Reply(tool_calls=[("complete", {"summary": "wrote out.md", "paths": ["out.md", "nope.md"]})])
+
+    store = Store.for_workspace(tmp_path)
+    with OpenAIServer(responder) as server:
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=store)
+        result = await rt.run("go")
+        await close(rt)
+    [stored] = store.subagent_records(result.run_id)
+    assert stored == result.subagents[0]
+    assert (stored.status, stored.stop_reason, stored.steps) == ("completed", "stop_tool", 2)
+    assert [a.relative_path for a in stored.artifacts] == ["out.md"]
+    assert [s.path for s in stored.skipped] == ["nope.md"]
+    store.close()
+
+
+async def test_a_single_step_is_one_step_and_a_missing_type_is_named_as_missing(tmp_path: Path) -> None:
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        if is_lead(body):
+            turn = len(tool_results(body))
+            if turn == 0:
+                return Reply(tool_calls=[("task", {"description": "no type", "prompt": "p"})])
+            if turn == 1:
+                return Reply(
+                    tool_calls=[("task", {"subagent_type": "general-purpose", "description": "d", "prompt": "p"})]
+                )
+            return Reply(content="\n---\n".join(tool_results(body)))
+        return Reply(tool_calls=[("complete", {"summary": "done"})])
+
+    with OpenAIServer(responder) as server:
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False)
+        result = await rt.run("go")
+        await close(rt)
+    missing, ran = result.final.split("\n---\n")
+    assert "subagent_type is missing" in missing and "None" not in missing
+    assert "(1 step," in ran
+
+
+async def test_with_no_parallel_cap_the_task_tool_says_so(tmp_path: Path) -> None:
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        return Reply(content="ok")
+
+    with OpenAIServer(responder) as server:
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, max_parallel=None)
+        await rt.run("go")
+        capped = Runtime(model=openai_model(server), workspace=tmp_path, store=False, max_parallel=3)
+        await capped.run("go")
+        await close(rt)
+        await close(capped)
+    uncapped_task, capped_task = (
+        next(t["function"]["description"] for t in body["tools"] if t["function"]["name"] == "task")
+        for body in server.requests
+    )
+    assert "no cap" in uncapped_task and "up to 0" not in uncapped_task
+    assert "up to 3 run at once" in capped_task
+
+
+async def test_a_cancelled_subagent_counts_the_steps_it_took(tmp_path: Path) -> None:
+    second_turn = threading.Event()
+    release = threading.Event()
+
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        if is_lead(body):
+            return Reply(tool_calls=[("task", {"subagent_type": "general-purpose", "description": "d", "prompt": "p"})])
+        if body["messages"][-1]["role"] == "user":
+            return Reply(tool_calls=[("list_dir", {})])
+        second_turn.set()
+        release.wait(DEADLINE)
+        return Reply(content="late")
+
+    with OpenAIServer(responder) as server:
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False)
+        events: list[Any] = []
+        run = asyncio.create_task(rt.run("go", sinks=[events.append]))
+        assert await asyncio.to_thread(second_turn.wait, DEADLINE)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        release.set()
+        await close(rt)
+    [done] = [e for e in events if e.type == "subagent.completed"]
+    assert (done.data["status"], done.data["steps"]) == ("cancelled", 1)
+
+
+def test_the_lead_is_told_what_a_bad_prompt_is_to_reuse_results_and_not_to_delegate_vague_work() -> None:
+    from delegate.subagents._prompts import task_description
+
+    text = task_description([("explore", "reads")], max_parallel=4)
+    assert "bad prompt" in text.lower() and "what we discussed" in text
+    assert "do not start another one" in text
+    assert "vague" in text
