@@ -204,7 +204,9 @@ class _FrontMatter(BaseModel):
     permission_mode: PermissionMode | None = Field(
         default=None, validation_alias=AliasChoices("permission_mode", "permissionMode")
     )
-    mcp_servers: list[str] = Field(default_factory=list[str], validation_alias=AliasChoices("mcp_servers", "mcpServers"))
+    mcp_servers: list[str] = Field(
+        default_factory=list[str], validation_alias=AliasChoices("mcp_servers", "mcpServers")
+    )
     project_context: bool = True
     color: str | None = None  # Claude Code's colour in its UI; accepted and ignored
 

@@ -126,7 +126,8 @@ def _read_lines(block: str, name: str, warnings: list[CatalogueWarning]) -> dict
             fields[key] = _scalar((top.group(2) or "").strip())
             continue
         if key is None or not line[:1].isspace():
-            warnings.append(CatalogueWarning(name, f"cannot read {line.strip()[:60]!r} as 'key: value'; ignored", number))
+            unread = line.strip()[:60]
+            warnings.append(CatalogueWarning(name, f"cannot read {unread!r} as 'key: value'; ignored", number))
             continue
         item = line.strip()
         value = fields[key]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from .._errors import UserError
-from ._aliases import PROVIDERS, DEFAULT_ALIASES, ModelAliases, credentials_hint, has_credentials
+from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
 from ._base import FREE_CHOICES, Model, ModelRequest, ModelResponse, PathRole, StopReason, ToolChoice, ToolSpec
 
 __all__ = [

@@ -19,12 +19,13 @@ from typing import Any, Literal, cast
 from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, EventSink
+from .._frontmatter import CatalogueWarning
 from .._loop import AgentResult, AgentSpec, Compaction, ToolGate, opening_choices, run_agent
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
 from ..mcp._deferred import TOOL_SEARCH, DeferredGate, deferred_index, search_tool
-from ..models import FREE_CHOICES, Model
+from ..models import FREE_CHOICES, Model, credentials_hint, has_credentials
 from ..skills import SkillCatalogue
 from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
@@ -70,6 +71,7 @@ class SubagentRunner:
         skills: SkillCatalogue | None = None,
         deferred: Sequence[Tool] = (),
         auto_promote: int = 0,
+        project_context: str = "",
     ) -> None:
         self.run_id = run_id
         self.user_id = user_id
@@ -88,6 +90,8 @@ class SubagentRunner:
         self.deferred = {t.name: t for t in deferred}
         """Tools a subagent is told of by name and loads with `tool_search` (see `delegate.mcp`)."""
         self.auto_promote = auto_promote
+        self.project_context = project_context
+        """The workspace's AGENTS.md / CLAUDE.md part, for types that do not opt out."""
         self.records: list[TaskOutput] = []
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
         self.started = 0
@@ -132,10 +136,32 @@ class SubagentRunner:
                         f"subagent type {definition.name!r} must call {first!r} first but does not have that tool "
                         f"(its tools: {', '.join([*names, 'complete'])}); fix its definition"
                     )
-            model = _resolve(definition, self.subagent_model, self.parent_model, self.model_for)
+            model = self._model(definition)
             prepared = ([*tools, COMPLETE_TOOL], model)
             self._prepared[definition.name] = prepared
         return prepared
+
+    def _model(self, definition: Subagent) -> Model:
+        """The model of `definition`'s subagents. A model that came through the alias table and
+        whose provider has no key runs on the lead's model, with a `warning` event."""
+        spec = definition.model
+        if isinstance(spec, str) and definition.model_fallback and not has_credentials(spec):
+            written = definition.written_model or spec
+            reason = (
+                f"model {written!r} ({spec}) has no {credentials_hint(spec)} set: type {definition.name!r} "
+                f"runs on the lead's model {self.parent_model.name}"
+            )
+            warning = CatalogueWarning(definition.source, reason)
+            self.emit(
+                Event(
+                    type="warning",
+                    run_id=self.run_id,
+                    agent_id="lead",
+                    data=warning.to_dict() | {"subagent_type": definition.name},
+                )
+            )
+            return self.parent_model
+        return _resolve(definition, self.subagent_model, self.parent_model, self.model_for)
 
     async def run(
         self,
@@ -205,6 +231,7 @@ class SubagentRunner:
                     definition,
                     criteria=bool(criteria),
                     snapshot=snapshot is not None,
+                    context=self.project_context if definition.project_context else "",
                     skills=self.skills.index(definition.skills),
                     deferred=deferred_index(t.name for t in deferred) if deferred else "",
                 ),
@@ -317,9 +344,9 @@ def _resolve(
 
 
 def _system_prompt(
-    definition: Subagent, *, criteria: bool, snapshot: bool, skills: str = "", deferred: str = ""
+    definition: Subagent, *, criteria: bool, snapshot: bool, context: str = "", skills: str = "", deferred: str = ""
 ) -> str:
-    parts = [SUBAGENT_INSTRUCTIONS]
+    parts = [SUBAGENT_INSTRUCTIONS, *([context] if context else [])]
     if definition.instructions:
         parts.append(f"Instructions for the {definition.name} agent:\n{definition.instructions}")
     parts += [part for part in (skills, deferred) if part]
