@@ -27,6 +27,7 @@ from .models import Model, ModelAliases, ToolChoice, resolve_model
 from .skills import SkillCatalogue
 from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, project_context, task_tool
 from .subagents._acceptance import parse_criteria
+from .subagents._prompts import type_listing
 from .tools import Tool, ToolContext, builtin_tools, list_uploaded_files, uploads_state
 
 if TYPE_CHECKING:
@@ -275,10 +276,12 @@ class Runtime:
             lead_tools.append(list_uploaded_files)
         runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools, context)
         deferred = mcp_tools if self.tool_search else []
-        if deferred:
-            lead_tools.append(search_tool(deferred))
-        if self.task_tool and len(self.catalogue):
-            lead_tools.append(self._task_tool(runner))
+        task = self._task_tool(runner) if self.task_tool and len(self.catalogue) else None
+        types = self._searchable_types() if task is not None else []
+        if deferred or types:
+            lead_tools.append(search_tool(deferred, types))
+        if task is not None:
+            lead_tools.append(task)
         lead_tools += self._batch_tools()
         gates: list[ToolGate] = [g for g in (skills.gate(self.workspace, None),) if g]
         if deferred:
@@ -424,6 +427,14 @@ class Runtime:
         visible = self.catalogue.visible(allow_commands=allow, permitted=self.permitted_subagents)
         hidden = [] if allow else [d.name for d in self.catalogue.definitions.values() if d.requires_commands]
         return task_tool(runner, visible, max_parallel=self.max_parallel or 0, command_types=hidden)
+
+    def _searchable_types(self) -> list[tuple[str, str]]:
+        """The lead's types, for `tool_search`, when the `task` tool shortens their descriptions."""
+        visible = self.catalogue.visible(
+            allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents
+        )
+        types = [(d.name, d.description) for d in visible.definitions.values()]
+        return types if type_listing(types)[1] else []
 
     def _batch_tools(self) -> list[Tool]:
         wanted = self.batch_tools if self.batch_tools is not None else self._store_option is not False

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _runtime(
-    workspace: Path, agents: list[Path] | None, skills: list[Path] | None, aliases: list[str] | None
+    workspace: Path, agents: list[Path] | None, skills: list[Path] | None, aliases: list[str] | None, *, warn: bool
 ) -> Runtime:
     from .._errors import UserError
     from .._runtime import Runtime

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import difflib
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -31,7 +32,7 @@ from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
 from ._complete import COMPLETE_TOOL, Delivery
 from ._output import TaskOutput, TaskStatus
-from ._prompts import SUBAGENT_INSTRUCTIONS, task_description
+from ._prompts import SUBAGENT_INSTRUCTIONS, task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 
 ContextMode = Literal["isolated", "snapshot"]
@@ -366,16 +367,17 @@ def task_tool(
     naming one says why instead of calling it unknown.
     """
     types = [(d.name, d.description) for d in catalogue.definitions.values()]
-    listing = "\n".join(f"- {name}: {description}" for name, description in types)
+    _, short = type_listing(types)
     # The prompts come before the label: models that write arguments in schema order (small ones
-    # under a grammar do) put their care into the first free text they write.
+    # under a grammar do) put their care into the first free text they write. The types are listed
+    # once, in the tool's description; a large catalogue drops the enum (names are checked in code).
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "subagent_type": {
                 "type": "string",
-                **({"enum": [name for name, _ in types]} if types else {}),
-                "description": f"The type of subagent to start. Available types:\n{listing}",
+                **({"enum": [name for name, _ in types]} if types and not short else {}),
+                "description": "The type of subagent to start: one of the types listed in this tool's description.",
             },
             "prompt": {
                 "type": "string",
@@ -477,7 +479,15 @@ def _validate(
                 f"subagent_type {name!r} runs commands, and this workspace does not allow command "
                 "execution (the runtime must allow commands, e.g. --allow-commands)"
             )
-        available = ", ".join(catalogue.names()) or "none permitted by caller policy"
+        names = catalogue.names()
+        if len(names) > 30:
+            close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
+            hint = f"close names: {', '.join(close)}; " if close else ""
+            raise ToolError(
+                f"unknown subagent_type {name!r}; {hint}the task tool's description lists all {len(names)} types "
+                "(tool_search with a few words finds them by what they do)"
+            )
+        available = ", ".join(names) or "none permitted by caller policy"
         raise ToolError(f"unknown subagent_type {name!r}; available: {available}")
     description = args.get("description")
     if not isinstance(description, str) or not description.strip():
