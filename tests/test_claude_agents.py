@@ -29,6 +29,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     shutil.copytree(FIXTURE, tmp_path / "ws")
+    # a binary file where a definition should be (written here: linters read the fixture folder)
+    (tmp_path / "ws/.claude/agents/blob.md").write_bytes(b"---\nname: blob\n\x00\x01\x02\xff\xfe binary\n")
     return tmp_path / "ws"
 
 

@@ -367,17 +367,21 @@ def task_tool(
     naming one says why instead of calling it unknown.
     """
     types = [(d.name, d.description) for d in catalogue.definitions.values()]
-    _, short = type_listing(types)
+    listing, short = type_listing(types)
     # The prompts come before the label: models that write arguments in schema order (small ones
-    # under a grammar do) put their care into the first free text they write. The types are listed
-    # once, in the tool's description; a large catalogue drops the enum (names are checked in code).
+    # under a grammar do) put their care into the first free text they write. A large catalogue is
+    # listed once, in the tool's description, without the enum (names are checked in code).
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "subagent_type": {
                 "type": "string",
                 **({"enum": [name for name, _ in types]} if types and not short else {}),
-                "description": "The type of subagent to start: one of the types listed in this tool's description.",
+                "description": (
+                    "The type of subagent to start: one of the types listed in this tool's description."
+                    if short
+                    else f"The type of subagent to start. Available types:\n{listing}"
+                ),
             },
             "prompt": {
                 "type": "string",
