@@ -331,6 +331,33 @@ def test_agents_lists_the_built_in_types_and_the_workspace_definitions(
     assert by_name["bash"]["available"] is False  # the server does not allow shell commands
 
 
+def test_a_malformed_definition_or_skill_is_a_warning_for_everyone_never_a_400(
+    workspace: Path, store: Store, tokens: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    agents = workspace / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "x.md").write_text("---\nname: x\ndescription: [never closed\n  tools: :\n---\n")
+    (agents / "notes.md").write_text("no front matter\n")
+    skill = workspace / ".delegate" / "skills" / "bad"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: bad\n---\nNo description.\n")
+    with serving(workspace, store) as server, client(server, tokens["bob"]) as api:
+        listed = api.get("/agents")
+        run_id = start(api)
+        events = [json.loads(e.data) for e in read_events(api, f"/runs/{run_id}/events")]
+    assert listed.status_code == 200
+    warnings = listed.json()["warnings"]
+    assert [(w["file"], w["line"], w["reason"].split(" (")[0].split(":")[0]) for w in warnings] == [
+        (".claude/agents/notes.md", 1, "no front matter"),
+        (".claude/agents/x.md", 4, "front matter is not strict YAML"),
+        (".delegate/skills/bad/SKILL.md", None, "field 'description'"),
+    ]
+    assert str(workspace) not in listed.text and str(workspace) not in json.dumps(events)
+    assert [e["data"]["file"] for e in events if e["type"] == "warning"] == [w["file"] for w in warnings]
+    assert events[-1]["data"]["status"] == "completed"
+    assert sum("catalogue: .claude/agents/notes.md:1: no front matter" in r.getMessage() for r in caplog.records) == 1
+
+
 def uploads_aware(request: ModelRequest) -> ModelResponse:
     """Lead: lists the uploads when it can, then answers with what it saw."""
     names = {t.name for t in request.tools}

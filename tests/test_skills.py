@@ -53,19 +53,21 @@ def test_the_catalogue_reads_every_source_and_the_users_own_shadow_the_shared(ro
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("text", "message", "loaded"),
     [
-        ("no front matter", "starts with YAML front matter"),
-        ("---\nname: x\n---\n", "field 'description'"),
-        ("---\nname: 'bad name'\ndescription: d\n---\n", "field 'name'"),
-        ("---\nname: x\ndescription: d\nallowed-tools: {a: 1}\n---\n", "field 'allowed-tools'"),
+        ("no front matter", "no front matter", False),
+        ("---\nname: x\n---\n", "field 'description'", False),
+        ("---\nname: 'bad name'\ndescription: d\n---\n", "field 'name'", False),
+        ("---\nname: x\ndescription: d\nallowed-tools: {a: 1}\n---\n", "field 'allowed-tools'", True),
+        ("---\nname: x\ndescription: Use when: a, b\n---\n", "not strict YAML", True),
     ],
 )
-def test_a_malformed_skill_names_the_file_and_the_field(tmp_path: Path, text: str, message: str) -> None:
+def test_a_malformed_skill_is_a_warning_naming_the_file(tmp_path: Path, text: str, message: str, loaded: bool) -> None:
     write(tmp_path / ".delegate/skills/x/SKILL.md", text)
-    with pytest.raises(UserError, match=message) as caught:
-        SkillCatalogue.build(Workspace.open(tmp_path))
-    assert "x/SKILL.md" in str(caught.value)
+    skills = SkillCatalogue.build(Workspace.open(tmp_path))
+    assert [w.file for w in skills.warnings] == [".delegate/skills/x/SKILL.md"]
+    assert message in skills.warnings[0].reason
+    assert len(skills) == loaded
 
 
 def test_a_skills_folder_outside_the_workspace_is_refused(tmp_path: Path) -> None:

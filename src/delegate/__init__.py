@@ -24,18 +24,20 @@ if TYPE_CHECKING:
         WorkspaceError,
     )
     from ._events import Event, EventSink
+    from ._frontmatter import CatalogueWarning
     from ._loop import Compaction
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
     from ._runtime import RunResult, Runtime
     from ._usage import Usage
     from ._workspace import Workspace
-    from .models import Model, ModelRequest, ModelResponse, ToolSpec
+    from .models import Model, ModelAliases, ModelRequest, ModelResponse, ToolSpec
     from .subagents import Artifact, Skipped, TaskOutput
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
 
 _WHERE = {
     "Artifact": ".subagents",
     "Catalogue": "._agents",
+    "CatalogueWarning": "._frontmatter",
     "Compaction": "._loop",
     "DelegateError": "._errors",
     "Event": "._events",
@@ -43,6 +45,7 @@ _WHERE = {
     "MediaPart": "._messages",
     "Message": "._messages",
     "Model": ".models",
+    "ModelAliases": ".models",
     "ModelError": "._errors",
     "ModelOutputError": "._errors",
     "ModelRequest": ".models",
@@ -90,6 +93,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "Artifact",
     "Catalogue",
+    "CatalogueWarning",
     "Compaction",
     "DelegateError",
     "Event",
@@ -97,6 +101,7 @@ __all__ = [
     "MediaPart",
     "Message",
     "Model",
+    "ModelAliases",
     "ModelError",
     "ModelOutputError",
     "ModelRequest",

@@ -1,9 +1,14 @@
 """Subagent definitions and their catalogue.
 
 Definitions come from code (`Subagent(...)`), from Markdown files with YAML front matter
-(`<workspace>/.delegate/agents/*.md`, `--agents DIR`, and `.claude/agents/*.md` with Claude's tool
-names mapped), and from the built-in types. When two share a name, the later source wins:
+(`<workspace>/.delegate/agents/*.md`, `--agents DIR`, and `.claude/agents/*.md`), and from the
+built-in types. When two share a name, the later source wins:
 built-ins < `.claude/agents` < `.delegate/agents` < `--agents` folders < code.
+
+Files are read as Claude Code reads them, and no file ever stops the catalogue: front matter that
+is not strict YAML is read line by line (`delegate._frontmatter`), Claude Code's fields and tool
+names are mapped, unknown fields are kept and warned about, and a file that cannot be a
+definition is skipped with a `CatalogueWarning` naming it. The catalogue carries its warnings.
 
 Which model a subagent runs on, first match wins:
 1. its definition's `model`, when that is a model string (not `inherit`);
@@ -15,16 +20,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._errors import UserError
-from .models import Model
-from .tools import READ_ONLY_TOOLS
+from ._frontmatter import CatalogueWarning, Unreadable, display_name, read_front_matter
+from .models import Model, ModelAliases
+from .tools import BUILTIN_TOOLS, READ_ONLY_TOOLS
 
 NEVER_INHERITED = frozenset({"task", "batch_task", "batch_status", "cancel_batch", "ask_user", "present_files"})
 """Tools a subagent does not get by inheriting its parent's set. `task` is never given at all (no
@@ -41,7 +46,19 @@ CLAUDE_TOOL_NAMES = {
     "Glob": "find_files",
     "LS": "list_dir",
     "Bash": "bash",
+    "AskUserQuestion": "ask_user",
 }
+"""Claude Code's tool names and the built-in tools that serve them."""
+
+CLAUDE_UNSERVED = frozenset({
+    "WebFetch", "WebSearch", "TodoWrite", "TodoRead", "NotebookEdit", "NotebookRead", "Task", "Agent",
+    "BashOutput", "KillShell", "KillBash", "SlashCommand", "ExitPlanMode", "Skill", "ListMcpResourcesTool",
+    "ReadMcpResourceTool",
+})  # fmt: skip
+"""Claude Code's tools that delegate has no counterpart for: listed in a warning, never served."""
+
+PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk"]
+PERMISSION_MODES: tuple[str, ...] = ("default", "acceptEdits", "bypassPermissions", "plan", "dontAsk")
 
 
 @dataclass(kw_only=True)
@@ -69,35 +86,61 @@ class Subagent:
     skills: list[str] | None = None
     requires_commands: bool = False
     first_tool_choice: str | list[str] = "auto"
+    project_context: bool = True
+    """Whether its system prompt carries the workspace's AGENTS.md / CLAUDE.md."""
+    mcp_servers: list[str] = field(default_factory=list[str])
+    """MCP servers of the runtime's config whose tools this type gets besides its `tools`."""
+    permission_mode: str | None = None
+    unavailable_tools: list[str] = field(default_factory=list[str])
+    """Tools its file names that delegate cannot serve (Claude's `WebFetch`, ...)."""
+    model_fallback: bool = False
+    """Its model came through the alias table: without the provider's key it runs on the lead's."""
+    written_model: str | None = None
+    """`model` as its file wrote it, when that differs from the resolved `model`."""
+    extra: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Front-matter fields delegate does not know, kept as written."""
+    warnings: list[CatalogueWarning] = field(default_factory=list[CatalogueWarning])
     source: str = "code"
+    """Where it came from: `builtin`, `code`, or its file relative to the folder it came from."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The definition as `delegate agents list --json` and `GET /agents` show it."""
+        """The definition as `delegate agents list --json`, `agents show --json` and `GET /agents` show it."""
         return {
             "name": self.name,
             "description": self.description,
             "tools": self.tools,
             "disallowed_tools": self.disallowed_tools,
+            "unavailable_tools": self.unavailable_tools,
             "model": self.model if isinstance(self.model, str) else self.model.name,
+            "written_model": self.written_model,
+            "model_fallback": self.model_fallback,
             "max_steps": self.max_steps,
             "timeout": self.timeout,
             "token_budget": self.token_budget,
             "skills": self.skills,
+            "mcp_servers": self.mcp_servers,
+            "permission_mode": self.permission_mode,
+            "project_context": self.project_context,
             "requires_commands": self.requires_commands,
             "first_tool_choice": self.first_tool_choice,
+            "extra": self.extra,
+            "warnings": [w.to_dict() for w in self.warnings],
             "source": self.source,
         }
 
     def __post_init__(self) -> None:
-        if not _NAME.fullmatch(self.name):
-            raise UserError(f"subagent name {self.name!r} is not valid: use letters, digits, '-' and '_' (at most 64)")
+        if not NAME.fullmatch(self.name):
+            raise UserError(
+                f"subagent name {self.name!r} is not valid: use letters, digits, '-', '_' and '.' (at most 64)"
+            )
         if self.max_steps < 1:
             raise UserError(f"subagent {self.name!r}: max_steps must be at least 1")
         if self.timeout is not None and self.timeout <= 0:
             raise UserError(f"subagent {self.name!r}: timeout must be positive seconds")
 
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""Names of subagent types and skills: letters, digits, `-`, `_` and `.` (`powershell-5.1-expert`)."""
 
 BUILTIN_SUBAGENTS: tuple[Subagent, ...] = (
     Subagent(
@@ -132,96 +175,204 @@ BUILTIN_SUBAGENTS: tuple[Subagent, ...] = (
 )
 
 
-class _FrontMatter(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _names(value: Any) -> Any:
+    """`Read, Grep` or `Read Grep` (as Claude Code writes tools) or a list."""
+    if isinstance(value, str):
+        return [part for part in re.split(r"[,\s]+(?![^()]*\))", value) if part]
+    return value
 
-    name: str
+
+class _FrontMatter(BaseModel):
+    """The fields of a definition. Claude Code's spellings are accepted; any other field is kept in
+    `model_extra` and warned about. A new field is one line here (and one where it is used)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str = Field(min_length=1)
     description: str = Field(min_length=1)
     tools: list[str] | None = None
-    disallowed_tools: list[str] = Field(default_factory=list[str])
+    disallowed_tools: list[str] = Field(
+        default_factory=list[str], validation_alias=AliasChoices("disallowed_tools", "disallowedTools")
+    )
     model: str = "inherit"
-    max_steps: int = Field(default=30, ge=1, le=10_000)
+    max_steps: int = Field(default=30, ge=1, le=10_000, validation_alias=AliasChoices("max_steps", "maxTurns"))
     timeout: float | None = Field(default=600.0, gt=0)
     token_budget: int | None = Field(default=None, gt=0)
     stop_tools: list[str] = Field(default_factory=list[str])
     skills: list[str] | None = None
     first_tool_choice: str | list[str] = "auto"
-    color: str | None = None  # Claude's UI colour; accepted and ignored
+    permission_mode: PermissionMode | None = Field(
+        default=None, validation_alias=AliasChoices("permission_mode", "permissionMode")
+    )
+    mcp_servers: list[str] = Field(
+        default_factory=list[str], validation_alias=AliasChoices("mcp_servers", "mcpServers")
+    )
+    project_context: bool = True
+    color: str | None = None  # Claude Code's colour in its UI; accepted and ignored
 
-    @field_validator("tools", "disallowed_tools", "stop_tools", "skills", mode="before")
+    @field_validator("tools", "disallowed_tools", "stop_tools", "skills", "mcp_servers", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
+        return _names(value)
+
+    @field_validator("name", "description", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return " ".join(value.split()) if isinstance(value, str) else value
 
 
-def read_front_matter(path: Path, kind: str) -> tuple[dict[str, Any], str]:
-    """The YAML front matter (between `---` lines) of a Markdown file, and the body after it.
-    Raises `UserError` naming the file, for a `kind` of file ("subagent definition", "skill")."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read {kind}: {exc}") from None
-    match = re.match(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", text, re.S)
-    if match is None:
-        raise UserError(f"{path}: a {kind} starts with YAML front matter between '---' lines")
-    try:
-        meta: object = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: front matter is not valid YAML: {exc}") from None
-    if not isinstance(meta, dict):
-        raise UserError(f"{path}: front matter must be a mapping of fields")
-    return cast(dict[str, Any], meta), match.group(2).strip()
+_REQUIRED = ("name", "description")
+_FIX = {
+    "name": "give it a 'name:' of letters, digits, '-', '_' and '.'",
+    "description": "give it a one-line 'description:' that says when the lead should use it",
+}
 
 
-def load_definition(path: Path, *, claude: bool = False) -> Subagent:
-    """Read one Markdown definition. Raises `UserError` naming the file and the field."""
-    meta, body = read_front_matter(path, "subagent definition")
+def load_definition(path: Path, *, claude: bool = False, name: str | None = None) -> Subagent:
+    """Read one Markdown definition; `name` is how warnings call the file (default: its path).
+    Raises `Unreadable` (with its warning) for a file that cannot be a definition; whatever else is
+    wrong is in the definition's `warnings`."""
+    shown = name or str(path)
+    front = read_front_matter(path, shown, "subagent definition")
+    warnings = list(front.warnings)
+    fields = dict(front.fields)
+    if "name" not in fields and "description" in fields:
+        fields["name"] = path.stem
+        warnings.append(CatalogueWarning(shown, f"no 'name' field; named {path.stem!r} after the file"))
+    _inline_servers(fields, shown, warnings)
+    parsed = _validate(fields, shown, warnings)
+    extra = dict(parsed.model_extra or {})
+    if extra:
+        warnings.append(CatalogueWarning(shown, f"unknown field(s) {', '.join(sorted(extra))}: kept, not used"))
+    tools, unavailable = _map_tools(parsed.tools, shown, warnings, claude=claude)
+    disallowed = _map_tools(parsed.disallowed_tools, shown, [], claude=False)[0] or []
+    if parsed.permission_mode == "plan":
+        tools = [t for t in (tools if tools is not None else READ_ONLY_TOOLS) if t in READ_ONLY_TOOLS]
+    if unavailable:
+        warnings.append(
+            CatalogueWarning(shown, f"tool(s) delegate cannot serve: {', '.join(unavailable)}; it runs without them")
+        )
     try:
-        front = _FrontMatter.model_validate(meta)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "front matter"
-        raise UserError(f"{path}: field {where!r}: {first['msg']}") from None
-    tools = front.tools
-    if claude and tools is not None:
-        tools = [CLAUDE_TOOL_NAMES[t] for t in tools if t in CLAUDE_TOOL_NAMES]
-    disallowed = front.disallowed_tools
-    if claude:
-        disallowed = [CLAUDE_TOOL_NAMES.get(t, t) for t in disallowed]
-    try:
-        return Subagent(
-            name=front.name,
-            description=front.description,
-            instructions=body,
+        definition = Subagent(
+            name=parsed.name,
+            description=parsed.description,
+            instructions=front.body,
             tools=tools,
             disallowed_tools=disallowed,
-            model=front.model,
-            max_steps=front.max_steps,
-            timeout=front.timeout,
-            token_budget=front.token_budget,
-            stop_tools=front.stop_tools,
-            skills=front.skills,
-            first_tool_choice=front.first_tool_choice,
-            source=str(path),
+            model=parsed.model,
+            max_steps=parsed.max_steps,
+            timeout=parsed.timeout,
+            token_budget=parsed.token_budget,
+            stop_tools=parsed.stop_tools,
+            skills=parsed.skills,
+            first_tool_choice=parsed.first_tool_choice,
+            project_context=parsed.project_context,
+            mcp_servers=parsed.mcp_servers,
+            permission_mode=parsed.permission_mode,
+            unavailable_tools=unavailable,
+            extra=extra,
+            warnings=warnings,
+            source=shown,
         )
     except UserError as exc:
-        raise UserError(f"{path}: {exc}") from None
+        raise Unreadable(CatalogueWarning(shown, f"{exc}; skipped")) from None
+    return definition
 
 
-def load_folder(folder: Path, *, claude: bool = False) -> list[Subagent]:
-    """Every `*.md` definition in `folder`, sorted by file name. A missing folder has none."""
+def _validate(fields: dict[str, Any], shown: str, warnings: list[CatalogueWarning]) -> _FrontMatter:
+    """The fields validated; a bad optional field is dropped with a warning, a bad required one
+    makes the file unreadable."""
+    for _ in range(len(fields) + 1):
+        try:
+            return _FrontMatter.model_validate(fields)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            key = str(error["loc"][0]) if error["loc"] else ""
+            if key in _REQUIRED or key not in fields:
+                missing = key or "front matter"
+                raise Unreadable(
+                    CatalogueWarning(shown, f"field {missing!r}: {error['msg']}; {_FIX.get(key, 'fix it')}; skipped")
+                ) from None
+            warnings.append(CatalogueWarning(shown, f"field {key!r}: {error['msg']}; ignored"))
+            del fields[key]
+    raise Unreadable(CatalogueWarning(shown, "front matter cannot be read; skipped"))  # pragma: no cover
+
+
+def _inline_servers(fields: dict[str, Any], shown: str, warnings: list[CatalogueWarning]) -> None:
+    """`mcpServers` as names (kept) or inline definitions (`- name: {command: ...}`, not started:
+    a file that anyone can write must not start a process; a warning says where to put them)."""
+    key = next((k for k in ("mcpServers", "mcp_servers") if k in fields), None)
+    value: Any = fields.get(key) if key else None
+    if key is None or not isinstance(value, (dict, list)):
+        return
+    entries: list[Any] = (
+        [{k: v} for k, v in cast(dict[str, Any], value).items()] if isinstance(value, dict) else cast(list[Any], value)
+    )
+    named: list[str] = []
+    inline: list[str] = []
+    for entry in entries:
+        if isinstance(entry, str):
+            named.append(entry)
+        elif isinstance(entry, dict):
+            inline += [str(k) for k in cast(dict[Any, Any], entry)]
+    fields[key] = named
+    if inline:
+        warnings.append(
+            CatalogueWarning(
+                shown,
+                f"MCP server(s) {', '.join(inline)} defined inline are not started; define them in the "
+                "runtime's MCP config (--mcp-config) and name them here",
+            )
+        )
+
+
+def _map_tools(
+    names: list[str] | None, shown: str, warnings: list[CatalogueWarning], *, claude: bool
+) -> tuple[list[str] | None, list[str]]:
+    """Claude Code's tool names mapped to delegate's; `(tools, unavailable)`. A Claude name with a
+    pattern (`Bash(git:*)`) maps to its tool, with a warning that the pattern is not enforced."""
+    if names is None:
+        return None, []
+    tools: list[str] = []
+    unavailable: list[str] = []
+    for written in names:
+        base = written.split("(", 1)[0].strip()
+        if base != written:
+            warnings.append(CatalogueWarning(shown, f"tool {written!r}: the pattern is not enforced; it gets {base}"))
+        mapped = CLAUDE_TOOL_NAMES.get(base, base)
+        if base in CLAUDE_UNSERVED or (claude and mapped not in BUILTIN_TOOLS and not base.startswith("mcp__")):
+            unavailable.append(base)
+        elif mapped not in tools:
+            tools.append(mapped)
+    return tools, unavailable
+
+
+def load_folder(
+    folder: Path, *, claude: bool = False, label: str = ""
+) -> tuple[list[Subagent], list[CatalogueWarning]]:
+    """Every `*.md` definition in `folder`, sorted by file name, and the warnings of the files
+    skipped or read with problems. A missing folder has none."""
     if not folder.is_dir():
-        return []
-    return [load_definition(p, claude=claude) for p in sorted(folder.glob("*.md"))]
+        return [], []
+    found: list[Subagent] = []
+    warnings: list[CatalogueWarning] = []
+    for path in sorted(folder.glob("*.md")):
+        try:
+            definition = load_definition(path, claude=claude, name=display_name(path, folder, label))
+        except Unreadable as exc:
+            warnings.append(exc.warning)
+            continue
+        found.append(definition)
+        warnings += definition.warnings
+    return found, warnings
 
 
 @dataclass(frozen=True)
 class Catalogue:
-    """The subagent types an agent may start, by name."""
+    """The subagent types an agent may start, by name, and the warnings of the files read for it."""
 
     definitions: dict[str, Subagent]
+    warnings: tuple[CatalogueWarning, ...] = ()
 
     @classmethod
     def build(
@@ -231,21 +382,32 @@ class Catalogue:
         agent_dirs: Sequence[Path] = (),
         subagents: Iterable[Subagent] = (),
         builtins: bool = True,
+        aliases: ModelAliases | None = None,
     ) -> Catalogue:
-        found: dict[str, Subagent] = {}
-        layers: list[Iterable[Subagent]] = [BUILTIN_SUBAGENTS if builtins else ()]
+        """Read every source (see the module's docstring). Only a missing `agent_dirs` folder is a
+        `UserError`; a file that cannot be read is skipped with a warning, and every model string
+        is checked here (through `aliases`), so a bad one is a warning now, not a failed task later."""
+        folders: list[tuple[Path, bool, str]] = []
         if workspace is not None:
-            layers.append(load_folder(workspace / ".claude" / "agents", claude=True))
-            layers.append(load_folder(workspace / ".delegate" / "agents"))
+            folders += [
+                (workspace / ".claude" / "agents", True, ".claude/agents"),
+                (workspace / ".delegate" / "agents", False, ".delegate/agents"),
+            ]
         for folder in agent_dirs:
             if not Path(folder).is_dir():
                 raise UserError(f"agents folder {str(folder)!r} does not exist")
-            layers.append(load_folder(Path(folder)))
-        layers.append(subagents)
-        for layer in layers:
-            for definition in layer:
-                found[definition.name] = definition
-        return cls(found)
+            folders.append((Path(folder), False, _label(Path(folder), workspace)))
+        found: dict[str, Subagent] = {d.name: d for d in (BUILTIN_SUBAGENTS if builtins else ())}
+        warnings: list[CatalogueWarning] = []
+        table = aliases or ModelAliases()
+        for folder, claude, label in folders:
+            definitions, problems = load_folder(folder, claude=claude, label=label)
+            warnings += problems
+            for definition in definitions:
+                found[definition.name] = _resolve_model(definition, table, warnings)
+        for definition in subagents:
+            found[definition.name] = _resolve_model(definition, table, warnings)
+        return cls(found, tuple(warnings))
 
     def visible(self, *, allow_commands: bool, permitted: Sequence[str] | None = None) -> Catalogue:
         """The types a caller may use: `permitted` is the caller's policy (None = all)."""
@@ -254,7 +416,8 @@ class Catalogue:
                 name: d
                 for name, d in self.definitions.items()
                 if (permitted is None or name in permitted) and (allow_commands or not d.requires_commands)
-            }
+            },
+            self.warnings,
         )
 
     def __contains__(self, name: object) -> bool:
@@ -270,19 +433,54 @@ class Catalogue:
         return self.definitions.get(name)
 
     def with_definition(self, definition: Subagent) -> Catalogue:
-        return Catalogue({**self.definitions, definition.name: definition})
+        return Catalogue({**self.definitions, definition.name: definition}, self.warnings)
+
+    def with_warnings(self, warnings: Iterable[CatalogueWarning]) -> Catalogue:
+        """The same types, with more warnings (a run's skills', for one report of both)."""
+        return Catalogue(self.definitions, (*self.warnings, *warnings))
+
+
+def _label(folder: Path, workspace: Path | None) -> str:
+    """How files of an `--agents` folder are named: relative to the workspace when inside it,
+    else by the folder's own name (never the server's absolute path)."""
+    if workspace is not None:
+        try:
+            return folder.resolve().relative_to(workspace.resolve()).as_posix()
+        except ValueError:
+            pass
+    return folder.resolve().name
+
+
+def _resolve_model(definition: Subagent, aliases: ModelAliases, warnings: list[CatalogueWarning]) -> Subagent:
+    """`definition` with its model string resolved through `aliases`; a string that is no model is
+    a warning, and the type runs on the lead's model."""
+    if not isinstance(definition.model, str):
+        return definition
+    written = definition.model
+    try:
+        spec, aliased = aliases.resolve(written)
+    except UserError as exc:
+        problem = CatalogueWarning(definition.source, f"{exc}; it runs on the lead's model")
+        warnings.append(problem)
+        return replace(definition, model="inherit", written_model=written, warnings=[*definition.warnings, problem])
+    if spec == written:
+        return definition
+    return replace(definition, model=spec, written_model=written, model_fallback=aliased)
 
 
 def tools_for(definition: Subagent, parent_tools: Sequence[str], available: Sequence[str]) -> list[str]:
     """The tool names a subagent of `definition` gets (before `complete` is added).
 
     Inherited sets drop `task`, the batch tools, and ask-the-user/present-files; an explicit list
-    may name ask-the-user/present-files, never `task`. Names not `available` are dropped.
+    may name ask-the-user/present-files, never `task`. The tools of the MCP servers it names in
+    `mcp_servers` are added. Names not `available` are dropped.
     """
     if definition.tools is None:
         names = [n for n in parent_tools if n not in NEVER_INHERITED]
     else:
         names = [n for n in definition.tools if n not in NEVER_GIVEN]
+    for server in definition.mcp_servers:
+        names += [n for n in available if n.startswith(f"mcp__{server}__")]
     denied = set(definition.disallowed_tools)
     present = set(available)
     seen: set[str] = set()

@@ -27,6 +27,7 @@ EventType = Literal[
     "batch.submitted",
     "batch.item",
     "batch.completed",
+    "warning",
 ]
 
 

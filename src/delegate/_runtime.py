@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from os import PathLike
@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING, Any
 from ._agents import Catalogue, Subagent
 from ._errors import ToolError, UserError
 from ._events import Event, EventSink
+from ._frontmatter import CatalogueWarning
 from ._loop import AgentResult, AgentSpec, AgentStatus, Compaction, ToolGate, run_agent
 from ._messages import Message
 from ._record import StopReason
 from ._usage import Usage
 from ._workspace import Workspace
 from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool
-from .models import Model, ToolChoice, resolve_model
+from .models import Model, ModelAliases, ToolChoice, resolve_model
 from .skills import SkillCatalogue
-from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, task_tool
+from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, project_context, task_tool
 from .subagents._acceptance import parse_criteria
+from .subagents._prompts import type_listing
 from .tools import Tool, ToolContext, builtin_tools, list_uploaded_files, uploads_state
 
 if TYPE_CHECKING:
@@ -71,6 +73,10 @@ class Runtime:
     definition says `model: inherit` (default: the lead's). `store` is a `Store`, a database URL,
     `None` for `<workspace>/.delegate/delegate.db`, or `False` to keep nothing.
 
+    `model_aliases` overrides the table that resolves `sonnet`, `opus`, `haiku` and Claude model ids
+    (a mapping, or `alias=provider:model` strings), over `DELEGATE_MODEL_ALIASES` and
+    `<workspace>/.delegate/models.toml` (see `delegate.models`).
+
     `builtin` names the built-in tools the lead gets (default: all), and `tools` adds your own.
     Subagents whose definition lists no tools inherit the lead's; a definition's list may name any
     built-in tool or tool of yours, whether or not the lead has it. `first_tool_choice` is `auto`,
@@ -93,6 +99,7 @@ class Runtime:
         allow_commands: bool = False,
         instructions: str | None = None,
         subagent_model: str | Model | None = None,
+        model_aliases: Mapping[str, str] | Sequence[str] = (),
         max_steps: int = 50,
         timeout: float | None = None,
         max_parallel: int | None = 16,
@@ -113,11 +120,13 @@ class Runtime:
         self._model_spec = model
         self._models: dict[str, Model] = {}
         self._subagent_model_spec = subagent_model
+        self.aliases = ModelAliases.load(self.workspace.root, model_aliases)
         self.catalogue = Catalogue.build(
             workspace=self.workspace.root,
             agent_dirs=[Path(d) for d in agents_dirs],
             subagents=subagents,
             builtins=builtin_subagents,
+            aliases=self.aliases,
         )
         self.tools: dict[str, Tool] = {t.name: t for t in builtin_tools(builtin, allow_commands=allow_commands)}
         for extra in tools:
@@ -158,9 +167,13 @@ class Runtime:
     # -- models and store -------------------------------------------------------------------
 
     def model_for(self, spec: str | Model | None) -> Model:
-        """Resolve and cache a model, so every agent of this runtime shares its client."""
+        """Resolve and cache a model, so every agent of this runtime shares its client. An alias
+        (`sonnet`, a Claude model id) is resolved through the runtime's table first."""
         if spec is not None and not isinstance(spec, str):
             return spec
+        if spec:
+            with contextlib.suppress(UserError):  # not an alias: resolve_model says what is wrong
+                spec = self.aliases.resolve(spec)[0]
         key = spec or ""
         model = self._models.get(key)
         if model is None:
@@ -257,16 +270,19 @@ class Runtime:
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id)
         ctx.uploaded_files = uploads_state(uploaded_files)
         skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
+        context = project_context(self.workspace)
         mcp_tools = await self._load_mcp()
         lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
         if ctx.uploaded_files is not None:
             lead_tools.append(list_uploaded_files)
-        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools)
+        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools, context)
         deferred = mcp_tools if self.tool_search else []
-        if deferred:
-            lead_tools.append(search_tool(deferred))
-        if self.task_tool and len(self.catalogue):
-            lead_tools.append(self._task_tool(runner))
+        task = self._task_tool(runner) if self.task_tool and len(self.catalogue) else None
+        types = self._searchable_types() if task is not None else []
+        if deferred or types:
+            lead_tools.append(search_tool(deferred, types))
+        if task is not None:
+            lead_tools.append(task)
         lead_tools += self._batch_tools()
         gates: list[ToolGate] = [g for g in (skills.gate(self.workspace, None),) if g]
         if deferred:
@@ -274,7 +290,7 @@ class Runtime:
         index = deferred_index(t.name for t in deferred) if deferred else ""
         spec = AgentSpec(
             name="lead",
-            instructions="\n\n".join(p for p in (self._lead_instructions(), skills.index(None), index) if p),
+            instructions="\n\n".join(p for p in (self._lead_instructions(), context, skills.index(None), index) if p),
             model=lead_model,
             tools=lead_tools,
             max_steps=self.max_steps,
@@ -293,6 +309,8 @@ class Runtime:
                 data={"prompt": prompt[:500], "model": lead_model.name},
             )
         )
+        for warning in (*self.catalogue.warnings, *skills.warnings):
+            recorder.emit(Event(type="warning", run_id=run_id, agent_id="lead", data=warning.to_dict()))
         beat = asyncio.create_task(_heartbeat(runner, recorder, self.heartbeat_interval))
         try:
             result = await run_agent(spec, ctx, [*([slash] if slash else []), Message.user(prompt)])
@@ -331,7 +349,8 @@ class Runtime:
         ctx = self._context(run_id or f"task_{uuid.uuid4().hex[:12]}", "batch", lambda e: _fan(fan_out, e), user_id)
         inherited = [name for name in self.tools if name != "complete"]
         skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
-        runner = self._runner(ctx, self.model, inherited, skills, await self._load_mcp())
+        mcp_tools = await self._load_mcp()
+        runner = self._runner(ctx, self.model, inherited, skills, mcp_tools, project_context(self.workspace))
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -363,6 +382,7 @@ class Runtime:
         parent_tools: list[str],
         skills: SkillCatalogue,
         mcp_tools: list[Tool],
+        context: str = "",
     ) -> SubagentRunner:
         subagent_model = self.model_for(self._subagent_model_spec) if self._subagent_model_spec else None
         return SubagentRunner(
@@ -383,6 +403,7 @@ class Runtime:
             skills=skills,
             deferred=mcp_tools if self.tool_search else (),
             auto_promote=self.auto_promote,
+            project_context=context,
         )
 
     async def _load_mcp(self) -> list[Tool]:
@@ -408,6 +429,14 @@ class Runtime:
         hidden = [] if allow else [d.name for d in self.catalogue.definitions.values() if d.requires_commands]
         return task_tool(runner, visible, max_parallel=self.max_parallel, command_types=hidden)
 
+    def _searchable_types(self) -> list[tuple[str, str]]:
+        """The lead's types, for `tool_search`, when the `task` tool shortens their descriptions."""
+        visible = self.catalogue.visible(
+            allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents
+        )
+        types = [(d.name, d.description) for d in visible.definitions.values()]
+        return types if type_listing(types)[1] else []
+
     def _batch_tools(self) -> list[Tool]:
         wanted = self.batch_tools if self.batch_tools is not None else self._store_option is not False
         store = self.store if wanted else None
@@ -421,6 +450,12 @@ class Runtime:
             allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents
         )
         return batch_tools(self._batches, known_types=visible.names())
+
+    def warnings(self, user_id: str | None = None) -> list[CatalogueWarning]:
+        """What is wrong with the definition and skill files this runtime reads (for `user_id`'s
+        skills): what `delegate agents list` prints and each run's `warning` events carry."""
+        skills = SkillCatalogue.build(self.workspace, user_id=user_id or self.user_id, dirs=self.skills_dirs)
+        return [*self.catalogue.warnings, *skills.warnings]
 
     def _lead_instructions(self) -> str:
         if self.instructions:

@@ -1,4 +1,5 @@
-"""`delegate run`, `delegate agents list`, `delegate users add`: the command line over `Runtime`.
+"""`delegate run`, `delegate users add`: the command line over `Runtime` (`delegate agents` is in
+`_agents.py`).
 
 Exit codes: 0 success, 1 the run failed, 2 bad usage or bad input (with a message saying what to fix).
 Heavy imports (the runtime, provider SDKs) happen inside the commands, so `--help` stays fast.
@@ -10,9 +11,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from .._runtime import Runtime
 
 app = typer.Typer(
     name="delegate",
@@ -29,6 +33,13 @@ app.add_typer(users_app, name="users")
 Workspace = Annotated[
     Path, typer.Option("--workspace", "-w", help="The workspace folder (default: the current folder).")
 ]
+ModelAlias = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model-alias",
+        help="alias=provider:model, e.g. sonnet=openai:gpt-4.1 (over DELEGATE_MODEL_ALIASES, .delegate/models.toml).",
+    ),
+]
 Db = Annotated[
     str | None,
     typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/)."),
@@ -38,6 +49,12 @@ Db = Annotated[
 def fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def print_warnings(runtime: Runtime) -> None:
+    """What is wrong with the definition and skill files the runtime read, one line each on stderr."""
+    for warning in runtime.warnings():
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def store_option(db: str | None) -> str | None:
@@ -60,6 +77,7 @@ def run(
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
+    model_alias: ModelAlias = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
 ) -> None:
@@ -88,10 +106,12 @@ def run(
             allow_commands=allow_commands,
             max_parallel=max_parallel,
             subagent_model=subagent_model,
+            model_aliases=model_alias or [],
             max_steps=max_steps,
             store=store_option(db),
         )
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
+        print_warnings(runtime)
     except UserError as exc:
         fail(str(exc))
     live = not as_json and sys.stdout.isatty()
@@ -122,36 +142,6 @@ def run(
         if not as_json:
             typer.echo(f"run {result.run_id} ended {result.status}: {result.error or result.stop_reason}", err=True)
         raise typer.Exit(1)
-
-
-@agents_app.command("list")
-def agents_list(
-    workspace: Workspace = Path("."),
-    agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
-    """Show the subagent catalogue: built-in types and the definitions found."""
-    from .._agents import Catalogue
-    from .._errors import UserError
-
-    if not workspace.is_dir():
-        fail(f"workspace {str(workspace)!r} is not a folder")
-    try:
-        catalogue = Catalogue.build(workspace=workspace.resolve(), agent_dirs=agents or [])
-    except UserError as exc:
-        fail(str(exc))
-    rows = [d.to_dict() for d in catalogue.definitions.values()]
-    if as_json:
-        typer.echo(json.dumps(rows, ensure_ascii=False))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("name", "description", "tools", "model", "source")
-    for row in rows:
-        tools = "inherit" if row["tools"] is None else ", ".join(row["tools"])
-        table.add_row(row["name"], row["description"], tools, row["model"], row["source"])
-    Console().print(table)
 
 
 @users_app.command("add")

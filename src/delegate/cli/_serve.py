@@ -38,6 +38,10 @@ def serve(
         Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")
     ] = None,
     allow_commands: Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands.")] = False,
+    model_alias: Annotated[
+        list[str] | None,
+        typer.Option("--model-alias", help="alias=provider:model, e.g. sonnet=openai:gpt-4.1, for every run."),
+    ] = None,
     worker: Annotated[
         bool,
         typer.Option(
@@ -64,6 +68,7 @@ def serve(
             model=model,
             agents_dirs=agents or [],
             skills_dirs=skills or [],
+            model_aliases=model_alias or [],
             mcp_servers=load_mcp_config(mcp_config) if mcp_config else (),
             allow_commands=allow_commands,
             run_batches=worker,

@@ -11,7 +11,7 @@ compaction), so an agent's state is its messages and nothing else.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._errors import ToolError
@@ -52,37 +52,76 @@ def rank(query: str, tools: Iterable[Tool]) -> list[Tool]:
         wanted = [name.strip() for name in query[len("select:") :].split(",") if name.strip()]
         by_name = {t.name: t for t in candidates}
         return [by_name[name] for name in wanted if name in by_name]
+    order = _ranked(query, [(t.name, t.description) for t in candidates])
+    return [candidates[i] for i in order]
+
+
+def _ranked(query: str, entries: list[tuple[str, str]]) -> list[int]:
+    """Indexes of the `(name, description)` entries that share words with `query`, best first."""
     words = _words(query)
-    scored: list[tuple[int, int, Tool]] = []
-    for order, tool in enumerate(candidates):
-        score = 3 * len(words & _words(tool.name)) + len(words & _words(tool.description))
+    scored: list[tuple[int, int]] = []
+    for order, (name, description) in enumerate(entries):
+        score = 3 * len(words & _words(name.replace("-", " ").replace("_", " "))) + len(words & _words(description))
         if score:
-            scored.append((-score, order, tool))
-    return [tool for _, _, tool in sorted(scored, key=lambda s: (s[0], s[1]))]
+            scored.append((-score, order))
+    return [order for _, order in sorted(scored)]
 
 
-def search_tool(deferred: list[Tool]) -> Tool:
-    """`tool_search` over `deferred`: answers with the full schemas of the best matches, and loads them."""
+def _find_agents(query: str, agents: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Subagent types for `agent:<name>,<name>` (exact names) or for words of what they do."""
+    if query.startswith("agent:"):
+        wanted = [n.strip() for n in query[len("agent:") :].split(",") if n.strip()]
+        by_name = dict(agents)
+        return [(n, by_name[n]) for n in wanted if n in by_name]
+    return [agents[i] for i in _ranked(query, agents)]
+
+
+def search_tool(deferred: list[Tool], agents: Sequence[tuple[str, str]] = ()) -> Tool:
+    """`tool_search` over `deferred`: answers with the full schemas of the best matches, and loads
+    them. With `agents` (name, full description) it also finds subagent types for the `task` tool,
+    by name (`agent:<name>`) or by words, with their full descriptions."""
+    types = list(agents)
 
     def run(ctx: ToolContext, arguments: dict[str, Any]) -> ToolReturn:
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ToolError("query is required: words of what you need, or select:<name>,<name>")
-        found = rank(query.strip(), deferred)[:MAX_RESULTS]
-        if not found:
-            raise ToolError(
-                f"no deferred tool matches {query!r}; the deferred tools are: {', '.join(t.name for t in deferred)}"
-            )
-        loaded = f"{LOADED} {', '.join(t.name for t in found)}"
-        schemas = "\n".join(f"- {t.name}: {t.description}\n  input schema: {t.parameters}" for t in found)
-        return ToolReturn(content=f"{loaded}\nYou can call them now.\n{schemas}", keep=loaded)
+        query = query.strip()
+        found = [] if query.startswith("agent:") else rank(query, deferred)[:MAX_RESULTS]
+        matches = [] if query.startswith("select:") else _find_agents(query, types)[:MAX_RESULTS]
+        if not found and not matches:
+            known = f"the deferred tools are: {', '.join(t.name for t in deferred)}" if deferred else ""
+            kinds = "; ".join(p for p in (known, "subagent types are listed in the task tool" if types else "") if p)
+            raise ToolError(f"nothing matches {query!r}; {kinds}")
+        parts: list[str] = []
+        if found:
+            loaded = f"{LOADED} {', '.join(t.name for t in found)}"
+            schemas = "\n".join(f"- {t.name}: {t.description}\n  input schema: {t.parameters}" for t in found)
+            parts.append(f"{loaded}\nYou can call them now.\n{schemas}")
+        if matches:
+            listed = "\n".join(f"- {name}: {description}" for name, description in matches)
+            parts.append(f"Subagent types (start one with task, subagent_type=<name>):\n{listed}")
+        text = "\n\n".join(parts)
+        return ToolReturn(content=text, keep=text.split("\n", 1)[0] if found else text[:2000])
 
+    what = (
+        "Load deferred tools by what they do (a few words) or by name (select:<name>,<name>): answers "
+        "with their schemas, and they can be called from then on."
+    )
+    if types:
+        what = (
+            "Find subagent types for the task tool by what they do (a few words) or by name (agent:<name>), with "
+            "their full descriptions"
+            + (
+                "; and load deferred tools the same way, or by name (select:<name>,<name>): answers with their "
+                "schemas, and they can be called from then on."
+                if deferred
+                else "."
+            )
+        )
     return Tool(
         name=TOOL_SEARCH,
-        description=(
-            "Load deferred tools by what they do (a few words) or by name (select:<name>,<name>): answers "
-            "with their schemas, and they can be called from then on."
-        ),
+        description=what,
         parameters={
             "type": "object",
             "properties": {"query": {"type": "string", "description": "Words of what you need, or select:<names>."}},

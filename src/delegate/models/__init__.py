@@ -8,21 +8,24 @@ from __future__ import annotations
 import os
 
 from .._errors import UserError
+from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
 from ._base import FREE_CHOICES, Model, ModelRequest, ModelResponse, PathRole, StopReason, ToolChoice, ToolSpec
 
 __all__ = [
+    "DEFAULT_ALIASES",
     "FREE_CHOICES",
     "Model",
+    "ModelAliases",
     "ModelRequest",
     "ModelResponse",
     "PathRole",
     "StopReason",
     "ToolChoice",
     "ToolSpec",
+    "credentials_hint",
+    "has_credentials",
     "resolve_model",
 ]
-
-PROVIDERS = ("openai", "anthropic", "local")
 
 
 def resolve_model(spec: str | Model | None) -> Model:

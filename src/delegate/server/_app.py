@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import string
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
@@ -34,15 +35,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._agents import Catalogue
 from .._errors import UserError
+from .._frontmatter import CatalogueWarning
 from .._runtime import Runtime
 from .._store import Store
+from .._workspace import Workspace
 from ..mcp import MCPServerConfig
-from ..models import PROVIDERS, Model, resolve_model
+from ..models import PROVIDERS, Model, ModelAliases, resolve_model
+from ..skills import SkillCatalogue
 from ._auth import ApiError, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
 from ._runs import RunManager
 from ._runs import router as runs_router
+
+_log = logging.getLogger("delegate.server")
 
 __all__ = ["ModelFactory", "RunOptions", "RuntimeFactory", "ServerSettings", "create_app"]
 
@@ -79,6 +85,8 @@ class ServerSettings:
     model: str | Model | ModelFactory | None = None
     agents_dirs: Sequence[str | PathLike[str]] = ()
     skills_dirs: Sequence[str | PathLike[str]] = ()
+    model_aliases: Sequence[str] = ()
+    """`alias=provider:model` entries over `DELEGATE_MODEL_ALIASES` and `.delegate/models.toml`."""
     mcp_servers: Sequence[MCPServerConfig] = ()
     allow_commands: bool = False
     max_parallel: int = 16
@@ -108,8 +116,23 @@ def create_app(
     def runtime_for(user_id: str, model: str | None, max_parallel: int | None) -> Runtime:
         return build(RunOptions(user_id=user_id, model=model, max_parallel=max_parallel))
 
-    def catalogue() -> Catalogue:
-        return Catalogue.build(workspace=workspace, agent_dirs=[Path(d) for d in settings.agents_dirs])
+    aliases = ModelAliases.load(workspace, settings.model_aliases)
+    logged: set[CatalogueWarning] = set()
+
+    def catalogue(user_id: str | None = None) -> Catalogue:
+        """The types, with the warnings of the definition and skill files (`user_id`'s skills);
+        each new warning also goes to the server log, once."""
+        found = Catalogue.build(
+            workspace=workspace, agent_dirs=[Path(d) for d in settings.agents_dirs], aliases=aliases
+        )
+        skills = SkillCatalogue.build(
+            Workspace.open(workspace), user_id=user_id, dirs=[Path(d) for d in settings.skills_dirs]
+        )
+        found = found.with_warnings(skills.warnings)
+        for warning in set(found.warnings) - logged:
+            _log.warning("catalogue: %s", warning)
+            logged.add(warning)
+        return found
 
     runs = RunManager(store, runtime_for)
 
@@ -170,15 +193,17 @@ async def agents(request: Request, user_id: UserId) -> dict[str, Any]:
     """The subagent catalogue: built-in types and the definitions found in the workspace.
 
     `available` is false for types that run shell commands when the server does not allow them.
+    `warnings` name the definition and skill files skipped or read with problems (`file` relative
+    to the folder it came from, `line` when known, `reason`).
     """
-    del user_id
-    build = cast(Callable[[], Catalogue], request.app.state.catalogue)
+    build = cast(Callable[[str | None], Catalogue], request.app.state.catalogue)
     allow_commands = bool(request.app.state.allow_commands)
-    found = await asyncio.to_thread(build)
+    found = await asyncio.to_thread(build, user_id)
     return {
         "agents": [
             d.to_dict() | {"available": allow_commands or not d.requires_commands} for d in found.definitions.values()
-        ]
+        ],
+        "warnings": [w.to_dict() for w in found.warnings],
     }
 
 
@@ -221,6 +246,7 @@ def _default_runtime_factory(settings: ServerSettings, workspace: Path, store: S
             agents_dirs=settings.agents_dirs,
             skills_dirs=settings.skills_dirs,
             mcp_servers=settings.mcp_servers,
+            model_aliases=settings.model_aliases,
             allow_commands=settings.allow_commands,
             max_parallel=options.max_parallel or settings.max_parallel,
             store=store,

@@ -22,15 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from .._agents import CLAUDE_TOOL_NAMES, read_front_matter
+from .._agents import CLAUDE_TOOL_NAMES, NAME
 from .._errors import UserError, WorkspaceError
+from .._frontmatter import CatalogueWarning, Unreadable, display_name, read_front_matter
 from .._messages import Message, ToolCallPart, ToolResultPart
 from .._workspace import Workspace
 
 ALWAYS_ALLOWED = frozenset({"complete", "tool_search"})
 """Tools an active skill never takes away: the way to finish, and the way to find deferred tools."""
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+KNOWN_FIELDS = frozenset({"name", "description", "allowed-tools", "allowed_tools", "license", "metadata", "version"})
+"""`SKILL.md` fields read or kept quietly (Anthropic's skills carry `license`); others are warned about."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,20 +44,24 @@ class Skill:
     body: str
     allowed_tools: tuple[str, ...] | None = None
     """The tools it allows once active; None leaves the agent's tools as they are."""
+    extra: tuple[tuple[str, Any], ...] = ()
+    """Front-matter fields besides name, description and allowed-tools, kept as written."""
 
 
 class SkillCatalogue:
-    """The skills one user can use in one workspace, by name."""
+    """The skills one user can use in one workspace, by name, and the warnings of the files read."""
 
-    def __init__(self, skills: dict[str, Skill]) -> None:
+    def __init__(self, skills: dict[str, Skill], warnings: Sequence[CatalogueWarning] = ()) -> None:
         self.skills = skills
+        self.warnings = list(warnings)
 
     @classmethod
     def build(
         cls, workspace: Workspace, *, user_id: str | None = None, dirs: Sequence[str | Path] = ()
     ) -> SkillCatalogue:
-        """Read every source in order (later ones shadow earlier ones). A malformed `SKILL.md` is a
-        `UserError` naming the file and the field; a folder outside the workspace is refused."""
+        """Read every source in order (later ones shadow earlier ones). A `SKILL.md` that cannot be
+        read is skipped with a warning naming it (relative to the workspace); a folder outside the
+        workspace is refused with a `UserError`."""
         root = workspace.root
         folders = [root / ".delegate" / "skills"]
         for folder in dirs:
@@ -65,11 +71,16 @@ class SkillCatalogue:
                 raise UserError(f"skills folder {str(folder)!r}: {exc}; put skills inside the workspace") from None
         folders.append(root / ".delegate" / "users" / (user_id or "default") / "skills")
         skills: dict[str, Skill] = {}
+        warnings: list[CatalogueWarning] = []
         for folder, claude in [(root / ".claude" / "skills", True), *((f, False) for f in folders)]:
             for file in sorted(folder.glob("*/SKILL.md")) if folder.is_dir() else []:
-                skill = load_skill(file, root, claude=claude)
+                try:
+                    skill = load_skill(file, root, claude=claude, warnings=warnings)
+                except Unreadable as exc:
+                    warnings.append(exc.warning)
+                    continue
                 skills[skill.name] = skill
-        return cls(skills)
+        return cls(skills, warnings)
 
     def __len__(self) -> int:
         return len(self.skills)
@@ -95,7 +106,7 @@ class SkillCatalogue:
     def slash_command(self, text: str, allowlist: Sequence[str] | None) -> Message | None:
         """For a task that starts with `/<name>` of an allowed skill: the hidden message that
         carries the skill's body, to put before the task. Anything else: None."""
-        found = re.match(r"/([A-Za-z0-9][A-Za-z0-9_-]*)(?:\s|$)", text.lstrip())
+        found = re.match(r"/([A-Za-z0-9][A-Za-z0-9_.-]*)(?:\s|$)", text.lstrip())
         if found is None:
             return None
         skill = next((s for s in self.allowed(allowlist) if s.name == found.group(1)), None)
@@ -157,26 +168,42 @@ class SkillGate:
         return self.by_path.get(self.workspace.relative(real))
 
 
-def load_skill(file: Path, root: Path, *, claude: bool = False) -> Skill:
-    """Read one `SKILL.md` (YAML front matter: `name`, `description`, optional `allowed-tools`,
-    in Claude Code's tool names when `claude`)."""
-    fields, body = read_front_matter(file, "skill")
+def load_skill(
+    file: Path, root: Path, *, claude: bool = False, warnings: list[CatalogueWarning] | None = None
+) -> Skill:
+    """Read one `SKILL.md` (front matter: `name`, default its folder's name, `description`, optional
+    `allowed-tools`, in Claude Code's tool names when `claude`). Raises `Unreadable` for a file
+    that cannot be a skill; problems it survives are added to `warnings`."""
+    shown = display_name(file, root, "")
+    problems = warnings if warnings is not None else []
+    front = read_front_matter(file, shown, "skill")
+    problems += front.warnings
+    fields = front.fields
     name, description = fields.get("name", file.parent.name), fields.get("description")
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise UserError(f"{file}: field 'name': use letters, digits, '-' and '_' (at most 64)")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise Unreadable(
+            CatalogueWarning(shown, "field 'name': use letters, digits, '-', '_' and '.' (at most 64); skipped")
+        )
     if not isinstance(description, str) or not description.strip():
-        raise UserError(f"{file}: field 'description': say in one line when the skill is useful")
+        raise Unreadable(
+            CatalogueWarning(shown, "field 'description': say in one line when the skill is useful; skipped")
+        )
     tools = fields.get("allowed-tools", fields.get("allowed_tools"))
     if isinstance(tools, str):
         tools = [t.strip() for t in tools.replace(",", " ").split() if t.strip()]
     if tools is not None and not (isinstance(tools, list) and all(isinstance(t, str) for t in cast(list[Any], tools))):
-        raise UserError(f"{file}: field 'allowed-tools': a list of tool names")
+        problems.append(CatalogueWarning(shown, "field 'allowed-tools': not a list of tool names; ignored"))
+        tools = None
+    unknown = sorted(set(fields) - KNOWN_FIELDS)
+    if unknown:
+        problems.append(CatalogueWarning(shown, f"unknown field(s) {', '.join(unknown)}: kept, not used"))
     return Skill(
         name=name,
-        description=description.strip(),
+        description=" ".join(description.split()),
         path=file.relative_to(root).as_posix(),
-        body=body,
+        body=front.body,
         allowed_tools=None if tools is None else tuple(_tool_name(t, claude) for t in cast(list[str], tools)),
+        extra=tuple((k, v) for k, v in fields.items() if k not in ("name", "description", "allowed-tools")),
     )
 
 

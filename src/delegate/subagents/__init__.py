@@ -1,6 +1,7 @@
 """The subagent layer: the `task` tool, `complete`, snapshots, acceptance checks, prompts."""
 
 from ._complete import COMPLETE_TOOL, Delivery
+from ._context import project_context
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS
 from ._task import SubagentRunner, task_tool
@@ -15,5 +16,6 @@ __all__ = [
     "SubagentRunner",
     "TaskOutput",
     "TaskStatus",
+    "project_context",
     "task_tool",
 ]

@@ -20,10 +20,42 @@ summary and the paths of the files you wrote; that ends your work. If the task c
 `complete` with a summary that says why."""
 
 
+FULL_LISTING_CHARS = 6_000
+"""A catalogue whose listing fits in this many characters is shown with full descriptions."""
+SHORT_LISTING_CHARS = 9_000
+"""Otherwise the listing is cut to about this: every name, and as much of each description as fits."""
+MIN_SHORT = 24
+
+
+def type_listing(types: list[tuple[str, str]]) -> tuple[str, bool]:
+    """The subagent types as the `task` tool lists them, and whether descriptions were shortened.
+    A large catalogue keeps every name (each stays reachable) and the start of each description;
+    the full one is a `tool_search` away."""
+    full = "\n".join(f"- {name}: {description}" for name, description in types)
+    if len(full) <= FULL_LISTING_CHARS:
+        return full, False
+    names = sum(len(name) + 4 for name, _ in types)
+    room = max(MIN_SHORT, (SHORT_LISTING_CHARS - names) // max(1, len(types)))
+    return "\n".join(f"- {name}: {_shorten(description, room)}" for name, description in types), True
+
+
+def _shorten(text: str, limit: int) -> str:
+    first = text.split(". ")[0].rstrip(".")
+    if len(first) <= limit:
+        return first
+    cut = first[: limit - 1].rsplit(" ", 1)[0]
+    return f"{cut}…"
+
+
 def task_description(types: list[tuple[str, str]], *, max_parallel: int | None) -> str:
     """The `task` tool's description: when and how to delegate well. `max_parallel` None: no cap."""
-    listing = "\n".join(f"- {name}: {description}" for name, description in types)
+    listing, short = type_listing(types)
     at_once = f"up to {max_parallel} run at once" if max_parallel else "all of them run at once (no cap)"
+    if short:
+        listing += (
+            f"\n({len(types)} types; descriptions shortened. For a type's full description, or to find types by "
+            'what they do, call tool_search with "agent:<name>" or a few words.)'
+        )
     return f"""\
 Start a subagent to do a piece of work for you, with a fresh context over the same workspace. It \
 returns a short summary, its status, and the files it wrote (paths and sizes) — not its transcript, \

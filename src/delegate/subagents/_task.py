@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import copy
+import difflib
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -20,18 +21,19 @@ from typing import Any, Literal, cast
 from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, EventSink
+from .._frontmatter import CatalogueWarning
 from .._loop import AgentResult, AgentSpec, Compaction, ToolGate, opening_choices, run_agent
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
 from ..mcp._deferred import TOOL_SEARCH, DeferredGate, deferred_index, search_tool
-from ..models import FREE_CHOICES, Model
+from ..models import FREE_CHOICES, Model, credentials_hint, has_credentials
 from ..skills import SkillCatalogue
 from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
 from ._complete import COMPLETE_TOOL, Delivery
 from ._output import TaskOutput, kept, render
-from ._prompts import SUBAGENT_INSTRUCTIONS, task_description
+from ._prompts import SUBAGENT_INSTRUCTIONS, task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 
 ContextMode = Literal["isolated", "snapshot"]
@@ -73,6 +75,7 @@ class SubagentRunner:
         skills: SkillCatalogue | None = None,
         deferred: Sequence[Tool] = (),
         auto_promote: int = 0,
+        project_context: str = "",
     ) -> None:
         self.run_id = run_id
         self.user_id = user_id
@@ -91,6 +94,8 @@ class SubagentRunner:
         self.deferred = {t.name: t for t in deferred}
         """Tools a subagent is told of by name and loads with `tool_search` (see `delegate.mcp`)."""
         self.auto_promote = auto_promote
+        self.project_context = project_context
+        """The workspace's AGENTS.md / CLAUDE.md part, for types that do not opt out."""
         self.records: list[TaskOutput] = []
         """The records of the subagents that ended, in the order they were called (`seq`)."""
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
@@ -138,10 +143,32 @@ class SubagentRunner:
                         f"subagent type {definition.name!r} must call {first!r} first but does not have that tool "
                         f"(its tools: {', '.join([*names, 'complete'])}); fix its definition"
                     )
-            model = _resolve(definition, self.subagent_model, self.parent_model, self.model_for)
+            model = self._model(definition)
             prepared = ([*tools, COMPLETE_TOOL], model)
             self._prepared[definition.name] = prepared
         return prepared
+
+    def _model(self, definition: Subagent) -> Model:
+        """The model of `definition`'s subagents. A model that came through the alias table and
+        whose provider has no key runs on the lead's model, with a `warning` event."""
+        spec = definition.model
+        if isinstance(spec, str) and definition.model_fallback and not has_credentials(spec):
+            written = definition.written_model or spec
+            reason = (
+                f"model {written!r} ({spec}) has no {credentials_hint(spec)} set: type {definition.name!r} "
+                f"runs on the lead's model {self.parent_model.name}"
+            )
+            warning = CatalogueWarning(definition.source, reason)
+            self.emit(
+                Event(
+                    type="warning",
+                    run_id=self.run_id,
+                    agent_id="lead",
+                    data=warning.to_dict() | {"subagent_type": definition.name},
+                )
+            )
+            return self.parent_model
+        return _resolve(definition, self.subagent_model, self.parent_model, self.model_for)
 
     async def run(
         self,
@@ -215,6 +242,7 @@ class SubagentRunner:
                     definition,
                     criteria=bool(criteria),
                     snapshot=snapshot is not None,
+                    context=self.project_context if definition.project_context else "",
                     skills=self.skills.index(definition.skills),
                     deferred=deferred_index(t.name for t in deferred) if deferred else "",
                 ),
@@ -326,9 +354,9 @@ def _resolve(
 
 
 def _system_prompt(
-    definition: Subagent, *, criteria: bool, snapshot: bool, skills: str = "", deferred: str = ""
+    definition: Subagent, *, criteria: bool, snapshot: bool, context: str = "", skills: str = "", deferred: str = ""
 ) -> str:
-    parts = [SUBAGENT_INSTRUCTIONS]
+    parts = [SUBAGENT_INSTRUCTIONS, *([context] if context else [])]
     if definition.instructions:
         parts.append(f"Instructions for the {definition.name} agent:\n{definition.instructions}")
     parts += [part for part in (skills, deferred) if part]
@@ -348,16 +376,21 @@ def task_tool(
     naming one says why instead of calling it unknown.
     """
     types = [(d.name, d.description) for d in catalogue.definitions.values()]
-    listing = "\n".join(f"- {name}: {description}" for name, description in types)
+    listing, short = type_listing(types)
     # The prompts come before the label: models that write arguments in schema order (small ones
-    # under a grammar do) put their care into the first free text they write.
+    # under a grammar do) put their care into the first free text they write. A large catalogue is
+    # listed once, in the tool's description, without the enum (names are checked in code).
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "subagent_type": {
                 "type": "string",
-                **({"enum": [name for name, _ in types]} if types else {}),
-                "description": f"The type of subagent to start. Available types:\n{listing}",
+                **({"enum": [name for name, _ in types]} if types and not short else {}),
+                "description": (
+                    "The type of subagent to start: one of the types listed in this tool's description."
+                    if short
+                    else f"The type of subagent to start. Available types:\n{listing}"
+                ),
             },
             "prompt": {
                 "type": "string",
@@ -465,7 +498,15 @@ def _validate(
                 f"subagent_type {name!r} runs commands, and this workspace does not allow command "
                 "execution (the runtime must allow commands, e.g. --allow-commands)"
             )
-        available = ", ".join(catalogue.names()) or "none permitted by caller policy"
+        names = catalogue.names()
+        if len(names) > 30:
+            close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
+            hint = f"close names: {', '.join(close)}; " if close else ""
+            raise ToolError(
+                f"unknown subagent_type {name!r}; {hint}the task tool's description lists all {len(names)} types "
+                "(tool_search with a few words finds them by what they do)"
+            )
+        available = ", ".join(names) or "none permitted by caller policy"
         raise ToolError(f"unknown subagent_type {name!r}; available: {available}")
     description = args.get("description")
     if not isinstance(description, str) or not description.strip():

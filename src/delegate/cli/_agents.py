@@ -1,0 +1,143 @@
+"""`delegate agents list` and `delegate agents show NAME`: the subagent catalogue as a run sees it,
+with every warning about the definition and skill files it read printed on stderr."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ._main import ModelAlias, Workspace, agents_app, fail, print_warnings
+
+if TYPE_CHECKING:
+    from .._agents import Subagent
+    from .._runtime import Runtime
+
+Agents = Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")]
+Skills = Annotated[list[Path] | None, typer.Option("--skills", help="A folder of skills (inside the workspace).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def register(app: typer.Typer) -> None:
+    del app  # the commands hang on `agents_app`, which `_main` adds
+
+
+def _runtime(
+    workspace: Path, agents: list[Path] | None, skills: list[Path] | None, aliases: list[str] | None, *, warn: bool
+) -> Runtime:
+    from .._errors import UserError
+    from .._runtime import Runtime
+
+    if not workspace.is_dir():
+        fail(f"workspace {str(workspace)!r} is not a folder")
+    try:
+        runtime = Runtime(
+            workspace=workspace,
+            agents_dirs=agents or [],
+            skills_dirs=skills or [],
+            model_aliases=aliases or [],
+            store=False,
+        )
+        if warn:
+            print_warnings(runtime)
+    except UserError as exc:
+        fail(str(exc))
+    return runtime
+
+
+def runs_on(definition: Subagent) -> str:
+    """The model a type runs on, as people read it: `sonnet → anthropic:...`, and the fallback."""
+    from ..models import credentials_hint, has_credentials
+
+    row = definition.to_dict()
+    model = str(row["model"])
+    shown = f"{row['written_model']} → {model}" if row["written_model"] else model
+    if definition.model_fallback and not has_credentials(model):
+        shown += f" (no {credentials_hint(model)}: runs on the lead's model)"
+    elif model == "inherit":
+        shown = f"{row['written_model']} → inherit" if row["written_model"] else "inherit (the lead's model)"
+    return shown
+
+
+@agents_app.command("list")
+def agents_list(
+    workspace: Workspace = Path("."),
+    agents: Agents = None,
+    skills: Skills = None,
+    model_alias: ModelAlias = None,
+    as_json: AsJson = False,
+) -> None:
+    """Show the subagent catalogue: built-in types and the definitions found. Warnings go to stderr."""
+    runtime = _runtime(workspace, agents, skills, model_alias, warn=True)
+    definitions = list(runtime.catalogue.definitions.values())
+    if as_json:
+        typer.echo(json.dumps([d.to_dict() for d in definitions], ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("name", "description", "tools", "model", "source")
+    for d in definitions:
+        tools = "inherit" if d.tools is None else ", ".join(d.tools)
+        if d.unavailable_tools:
+            tools += f" (not served: {', '.join(d.unavailable_tools)})"
+        table.add_row(d.name, _short(d.description), tools, runs_on(d), d.source)
+    Console().print(table)
+
+
+@agents_app.command("show")
+def agents_show(
+    name: Annotated[str, typer.Argument(help="The subagent type.")],
+    workspace: Workspace = Path("."),
+    agents: Agents = None,
+    skills: Skills = None,
+    model_alias: ModelAlias = None,
+    as_json: AsJson = False,
+) -> None:
+    """Print one definition as resolved: source file, mapped tools, model, limits, its warnings."""
+    runtime = _runtime(workspace, agents, skills, model_alias, warn=False)
+    definition = runtime.catalogue.get(name)
+    if definition is None:
+        fail(f"no subagent type {name!r}; available: {', '.join(runtime.catalogue.names())}")
+    row = definition.to_dict() | {"runs_on": runs_on(definition), "instructions": definition.instructions}
+    if as_json:
+        typer.echo(json.dumps(row, ensure_ascii=False))
+        return
+    for label, value in _lines(row):
+        typer.echo(f"{label + ':':<19}{value}")
+    if definition.instructions:
+        typer.echo("\n" + definition.instructions)
+
+
+def _lines(row: dict[str, Any]) -> list[tuple[str, str]]:
+    def listed(value: Any) -> str:
+        return ", ".join(value) if value else "none"
+
+    lines = [
+        ("name", row["name"]),
+        ("source", row["source"]),
+        ("description", row["description"]),
+        ("tools", "inherit (the lead's, less task)" if row["tools"] is None else listed(row["tools"])),
+        ("disallowed tools", listed(row["disallowed_tools"])),
+        ("not served", listed(row["unavailable_tools"])),
+        ("model", row["runs_on"]),
+        ("max steps", str(row["max_steps"])),
+        ("timeout", "none" if row["timeout"] is None else f"{row['timeout']:g} s"),
+        ("token budget", "none" if row["token_budget"] is None else str(row["token_budget"])),
+        ("skills", "all" if row["skills"] is None else listed(row["skills"])),
+        ("mcp servers", listed(row["mcp_servers"])),
+        ("permission mode", row["permission_mode"] or "default"),
+        ("project context", "yes" if row["project_context"] else "no"),
+    ]
+    if row["extra"]:
+        lines.append(("other fields", ", ".join(f"{k}={v!r}" for k, v in row["extra"].items())))
+    lines += [
+        ("warning", f"{w['file']}{':' + str(w['line']) if w['line'] else ''}: {w['reason']}") for w in row["warnings"]
+    ]
+    return lines
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,42 @@
+"""Project context: the workspace's `AGENTS.md`, `CLAUDE.md` and `.claude/CLAUDE.md`, put in the
+system prompt of the lead and of every subagent whose definition does not opt out
+(`project_context: false`), bounded in size and marked as what it is."""
+
+from __future__ import annotations
+
+from .._errors import WorkspaceError
+from .._workspace import Workspace
+
+CONTEXT_FILES = ("AGENTS.md", "CLAUDE.md", ".claude/CLAUDE.md")
+MAX_FILE_CHARS = 8_000
+"""Characters of one file kept in the prompt; the rest is left for `read_file`."""
+
+
+def project_context(workspace: Workspace) -> str:
+    """The system prompt's part for the workspace's context files (empty when it has none).
+    A file that is a link out of the workspace, or not UTF-8 text, is left out."""
+    parts: list[str] = []
+    for name in CONTEXT_FILES:
+        try:
+            path = workspace.resolve(name)
+        except WorkspaceError:
+            continue
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if not text:
+            continue
+        if len(text) > MAX_FILE_CHARS:
+            more = len(text) - MAX_FILE_CHARS
+            text = f"{text[:MAX_FILE_CHARS]}\n[... {more} more characters: read {name} with read_file]"
+        parts.append(f'<project-context file="{name}">\n{text}\n</project-context>')
+    if not parts:
+        return ""
+    return (
+        "Project context: the workspace's own notes for agents working in it (conventions, commands, "
+        "layout). Follow them where they apply to your task; your task and these instructions come first.\n"
+        + "\n".join(parts)
+    )

@@ -1,0 +1,255 @@
+"""Claude Code agent and skill folders as people write them: forgiving loading, Claude's fields,
+model aliases, project context, and a large catalogue that costs the lead little."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delegate import Catalogue, Event, ModelAliases, Runtime, UserError
+from delegate.models._openai import OpenAIModel
+from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.loopback_openai import OpenAIServer, Reply
+
+FIXTURE = Path(__file__).parent / "fixtures" / "claude_workspace"
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DELEGATE_MODEL", "DELEGATE_MODEL_ALIASES"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    shutil.copytree(FIXTURE, tmp_path / "ws")
+    # a binary file where a definition should be (written here: linters read the fixture folder)
+    (tmp_path / "ws/.claude/agents/blob.md").write_bytes(b"---\nname: blob\n\x00\x01\x02\xff\xfe binary\n")
+    return tmp_path / "ws"
+
+
+def reasons(catalogue: Catalogue, file: str) -> list[str]:
+    return [w.reason for w in catalogue.warnings if w.file == f".claude/agents/{file}"]
+
+
+def test_a_public_style_folder_loads_every_readable_file_and_names_the_rest(workspace: Path, clean_env: None) -> None:
+    catalogue = Catalogue.build(workspace=workspace)
+    assert sorted(set(catalogue.names()) - {"general-purpose", "explore", "bash"}) == [
+        "architect",
+        "bad-model",
+        "code-reviewer",
+        "inline-mcp",
+        "powershell-5.1-expert",
+        "seo-meta-optimizer",
+    ]
+    seo = catalogue.definitions["seo-meta-optimizer"]  # an unquoted "Triggers on: 'x', 'y'"
+    assert seo.description.endswith("Triggers on: 'meta tags', 'SEO titles', 'search snippets'")
+    assert reasons(catalogue, "seo-meta-optimizer.md") == [
+        "front matter is not strict YAML (mapping values are not allowed here); read line by line"
+    ]
+    assert [w.line for w in catalogue.warnings if w.file.endswith("seo-meta-optimizer.md")] == [3]
+    powershell = catalogue.definitions["powershell-5.1-expert"]  # a dotted name, a block description
+    assert powershell.description == (
+        "Windows PowerShell 5.1 specialist for legacy automation: modules, remoting and scheduled tasks."
+    )
+    assert "no front matter" in reasons(catalogue, "no-front-matter.md")[0]
+    assert reasons(catalogue, "blob.md") == ["a binary file, not a subagent definition; skipped"]
+    assert all(not w.file.startswith("/") and str(workspace) not in str(w) for w in catalogue.warnings)
+
+
+def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path, clean_env: None) -> None:
+    catalogue = Catalogue.build(workspace=workspace)
+    reviewer = catalogue.definitions["code-reviewer"]
+    assert reviewer.description.endswith("maintainability. Continues on an indented line, as people write it.")
+    assert reviewer.tools == ["read_file", "grep", "find_files", "bash"]
+    assert reviewer.unavailable_tools == ["WebFetch", "WebSearch", "TodoWrite"]
+    assert reviewer.disallowed_tools == ["write_file", "edit_file"]
+    assert (reviewer.max_steps, reviewer.skills, reviewer.mcp_servers) == (12, ["pdf"], ["docs"])
+    assert (reviewer.model, reviewer.written_model) == (
+        "anthropic:claude-sonnet-4-5-20250929",
+        "claude-sonnet-4-5-20250929",
+    )
+    assert reviewer.permission_mode == "acceptEdits"
+    assert set(reasons(catalogue, "code-reviewer.md")) >= {
+        "tool 'Bash(git diff:*)': the pattern is not enforced; it gets Bash",
+        "tool(s) delegate cannot serve: WebFetch, WebSearch, TodoWrite; it runs without them",
+    }
+    architect = catalogue.definitions["architect"]  # permissionMode: plan means read-only tools
+    assert architect.tools == ["read_file", "list_dir", "find_files", "grep"]
+    assert architect.extra == {"category": "engineering", "version": 1.2}
+    assert reasons(catalogue, "architect.md") == ["unknown field(s) category, version: kept, not used"]
+    assert "defined inline are not started" in reasons(catalogue, "inline-mcp.md")[0]
+    bad = catalogue.definitions["bad-model"]  # checked when the catalogue is built, not at task time
+    assert (bad.model, bad.max_steps) == ("inherit", 30)
+    assert [r.split(":")[0] for r in reasons(catalogue, "bad-model.md")] == [
+        "field 'maxTurns'",
+        "model 'gpt5-turbo-ultra' is not a model",
+    ]
+
+
+def test_aliases_resolve_through_an_overridable_table(
+    workspace: Path, clean_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert ModelAliases().resolve("sonnet") == ("anthropic:claude-sonnet-4-5", True)
+    assert ModelAliases().resolve("claude-opus-4-1") == ("anthropic:claude-opus-4-1", True)
+    assert ModelAliases().resolve("openai:gpt-4.1") == ("openai:gpt-4.1", False)
+    (workspace / ".delegate").mkdir()
+    (workspace / ".delegate/models.toml").write_text('[aliases]\nsonnet = "openai:from-file"\nopus = "openai:big"\n')
+    monkeypatch.setenv("DELEGATE_MODEL_ALIASES", "opus=openai:from-env")
+    table = ModelAliases.load(workspace, ["haiku=openai:from-flag"])
+    assert [table.resolve(a)[0] for a in ("sonnet", "opus", "haiku")] == [
+        "openai:from-file",
+        "openai:from-env",
+        "openai:from-flag",
+    ]
+    with pytest.raises(UserError, match="not alias=provider:model"):
+        ModelAliases.load(None, ["sonnet"])
+    with pytest.raises(UserError, match="'gpt-4' is not provider:name"):
+        ModelAliases.load(None, ["sonnet=gpt-4"])
+
+
+def test_skills_as_anthropic_writes_them_load_and_a_broken_one_is_named(workspace: Path, clean_env: None) -> None:
+    runtime = Runtime(workspace=workspace, store=False)
+    shown = [str(w) for w in runtime.warnings() if "skills" in w.file]
+    assert shown == [
+        ".claude/skills/brand.guidelines/SKILL.md:3: front matter is not strict YAML (mapping values are not "
+        "allowed here); read line by line",
+        ".claude/skills/brand.guidelines/SKILL.md: unknown field(s) argument-hint: kept, not used",
+        ".claude/skills/broken/SKILL.md:1: no front matter: a skill starts with 'name' and 'description' between "
+        "'---' lines; skipped",
+    ]
+
+
+def sonnet_responder(body: dict[str, Any]) -> Reply:
+    """Lead: delegate to `seo-meta-optimizer` (model: sonnet), then answer. Subagent: complete."""
+    system = body["messages"][0]["content"]
+    tool_results = [m for m in body["messages"] if m["role"] == "tool"]
+    if system.startswith(LEAD_INSTRUCTIONS):
+        if not tool_results:
+            task = {"subagent_type": "seo-meta-optimizer", "description": "meta tags", "prompt": "Write meta tags."}
+            return Reply(tool_calls=[("task", task)])
+        return Reply(content=f"done: {tool_results[0]['content'][:200]}")
+    return Reply(tool_calls=[("complete", {"summary": "meta tags written", "paths": []})])
+
+
+async def test_a_sonnet_type_without_an_anthropic_key_runs_on_the_leads_model(workspace: Path, clean_env: None) -> None:
+    events: list[Event] = []
+    (workspace / "AGENTS.md").write_text("Run `make check` before you finish. PROJECT-MARK")
+    with OpenAIServer(sonnet_responder) as server:
+        model = OpenAIModel("lead-model", base_url=server.base_url, api_key="k", max_retries=0)
+        runtime = Runtime(model=model, workspace=workspace, store=False, sinks=[events.append])
+        result = await runtime.run("Optimise the meta tags.")
+        await model.aclose()
+    assert result.status == "completed"
+    [record] = result.subagents
+    assert (record.type, record.status, record.summary) == ("seo-meta-optimizer", "completed", "meta tags written")
+    assert record.model == "openai:lead-model"
+    fallback = [e.data for e in events if e.type == "warning" and e.data.get("subagent_type")]
+    assert fallback == [
+        {
+            "file": ".claude/agents/seo-meta-optimizer.md",
+            "line": None,
+            "reason": "model 'sonnet' (anthropic:claude-sonnet-4-5) has no ANTHROPIC_API_KEY set: type "
+            "'seo-meta-optimizer' runs on the lead's model openai:lead-model",
+            "subagent_type": "seo-meta-optimizer",
+        }
+    ]
+    files = {e.data["file"] for e in events if e.type == "warning"}
+    assert ".claude/agents/blob.md" in files and ".claude/skills/broken/SKILL.md" in files
+    # project context reaches the lead and the subagent, marked as such
+    systems = [body["messages"][0]["content"] for body in server.requests]
+    assert all('<project-context file="AGENTS.md">' in s and "PROJECT-MARK" in s for s in systems)
+
+
+def many_agents(folder: Path, count: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (folder / f"agent-{i:03}.md").write_text(
+            f"---\nname: specialist-{i:03}\ndescription: Expert number {i} in domain {i % 17} engineering. Use "
+            f"PROACTIVELY for topic{i} work, reviews, migrations and incident follow-ups; knows the tooling, the "
+            f"pitfalls and the conventions of topic{i} codebases in depth. Triggers on: 'topic{i}', 'area {i}'\n"
+            "tools: Read, Grep, Glob\nmodel: inherit\n---\nYou are a specialist.\n"
+        )
+
+
+def skills(folder: Path, count: int) -> None:
+    for i in range(count):
+        (folder / f"skill-{i}").mkdir(parents=True)
+        (folder / f"skill-{i}" / "SKILL.md").write_text(
+            f"---\nname: skill-{i}\ndescription: Toolkit number {i} for documents of kind {i}: extracting text and "
+            "tables, creating new files, merging and splitting them. Use when the task needs kind "
+            f"{i} documents processed, generated or analysed at scale.\nlicense: see LICENSE.txt\n---\nSteps.\n"
+        )
+
+
+def lead_requests(workspace: Path, search: str | None = None) -> list[dict[str, Any]]:
+    """The lead's requests when it answers at once, or first calls `tool_search` with `search`."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if search is not None and len(body["messages"]) == 2:
+            return Reply(tool_calls=[("tool_search", {"query": search})])
+        return Reply(content="nothing to do")
+
+    with OpenAIServer(answer) as server:
+        model = OpenAIModel("m", base_url=server.base_url, api_key="k", max_retries=0)
+        Runtime(model=model, workspace=workspace, store=False).run_sync("Say hello.")
+    return server.requests
+
+
+def tool(body: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t["function"] for t in body["tools"] if t["function"]["name"] == name)
+
+
+def test_a_large_catalogue_keeps_the_first_request_small_and_every_type_reachable(
+    tmp_path: Path, clean_env: None
+) -> None:
+    many_agents(tmp_path / ".claude/agents", 160)
+    skills(tmp_path / ".claude/skills", 12)
+    first, second = lead_requests(tmp_path, search="agent:specialist-042")
+    assert len(json.dumps(first).encode()) <= 32_000
+    task = tool(first, "task")
+    assert all(f"- specialist-{i:03}:" in task["description"] for i in range(160))
+    assert 'call tool_search with "agent:<name>"' in task["description"]
+    found = next(m["content"] for m in second["messages"] if m["role"] == "tool")
+    assert "- specialist-042: Expert number 42" in found and "Triggers on: 'topic42', 'area 42'" in found
+
+
+def test_a_small_catalogue_keeps_full_descriptions_and_the_enum(tmp_path: Path, clean_env: None) -> None:
+    many_agents(tmp_path / ".claude/agents", 3)
+    [body] = lead_requests(tmp_path)
+    task = tool(body, "task")
+    assert "Triggers on: 'topic2', 'area 2'" in task["description"]
+    assert task["parameters"]["properties"]["subagent_type"]["enum"][-1] == "specialist-002"
+    assert "tool_search" not in {t["function"]["name"] for t in body["tools"]}
+
+
+def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "delegate", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_agents_show_prints_a_definition_as_resolved(workspace: Path) -> None:
+    done = run_cli(["agents", "show", "code-reviewer", "--json", "--model-alias", "sonnet=openai:x"], workspace)
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)
+    assert row["source"] == ".claude/agents/code-reviewer.md"
+    assert row["tools"] == ["read_file", "grep", "find_files", "bash"]
+    assert row["unavailable_tools"] == ["WebFetch", "WebSearch", "TodoWrite"]
+    assert (row["max_steps"], row["timeout"]) == (12, 600.0)
+    assert len(row["warnings"]) == 3
+    shown = run_cli(["agents", "show", "seo-meta-optimizer", "--model-alias", "sonnet=openai:gpt-4.1"], workspace)
+    assert "model:             sonnet → openai:gpt-4.1" in shown.stdout
+    missing = run_cli(["agents", "show", "nope"], workspace)
+    assert missing.returncode == 2 and "no subagent type 'nope'; available: general-purpose" in missing.stderr
+
+
+def test_agents_list_json_keeps_stdout_clean_and_warns_on_stderr(workspace: Path) -> None:
+    done = run_cli(["agents", "list", "--json"], workspace)
+    assert done.returncode == 0
+    assert "powershell-5.1-expert" in [row["name"] for row in json.loads(done.stdout)]
+    assert "warning: .claude/agents/blob.md: a binary file" in done.stderr
