@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import time
@@ -296,3 +297,16 @@ def test_providers_see_plain_data_not_the_workspace() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     assert "workspace" not in {f.name for f in dataclasses.fields(ModelRequest)}
+
+
+def test_the_models_page_example_builds_its_models(tmp_path: Path) -> None:
+    page = Path(__file__).parent.parent / "docs" / "models.md"
+    block = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)[0]
+    check = "\nassert rt.model is lead and lead.deadline == 1800 and lead.retry.attempts == 8\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env["ANTHROPIC_API_KEY"] = "sk-ant-not-used"  # the models are built, never called
+    (tmp_path / "ws").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", block + check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
