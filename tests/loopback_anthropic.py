@@ -10,7 +10,9 @@ with AnthropicServer(scripted([Fault(529, "Overloaded"), Reply("hi")])) as serve
 A responder gets the parsed JSON body of each `POST /v1/messages` and says what to answer: a
 `Reply` (sent as one JSON message, or as server-sent events when the request asked to `stream`,
 the way the real API does it, with text and tool input split over several deltas) or a `Fault`
-(an error in Anthropic's error shape, with an optional `Retry-After`). The server records every
+(an error in Anthropic's error shape, with an optional `Retry-After`) or an `Html` page (a broken
+proxy); a `Reply` can also misbehave (`cut`, `no_finish`, `dribble`: see
+`loopback_misbehaviour.py`). The server records every
 request, how many were in flight at once, and the usage it reported, so tests can compare.
 """
 
@@ -27,7 +29,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["AnthropicServer", "Fault", "Reply", "Responder", "Script", "scripted"]
+from .loopback_misbehaviour import Html, dribble, send_html
+
+__all__ = ["AnthropicServer", "Fault", "Html", "Reply", "Responder", "Script", "scripted"]
 
 
 @dataclass(kw_only=False)
@@ -49,7 +53,14 @@ class Reply:
     delay: float = 0.0
     """Seconds to wait before answering (to hold requests in flight)."""
     cut: bool = False
-    """Streaming only: end the stream after the first delta, without `message_stop`."""
+    """Stop half-way: a stream after its first delta (no `message_delta`, no `message_stop`), a
+    plain body after half its bytes."""
+    no_finish: bool = False
+    """Send `stop_reason: null` where the stop reason belongs."""
+    done: bool = True
+    """Streaming: end with `message_stop` (False: the stream ends after `message_delta`)."""
+    dribble: float | None = None
+    """Seconds between deltas of an answer that never ends (a plain body: between its bytes)."""
 
 
 @dataclass
@@ -64,7 +75,7 @@ class Fault:
     in_stream: bool = False
 
 
-Answer = Reply | Fault
+Answer = Reply | Fault | Html
 Responder = Callable[[dict[str, Any]], Answer]
 
 _ERROR_TYPES = {
@@ -98,7 +109,7 @@ class Script:
                 return Fault(400, f"loopback script exhausted after {len(self._answers)} answers")
             answer = self._answers[self._next]
             self._next += 1
-        return answer if isinstance(answer, Reply | Fault) else answer(body)
+        return answer if isinstance(answer, Reply | Fault | Html) else answer(body)
 
     @property
     def left(self) -> int:
@@ -127,6 +138,7 @@ class AnthropicServer:
             "cache_read_input_tokens": 0,
             "cache_creation_input_tokens": 0,
         }
+        self.stopped = threading.Event()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
@@ -146,6 +158,7 @@ class AnthropicServer:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self.stopped.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
@@ -219,6 +232,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(answer, Reply) and answer.delay:
             time.sleep(answer.delay)
         streaming = bool(body.get("stream"))
+        if isinstance(answer, Html):
+            send_html(self, answer)
+            return
         if isinstance(answer, Fault):
             if answer.in_stream and streaming:
                 self._stream_fault(answer, body, n, request_id)
@@ -227,6 +243,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if streaming:
             self._stream_reply(answer, body, n, request_id)
+        elif answer.cut or answer.dribble is not None:
+            self._send_broken(answer, _message(answer, body, n), request_id)
         else:
             self._send_json(200, _message(answer, body, n), {"request-id": request_id})
         owner._count(answer)
@@ -243,6 +261,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+    def _send_broken(self, reply: Reply, payload: dict[str, Any], request_id: str) -> None:
+        """Half the body (`cut`), or the whole body a byte at a time (`dribble`)."""
+        data = json.dumps(payload).encode()
+        sent = data[: len(data) // 2] if reply.cut else data
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(sent)))
+        self.send_header("request-id", request_id)
+        self.end_headers()
+        if reply.dribble is None:
+            self.wfile.write(sent)
+            self.wfile.flush()
+            return
+
+        def one_byte(n: int) -> None:
+            if n < len(sent):
+                self.wfile.write(sent[n : n + 1])
+                self.wfile.flush()
+
+        dribble(one_byte, reply.dribble, self.server.owner.stopped)
 
     def _send_fault(self, fault: Fault, *, request_id: str) -> None:
         headers = {"request-id": request_id}
@@ -272,9 +311,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream_reply(self, reply: Reply, body: dict[str, Any], n: int, request_id: str) -> None:
         self._start_stream(request_id)
         for event in _events(reply, body, n):
-            self._event(event)
-            if reply.cut and event["type"] == "content_block_delta":
+            if event["type"] == "message_stop" and not reply.done:
                 break
+            self._event(event)
+            if (reply.cut or reply.dribble is not None) and event["type"] == "content_block_delta":
+                break
+        if reply.dribble is not None:
+            more = _delta(0, {"type": "text_delta", "text": "."})
+            dribble(lambda count: self._event(more), reply.dribble, self.server.owner.stopped)
+            return
         self._end_stream()
 
     def _stream_fault(self, fault: Fault, body: dict[str, Any], n: int, request_id: str) -> None:
@@ -299,7 +344,9 @@ def _error_body(fault: Fault, request_id: str) -> dict[str, Any]:
     }
 
 
-def _stop_reason(reply: Reply) -> str:
+def _stop_reason(reply: Reply) -> str | None:
+    if reply.no_finish:
+        return None
     return reply.stop_reason or ("tool_use" if reply.tool_uses else "end_turn")
 
 

@@ -7,10 +7,12 @@ with OpenAIServer(scripted([Reply(content="hi"), Fault(429, retry_after=0.01)]))
     assert server.requests[0]["messages"][0]["role"] == "system"
 ```
 
-A responder turns each parsed request body into a `Reply` (text and tool calls, with usage) or a
-`Fault` (an HTTP error). The server answers non-streaming or streaming (server-sent events) as the
-request's `stream` flag asks, splitting text and tool-call arguments across several chunks the way
-real servers do. It counts concurrent requests, so batch tests can check their caps.
+A responder turns each parsed request body into a `Reply` (text and tool calls, with usage), a
+`Fault` (an HTTP error) or an `Html` page (a broken proxy); a `Reply` can also misbehave (`cut`,
+`no_finish`, `done=False`, `dribble`: see `loopback_misbehaviour.py`). The server answers
+non-streaming or streaming (server-sent events) as the request's `stream` flag asks, splitting text
+and tool-call arguments across several chunks the way real servers do. It counts concurrent
+requests, so batch tests can check their caps.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Fault", "OpenAIServer", "Reply", "Responder", "Scripted", "ServerUsage", "scripted"]
+from .loopback_misbehaviour import Html, dribble, send_html
+
+__all__ = ["Fault", "Html", "OpenAIServer", "Reply", "Responder", "Scripted", "ServerUsage", "scripted"]
 
 
 @dataclass(kw_only=True)
@@ -38,6 +42,15 @@ class Reply:
     completion_tokens: int = 5
     cached_tokens: int = 0
     finish_reason: str | None = None  # None: "tool_calls" when there are tool calls, else "stop"
+    cut: bool = False
+    """Stop half-way: a stream after its first delta (no finish reason, no `[DONE]`), a plain
+    body after half its bytes."""
+    no_finish: bool = False
+    """Send `finish_reason: null` where the finish reason belongs."""
+    done: bool = True
+    """Streaming: end with `data: [DONE]` (False: the body ends after the last chunk without it)."""
+    dribble: float | None = None
+    """Seconds between chunks of an answer that never ends (a plain body: between its bytes)."""
 
 
 @dataclass
@@ -49,7 +62,8 @@ class Fault:
     retry_after: float | None = None
 
 
-Responder = Callable[[dict[str, Any]], Reply | Fault]
+Answer = Reply | Fault | Html
+Responder = Callable[[dict[str, Any]], Answer]
 
 
 @dataclass
@@ -67,12 +81,12 @@ class Scripted:
     When the script is exhausted it raises, which the server reports loudly (see `OpenAIServer`).
     """
 
-    def __init__(self, steps: Iterable[Reply | Fault | Responder]) -> None:
+    def __init__(self, steps: Iterable[Answer | Responder]) -> None:
         self._steps = list(steps)
         self._next = 0
         self._lock = threading.Lock()
 
-    def __call__(self, body: dict[str, Any]) -> Reply | Fault:
+    def __call__(self, body: dict[str, Any]) -> Answer:
         with self._lock:
             index = self._next
             self._next += 1
@@ -81,7 +95,7 @@ class Scripted:
                 f"scripted responder exhausted: request {index + 1} but only {len(self._steps)} replies"
             )
         step = self._steps[index]
-        return step if isinstance(step, Reply | Fault) else step(body)
+        return step if isinstance(step, Reply | Fault | Html) else step(body)
 
     @property
     def used(self) -> int:
@@ -93,7 +107,7 @@ class Scripted:
             raise AssertionError(f"scripted responder has {left} unused replies of {len(self._steps)}")
 
 
-def scripted(steps: Iterable[Reply | Fault | Responder]) -> Scripted:
+def scripted(steps: Iterable[Answer | Responder]) -> Scripted:
     """A responder from a list of replies, played in order; it fails loudly when exhausted."""
     return Scripted(steps)
 
@@ -116,6 +130,7 @@ class OpenAIServer:
         self.total_usage = ServerUsage()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        self.stopped = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -135,6 +150,7 @@ class OpenAIServer:
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         assert self._httpd is not None and self._thread is not None
+        self.stopped.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
@@ -204,6 +220,8 @@ class _Handler(BaseHTTPRequestHandler):
                 answer = Fault(400, f"loopback responder failed: {exc}")
             if isinstance(answer, Fault):
                 self._send_fault(answer)
+            elif isinstance(answer, Html):
+                send_html(self, answer)
             elif body.get("stream"):
                 self._send_stream(body, answer)
             else:
@@ -232,17 +250,34 @@ class _Handler(BaseHTTPRequestHandler):
                 for i, (name, args) in enumerate(reply.tool_calls)
             ]
         self.owner._count(reply)
-        self._send_json(
-            200,
-            {
-                "id": f"chatcmpl-{number}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model") or self.owner.model,
-                "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply), "logprobs": None}],
-                "usage": _usage(reply),
-            },
-        )
+        payload = {
+            "id": f"chatcmpl-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.owner.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply), "logprobs": None}],
+            "usage": _usage(reply),
+        }
+        if not (reply.cut or reply.dribble):
+            self._send_json(200, payload)
+            return
+        data = json.dumps(payload).encode()
+        sent = data[: len(data) // 2] if reply.cut else data
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(sent)))
+        self.end_headers()
+        if reply.dribble is None:
+            self.wfile.write(sent)
+            self.wfile.flush()
+            return
+
+        def one_byte(n: int) -> None:
+            if n < len(sent):
+                self.wfile.write(sent[n : n + 1])
+                self.wfile.flush()
+
+        dribble(one_byte, reply.dribble, self.owner.stopped)
 
     def _send_stream(self, body: dict[str, Any], reply: Reply) -> None:
         number = self.owner._next_id()
@@ -268,10 +303,13 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
                 for piece in _pieces(_text(args), 3)
             ]
-        events.append(chunk({}, _finish(reply)))
-        if (body.get("stream_options") or {}).get("include_usage"):
-            events.append({**base, "choices": [], "usage": _usage(reply)})
-            self.owner._count(reply)
+        if reply.cut or reply.dribble is not None:
+            events = events[:2]  # the role, and the first piece of the answer
+        else:
+            events.append(chunk({}, _finish(reply)))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                events.append({**base, "choices": [], "usage": _usage(reply)})
+                self.owner._count(reply)
 
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -280,7 +318,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for event in events:
             self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
-        self._write_chunk(b"data: [DONE]\n\n")
+        if reply.dribble is not None:
+            more = f"data: {json.dumps(chunk({'content': '.'}))}\n\n".encode()
+            dribble(lambda n: self._write_chunk(more), reply.dribble, self.owner.stopped)
+            return
+        if reply.done and not reply.cut:
+            self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
@@ -304,7 +347,9 @@ def _text(arguments: dict[str, Any] | str) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
-def _finish(reply: Reply) -> str:
+def _finish(reply: Reply) -> str | None:
+    if reply.no_finish:
+        return None
     if reply.finish_reason is not None:
         return reply.finish_reason
     return "tool_calls" if reply.tool_calls else "stop"

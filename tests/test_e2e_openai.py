@@ -15,7 +15,7 @@ import pytest
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
 from delegate._usage import Usage
-from delegate.models._openai import OpenAIModel
+from delegate.models import OpenAIModel, RetryPolicy
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 
@@ -89,7 +89,7 @@ async def test_a_lead_fans_out_through_the_openai_adapter(tmp_path: Path, clean_
     sleepy = Subagent(name="sleepy", description="Sleeps.", timeout=0.4)
     loopy = Subagent(name="loopy", description="Never completes.", max_steps=3)
     with OpenAIServer(fan_out_responder) as server:
-        model = OpenAIModel("m", base_url=server.base_url, api_key="k", retry_delay=0.01, max_retries=2)
+        model = OpenAIModel("m", base_url=server.base_url, api_key="k", retry=RetryPolicy(attempts=3, base_delay=0.01))
         rt = Runtime(model=model, workspace=tmp_path, subagents=[sleepy, loopy], store=False)
         result = await rt.run("Write alpha, beta and gamma. LEAD-ONLY-SECRET")
         await model.aclose()

@@ -26,9 +26,9 @@ from delegate import (
     ToolResultPart,
     UserError,
 )
-from delegate._loop import AgentSpec, run_agent
+from delegate._loop import AgentSpec, path_states, run_agent
 from delegate._workspace import Workspace
-from delegate.models import ModelRequest, ToolSpec, resolve_model
+from delegate.models import ModelRequest, RetryPolicy, ToolSpec, resolve_model
 from delegate.models._constrained import constrained_format, mentioned_paths, parse_constrained
 from delegate.models._openai import OpenAIModel
 from delegate.subagents._complete import COMPLETE_TOOL
@@ -57,7 +57,7 @@ async def make_model() -> AsyncIterator[ModelFactory]:
     made: list[OpenAIModel] = []
 
     def build(server: OpenAIServer, **options: Any) -> OpenAIModel:
-        options = {"api_key": "sk-test", "retry_delay": 0.001, "max_retries": 2, **options}
+        options = {"api_key": "sk-test", "retry": RetryPolicy(attempts=3, base_delay=0.001), **options}
         model = OpenAIModel("gpt-test", base_url=server.base_url, **options)
         made.append(model)
         return model
@@ -167,50 +167,10 @@ async def test_tool_call_arguments_that_are_json_but_not_an_object_keep_the_raw_
 # -- retries and errors --
 
 
-async def test_a_rate_limited_request_waits_as_retry_after_says_then_succeeds(
-    make_model: ModelFactory,
-) -> None:
-    with OpenAIServer(scripted([Fault(429, "slow down", retry_after=0.3), Reply(content="done")])) as server:
-        started = time.monotonic()
-        response = await make_model(server).complete(ask())
-        elapsed = time.monotonic() - started
-    assert response.text == "done"
-    assert len(server.requests) == 2
-    assert elapsed >= 0.3
-
-
-async def test_a_server_error_is_retried_then_succeeds(make_model: ModelFactory) -> None:
-    with OpenAIServer(scripted([Fault(500, "boom"), Fault(503, "busy"), Reply(content="done")])) as server:
-        response = await make_model(server, max_retries=2).complete(ask())
-    assert response.text == "done"
-    assert len(server.requests) == 3
-
-
-async def test_a_persistent_server_error_becomes_a_model_error_after_every_attempt(
-    make_model: ModelFactory,
-) -> None:
-    with (
-        OpenAIServer(lambda body: Fault(500, "the GPU caught fire")) as server,
-        pytest.raises(ModelError) as caught,
-    ):
-        await make_model(server, max_retries=3).complete(ask())
-    assert len(server.requests) == 4
-    message = str(caught.value)
-    assert "HTTP 500" in message and "the GPU caught fire" in message and "4 attempts" in message
-
-
-@pytest.mark.parametrize("status", [401, 403])
-async def test_refused_credentials_fail_at_once_and_name_the_key(make_model: ModelFactory, status: int) -> None:
-    with OpenAIServer(lambda body: Fault(status, "bad key")) as server, pytest.raises(ModelError) as caught:
-        await make_model(server, max_retries=3).complete(ask())
-    assert len(server.requests) == 1
-    assert f"HTTP {status}" in str(caught.value) and "OPENAI_API_KEY" in str(caught.value)
-
-
 async def test_a_bad_request_fails_at_once_with_the_servers_message(make_model: ModelFactory) -> None:
     refusal = OpenAIServer(lambda body: Fault(400, "context length exceeded"))
     with refusal as server, pytest.raises(ModelError, match=r"HTTP 400.*context length exceeded"):
-        await make_model(server, max_retries=3).complete(ask())
+        await make_model(server).complete(ask())
     assert len(server.requests) == 1
 
 
@@ -229,9 +189,9 @@ async def test_a_request_that_times_out_is_retried(make_model: ModelFactory) -> 
 async def test_a_server_that_is_not_there_is_a_model_error_naming_it(make_model: ModelFactory) -> None:
     with OpenAIServer(scripted([])) as server:
         base_url = server.base_url
-    model = OpenAIModel("gpt-test", base_url=base_url, api_key="k", retry_delay=0.001, max_retries=1)
+    model = OpenAIModel("gpt-test", base_url=base_url, api_key="k", retry=RetryPolicy(attempts=2, base_delay=0.001))
     try:
-        with pytest.raises(ModelError, match="could not connect"):
+        with pytest.raises(ModelError, match=r"connection to .* failed"):
             await model.complete(ask())
     finally:
         await model.aclose()
@@ -299,7 +259,7 @@ async def test_one_client_serves_hundreds_of_concurrent_requests(make_model: Mod
         return Reply(content="ok")
 
     with OpenAIServer(wait_for_everyone) as server:
-        model = make_model(server, max_retries=0)
+        model = make_model(server, retry=RetryPolicy(attempts=1))
         responses = await asyncio.gather(*(model.complete(ask()) for _ in range(200)))
     assert all(r.text == "ok" for r in responses)
     assert server.max_in_flight == 200
@@ -327,7 +287,7 @@ async def test_a_client_passed_in_is_used_without_the_sdks_own_retries() -> None
 
     with OpenAIServer(scripted([Fault(500, "boom"), Reply(content="never")])) as server:
         async with AsyncOpenAI(api_key="sk-mine", base_url=server.base_url) as client:
-            model = OpenAIModel("gpt-test", client=client, max_retries=0)
+            model = OpenAIModel("gpt-test", client=client, retry=RetryPolicy(attempts=1))
             with pytest.raises(ModelError, match="HTTP 500"):
                 await model.complete(ask())
         assert len(server.requests) == 1
@@ -646,7 +606,8 @@ def grounded_options(
     messages: list[Message], choice: str = "auto", workspace: Workspace | None = None
 ) -> dict[str, dict[str, Any]]:
     tools = [BUILTIN_TOOLS["read_file"].spec, BUILTIN_TOOLS["write_file"].spec, COMPLETE_TOOL.spec]
-    schema = constrained_format(tools, messages, choice, workspace)["json_schema"]["schema"]
+    states = path_states(workspace, messages) if workspace is not None else None
+    schema = constrained_format(tools, messages, choice, states)["json_schema"]["schema"]
     return {o["properties"]["tool"]["const"]: o["properties"]["arguments"]["properties"] for o in schema["anyOf"]}
 
 
@@ -699,6 +660,14 @@ def test_in_a_workspace_reads_name_existing_files_and_writes_new_ones_only(tmp_p
     (tmp_path.parent / "outside.txt").write_text("secret\n")
     (tmp_path / "link.txt").symlink_to(tmp_path.parent / "outside.txt")
     task = Message.user("Summarise docs/a.txt into out/a.md; see old.md, link.txt and missing.txt.")
+    states = path_states(Workspace.open(tmp_path), [task])
+    assert states == {
+        "docs/a.txt": "file",
+        "out/a.md": "absent",
+        "old.md": "file",
+        "link.txt": "other",  # it leads out of the workspace
+        "missing.txt": "absent",
+    }
     options = grounded_options([task], workspace=Workspace.open(tmp_path))
     assert options["read_file"]["path"]["enum"] == ["docs/a.txt", "old.md"]
     assert options["write_file"]["path"]["enum"] == ["out/a.md", "missing.txt"]

@@ -30,11 +30,21 @@ if TYPE_CHECKING:
     from ._runtime import RunResult, Runtime
     from ._usage import Usage
     from ._workspace import Workspace
-    from .models import Model, ModelAliases, ModelRequest, ModelResponse, ToolSpec
+    from .models import (
+        AnthropicModel,
+        Model,
+        ModelAliases,
+        ModelRequest,
+        ModelResponse,
+        OpenAIModel,
+        RetryPolicy,
+        ToolSpec,
+    )
     from .subagents import Artifact, Skipped, TaskOutput
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
 
 _WHERE = {
+    "AnthropicModel": ".models",
     "Artifact": ".subagents",
     "Catalogue": "._agents",
     "CatalogueWarning": "._frontmatter",
@@ -50,8 +60,10 @@ _WHERE = {
     "ModelOutputError": "._errors",
     "ModelRequest": ".models",
     "ModelResponse": ".models",
+    "OpenAIModel": ".models",
     "PathParam": ".tools",
     "ReasoningPart": "._messages",
+    "RetryPolicy": ".models",
     "RunCancelled": "._errors",
     "RunError": "._errors",
     "RunResult": "._runtime",
@@ -91,6 +103,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AnthropicModel",
     "Artifact",
     "Catalogue",
     "CatalogueWarning",
@@ -106,8 +119,10 @@ __all__ = [
     "ModelOutputError",
     "ModelRequest",
     "ModelResponse",
+    "OpenAIModel",
     "PathParam",
     "ReasoningPart",
+    "RetryPolicy",
     "RunCancelled",
     "RunError",
     "RunResult",

@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, assert_never
 
-from ._errors import ModelError, ToolError, UserError
+from ._errors import ModelError, ToolError, UserError, WorkspaceError
 from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ._record import EndStatus, StopReason
 from ._usage import Usage
-from .models import FREE_CHOICES, Model, ModelRequest, ModelResponse, ToolChoice, ToolSpec
+from ._workspace import Workspace
+from .models import FREE_CHOICES, Model, ModelRequest, ModelResponse, PathState, ToolChoice, ToolSpec, mentioned_paths
 from .tools import Tool, ToolContext, ToolReturn
 
 AgentStatus = EndStatus
@@ -182,7 +183,7 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             tools=offered_specs,
             max_tokens=spec.max_tokens,
             tool_choice=spec.tool_choice(state.steps),
-            workspace=ctx.workspace,
+            path_states=path_states(ctx.workspace, state.messages) if _grounds_paths(spec.model) else None,
         )
         response = await _ask(spec.model, ctx, request, state)
         state.steps += 1
@@ -197,6 +198,24 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
                 continue
             case _:
                 assert_never(step)
+
+
+def _grounds_paths(model: Model) -> bool:
+    return bool(getattr(model, "grounds_paths", False))
+
+
+def path_states(workspace: Workspace, messages: list[Message]) -> dict[str, PathState]:
+    """What `workspace` holds at each path `messages` mention: what a model that grounds path
+    arguments gets, instead of the workspace itself."""
+    states: dict[str, PathState] = {}
+    for path in mentioned_paths(messages):
+        try:
+            real = workspace.resolve(path)
+        except WorkspaceError:
+            states[path] = "other"
+            continue
+        states[path] = "file" if real.is_file() else "absent" if not real.exists() else "other"
+    return states
 
 
 def _gated(

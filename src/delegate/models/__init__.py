@@ -1,31 +1,68 @@
 """Model providers behind one seam, resolved from `provider:name` strings.
 
-Provider SDKs are imported only when a model of theirs is built, so `import delegate` stays fast.
+Provider SDKs are imported only when a model of theirs is built (or `OpenAIModel` and
+`AnthropicModel` are first named), so `import delegate` stays fast.
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from .._errors import UserError
 from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
-from ._base import FREE_CHOICES, Model, ModelRequest, ModelResponse, PathRole, StopReason, ToolChoice, ToolSpec
+from ._base import (
+    FREE_CHOICES,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    PathRole,
+    PathState,
+    StopReason,
+    ToolChoice,
+    ToolSpec,
+)
+from ._constrained import mentioned_paths
+from ._retry import DEFAULT_DEADLINE, RetryPolicy
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicModel
+    from ._openai import OpenAIModel
 
 __all__ = [
     "DEFAULT_ALIASES",
+    "DEFAULT_DEADLINE",
     "FREE_CHOICES",
+    "AnthropicModel",
     "Model",
     "ModelAliases",
     "ModelRequest",
     "ModelResponse",
+    "OpenAIModel",
     "PathRole",
+    "PathState",
+    "RetryPolicy",
     "StopReason",
     "ToolChoice",
     "ToolSpec",
     "credentials_hint",
     "has_credentials",
+    "mentioned_paths",
     "resolve_model",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`OpenAIModel` and `AnthropicModel`, imported when first named."""
+    if name == "OpenAIModel":
+        from ._openai import OpenAIModel
+
+        return OpenAIModel
+    if name == "AnthropicModel":
+        from ._anthropic import AnthropicModel
+
+        return AnthropicModel
+    raise AttributeError(f"module 'delegate.models' has no attribute {name!r}")
 
 
 def resolve_model(spec: str | Model | None) -> Model:

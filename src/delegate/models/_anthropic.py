@@ -1,9 +1,11 @@
 """The `anthropic:<model>` provider: the Messages API through the official `anthropic` SDK.
 
-The SDK is imported here and nowhere else, so `import delegate` never pays for it. Retries are
-ours (the SDK's are switched off): exponential backoff with jitter that honours `Retry-After`,
-on 429, 529, 5xx, timeouts, dropped connections and overload reported in the middle of a
-stream. Bad requests and bad credentials fail at once with a `ModelError` naming the status.
+The SDK is imported here and nowhere else, so `import delegate` never pays for it. Retries and
+the call's deadline are `_retry.py`'s (the SDK's own retries are switched off): 429, 529, 5xx,
+timeouts, dropped connections, overload reported in the middle of a stream, and answers that are
+not whole (a stream that ends before `message_stop`, a message with no `stop_reason`, a body that
+is not a Messages API message) are tried again. Bad requests and bad credentials fail at once
+with a `ModelError` naming the status.
 
 Translation, in short: the system prompt goes in `system`; tool results of a `role="tool"`
 message become `tool_result` blocks of a user message; reasoning parts go back as `thinking`
@@ -16,22 +18,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import email.utils
 import json
 import os
-import random
-import time
 import weakref
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anthropic
-import httpx2
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import MessageParam, RawMessageStreamEvent, ThinkingConfigParam, ToolParam
 
-from .._errors import ModelError, UserError
+from .._errors import UserError
 from .._messages import (
     MediaPart,
     Message,
@@ -43,13 +41,23 @@ from .._messages import (
 )
 from .._usage import Usage
 from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
+from ._retry import (
+    DEFAULT_DEADLINE,
+    BadAnswer,
+    Failure,
+    RetryPolicy,
+    call_with_retries,
+    check_deadline,
+    excerpt,
+    status_failure,
+    transport_failure,
+)
 
 __all__ = ["AnthropicModel", "to_anthropic_messages", "to_anthropic_tools"]
 
 REDACTED_PREFIX = "redacted_thinking:"
 """A `redacted_thinking` block travels as a `ReasoningPart` with no text and this signature prefix."""
 
-_RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -69,8 +77,9 @@ class AnthropicModel:
     API to cache the prompt prefix, which an agent sends again on every turn. A request's
     `temperature` is not sent: the Messages API of anthropic 2.x has no such parameter.
 
-    A failed call is tried `max_attempts` times in all, waiting `retry_base_delay * 2**n` seconds
-    (at most `retry_max_delay`, or what `Retry-After` says) between attempts.
+    `timeout` bounds each connect and each read; `deadline` bounds the whole call (every attempt,
+    every read of a stream, every wait between attempts). A failed call, or an answer that is not
+    whole, is tried again as `retry` says (see `RetryPolicy`).
     """
 
     def __init__(
@@ -84,10 +93,9 @@ class AnthropicModel:
         stream: bool = True,
         thinking: ThinkingConfigParam | None = None,
         prompt_cache: bool = False,
+        retry: RetryPolicy | None = None,
         timeout: float = 600.0,
-        max_attempts: int = 5,
-        retry_base_delay: float = 1.0,
-        retry_max_delay: float = 30.0,
+        deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         if not model:
             raise UserError("an Anthropic model needs a name, for example 'anthropic:claude-sonnet-4-5'")
@@ -96,10 +104,9 @@ class AnthropicModel:
         self.stream = stream
         self.thinking = thinking
         self.prompt_cache = prompt_cache
+        self.retry = retry or RetryPolicy()
         self.timeout = timeout
-        self.max_attempts = max(1, max_attempts)
-        self.retry_base_delay = retry_base_delay
-        self.retry_max_delay = retry_max_delay
+        self.deadline = check_deadline(deadline)
         self._given_client = client
         self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
         self._base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
@@ -136,22 +143,14 @@ class AnthropicModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         params = self._params(request)
         client = await self._client()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                if self.stream:
-                    return await _streamed(client, params, self.model)
-                return _from_message(await client.messages.create(**params, stream=False), self.model)
-            except anthropic.APIStatusError as exc:
-                if not _retryable(exc) or attempt >= self.max_attempts:
-                    raise ModelError(self._failure(_describe_status(exc), attempt)) from exc
-                retry_after = _retry_after(exc.response.headers) if exc.status_code != 200 else None
-            except (anthropic.APIConnectionError, httpx2.TransportError, _StreamCut) as exc:
-                if attempt >= self.max_attempts:
-                    raise ModelError(self._failure(_describe_transport(exc), attempt)) from exc
-                retry_after = None
-            await asyncio.sleep(self._delay(attempt, retry_after))
+        where = self._base_url or "api.anthropic.com"
+
+        async def attempt() -> ModelResponse:
+            if self.stream:
+                return await _streamed(client, params, self.model)
+            return _from_message(await client.messages.create(**params, stream=False), self.model)
+
+        return await call_with_retries(self.name, attempt, lambda exc: _classify(exc, where), self.retry, self.deadline)
 
     async def _client(self) -> anthropic.AsyncAnthropic:
         if self._given_client is not None:
@@ -185,16 +184,6 @@ class AnthropicModel:
         if self.prompt_cache:
             params["cache_control"] = {"type": "ephemeral"}
         return params
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, 600.0)
-        backoff = min(self.retry_max_delay, self.retry_base_delay * 2 ** (attempt - 1))
-        return backoff * random.uniform(0.75, 1.0)
-
-    def _failure(self, what: str, attempt: int) -> str:
-        tries = f" after {attempt} attempts" if attempt > 1 else ""
-        return f"{self.name} failed{tries}: {what}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,10 +304,6 @@ def _decode_text(data: str) -> str | None:
 # responses
 
 
-class _StreamCut(Exception):
-    """The event stream ended before `message_stop`: the connection dropped mid-answer."""
-
-
 @dataclass(slots=True)
 class _Block:
     type: str
@@ -388,10 +373,16 @@ async def _streamed(client: anthropic.AsyncAnthropic, params: dict[str, Any], mo
     accumulator = _Accumulator(model=model)
     stream = await client.messages.create(**params, stream=True)
     async with stream:
+        kind = stream.response.headers.get("content-type", "")
+        if not kind.startswith("text/event-stream"):
+            body = await stream.response.aread()
+            raise BadAnswer(f"the reply is {kind or 'untyped'}, not an event stream: {excerpt(body)}")
         async for event in stream:
             accumulator.add(event)
     if not accumulator.done:
-        raise _StreamCut("the event stream ended before message_stop")
+        raise BadAnswer("the event stream ended before message_stop: the answer is incomplete")
+    if accumulator.stop_reason is None:
+        raise BadAnswer("the event stream ended without a stop_reason")
     return accumulator.response()
 
 
@@ -439,7 +430,11 @@ def _tool_call(id: str, name: str, raw: str, started: dict[str, Any]) -> ToolCal
     return ToolCallPart(id=id, name=name, arguments=cast(dict[str, Any], arguments))
 
 
-def _from_message(message: AnthropicMessage, model: str) -> ModelResponse:
+def _from_message(message: object, model: str) -> ModelResponse:
+    if not isinstance(message, AnthropicMessage):  # the SDK hands back a body that is not JSON as text
+        raise BadAnswer(f"the reply is not a Messages API message: {excerpt(message)}")
+    if not message.stop_reason or not isinstance(cast(object, message.content), list):
+        raise BadAnswer("the reply has no stop_reason or no content: it is not a whole message")
     parts: list[Part] = []
     for block in message.content:
         match block.type:
@@ -485,48 +480,18 @@ def _stop_reason(reason: str | None) -> StopReason:
 # failures
 
 
-def _retryable(exc: anthropic.APIStatusError) -> bool:
-    """Rate limits, overload and server errors are worth another try; bad requests and keys are not.
+def _classify(exc: Exception, where: str) -> Failure | None:
+    """What a failed try means for the retry policy; `None` for errors that are not the server's.
 
     An error inside a stream arrives with status 200: its error type decides.
     """
-    if exc.response.headers.get("x-should-retry") == "false":
-        return False
-    if exc.status_code == 200:
-        return exc.type in _RETRYABLE_TYPES
-    return exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
-
-
-def _retry_after(headers: httpx2.Headers) -> float | None:
-    """Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
-    try:
-        milliseconds = headers.get("retry-after-ms")
-        if milliseconds is not None:
-            return max(0.0, float(milliseconds) / 1000)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-    except (ValueError, TypeError, OverflowError):
-        return None
-
-
-def _describe_status(exc: anthropic.APIStatusError) -> str:
-    message = exc.api_message or exc.message
-    kind = f" {exc.type}" if exc.type else ""
-    if exc.status_code == 200:
-        return f"error in the event stream:{kind}: {message}"
-    hint = ""
-    if exc.status_code in (401, 403):
-        hint = " (check ANTHROPIC_API_KEY)"
-    return f"HTTP {exc.status_code}{kind}: {message}{hint}"
-
-
-def _describe_transport(exc: Exception) -> str:
-    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return "the request timed out"
-    return f"connection failed: {type(exc).__name__}: {exc}"
+    if isinstance(exc, anthropic.APIStatusError):
+        message = exc.api_message or exc.message
+        detail = f"{exc.type}: {message}" if exc.type else message
+        if exc.status_code == 200:
+            retryable = exc.type in _RETRYABLE_TYPES
+            return Failure(f"{where} reported an error in the event stream: {detail}", retryable)
+        return status_failure(where, exc.status_code, detail, exc.response.headers, "Check ANTHROPIC_API_KEY.")
+    if isinstance(exc, ValueError):  # an event or a body that is not JSON
+        return Failure(f"{where} answered something that is not a Messages API reply: {exc}", retryable=True)
+    return transport_failure(where, exc, timeout=anthropic.APITimeoutError, connection=anthropic.APIConnectionError)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._messages import Message, Part, ReasoningPart, TextPart, ToolCallPart
 from .._usage import Usage
-from .._workspace import Workspace
 
 PathRole = Literal["existing", "new"]
 """What a path parameter names: a file that exists (to read), or a new one (to create)."""
+
+PathState = Literal["file", "absent", "other"]
+"""What the workspace holds at a path: a file, nothing yet, or something else (a folder, or a
+path that leaves the workspace)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -46,8 +50,10 @@ class ModelRequest:
     temperature: float | None = None
     tool_choice: ToolChoice = "auto"
     """`required`: the answer must call a tool (no text-only answer); a tool's name: that tool."""
-    workspace: Workspace | None = None
-    """The agent's workspace, for adapters that ground path arguments in it (providers ignore it)."""
+    path_states: Mapping[str, PathState] | None = None
+    """What the workspace holds at each path the conversation mentions, for a model that grounds
+    path arguments in it (one whose `grounds_paths` is true; the loop fills it only for those).
+    Plain data: a model never sees the workspace itself."""
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]
@@ -80,7 +86,11 @@ class ModelResponse:
 
 @runtime_checkable
 class Model(Protocol):
-    """A model provider. `name` is the `provider:model` string it was built from."""
+    """A model provider. `name` is the `provider:model` string it was built from.
+
+    A model may also have a `grounds_paths` attribute: when it is true, the loop fills each
+    request's `path_states`.
+    """
 
     @property
     def name(self) -> str: ...

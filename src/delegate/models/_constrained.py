@@ -10,10 +10,11 @@ Grounding: a small model invents paths (`your-path`, `SUMMARY_FILE`), loops (rea
 and again) and writes over its inputs. A tool parameter marked as a workspace path
 (`ToolSpec.path_params`) is therefore narrowed to an `enum` of the paths its conversation mentions
 (the task, tool results) that an earlier call has not named yet and that suit its role in the
-request's workspace: an `existing` path names a file there, a `new` one names nothing yet. So the
-model reads only real files it was told of, creates only files it was told to, and never writes over
-a file. A tool left with no path to take is not offered; lists of paths (`complete`'s `paths`) take
-any mentioned file. Without a workspace, only the mention and the earlier calls count.
+request's `path_states` (what the workspace holds there, as the loop found it): an `existing` path
+names a file, a `new` one names nothing yet. So the model reads only real files it was told of,
+creates only files it was told to, and never writes over a file. A tool left with no path to take
+is not offered; lists of paths (`complete`'s `paths`) take any mentioned file. Without path
+states, only the mention and the earlier calls count.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, cast
 
-from .._errors import WorkspaceError
 from .._messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
-from .._workspace import Workspace
-from ._base import FREE_CHOICES, PathRole, ToolChoice, ToolSpec
+from ._base import FREE_CHOICES, PathRole, PathState, ToolChoice, ToolSpec
+
+States = Mapping[str, PathState] | None
 
 __all__ = [
     "FINAL_ANSWER",
@@ -51,13 +53,13 @@ _FINAL_SCHEMA: dict[str, Any] = {
 
 
 def constrained_format(
-    tools: list[ToolSpec], messages: list[Message], choice: ToolChoice = "auto", workspace: Workspace | None = None
+    tools: list[ToolSpec], messages: list[Message], choice: ToolChoice = "auto", states: States = None
 ) -> dict[str, Any]:
     """A Chat Completions `response_format` (type `json_schema`) that admits one call of `tools`,
-    their path parameters grounded in `messages` and `workspace`; `final_answer` too when `choice`
-    is `auto`, and only the named tool when `choice` names one. A required call that grounding
-    leaves no path to take gives way: to any other tool, and failing that to a final answer, since
-    an invented path is worse than no call.
+    their path parameters grounded in `messages` and in the workspace's `states` of those paths;
+    `final_answer` too when `choice` is `auto`, and only the named tool when `choice` names one. A
+    required call that grounding leaves no path to take gives way: to any other tool, and failing
+    that to a final answer, since an invented path is worse than no call.
 
     The choice is an `anyOf` (grammar builders and OpenAI's strict mode support it; `oneOf` less
     so). `"tool"` comes first in each option, so the model commits to a tool before its arguments.
@@ -67,7 +69,7 @@ def constrained_format(
     used = _used_paths(messages, tools)
 
     def grounded(specs: list[ToolSpec]) -> list[tuple[ToolSpec, dict[str, Any]]]:
-        each = [(spec, _ground(spec, mentioned, used, workspace)) for spec in specs]
+        each = [(spec, _ground(spec, mentioned, used, states)) for spec in specs]
         return [(spec, parameters) for spec, parameters in each if parameters is not None]
 
     kept = grounded(_offered(tools, choice))
@@ -145,7 +147,7 @@ def _used_paths(messages: list[Message], tools: list[ToolSpec]) -> set[str]:
     return used
 
 
-def _ground(spec: ToolSpec, mentioned: list[str], used: set[str], workspace: Workspace | None) -> dict[str, Any] | None:
+def _ground(spec: ToolSpec, mentioned: list[str], used: set[str], states: States) -> dict[str, Any] | None:
     """`spec`'s parameters with its path parameters narrowed to the `mentioned` paths that suit them,
     or None when a required one has no path left to take."""
     if not spec.path_params:
@@ -157,11 +159,11 @@ def _ground(spec: ToolSpec, mentioned: list[str], used: set[str], workspace: Wor
         if schema is None:
             continue
         if schema.get("type") == "array":
-            files = [path for path in mentioned if _suits(path, role, workspace)]
+            files = [path for path in mentioned if _suits(path, role, states)]
             if files:
                 properties[name] = {**schema, "items": {"type": "string", "enum": files}}
             continue
-        fresh = [path for path in mentioned if path not in used and _suits(path, role, workspace)]
+        fresh = [path for path in mentioned if path not in used and _suits(path, role, states)]
         if fresh:
             properties[name] = {**schema, "enum": fresh}
         elif name in required:
@@ -189,15 +191,12 @@ def _variants(spec: ToolSpec, parameters: dict[str, Any]) -> list[dict[str, Any]
     ]
 
 
-def _suits(path: str, role: PathRole, workspace: Workspace | None) -> bool:
-    """Whether `path` is a file of `workspace` (`existing`) or nothing there yet (`new`)."""
-    if workspace is None:
+def _suits(path: str, role: PathRole, states: States) -> bool:
+    """Whether `path` is a file (`existing`) or nothing yet (`new`); any path, without `states`."""
+    state = None if states is None else states.get(path)
+    if state is None:
         return True
-    try:
-        real = workspace.resolve(path)
-    except WorkspaceError:
-        return False
-    return real.is_file() if role == "existing" else not real.exists()
+    return state == ("file" if role == "existing" else "absent")
 
 
 def lean_specs(tools: list[ToolSpec]) -> list[ToolSpec]:

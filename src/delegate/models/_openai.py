@@ -2,8 +2,9 @@
 
 That is OpenAI itself and the local servers that copy its API (vLLM, llama.cpp, Ollama, LM Studio).
 The official SDK does the HTTP; this module translates our messages to Chat Completions and back,
-assembles streamed deltas, and owns the retry policy (the SDK's own retries are switched off, so
-how often and how long we retry is decided and tested here).
+assembles streamed deltas, and checks that an answer is whole before it counts: a stream must end
+with `[DONE]` after a finish reason, a plain reply must be a Chat Completions object with one.
+Retries and the call's deadline are `_retry.py`'s (the SDK's own retries are switched off).
 
 The SDK is imported when the first client is built, not when this module is imported, so code
 that only needs the translation (the local model) does not pay for it.
@@ -14,34 +15,40 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import email.utils
 import json
 import os
-import random
-import time
 import uuid
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import ModelError, UserError
+from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .._usage import Usage
 from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
 from ._constrained import constrained_format, constrained_instructions, lean_specs, parse_constrained, render_call
+from ._retry import (
+    DEFAULT_DEADLINE,
+    BadAnswer,
+    Failure,
+    RetryPolicy,
+    call_with_retries,
+    check_deadline,
+    excerpt,
+    status_failure,
+    transport_failure,
+)
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI, AsyncStream
+    from openai import AsyncOpenAI
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.chat.chat_completion_chunk import ChoiceDelta
 
 __all__ = ["OpenAIModel", "chat_messages"]
 
 LOCAL_API_KEY = "not-needed"
 """Sent when a base URL is set but no key: local servers need none, but the SDK wants one."""
-
-MAX_RETRY_AFTER = 120.0
-"""The longest Retry-After we wait for; a server asking for more is waited on this long."""
 
 _STOP_REASONS: dict[str, StopReason] = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn"}
 
@@ -57,12 +64,13 @@ _AUDIO_FORMATS = {
 class OpenAIModel:
     """A model behind an OpenAI-compatible Chat Completions endpoint.
 
-    `base_url` and `api_key` default to `OPENAI_BASE_URL` and `OPENAI_API_KEY`. A failed call is
-    retried `max_retries` times on 429, 5xx, timeouts and connection errors, waiting
-    `retry_delay * 2**n` seconds (with jitter, at most `max_retry_delay`) or what Retry-After says.
-    `constrained_tools` replaces native tool calling by a JSON schema the server must follow (see
-    `_constrained.py`), for small local models; `lean_tools` then also leaves out the optional
-    arguments that name no path, so the tools' defaults apply (the local model does this).
+    `base_url` and `api_key` default to `OPENAI_BASE_URL` and `OPENAI_API_KEY`. `timeout` bounds
+    each connect and each read; `deadline` bounds the whole call (every attempt, every read of a
+    stream, every wait between attempts). A failed call, or an answer that is not whole, is tried
+    again as `retry` says (see `RetryPolicy`). `constrained_tools` replaces native tool calling
+    by a JSON schema the server must follow (see `_constrained.py`), for small local models;
+    `lean_tools` then also leaves out the optional arguments that name no path, so the tools'
+    defaults apply (the local model does this).
     """
 
     def __init__(
@@ -72,22 +80,20 @@ class OpenAIModel:
         base_url: str | None = None,
         api_key: str | None = None,
         client: AsyncOpenAI | None = None,
-        max_retries: int = 4,
+        retry: RetryPolicy | None = None,
         timeout: float = 300.0,
+        deadline: float = DEFAULT_DEADLINE,
         stream: bool = True,
         constrained_tools: bool = False,
         lean_tools: bool = False,
-        retry_delay: float = 0.5,
-        max_retry_delay: float = 30.0,
     ) -> None:
         self.model = model
-        self.max_retries = max_retries
+        self.retry = retry or RetryPolicy()
         self.timeout = timeout
+        self.deadline = check_deadline(deadline)
         self.stream = stream
         self.constrained_tools = constrained_tools
         self.lean_tools = lean_tools
-        self.retry_delay = retry_delay
-        self.max_retry_delay = max_retry_delay
         self._clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
         self._given_client = client.with_options(max_retries=0) if client is not None else None
         if client is not None:
@@ -110,27 +116,21 @@ class OpenAIModel:
     def name(self) -> str:
         return f"openai:{self.model}"
 
+    @property
+    def grounds_paths(self) -> bool:
+        """Whether requests should carry `path_states` (a constrained model narrows paths by them)."""
+        return self.constrained_tools
+
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         constrained = self.constrained_tools and bool(request.tools)
         params = self._params(request)
-        attempt = 1
-        while True:
-            try:
-                reply = await self._send(params)
-                break
-            except Exception as exc:
-                failure = _classify(exc, self.base_url or "api.openai.com")
-                if failure is None:
-                    raise
-                if not failure.retryable:
-                    raise ModelError(f"{self.name}: {failure.message}") from exc
-                if attempt > self.max_retries:
-                    raise ModelError(f"{self.name} failed after {attempt} attempts: {failure.message}") from exc
-                await asyncio.sleep(self._backoff(attempt, failure.retry_after))
-                attempt += 1
+        where = self.base_url or "api.openai.com"
+        reply = await call_with_retries(
+            self.name, lambda: self._send(params), lambda exc: _classify(exc, where), self.retry, self.deadline
+        )
         return reply.response(constrained=constrained)
 
     async def aclose(self) -> None:
@@ -151,7 +151,7 @@ class OpenAIModel:
         }
         if request.tools and self.constrained_tools:
             params["response_format"] = constrained_format(
-                request.tools, request.messages, request.tool_choice, request.workspace
+                request.tools, request.messages, request.tool_choice, request.path_states
             )
         elif request.tools:
             params["tools"] = [_tool(spec) for spec in request.tools]
@@ -166,12 +166,25 @@ class OpenAIModel:
         return params
 
     async def _send(self, params: dict[str, Any]) -> _Reply:
+        from openai.types.chat import ChatCompletion
+
         completions = (await self._client()).chat.completions
         if not self.stream:
-            return _Reply.of_completion(await completions.create(**params, stream=False))
-        stream = await completions.create(**params, stream=True, stream_options={"include_usage": True})
-        async with stream:
-            return await _Reply.of_stream(stream)
+            completion = cast(object, await completions.create(**params, stream=False))
+            if not isinstance(completion, ChatCompletion):  # the SDK hands back a body that is not JSON as text
+                raise BadAnswer(f"the reply is not Chat Completions JSON: {excerpt(completion)}")
+            return _Reply.of_completion(completion)
+        # The SDK's stream ends quietly at the end of the body, `[DONE]` or not: read the events
+        # here, to tell a whole answer from a cut one.
+        streaming = completions.with_streaming_response.create(
+            **params, stream=True, stream_options={"include_usage": True}
+        )
+        async with streaming as response:
+            kind = response.headers.get("content-type", "")
+            if not kind.startswith("text/event-stream"):
+                body = await response.http_response.aread()
+                raise BadAnswer(f"the reply is {kind or 'untyped'}, not an event stream: {excerpt(body)}")
+            return await _Reply.of_stream(_sse_data(response.iter_lines()))
 
     async def _client(self) -> AsyncOpenAI:
         """The client of the running event loop: a connection pool cannot be shared across loops.
@@ -194,12 +207,6 @@ class OpenAIModel:
             await held.closer.asend(None)
         return held.client
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), MAX_RETRY_AFTER)
-        delay = min(self.max_retry_delay, self.retry_delay * 2 ** (attempt - 1))
-        return delay * (0.5 + random.random() / 2)
-
 
 @dataclass(slots=True)
 class _LoopClient:
@@ -216,41 +223,36 @@ async def _close_at_shutdown(client: AsyncOpenAI) -> AsyncGenerator[None]:
         await client.close()
 
 
-# -- errors and retries --
+# -- errors --
 
 
-@dataclass(slots=True)
-class _Failure:
-    retryable: bool
-    message: str
-    retry_after: float | None = None
+class _StreamError(Exception):
+    """An `error` object sent inside the event stream, after the `200 OK`."""
+
+    def __init__(self, error: object) -> None:
+        whole = str(error)
+        detail: Mapping[str, Any] = cast(Mapping[str, Any], error) if isinstance(error, Mapping) else {}
+        self.kind = str(detail.get("type") or detail.get("code") or "")
+        super().__init__(str(detail.get("message") or whole))
 
 
-def _classify(exc: Exception, where: str) -> _Failure | None:
-    """What a failed call means for the retry policy; `None` for errors that are not the server's."""
+_STREAM_ERRORS_WORTH_RETRYING = ("server_error", "rate_limit", "overloaded", "timeout", "unavailable")
+
+
+def _classify(exc: Exception, where: str) -> Failure | None:
+    """What a failed try means for the retry policy; `None` for errors that are not the server's."""
     import openai
 
-    if isinstance(exc, openai.APITimeoutError):
-        return _Failure(True, f"the request to {where} timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        return _Failure(True, f"could not connect to {where}: {exc.__cause__ or exc}")
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
         detail = _detail(exc.body, exc.message)
-        if status in (401, 403):
-            return _Failure(
-                False,
-                f"{where} refused the credentials (HTTP {status}): {detail}. "
-                "Check OPENAI_API_KEY (and OPENAI_BASE_URL, if you use another server).",
-            )
-        if status in (408, 409, 429) or status >= 500:
-            return _Failure(True, f"{where} answered HTTP {status}: {detail}", _retry_after(exc.response.headers))
-        return _Failure(False, f"{where} rejected the request (HTTP {status}): {detail}")
-    if isinstance(exc, openai.APIError):  # an error event inside a stream
-        return _Failure(False, f"{where} reported an error: {exc.message}")
-    if isinstance(exc, ValueError):  # JSON that does not decode, a chunk that does not validate
-        return _Failure(False, f"{where} answered something that is not a Chat Completions reply: {exc}")
-    return None
+        hint = "Check OPENAI_API_KEY (and OPENAI_BASE_URL, if you use another server)."
+        return status_failure(where, exc.status_code, detail, exc.response.headers, hint)
+    if isinstance(exc, _StreamError):
+        retryable = any(word in exc.kind for word in _STREAM_ERRORS_WORTH_RETRYING)
+        return Failure(f"{where} reported an error in the stream ({exc.kind or 'no type'}): {exc}", retryable)
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):  # JSON that does not decode
+        return Failure(f"{where} answered something that is not a Chat Completions reply: {exc}", retryable=True)
+    return transport_failure(where, exc, timeout=openai.APITimeoutError, connection=openai.APIConnectionError)
 
 
 def _detail(body: object, fallback: str) -> str:
@@ -261,22 +263,20 @@ def _detail(body: object, fallback: str) -> str:
     return fallback
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The `data` of each server-sent event (its `data:` lines joined), in order."""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
             continue
-        try:
-            return float(value) * scale
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value:
-        moment = email.utils.parsedate_tz(value)
-        if moment is not None:
-            return max(0.0, email.utils.mktime_tz(moment) - time.time())
-    return None
+        field_name, _, value = line.partition(":")
+        if field_name == "data":
+            data.append(value.removeprefix(" "))
+    if data:
+        yield "\n".join(data)
 
 
 # -- requests --
@@ -460,49 +460,86 @@ class _Reply:
 
     @classmethod
     def of_completion(cls, completion: ChatCompletion) -> _Reply:
-        reply = cls(model=completion.model or "")
-        if completion.usage is not None:
-            reply.usage = _usage(completion.usage)
-        if not completion.choices:
-            return reply
-        choice = completion.choices[0]
-        message = choice.message
-        reply.finish = choice.finish_reason
-        reply.text.append(message.content or "")
-        reply.reasoning.append(_reasoning_of(message))
-        for call in message.tool_calls or []:
-            function = getattr(call, "function", None)  # custom (non-function) tools are not ours
-            if function is not None:
-                reply.calls.append(_Call(id=call.id, name=function.name, arguments=[function.arguments or ""]))
+        """The reply in a whole completion; a `BadAnswer` if it has no choice or no finish reason."""
+        reply = cls()
+        try:
+            reply.model = completion.model or ""
+            if completion.usage is not None:
+                reply.usage = _usage(completion.usage)
+            if not completion.choices:
+                raise BadAnswer("the reply has no choices")
+            choice = completion.choices[0]
+            message = choice.message
+            reply.finish = choice.finish_reason
+            reply.text.append(message.content or "")
+            reply.reasoning.append(_reasoning_of(message))
+            for call in message.tool_calls or []:
+                function = getattr(call, "function", None)  # custom (non-function) tools are not ours
+                if function is not None:
+                    reply.calls.append(_Call(id=call.id, name=function.name, arguments=[function.arguments or ""]))
+        except (AttributeError, TypeError) as exc:  # fields of the wrong shape
+            raise BadAnswer(f"the reply is not a Chat Completions object: {exc}") from exc
+        if not reply.finish:
+            raise BadAnswer("the reply has no finish_reason")
         return reply
 
     @classmethod
-    async def of_stream(cls, stream: AsyncStream[ChatCompletionChunk]) -> _Reply:
+    async def of_stream(cls, events: AsyncIterator[str]) -> _Reply:
+        """The reply in a stream's events; a `BadAnswer` unless it ends with `[DONE]` after a
+        finish reason, the way every Chat Completions stream ends."""
+        from openai.types.chat import ChatCompletionChunk
+
         reply = cls()
         by_index: dict[int, _Call] = {}
-        async for chunk in stream:
-            reply.model = chunk.model or reply.model
-            if chunk.usage is not None:
-                reply.usage = _usage(chunk.usage)
-            for choice in chunk.choices:
-                if choice.index != 0:
-                    continue
-                delta = choice.delta
-                reply.text.append(delta.content or "")
-                reply.reasoning.append(_reasoning_of(delta))
-                for piece in delta.tool_calls or []:
-                    current = by_index.get(piece.index)
-                    # A new id at a known index is a new call: some servers number every call 0.
-                    if current is None or (piece.id and current.id and piece.id != current.id):
-                        current = by_index[piece.index] = _Call()
-                        reply.calls.append(current)
-                    current.id = current.id or piece.id or ""
-                    if piece.function is not None:
-                        current.name = current.name or piece.function.name or ""
-                        current.arguments.append(piece.function.arguments or "")
-                if choice.finish_reason:
-                    reply.finish = choice.finish_reason
+        async for data in events:
+            if data.strip() == "[DONE]":
+                break
+            try:
+                payload = json.loads(data)
+            except ValueError as exc:
+                raise BadAnswer(f"a stream event is not JSON: {excerpt(data)}") from exc
+            if not isinstance(payload, dict):
+                raise BadAnswer(f"a stream event is not a Chat Completions chunk: {excerpt(data)}")
+            chunk_data = cast(dict[str, Any], payload)
+            if chunk_data.get("error"):
+                raise _StreamError(chunk_data["error"])
+            try:
+                reply.add(ChatCompletionChunk.model_construct(**chunk_data), by_index)
+            except (AttributeError, TypeError) as exc:  # fields of the wrong shape
+                raise BadAnswer(f"a stream event is not a Chat Completions chunk: {excerpt(data)}") from exc
+        else:
+            cut = "before [DONE]" if reply.finish else "before a finish_reason"
+            raise BadAnswer(f"the stream ended {cut}: the answer is incomplete")
+        if not reply.finish:
+            raise BadAnswer("the stream ended without a finish_reason")
         return reply
+
+    def add(self, chunk: ChatCompletionChunk, by_index: dict[int, _Call]) -> None:
+        self.model = chunk.model or self.model
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        for choice in chunk.choices or []:
+            if choice.index != 0:
+                continue
+            delta = cast("ChoiceDelta | None", choice.delta)  # some servers leave it out of the last chunk
+            if delta is not None:
+                self._add_delta(delta, by_index)
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+
+    def _add_delta(self, delta: ChoiceDelta, by_index: dict[int, _Call]) -> None:
+        self.text.append(delta.content or "")
+        self.reasoning.append(_reasoning_of(delta))
+        for piece in delta.tool_calls or []:
+            current = by_index.get(piece.index)
+            # A new id at a known index is a new call: some servers number every call 0.
+            if current is None or (piece.id and current.id and piece.id != current.id):
+                current = by_index[piece.index] = _Call()
+                self.calls.append(current)
+            current.id = current.id or piece.id or ""
+            if piece.function is not None:
+                current.name = current.name or piece.function.name or ""
+                current.arguments.append(piece.function.arguments or "")
 
     def response(self, *, constrained: bool) -> ModelResponse:
         parts: list[Part] = []

@@ -1,0 +1,312 @@
+"""The contract every provider adapter keeps, run against both loopback servers through the real SDKs.
+
+An answer counts only when it is whole: a cut stream, a missing finish reason, an HTML page where
+the API's JSON belongs are retried like an overload, and a `ModelError` when the attempts run out.
+Every call ends within its deadline, however slowly the server dribbles. Both adapters share one
+retry policy (attempts, backoff, `Retry-After`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delegate import AnthropicModel, Message, ModelError, OpenAIModel, RetryPolicy, Runtime, ToolContext, Workspace
+from delegate._loop import AgentSpec, run_agent
+from delegate.batch import Batches, BatchWorker
+from delegate.models import Model, ModelRequest
+
+from . import loopback_anthropic, loopback_openai
+from .batch_support import FAST, batches_fixture, dbos_schema, finished  # noqa: F401
+from .loopback_misbehaviour import Html
+
+FASTEST = RetryPolicy(attempts=3, base_delay=0.001, max_delay=0.005)
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One adapter with its loopback server: what a contract test needs to know of either."""
+
+    name: str
+    serve: Callable[[Any], AbstractContextManager[Any]]
+    reply: Callable[..., Any]
+    fault: Callable[..., Any]
+    build: Callable[..., Model]
+    scripted: Callable[[list[Any]], Any]
+
+
+OPENAI = Provider(
+    name="openai",
+    serve=loopback_openai.OpenAIServer,
+    reply=loopback_openai.Reply,
+    fault=loopback_openai.Fault,
+    build=lambda server, **options: OpenAIModel("gpt-test", base_url=server.base_url, api_key="k", **options),
+    scripted=loopback_openai.scripted,
+)
+ANTHROPIC = Provider(
+    name="anthropic",
+    serve=loopback_anthropic.AnthropicServer,
+    reply=loopback_anthropic.Reply,
+    fault=loopback_anthropic.Fault,
+    build=lambda server, **options: AnthropicModel("claude-test", base_url=server.base_url, api_key="k", **options),
+    scripted=loopback_anthropic.scripted,
+)
+
+
+@pytest.fixture(autouse=True)
+def no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "ANTHROPIC_")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(params=[OPENAI, ANTHROPIC], ids=lambda p: p.name)
+def provider(request: pytest.FixtureRequest) -> Provider:
+    return request.param
+
+
+@pytest.fixture(params=[True, False], ids=["streamed", "plain"])
+def stream(request: pytest.FixtureRequest) -> bool:
+    return request.param
+
+
+@dataclass
+class Harness:
+    provider: Provider
+    stream: bool
+    made: list[Model]
+
+    def serve(self, answers: list[Any] | Callable[[dict[str, Any]], Any]) -> AbstractContextManager[Any]:
+        responder = self.provider.scripted(answers) if isinstance(answers, list) else answers
+        return self.provider.serve(responder)
+
+    def model(self, server: Any, **options: Any) -> Model:
+        options = {"retry": FASTEST, "stream": self.stream, **options}
+        model = self.provider.build(server, **options)
+        self.made.append(model)
+        return model
+
+    def reply(self, text: str = "", **options: Any) -> Any:
+        return self.provider.reply(content=text, **options)
+
+    def fault(self, status: int, message: str, **options: Any) -> Any:
+        return self.provider.fault(status, message, **options)
+
+
+@pytest.fixture
+async def harness(provider: Provider, stream: bool) -> AsyncIterator[Harness]:
+    made: list[Model] = []
+    yield Harness(provider, stream, made)
+    for model in made:
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def ask(text: str = "hello") -> ModelRequest:
+    return ModelRequest(system="Be brief.", messages=[Message.user(text)])
+
+
+BAD_ANSWERS = {
+    "cut": {"cut": True},
+    "no_finish_reason": {"no_finish": True},
+}
+
+
+# -- answers are checked before they count --
+
+
+@pytest.mark.parametrize("misbehaviour", list(BAD_ANSWERS), ids=list(BAD_ANSWERS))
+async def test_a_bad_answer_is_asked_again_and_the_whole_one_counts(harness: Harness, misbehaviour: str) -> None:
+    bad = harness.reply("half an ans", **BAD_ANSWERS[misbehaviour])
+    with harness.serve([bad, harness.reply("a whole answer")]) as server:
+        response = await harness.model(server).complete(ask())
+    assert response.text == "a whole answer"
+    assert response.stop_reason == "end_turn"
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("misbehaviour", list(BAD_ANSWERS), ids=list(BAD_ANSWERS))
+async def test_a_bad_answer_every_time_is_a_model_error_never_the_cut_text(harness: Harness, misbehaviour: str) -> None:
+    with (
+        harness.serve(lambda body: harness.reply("half an ans", **BAD_ANSWERS[misbehaviour])) as server,
+        pytest.raises(ModelError) as caught,
+    ):
+        await harness.model(server).complete(ask())
+    assert len(server.requests) == 3
+    message = str(caught.value)
+    assert "after 3 attempts" in message
+    words = {"cut": ("incomplete", "not"), "no_finish_reason": ("finish_reason", "stop_reason")}[misbehaviour]
+    assert any(word in message for word in words), message
+
+
+async def test_a_stream_without_its_end_marker_is_not_an_answer(provider: Provider) -> None:
+    harness = Harness(provider, stream=True, made=[])
+    with harness.serve([harness.reply("all of it", done=False), harness.reply("all of it, ended")]) as server:
+        model = harness.model(server)
+        response = await model.complete(ask())
+        await model.aclose()  # type: ignore[attr-defined]
+    assert response.text == "all of it, ended"
+    assert len(server.requests) == 2
+
+
+async def test_an_html_page_from_a_proxy_is_retried_and_then_a_model_error(harness: Harness) -> None:
+    with harness.serve([Html(), harness.reply("the real answer")]) as server:
+        response = await harness.model(server).complete(ask())
+    assert response.text == "the real answer"
+    with harness.serve(lambda body: Html()) as server, pytest.raises(ModelError) as caught:
+        await harness.model(server).complete(ask())
+    assert len(server.requests) == 3
+    assert "after 3 attempts" in str(caught.value)
+    assert "It works!" in str(caught.value)  # the message shows what came instead
+
+
+async def test_an_agent_whose_answers_are_always_cut_ends_in_error_not_completed(
+    harness: Harness, tmp_path: Path
+) -> None:
+    with harness.serve(lambda body: harness.reply("The answer is 4", cut=True)) as server:
+        spec = AgentSpec(name="lead", instructions="Answer.", model=harness.model(server), tools=[])
+        ctx = ToolContext(run_id="r", agent_id="lead", workspace=Workspace.open(tmp_path), emit=lambda e: None)
+        result = await run_agent(spec, ctx, [Message.user("2 + 2?")])
+    assert result.status == "error"
+    assert result.stop_reason == "model_error"
+    assert result.final in ("", None)
+    assert result.error is not None and "after 3 attempts" in result.error
+
+
+# -- deadlines --
+
+
+async def test_a_dribbling_answer_ends_at_the_calls_deadline(harness: Harness) -> None:
+    """One chunk every 50 ms keeps every read in time; only the whole-call deadline stops it."""
+    with (
+        harness.serve(lambda body: harness.reply("never ending", dribble=0.05)) as server,
+        pytest.raises(ModelError, match=r"no whole answer within the 0\.5 s deadline") as caught,
+    ):
+        await harness.model(server, deadline=0.5, timeout=30.0).complete(ask())
+    assert "deadline=" in str(caught.value)  # it says what to change
+    assert len(server.requests) == 1
+
+
+async def test_a_retry_after_longer_than_the_deadline_fails_at_once_saying_so(harness: Harness) -> None:
+    with (
+        harness.serve(lambda body: harness.fault(429, "slow down", retry_after=60)) as server,
+        pytest.raises(ModelError, match=r"HTTP 429.*slow down.*would pass the 5 s deadline"),
+    ):
+        await harness.model(server, deadline=5.0).complete(ask())
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("deadline", [0, -1.0, float("inf"), float("nan")])
+def test_a_deadline_that_is_not_a_positive_number_is_a_user_error(provider: Provider, deadline: float) -> None:
+    from delegate import UserError
+
+    with provider.serve(provider.scripted([])) as server, pytest.raises(UserError, match="deadline"):
+        provider.build(server, deadline=deadline)
+
+
+# -- one retry policy --
+
+
+async def test_a_rate_limit_waits_what_retry_after_says(harness: Harness) -> None:
+    with harness.serve([harness.fault(429, "slow down", retry_after=0.3), harness.reply("ok")]) as server:
+        started = time.monotonic()
+        response = await harness.model(server).complete(ask())
+        waited = time.monotonic() - started
+    assert response.text == "ok"
+    assert len(server.requests) == 2
+    assert waited >= 0.3
+
+
+async def test_server_errors_are_tried_exactly_as_often_as_the_policy_says(harness: Harness) -> None:
+    policy = RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.001)
+    with (
+        harness.serve(lambda body: harness.fault(503, "busy")) as server,
+        pytest.raises(ModelError, match=r"after 4 attempts: .*HTTP 503.*busy"),
+    ):
+        await harness.model(server, retry=policy).complete(ask())
+    assert len(server.requests) == 4
+
+
+async def test_refused_credentials_are_not_retried_and_name_the_key(harness: Harness) -> None:
+    with harness.serve(lambda body: harness.fault(401, "bad key")) as server, pytest.raises(ModelError) as caught:
+        await harness.model(server).complete(ask())
+    assert len(server.requests) == 1
+    key = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[harness.provider.name]
+    assert "HTTP 401" in str(caught.value) and key in str(caught.value)
+
+
+def test_the_backoff_doubles_with_jitter_up_to_its_ceiling() -> None:
+    policy = RetryPolicy(attempts=10, base_delay=1.0, max_delay=8.0)
+    for failures, ceiling in [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (7, 8.0)]:
+        waits = {policy.delay(failures) for _ in range(50)}
+        assert all(ceiling / 2 <= wait <= ceiling for wait in waits)
+        assert len(waits) > 1  # jittered
+    assert policy.delay(3, retry_after=12.5) == 12.5
+
+
+@pytest.mark.parametrize("options", [{"attempts": 0}, {"base_delay": -1.0}, {"base_delay": 5.0, "max_delay": 1.0}])
+def test_a_retry_policy_that_cannot_work_is_a_user_error(options: dict[str, Any]) -> None:
+    from delegate import UserError
+
+    with pytest.raises(UserError, match="RetryPolicy"):
+        RetryPolicy(**options)
+
+
+# -- a batch item counts a bad answer as a failed attempt --
+
+
+async def test_a_batch_item_whose_answers_are_cut_fails_after_its_attempts(batches: Batches, tmp_path: Path) -> None:
+    with loopback_openai.OpenAIServer(lambda body: loopback_openai.Reply(content="cut short", cut=True)) as server:
+        model = OPENAI.build(server, retry=RetryPolicy(attempts=1))
+        runtime = Runtime(model=model, workspace=tmp_path, store=False, batch_tools=False)
+        sub = batches.submit(
+            "alice", subagent_type="general-purpose", items=[{"key": "a", "prompt": "Say hi."}], max_attempts=2
+        )
+        settings = FAST | {"system_schema": dbos_schema(batches)}
+        async with BatchWorker(batches, runtime, **settings) as worker:
+            batch = await finished(worker, sub.batch.id, user="alice")
+        await runtime.aclose()
+    item = batches.item("alice", sub.batch.id, "a")
+    assert batch.counts["failed"] == 1 and batch.counts["succeeded"] == 0
+    assert item.status == "failed"
+    assert item.attempts == 2
+    assert item.error is not None and "incomplete" in item.error
+    assert len(server.requests) == 2
+
+
+# -- a provider sees schemas and plain data --
+
+
+def test_providers_see_plain_data_not_the_workspace() -> None:
+    code = (
+        "import sys, delegate.models, delegate.models._openai, delegate.models._anthropic\n"
+        "print(sorted(m for m in sys.modules if m in ('delegate._workspace', 'delegate.tools')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert "workspace" not in {f.name for f in dataclasses.fields(ModelRequest)}
+
+
+def test_the_models_page_example_builds_its_models(tmp_path: Path) -> None:
+    page = Path(__file__).parent.parent / "docs" / "models.md"
+    block = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)[0]
+    check = "\nassert rt.model is lead and lead.deadline == 1800 and lead.retry.attempts == 8\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env["ANTHROPIC_API_KEY"] = "sk-ant-not-used"  # the models are built, never called
+    (tmp_path / "ws").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", block + check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
