@@ -50,9 +50,8 @@ def test_a_public_style_folder_loads_every_readable_file_and_names_the_rest(work
     ]
     seo = catalogue.definitions["seo-meta-optimizer"]  # an unquoted "Triggers on: 'x', 'y'"
     assert seo.description.endswith("Triggers on: 'meta tags', 'SEO titles', 'search snippets'")
-    assert reasons(catalogue, "seo-meta-optimizer.md") == [
-        "front matter is not strict YAML (mapping values are not allowed here); read line by line"
-    ]
+    [problem] = reasons(catalogue, "seo-meta-optimizer.md")
+    assert problem.startswith("front matter is not strict YAML (") and problem.endswith("); read line by line")
     assert [w.line for w in catalogue.warnings if w.file.endswith("seo-meta-optimizer.md")] == [3]
     powershell = catalogue.definitions["powershell-5.1-expert"]  # a dotted name, a block description
     assert powershell.description == (
@@ -117,13 +116,14 @@ def test_aliases_resolve_through_an_overridable_table(
 def test_skills_as_anthropic_writes_them_load_and_a_broken_one_is_named(workspace: Path, clean_env: None) -> None:
     runtime = Runtime(workspace=workspace, store=False)
     shown = [str(w) for w in runtime.warnings() if "skills" in w.file]
-    assert shown == [
-        ".claude/skills/brand.guidelines/SKILL.md:3: front matter is not strict YAML (mapping values are not "
-        "allowed here); read line by line",
+    assert shown[0].startswith(".claude/skills/brand.guidelines/SKILL.md:3: front matter is not strict YAML (")
+    assert shown[1:] == [
         ".claude/skills/brand.guidelines/SKILL.md: unknown field(s) argument-hint: kept, not used",
         ".claude/skills/broken/SKILL.md:1: no front matter: a skill starts with 'name' and 'description' between "
         "'---' lines; skipped",
     ]
+    pdf = runtime.warnings  # the public skill with its `license` field loads quietly
+    assert not any("pdf" in w.file for w in pdf())
 
 
 def sonnet_responder(body: dict[str, Any]) -> Reply:
@@ -206,15 +206,17 @@ def tool(body: dict[str, Any], name: str) -> dict[str, Any]:
     return next(t["function"] for t in body["tools"] if t["function"]["name"] == name)
 
 
+@pytest.mark.parametrize("count", [160, 500])
 def test_a_large_catalogue_keeps_the_first_request_small_and_every_type_reachable(
-    tmp_path: Path, clean_env: None
+    tmp_path: Path, clean_env: None, count: int
 ) -> None:
-    many_agents(tmp_path / ".claude/agents", 160)
+    many_agents(tmp_path / ".claude/agents", count)
     skills(tmp_path / ".claude/skills", 12)
     first, second = lead_requests(tmp_path, search="agent:specialist-042")
     assert len(json.dumps(first).encode()) <= 32_000
     task = tool(first, "task")
-    assert all(f"- specialist-{i:03}:" in task["description"] for i in range(160))
+    assert all(f"specialist-{i:03}" in task["description"] for i in range(count))
+    assert "enum" not in task["parameters"]["properties"]["subagent_type"]
     assert 'call tool_search with "agent:<name>"' in task["description"]
     found = next(m["content"] for m in second["messages"] if m["role"] == "tool")
     assert "- specialist-042: Expert number 42" in found and "Triggers on: 'topic42', 'area 42'" in found

@@ -27,7 +27,7 @@ from typing import Any, Literal, cast
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._errors import UserError
-from ._frontmatter import CatalogueWarning, Unreadable, display_name, read_front_matter
+from ._frontmatter import CatalogueWarning, Unreadable, read_front_matter
 from .models import Model, ModelAliases
 from .tools import BUILTIN_TOOLS, READ_ONLY_TOOLS
 
@@ -358,7 +358,7 @@ def load_folder(
     warnings: list[CatalogueWarning] = []
     for path in sorted(folder.glob("*.md")):
         try:
-            definition = load_definition(path, claude=claude, name=display_name(path, folder, label))
+            definition = load_definition(path, claude=claude, name=f"{label}/{path.name}" if label else path.name)
         except Unreadable as exc:
             warnings.append(exc.warning)
             continue
