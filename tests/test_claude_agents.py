@@ -4,6 +4,7 @@ model aliases, project context, and a large catalogue that costs the lead little
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -255,3 +256,27 @@ def test_agents_list_json_keeps_stdout_clean_and_warns_on_stderr(workspace: Path
     assert done.returncode == 0
     assert "powershell-5.1-expert" in [row["name"] for row in json.loads(done.stdout)]
     assert "warning: .claude/agents/blob.md: a binary file" in done.stderr
+
+
+def test_a_type_naming_an_mcp_server_gets_that_servers_tools_besides_its_own() -> None:
+    from delegate._agents import Subagent, tools_for
+
+    docs_only = Subagent(name="d", description="d", tools=["read_file"], mcp_servers=["docs"])
+    available = ["read_file", "write_file", "mcp__docs__search", "mcp__docs__fetch", "mcp__github__issue"]
+    assert tools_for(docs_only, ["read_file"], available) == ["read_file", "mcp__docs__search", "mcp__docs__fetch"]
+
+
+def test_delegate_run_prints_the_warnings_on_stderr_and_runs(workspace: Path) -> None:
+    with OpenAIServer(lambda body: Reply(content="all good")) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+        env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "PYTHONPATH": os.environ["PYTHONPATH"]}
+        done = subprocess.run(
+            [sys.executable, "-m", "delegate", "run", "hello", "--model", "openai:m", "--json"],
+            capture_output=True,
+            text=True,
+            cwd=workspace,
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["final"] == "all good"
+    assert "warning: .claude/agents/no-front-matter.md:1: no front matter" in done.stderr
