@@ -280,3 +280,40 @@ def test_delegate_run_prints_the_warnings_on_stderr_and_runs(workspace: Path) ->
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["final"] == "all good"
     assert "warning: .claude/agents/no-front-matter.md:1: no front matter" in done.stderr
+
+
+async def test_a_type_from_an_operators_folder_gets_the_mcp_server_it_defines_inline_for_itself_alone(
+    tmp_path: Path,
+) -> None:
+    from delegate.models import ModelRequest, ModelResponse
+    from delegate.testing import FunctionModel, call, reply
+
+    server = Path(__file__).with_name("mcp_server.py")
+    operator = tmp_path / "operator-agents"
+    operator.mkdir()
+    (operator / "adder.md").write_text(
+        "---\nname: adder\ndescription: Adds numbers.\ntools: Read\nmcpServers:\n"
+        f"  - tiny:\n      command: {sys.executable}\n      args: [{server}]\n---\nAdd.\n"
+    )
+    (tmp_path / "ws").mkdir()
+    offered: dict[str, set[str]] = {}
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        names = {t.name for t in request.tools}
+        if request.system.startswith(LEAD_INSTRUCTIONS):
+            offered.setdefault("lead", names)
+            if len(request.messages) == 1:
+                return call("task", subagent_type="adder", description="add", prompt="2 + 40")
+            return reply("done")
+        offered.setdefault("adder", names)
+        if len(request.messages) == 1:
+            return call("mcp__tiny__add", a=2, b=40)
+        return call("complete", summary=request.messages[-1].tool_results[0].content)
+
+    async with Runtime(
+        model=FunctionModel(answer), workspace=tmp_path / "ws", agents_dirs=[operator], store=False
+    ) as rt:
+        result = await rt.run("Add 2 and 40.")
+    assert result.subagents[0].summary == "42"
+    assert "mcp__tiny__add" in offered["adder"] and "read_file" in offered["adder"]
+    assert not any(name.startswith("mcp__") for name in offered["lead"])
