@@ -267,7 +267,11 @@ def test_a_type_naming_an_mcp_server_gets_that_servers_tools_besides_its_own() -
 
 
 def test_delegate_run_prints_the_warnings_on_stderr_and_runs(workspace: Path) -> None:
-    with OpenAIServer(lambda body: Reply(content="all good")) as server:
+    def answer(body: dict[str, Any]) -> Reply:
+        reply = sonnet_responder(body)
+        return Reply(content="all good") if reply.content.startswith("done") else reply
+
+    with OpenAIServer(answer) as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
         env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "PYTHONPATH": os.environ["PYTHONPATH"]}
         done = subprocess.run(
@@ -280,6 +284,7 @@ def test_delegate_run_prints_the_warnings_on_stderr_and_runs(workspace: Path) ->
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["final"] == "all good"
     assert "warning: .claude/agents/no-front-matter.md:1: no front matter" in done.stderr
+    assert "warning: model 'sonnet' (anthropic:claude-sonnet-4-5) has no ANTHROPIC_API_KEY set" in done.stderr
 
 
 async def test_a_type_from_an_operators_folder_gets_the_mcp_server_it_defines_inline_for_itself_alone(
@@ -317,3 +322,34 @@ async def test_a_type_from_an_operators_folder_gets_the_mcp_server_it_defines_in
     assert result.subagents[0].summary == "42"
     assert "mcp__tiny__add" in offered["adder"] and "read_file" in offered["adder"]
     assert not any(name.startswith("mcp__") for name in offered["lead"])
+
+
+async def test_project_context_is_bounded_marked_and_a_type_can_opt_out(tmp_path: Path) -> None:
+    from delegate import Subagent
+    from delegate.models import ModelRequest, ModelResponse
+    from delegate.testing import FunctionModel, call, reply
+
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / "CLAUDE.md").write_text("Use tabs. " + "x" * 20_000)
+    (tmp_path / ".claude/CLAUDE.md").write_text("Never push.")
+    (tmp_path / "AGENTS.md").symlink_to("/etc/hostname")  # a link out of the workspace is left out
+    quiet = Subagent(name="quiet", description="Works without project notes.", project_context=False)
+    systems: dict[str, str] = {}
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if request.system.startswith(LEAD_INSTRUCTIONS):
+            systems.setdefault("lead", request.system)
+            if len(request.messages) == 1:
+                return call("task", subagent_type="quiet", description="q", prompt="go")
+            return reply("done")
+        systems.setdefault("quiet", request.system)
+        return call("complete", summary="ok")
+
+    async with Runtime(model=FunctionModel(answer), workspace=tmp_path, subagents=[quiet], store=False) as rt:
+        await rt.run("Go.")
+    lead = systems["lead"]
+    assert '<project-context file="CLAUDE.md">\nUse tabs. xxx' in lead
+    assert "[... 12010 more characters: read CLAUDE.md with read_file]" in lead
+    assert '<project-context file=".claude/CLAUDE.md">\nNever push.\n</project-context>' in lead
+    assert 'file="AGENTS.md"' not in lead
+    assert "project-context" not in systems["quiet"]
