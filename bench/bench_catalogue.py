@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.loo
 from tests.loopback_openai import OpenAIServer, Reply
 
 from delegate import Catalogue, Runtime
+from delegate.models import RetryPolicy
 from delegate.models._openai import OpenAIModel
 
 SIZES = (3, 50, 150, 500)
@@ -62,7 +63,7 @@ def first_request(workspace: Path) -> dict[str, Any]:
         return Reply(content="done")
 
     with OpenAIServer(answer) as server:
-        model = OpenAIModel("bench", base_url=server.base_url, api_key="k", max_retries=0)
+        model = OpenAIModel("bench", base_url=server.base_url, api_key="k", retry=RetryPolicy(attempts=1))
         Runtime(model=model, workspace=workspace, store=False).run_sync("Say hello.")
     return server.requests[0]
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from delegate import Catalogue, Event, ModelAliases, Runtime, UserError
+from delegate.models import RetryPolicy
 from delegate.models._openai import OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import OpenAIServer, Reply
@@ -143,7 +144,7 @@ async def test_a_sonnet_type_without_an_anthropic_key_runs_on_the_leads_model(wo
     events: list[Event] = []
     (workspace / "AGENTS.md").write_text("Run `make check` before you finish. PROJECT-MARK")
     with OpenAIServer(sonnet_responder) as server:
-        model = OpenAIModel("lead-model", base_url=server.base_url, api_key="k", max_retries=0)
+        model = OpenAIModel("lead-model", base_url=server.base_url, api_key="k", retry=RetryPolicy(attempts=1))
         runtime = Runtime(model=model, workspace=workspace, store=False, sinks=[events.append])
         result = await runtime.run("Optimise the meta tags.")
         await model.aclose()
@@ -198,7 +199,7 @@ def lead_requests(workspace: Path, search: str | None = None) -> list[dict[str, 
         return Reply(content="nothing to do")
 
     with OpenAIServer(answer) as server:
-        model = OpenAIModel("m", base_url=server.base_url, api_key="k", max_retries=0)
+        model = OpenAIModel("m", base_url=server.base_url, api_key="k", retry=RetryPolicy(attempts=1))
         Runtime(model=model, workspace=workspace, store=False).run_sync("Say hello.")
     return server.requests
 
