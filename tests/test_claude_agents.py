@@ -4,6 +4,7 @@ model aliases, project context, and a large catalogue that costs the lead little
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from delegate import Catalogue, Event, ModelAliases, Runtime, UserError
+from delegate.models import RetryPolicy
 from delegate.models._openai import OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import OpenAIServer, Reply
@@ -50,9 +52,8 @@ def test_a_public_style_folder_loads_every_readable_file_and_names_the_rest(work
     ]
     seo = catalogue.definitions["seo-meta-optimizer"]  # an unquoted "Triggers on: 'x', 'y'"
     assert seo.description.endswith("Triggers on: 'meta tags', 'SEO titles', 'search snippets'")
-    assert reasons(catalogue, "seo-meta-optimizer.md") == [
-        "front matter is not strict YAML (mapping values are not allowed here); read line by line"
-    ]
+    [problem] = reasons(catalogue, "seo-meta-optimizer.md")
+    assert problem.startswith("front matter is not strict YAML (") and problem.endswith("); read line by line")
     assert [w.line for w in catalogue.warnings if w.file.endswith("seo-meta-optimizer.md")] == [3]
     powershell = catalogue.definitions["powershell-5.1-expert"]  # a dotted name, a block description
     assert powershell.description == (
@@ -117,13 +118,14 @@ def test_aliases_resolve_through_an_overridable_table(
 def test_skills_as_anthropic_writes_them_load_and_a_broken_one_is_named(workspace: Path, clean_env: None) -> None:
     runtime = Runtime(workspace=workspace, store=False)
     shown = [str(w) for w in runtime.warnings() if "skills" in w.file]
-    assert shown == [
-        ".claude/skills/brand.guidelines/SKILL.md:3: front matter is not strict YAML (mapping values are not "
-        "allowed here); read line by line",
+    assert shown[0].startswith(".claude/skills/brand.guidelines/SKILL.md:3: front matter is not strict YAML (")
+    assert shown[1:] == [
         ".claude/skills/brand.guidelines/SKILL.md: unknown field(s) argument-hint: kept, not used",
         ".claude/skills/broken/SKILL.md:1: no front matter: a skill starts with 'name' and 'description' between "
         "'---' lines; skipped",
     ]
+    pdf = runtime.warnings  # the public skill with its `license` field loads quietly
+    assert not any("pdf" in w.file for w in pdf())
 
 
 def sonnet_responder(body: dict[str, Any]) -> Reply:
@@ -142,7 +144,7 @@ async def test_a_sonnet_type_without_an_anthropic_key_runs_on_the_leads_model(wo
     events: list[Event] = []
     (workspace / "AGENTS.md").write_text("Run `make check` before you finish. PROJECT-MARK")
     with OpenAIServer(sonnet_responder) as server:
-        model = OpenAIModel("lead-model", base_url=server.base_url, api_key="k", max_retries=0)
+        model = OpenAIModel("lead-model", base_url=server.base_url, api_key="k", retry=RetryPolicy(attempts=1))
         runtime = Runtime(model=model, workspace=workspace, store=False, sinks=[events.append])
         result = await runtime.run("Optimise the meta tags.")
         await model.aclose()
@@ -197,7 +199,7 @@ def lead_requests(workspace: Path, search: str | None = None) -> list[dict[str, 
         return Reply(content="nothing to do")
 
     with OpenAIServer(answer) as server:
-        model = OpenAIModel("m", base_url=server.base_url, api_key="k", max_retries=0)
+        model = OpenAIModel("m", base_url=server.base_url, api_key="k", retry=RetryPolicy(attempts=1))
         Runtime(model=model, workspace=workspace, store=False).run_sync("Say hello.")
     return server.requests
 
@@ -206,15 +208,17 @@ def tool(body: dict[str, Any], name: str) -> dict[str, Any]:
     return next(t["function"] for t in body["tools"] if t["function"]["name"] == name)
 
 
+@pytest.mark.parametrize("count", [160, 500])
 def test_a_large_catalogue_keeps_the_first_request_small_and_every_type_reachable(
-    tmp_path: Path, clean_env: None
+    tmp_path: Path, clean_env: None, count: int
 ) -> None:
-    many_agents(tmp_path / ".claude/agents", 160)
+    many_agents(tmp_path / ".claude/agents", count)
     skills(tmp_path / ".claude/skills", 12)
     first, second = lead_requests(tmp_path, search="agent:specialist-042")
     assert len(json.dumps(first).encode()) <= 32_000
     task = tool(first, "task")
-    assert all(f"- specialist-{i:03}:" in task["description"] for i in range(160))
+    assert all(f"specialist-{i:03}" in task["description"] for i in range(count))
+    assert "enum" not in task["parameters"]["properties"]["subagent_type"]
     assert 'call tool_search with "agent:<name>"' in task["description"]
     found = next(m["content"] for m in second["messages"] if m["role"] == "tool")
     assert "- specialist-042: Expert number 42" in found and "Triggers on: 'topic42', 'area 42'" in found
@@ -253,3 +257,100 @@ def test_agents_list_json_keeps_stdout_clean_and_warns_on_stderr(workspace: Path
     assert done.returncode == 0
     assert "powershell-5.1-expert" in [row["name"] for row in json.loads(done.stdout)]
     assert "warning: .claude/agents/blob.md: a binary file" in done.stderr
+
+
+def test_a_type_naming_an_mcp_server_gets_that_servers_tools_besides_its_own() -> None:
+    from delegate._agents import Subagent, tools_for
+
+    docs_only = Subagent(name="d", description="d", tools=["read_file"], mcp_servers=["docs"])
+    available = ["read_file", "write_file", "mcp__docs__search", "mcp__docs__fetch", "mcp__github__issue"]
+    assert tools_for(docs_only, ["read_file"], available) == ["read_file", "mcp__docs__search", "mcp__docs__fetch"]
+
+
+def test_delegate_run_prints_the_warnings_on_stderr_and_runs(workspace: Path) -> None:
+    def answer(body: dict[str, Any]) -> Reply:
+        reply = sonnet_responder(body)
+        return Reply(content="all good") if reply.content.startswith("done") else reply
+
+    with OpenAIServer(answer) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+        env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "PYTHONPATH": os.environ["PYTHONPATH"]}
+        done = subprocess.run(
+            [sys.executable, "-m", "delegate", "run", "hello", "--model", "openai:m", "--json"],
+            capture_output=True,
+            text=True,
+            cwd=workspace,
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["final"] == "all good"
+    assert "warning: .claude/agents/no-front-matter.md:1: no front matter" in done.stderr
+    assert "warning: model 'sonnet' (anthropic:claude-sonnet-4-5) has no ANTHROPIC_API_KEY set" in done.stderr
+
+
+async def test_a_type_from_an_operators_folder_gets_the_mcp_server_it_defines_inline_for_itself_alone(
+    tmp_path: Path,
+) -> None:
+    from delegate.models import ModelRequest, ModelResponse
+    from delegate.testing import FunctionModel, call, reply
+
+    server = Path(__file__).with_name("mcp_server.py")
+    operator = tmp_path / "operator-agents"
+    operator.mkdir()
+    (operator / "adder.md").write_text(
+        "---\nname: adder\ndescription: Adds numbers.\ntools: Read\nmcpServers:\n"
+        f"  - tiny:\n      command: {sys.executable}\n      args: [{server}]\n---\nAdd.\n"
+    )
+    (tmp_path / "ws").mkdir()
+    offered: dict[str, set[str]] = {}
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        names = {t.name for t in request.tools}
+        if request.system.startswith(LEAD_INSTRUCTIONS):
+            offered.setdefault("lead", names)
+            if len(request.messages) == 1:
+                return call("task", subagent_type="adder", description="add", prompt="2 + 40")
+            return reply("done")
+        offered.setdefault("adder", names)
+        if len(request.messages) == 1:
+            return call("mcp__tiny__add", a=2, b=40)
+        return call("complete", summary=request.messages[-1].tool_results[0].content)
+
+    async with Runtime(
+        model=FunctionModel(answer), workspace=tmp_path / "ws", agents_dirs=[operator], store=False
+    ) as rt:
+        result = await rt.run("Add 2 and 40.")
+    assert result.subagents[0].summary == "42"
+    assert "mcp__tiny__add" in offered["adder"] and "read_file" in offered["adder"]
+    assert not any(name.startswith("mcp__") for name in offered["lead"])
+
+
+async def test_project_context_is_bounded_marked_and_a_type_can_opt_out(tmp_path: Path) -> None:
+    from delegate import Subagent
+    from delegate.models import ModelRequest, ModelResponse
+    from delegate.testing import FunctionModel, call, reply
+
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / "CLAUDE.md").write_text("Use tabs. " + "x" * 20_000)
+    (tmp_path / ".claude/CLAUDE.md").write_text("Never push.")
+    (tmp_path / "AGENTS.md").symlink_to("/etc/hostname")  # a link out of the workspace is left out
+    quiet = Subagent(name="quiet", description="Works without project notes.", project_context=False)
+    systems: dict[str, str] = {}
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if request.system.startswith(LEAD_INSTRUCTIONS):
+            systems.setdefault("lead", request.system)
+            if len(request.messages) == 1:
+                return call("task", subagent_type="quiet", description="q", prompt="go")
+            return reply("done")
+        systems.setdefault("quiet", request.system)
+        return call("complete", summary="ok")
+
+    async with Runtime(model=FunctionModel(answer), workspace=tmp_path, subagents=[quiet], store=False) as rt:
+        await rt.run("Go.")
+    lead = systems["lead"]
+    assert '<project-context file="CLAUDE.md">\nUse tabs. xxx' in lead
+    assert "[... 12010 more characters: read CLAUDE.md with read_file]" in lead
+    assert '<project-context file=".claude/CLAUDE.md">\nNever push.\n</project-context>' in lead
+    assert 'file="AGENTS.md"' not in lead
+    assert "project-context" not in systems["quiet"]

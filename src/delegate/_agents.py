@@ -27,7 +27,7 @@ from typing import Any, Literal, cast
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._errors import UserError
-from ._frontmatter import CatalogueWarning, Unreadable, display_name, read_front_matter
+from ._frontmatter import CatalogueWarning, Unreadable, read_front_matter
 from .models import Model, ModelAliases
 from .tools import BUILTIN_TOOLS, READ_ONLY_TOOLS
 
@@ -89,7 +89,10 @@ class Subagent:
     project_context: bool = True
     """Whether its system prompt carries the workspace's AGENTS.md / CLAUDE.md."""
     mcp_servers: list[str] = field(default_factory=list[str])
-    """MCP servers of the runtime's config whose tools this type gets besides its `tools`."""
+    """MCP servers whose tools this type gets besides its `tools`: the runtime's, or its own."""
+    mcp_inline: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    """Servers this type defines itself (`.mcp.json` entries), started for it alone; honoured only
+    from what agents cannot write (code, `--agents` folders outside the workspace)."""
     permission_mode: str | None = None
     unavailable_tools: list[str] = field(default_factory=list[str])
     """Tools its file names that delegate cannot serve (Claude's `WebFetch`, ...)."""
@@ -228,8 +231,9 @@ _FIX = {
 }
 
 
-def load_definition(path: Path, *, claude: bool = False, name: str | None = None) -> Subagent:
+def load_definition(path: Path, *, claude: bool = False, name: str | None = None, trusted: bool = False) -> Subagent:
     """Read one Markdown definition; `name` is how warnings call the file (default: its path).
+    `trusted` (an operator's folder, which agents cannot write) lets it define MCP servers inline.
     Raises `Unreadable` (with its warning) for a file that cannot be a definition; whatever else is
     wrong is in the definition's `warnings`."""
     shown = name or str(path)
@@ -239,7 +243,7 @@ def load_definition(path: Path, *, claude: bool = False, name: str | None = None
     if "name" not in fields and "description" in fields:
         fields["name"] = path.stem
         warnings.append(CatalogueWarning(shown, f"no 'name' field; named {path.stem!r} after the file"))
-    _inline_servers(fields, shown, warnings)
+    inline = _inline_servers(fields, shown, warnings, trusted=trusted)
     parsed = _validate(fields, shown, warnings)
     extra = dict(parsed.model_extra or {})
     if extra:
@@ -267,7 +271,8 @@ def load_definition(path: Path, *, claude: bool = False, name: str | None = None
             skills=parsed.skills,
             first_tool_choice=parsed.first_tool_choice,
             project_context=parsed.project_context,
-            mcp_servers=parsed.mcp_servers,
+            mcp_servers=[*parsed.mcp_servers, *inline],
+            mcp_inline=inline,
             permission_mode=parsed.permission_mode,
             unavailable_tools=unavailable,
             extra=extra,
@@ -298,32 +303,42 @@ def _validate(fields: dict[str, Any], shown: str, warnings: list[CatalogueWarnin
     raise Unreadable(CatalogueWarning(shown, "front matter cannot be read; skipped"))  # pragma: no cover
 
 
-def _inline_servers(fields: dict[str, Any], shown: str, warnings: list[CatalogueWarning]) -> None:
-    """`mcpServers` as names (kept) or inline definitions (`- name: {command: ...}`, not started:
-    a file that anyone can write must not start a process; a warning says where to put them)."""
+def _inline_servers(
+    fields: dict[str, Any], shown: str, warnings: list[CatalogueWarning], *, trusted: bool
+) -> dict[str, dict[str, Any]]:
+    """`mcpServers` as names (left in `fields`) and inline definitions (`- name: {command: ...}`,
+    returned when `trusted`; otherwise not started, with a warning: a file an agent can write must
+    not be able to start a process)."""
     key = next((k for k in ("mcpServers", "mcp_servers") if k in fields), None)
     value: Any = fields.get(key) if key else None
     if key is None or not isinstance(value, (dict, list)):
-        return
+        return {}
     entries: list[Any] = (
         [{k: v} for k, v in cast(dict[str, Any], value).items()] if isinstance(value, dict) else cast(list[Any], value)
     )
     named: list[str] = []
-    inline: list[str] = []
+    inline: dict[str, dict[str, Any]] = {}
     for entry in entries:
         if isinstance(entry, str):
             named.append(entry)
         elif isinstance(entry, dict):
-            inline += [str(k) for k in cast(dict[Any, Any], entry)]
+            for server, config in cast(dict[Any, Any], entry).items():
+                if isinstance(config, dict):
+                    inline[str(server)] = cast(dict[str, Any], config)
+                else:
+                    named.append(str(server))
     fields[key] = named
-    if inline:
+    if inline and not trusted:
         warnings.append(
             CatalogueWarning(
                 shown,
-                f"MCP server(s) {', '.join(inline)} defined inline are not started; define them in the "
-                "runtime's MCP config (--mcp-config) and name them here",
+                f"MCP server(s) {', '.join(inline)} defined inline are not started from a workspace folder; "
+                "define them in the runtime's MCP config (--mcp-config) and name them here, or load this file "
+                "with --agents DIR from a folder outside the workspace",
             )
         )
+        return {}
+    return inline
 
 
 def _map_tools(
@@ -348,7 +363,7 @@ def _map_tools(
 
 
 def load_folder(
-    folder: Path, *, claude: bool = False, label: str = ""
+    folder: Path, *, claude: bool = False, label: str = "", trusted: bool = False
 ) -> tuple[list[Subagent], list[CatalogueWarning]]:
     """Every `*.md` definition in `folder`, sorted by file name, and the warnings of the files
     skipped or read with problems. A missing folder has none."""
@@ -358,7 +373,8 @@ def load_folder(
     warnings: list[CatalogueWarning] = []
     for path in sorted(folder.glob("*.md")):
         try:
-            definition = load_definition(path, claude=claude, name=display_name(path, folder, label))
+            shown = f"{label}/{path.name}" if label else path.name
+            definition = load_definition(path, claude=claude, name=shown, trusted=trusted)
         except Unreadable as exc:
             warnings.append(exc.warning)
             continue
@@ -387,21 +403,22 @@ class Catalogue:
         """Read every source (see the module's docstring). Only a missing `agent_dirs` folder is a
         `UserError`; a file that cannot be read is skipped with a warning, and every model string
         is checked here (through `aliases`), so a bad one is a warning now, not a failed task later."""
-        folders: list[tuple[Path, bool, str]] = []
+        folders: list[tuple[Path, bool, str, bool]] = []  # folder, Claude's, label, the operator's
         if workspace is not None:
             folders += [
-                (workspace / ".claude" / "agents", True, ".claude/agents"),
-                (workspace / ".delegate" / "agents", False, ".delegate/agents"),
+                (workspace / ".claude" / "agents", True, ".claude/agents", False),
+                (workspace / ".delegate" / "agents", False, ".delegate/agents", False),
             ]
         for folder in agent_dirs:
             if not Path(folder).is_dir():
                 raise UserError(f"agents folder {str(folder)!r} does not exist")
-            folders.append((Path(folder), False, _label(Path(folder), workspace)))
+            outside = workspace is None or not Path(folder).resolve().is_relative_to(workspace.resolve())
+            folders.append((Path(folder), False, _label(Path(folder), workspace), outside))
         found: dict[str, Subagent] = {d.name: d for d in (BUILTIN_SUBAGENTS if builtins else ())}
         warnings: list[CatalogueWarning] = []
         table = aliases or ModelAliases()
-        for folder, claude, label in folders:
-            definitions, problems = load_folder(folder, claude=claude, label=label)
+        for folder, claude, label, trusted in folders:
+            definitions, problems = load_folder(folder, claude=claude, label=label, trusted=trusted)
             warnings += problems
             for definition in definitions:
                 found[definition.name] = _resolve_model(definition, table, warnings)

@@ -23,7 +23,7 @@ from ._messages import Message
 from ._record import StopReason
 from ._usage import Usage
 from ._workspace import Workspace
-from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool
+from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool, server_config
 from .models import Model, ModelAliases, ToolChoice, resolve_model
 from .skills import SkillCatalogue
 from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, project_context, task_tool
@@ -133,6 +133,9 @@ class Runtime:
             self.tools[extra.name] = extra
         self.instructions = instructions
         self.mcp = MCPTools(mcp_servers) if mcp_servers else None
+        self._own_mcp = self._inline_servers()
+        """Per type, the MCP servers its definition defines inline (started at a run's start)."""
+        self._own_mcp_tools: list[Tool] | None = None
         """The MCP servers' tools: loaded on first use; deferred behind `tool_search` when it is on,
         with the `auto_promote` that best match a task loaded from its first turn."""
         self.tool_search = tool_search
@@ -222,6 +225,9 @@ class Runtime:
                 await close()
         if self.mcp is not None:
             await self.mcp.aclose()
+        for servers in self._own_mcp.values():
+            await servers.aclose()
+        self._own_mcp_tools = None
         if self._store is not None and self._owns_store:
             self._store.close()
             self._store, self._batches = None, None
@@ -275,7 +281,8 @@ class Runtime:
         lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
         if ctx.uploaded_files is not None:
             lead_tools.append(list_uploaded_files)
-        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools, context)
+        own = await self._load_own_mcp(recorder.emit, run_id)
+        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools, context, own)
         deferred = mcp_tools if self.tool_search else []
         task = self._task_tool(runner) if self.task_tool and len(self.catalogue) else None
         types = self._searchable_types() if task is not None else []
@@ -350,7 +357,8 @@ class Runtime:
         inherited = [name for name in self.tools if name != "complete"]
         skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
         mcp_tools = await self._load_mcp()
-        runner = self._runner(ctx, self.model, inherited, skills, mcp_tools, project_context(self.workspace))
+        own = await self._load_own_mcp(ctx.emit, ctx.run_id)
+        runner = self._runner(ctx, self.model, inherited, skills, mcp_tools, project_context(self.workspace), own)
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -383,6 +391,7 @@ class Runtime:
         skills: SkillCatalogue,
         mcp_tools: list[Tool],
         context: str = "",
+        own_tools: Sequence[Tool] = (),
     ) -> SubagentRunner:
         subagent_model = self.model_for(self._subagent_model_spec) if self._subagent_model_spec else None
         return SubagentRunner(
@@ -391,7 +400,8 @@ class Runtime:
             timezone=self.timezone,
             workspace=self.workspace,
             emit=parent.emit,
-            tools=self._subagent_tools(uploads=parent.uploaded_files is not None) | {t.name: t for t in mcp_tools},
+            tools=self._subagent_tools(uploads=parent.uploaded_files is not None)
+            | {t.name: t for t in [*mcp_tools, *own_tools]},
             parent_tools=parent_tools,
             parent_model=model,
             subagent_model=subagent_model,
@@ -405,6 +415,42 @@ class Runtime:
             auto_promote=self.auto_promote,
             project_context=context,
         )
+
+    def _inline_servers(self) -> dict[str, MCPTools]:
+        """The servers definitions define inline, per type; a bad entry is a catalogue warning."""
+        found: dict[str, MCPTools] = {}
+        problems: list[CatalogueWarning] = []
+        for definition in self.catalogue.definitions.values():
+            if not definition.mcp_inline:
+                continue
+            try:
+                configs = [server_config(n, e, definition.source) for n, e in definition.mcp_inline.items()]
+                found[definition.name] = MCPTools(configs)
+            except UserError as exc:
+                problems.append(CatalogueWarning(definition.source, f"{exc}; it runs without these servers"))
+        self.catalogue = self.catalogue.with_warnings(problems)
+        return found
+
+    async def _load_own_mcp(self, emit: EventSink, run_id: str) -> list[Tool]:
+        """The tools of the types' own servers, listed once; a server that cannot be reached is a
+        `warning` event, and its type runs without its tools."""
+        if self._own_mcp_tools is None:
+            self._own_mcp_tools = []
+            for name, servers in self._own_mcp.items():
+                try:
+                    self._own_mcp_tools += await servers.load()
+                except UserError as exc:
+                    source = self.catalogue.definitions[name].source
+                    reason = f"{exc}; type {name!r} runs without its own MCP servers"
+                    emit(
+                        Event(
+                            type="warning",
+                            run_id=run_id,
+                            agent_id="lead",
+                            data=CatalogueWarning(source, reason).to_dict(),
+                        )
+                    )
+        return self._own_mcp_tools
 
     async def _load_mcp(self) -> list[Tool]:
         """The MCP servers' tools, listed once (a server that cannot be reached is a `UserError`)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:
+    from .._events import Event
     from .._runtime import Runtime
 
 app = typer.Typer(
@@ -55,6 +56,12 @@ def print_warnings(runtime: Runtime) -> None:
     """What is wrong with the definition and skill files the runtime read, one line each on stderr."""
     for warning in runtime.warnings():
         typer.echo(f"warning: {warning}", err=True)
+
+
+def print_model_fallback(event: Event) -> None:
+    """A type whose aliased model has no key runs on the lead's: say so on stderr as it happens."""
+    if event.type == "warning" and "subagent_type" in event.data:
+        typer.echo(f"warning: {event.data['reason']}", err=True)
 
 
 def store_option(db: str | None) -> str | None:
@@ -117,6 +124,7 @@ def run(
     live = not as_json and sys.stdout.isatty()
     batches: list[dict[str, Any]] = []
     runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
+    runtime.sinks.append(print_model_fallback)
     try:
         if live:
             from ._render import run_live

@@ -1,7 +1,7 @@
 """MCP servers' tools, and deferred tools an agent loads with `tool_search`."""
 
 from ..tools._mcp import MCPServerConfig, MCPTools
-from ._config import load_mcp_config
+from ._config import load_mcp_config, server_config
 from ._deferred import LOADED, TOOL_SEARCH, DeferredGate, deferred_index, rank, search_tool
 
 __all__ = [
@@ -14,4 +14,5 @@ __all__ = [
     "load_mcp_config",
     "rank",
     "search_tool",
+    "server_config",
 ]

@@ -38,6 +38,11 @@ def load_mcp_config(path: str | Path) -> list[MCPServerConfig]:
     return configs
 
 
+def server_config(name: str, entry: dict[str, Any], where: str) -> MCPServerConfig:
+    """One `mcpServers` entry as a config; a `UserError` starting with `where` otherwise."""
+    return _server(Path(where), name, entry)
+
+
 def _server(file: Path, name: str, entry: dict[str, Any]) -> MCPServerConfig:
     unknown = set(entry) - {"type", "command", "args", "env", "cwd", "url", "headers"}
     if unknown:

@@ -29,13 +29,15 @@ MIN_SHORT = 24
 
 def type_listing(types: list[tuple[str, str]]) -> tuple[str, bool]:
     """The subagent types as the `task` tool lists them, and whether descriptions were shortened.
-    A large catalogue keeps every name (each stays reachable) and the start of each description;
-    the full one is a `tool_search` away."""
+    A large catalogue keeps every name (each stays reachable) and the start of each description
+    while that fits, else names alone; the full description is a `tool_search` away."""
     full = "\n".join(f"- {name}: {description}" for name, description in types)
     if len(full) <= FULL_LISTING_CHARS:
         return full, False
     names = sum(len(name) + 4 for name, _ in types)
-    room = max(MIN_SHORT, (SHORT_LISTING_CHARS - names) // max(1, len(types)))
+    room = (SHORT_LISTING_CHARS - names) // max(1, len(types))
+    if room < MIN_SHORT:
+        return "Types (names only): " + ", ".join(name for name, _ in types), True
     return "\n".join(f"- {name}: {_shorten(description, room)}" for name, description in types), True
 
 
