@@ -43,11 +43,13 @@ class CommandPolicy:
 
     `network` lets commands reach the network; `env` names variables of ours they may see besides
     `COMMAND_ENV`; `sandbox=False` runs them unconfined, as the operator's own user (say so loudly).
+    `bwrap` is the bubblewrap program (a name looked up on PATH, or a path).
     """
 
     sandbox: bool = True
     network: bool = False
     env: tuple[str, ...] = ()
+    bwrap: str = "bwrap"
 
 
 @dataclass(frozen=True, slots=True)

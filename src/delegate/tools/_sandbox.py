@@ -70,7 +70,7 @@ def sandbox_argv(command: str, workspace: Workspace) -> list[str]:
 
     Raises `ToolError` (saying what to install) when bwrap cannot run here.
     """
-    bwrap = _usable_bwrap()
+    bwrap = _usable_bwrap(workspace.commands.bwrap)
     root = str(workspace.root)
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     argv += ["--unshare-cgroup-try", "--hostname", "sandbox"]
@@ -109,11 +109,13 @@ def _system_mounts() -> list[str]:
 
 
 @functools.cache
-def _usable_bwrap() -> str:
+def _usable_bwrap(program: str) -> str:
     """The path of a bwrap that can build a sandbox here (checked once per process)."""
-    found = shutil.which("bwrap") or ("/usr/bin/bwrap" if Path("/usr/bin/bwrap").exists() else None)
+    found = shutil.which(program)
+    if program == "bwrap" and found is None and Path("/usr/bin/bwrap").exists():
+        found = "/usr/bin/bwrap"  # PATH may lack /usr/bin in a service's environment
     if found is None:
-        raise ToolError(INSTALL_HINT.format(why=" (bwrap is not installed)"))
+        raise ToolError(INSTALL_HINT.format(why=f" ({program} is not installed)"))
     probe = [found, "--unshare-pid", "--unshare-net", *_system_mounts(), "--proc", "/proc", "--", "/bin/true"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=30, check=False)
