@@ -281,7 +281,7 @@ def _locate(text: str, workspace: Workspace) -> Path:
         except (OSError, RuntimeError, ValueError):
             pass
         else:
-            if _under(real, base):
+            if _under(real, base) and not workspace.is_hidden(real):
                 return real
     raise _Unverifiable(refusal, checked=False)
 
