@@ -138,3 +138,19 @@ def _cmdline(pid: str) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def test_running_commands_unsandboxed_is_said_out_loud_on_the_command_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"  # nothing listens: no model is ever reached
+    command = [sys.executable, "-m", "delegate", "run", " ", "--model", "openai:m", "-w", str(tmp_path)]
+    quiet = subprocess.run([*command, "--allow-commands"], capture_output=True, text=True, env=env, timeout=120)
+    loud = subprocess.run(
+        [*command, "--allow-commands", "--unsandboxed-commands"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert "WITHOUT a sandbox" not in quiet.stderr
+    assert "warning: agents' commands run WITHOUT a sandbox (--unsandboxed-commands)" in loud.stderr
+    assert loud.returncode == 2 and "the prompt is empty" in loud.stderr
