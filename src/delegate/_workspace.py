@@ -76,11 +76,8 @@ class Workspace:
         *,
         allow_commands: bool = False,
         commands: CommandPolicy | None = None,
-        create: bool = False,
     ) -> Workspace:
         path = Path(root).expanduser()
-        if create:
-            path.mkdir(parents=True, exist_ok=True)
         if not path.is_dir():
             raise UserError(f"workspace {str(path)!r} is not a folder: create it or pass --workspace DIR")
         return cls(root=path.resolve(), allow_commands=allow_commands, commands=commands or CommandPolicy())
