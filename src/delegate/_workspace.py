@@ -160,14 +160,12 @@ class Workspace:
         """`text` relative to the root (absolute paths must lie inside it), as given and normalised."""
         candidate = Path(_expand_home(text))
         if candidate.is_absolute():
-            normal = Path(os.path.normpath(candidate))
-            if normal != self.root and not normal.is_relative_to(self.root):
-                real = Path(os.path.realpath(normal))
-                if real == self.root or real.is_relative_to(self.root):
-                    normal = real  # an absolute path through a link to the root (/tmp -> /private/tmp)
-                else:
+            if candidate != self.root and not candidate.is_relative_to(self.root):  # textually
+                real = Path(os.path.realpath(candidate))
+                if real != self.root and not real.is_relative_to(self.root):
                     raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
-            candidate = normal.relative_to(self.root)
+                candidate = real  # an absolute path through a link to the root (/tmp -> /private/tmp)
+            candidate = candidate.relative_to(self.root)
         rel = candidate.as_posix() or "."
         lexical = posixpath.normpath(rel)
         if lexical == ".." or lexical.startswith("../"):

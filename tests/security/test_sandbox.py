@@ -71,9 +71,21 @@ def test_commands_cannot_reach_the_store_or_write_outside_the_users_workspace(wo
                 bash(f"cat {db} ../../delegate.db; ls -a ../.. {workspace}/.delegate 2>&1; ls -a .delegate"),
                 bash("touch /usr/x /etc/x 2>&1; echo x > .delegate/agents/x.md 2>&1; echo ok > mine.txt"),
                 bash("mkdir -p .claude/agents 2>&1; echo x > .claude/agents/x.md 2>&1; ls /home /root /work 2>&1"),
+                bash(f"ln -s {db} db-link; ln -s ../../delegate.db up-link; echo linked"),
             ],
         )
-    store_view, writes, definitions = (o.content for o in outcomes)
+        # the calls of one turn run at once: follow the links in a run of their own
+        through_links = users.act(
+            "alice",
+            [
+                ("read_file", {"path": "db-link"}),
+                ("read_file", {"path": "up-link"}),
+                ("grep", {"pattern": "SQLite", "path": "db-link"}),
+            ],
+        )
+    store_view, writes, definitions, linked = (o.content for o in outcomes)
+    assert linked.startswith("linked")
+    assert all(o.error and "outside the workspace" in o.content for o in through_links), through_links
     assert "SQLite format" not in store_view and "No such file or directory" in store_view
     assert "Read-only file system" in writes
     assert (users.folder("alice") / "mine.txt").read_text() == "ok\n"
