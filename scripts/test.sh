@@ -61,6 +61,8 @@ fi
 # The web page is tested in Debian's headless Chromium, driven by Python's playwright (which must
 # not download a browser of its own).
 [ -x /usr/bin/chromium ] || apt_install chromium
+# Agents' commands run in a bubblewrap sandbox; tests/security/ runs them in the real one.
+[ -x /usr/bin/bwrap ] || apt_install bubblewrap
 
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delegate import ToolError, Workspace
+from delegate._workspace import CommandPolicy
 from delegate.subagents._acceptance import (
     CRITERIA_HEADER,
     CRITERIA_SYSTEM_NOTE,
@@ -37,6 +38,13 @@ def ws(tmp_path: Path) -> Workspace:
 @pytest.fixture
 def cmd_ws(ws: Workspace) -> Workspace:
     return Workspace(root=ws.root, allow_commands=True, outputs=ws.outputs)
+
+
+@pytest.fixture
+def unconfined(ws: Workspace) -> Workspace:
+    """Commands as the operator's own user, no sandbox: for checks on the process ids commands
+    write, which the sandbox's own PID namespace would make meaningless here."""
+    return Workspace(root=ws.root, allow_commands=True, outputs=ws.outputs, commands=CommandPolicy(sandbox=False))
 
 
 async def check(ws: Workspace, *criteria: str, baseline: Baseline | None = None, timeout: float = 120.0):
@@ -375,19 +383,19 @@ async def test_a_failing_command_does_not_hold_and_shows_its_last_output_line(cm
     assert re.fullmatch(r"exit 1 in \d+\.\d s; output ends: 1 failed", verdict.evidence)
 
 
-async def test_a_command_past_its_timeout_is_killed_with_its_whole_process_group(cmd_ws: Workspace):
+async def test_a_command_past_its_timeout_is_killed_with_its_whole_process_group(unconfined: Workspace):
     started = time.monotonic()
-    verdict = await one(cmd_ws, "tests_passed: sleep 30 & echo $! > child.pid; wait", timeout=0.5)
+    verdict = await one(unconfined, "tests_passed: sleep 30 & echo $! > child.pid; wait", timeout=0.5)
     assert time.monotonic() - started < 5
     assert verdict == Verdict(
         verdict.criterion, "UNVERIFIED", "timed out after 0.5 s; the command's processes were killed", True
     )
-    assert not _alive(int((cmd_ws.root / "child.pid").read_text()))
+    assert not _alive(int((unconfined.root / "child.pid").read_text()))
 
 
-async def test_a_cancelled_check_kills_its_command(cmd_ws: Workspace):
-    task = asyncio.create_task(one(cmd_ws, "tests_passed: echo $$ > shell.pid; sleep 30"))
-    pid_file = cmd_ws.root / "shell.pid"
+async def test_a_cancelled_check_kills_its_command(unconfined: Workspace):
+    task = asyncio.create_task(one(unconfined, "tests_passed: echo $$ > shell.pid; sleep 30"))
+    pid_file = unconfined.root / "shell.pid"
     for _ in range(200):
         if pid_file.exists() and pid_file.read_text().strip():
             break
@@ -511,8 +519,8 @@ def test_framed_criteria_always_stay_one_numbered_line_each_inside_the_block(tex
         assert len(line.splitlines()) <= 1
 
 
-async def test_background_processes_left_by_a_finished_command_are_killed(cmd_ws: Workspace):
+async def test_background_processes_left_by_a_finished_command_are_killed(unconfined: Workspace):
     started = time.monotonic()
-    verdict = await one(cmd_ws, "tests_passed: sleep 30 & echo $! > bg.pid; echo done")
+    verdict = await one(unconfined, "tests_passed: sleep 30 & echo $! > bg.pid; echo done")
     assert verdict.result == "holds" and time.monotonic() - started < 5
-    assert not _alive(int((cmd_ws.root / "bg.pid").read_text()))
+    assert not _alive(int((unconfined.root / "bg.pid").read_text()))

@@ -408,8 +408,9 @@ async def test_find_files_skips_git_and_delegate_folders(ctx: ToolContext, tree:
     assert "src/deep/more/x.py" in everything
 
 
-async def test_find_files_searches_a_skipped_folder_when_asked_to(ctx: ToolContext, tree: Path) -> None:
-    assert await run(ctx, "find_files", pattern="**/*.md", path=".delegate") == ".delegate/agents/r.md"
+async def test_find_files_refuses_to_search_the_internal_folder(ctx: ToolContext, tree: Path) -> None:
+    with pytest.raises(ToolError, match=r"\.delegate is internal state"):
+        await run(ctx, "find_files", pattern="**/*.md", path=".delegate")
 
 
 async def test_find_files_with_a_plain_path_checks_that_it_exists(ctx: ToolContext, tree: Path) -> None:
@@ -508,7 +509,7 @@ async def test_grep_exactly_at_the_cap_has_no_note(ctx: ToolContext, root: Path)
 
 async def test_grep_reports_a_bad_regex_with_the_reason(ctx: ToolContext, tree: Path) -> None:
     assert await fails(ctx, "grep", pattern="foo(") == (
-        "invalid regular expression 'foo(': missing ), unterminated subpattern at position 3"
+        "invalid regular expression 'foo(': missing ): foo( (the engine is RE2: no backreferences or lookaround)"
     )
 
 

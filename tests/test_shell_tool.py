@@ -15,6 +15,7 @@ import pytest
 from delegate import ToolContext, ToolError, Workspace
 from delegate._loop import AgentSpec, run_agent
 from delegate._messages import Message
+from delegate._workspace import CommandPolicy
 from delegate.testing import ScriptedModel, call, reply
 from delegate.tools import BUILTIN_TOOLS, ToolReturn, builtin_tools
 
@@ -31,6 +32,14 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def ctx(root: Path) -> ToolContext:
     workspace = Workspace.open(root, allow_commands=True)
+    return ToolContext(run_id="run", agent_id="agent", workspace=workspace, emit=lambda e: None)
+
+
+@pytest.fixture
+def unconfined(root: Path) -> ToolContext:
+    """Commands run as the operator's own user, no sandbox: for the process-group machinery, whose
+    process ids the sandbox's own PID namespace would hide (`tests/security/` covers the sandbox)."""
+    workspace = Workspace.open(root, allow_commands=True, commands=CommandPolicy(sandbox=False))
     return ToolContext(run_id="run", agent_id="agent", workspace=workspace, emit=lambda e: None)
 
 
@@ -95,16 +104,16 @@ async def test_commands_get_no_input(ctx: ToolContext) -> None:
     assert returned.content == "read: []\n[exit code 0]"
 
 
-async def test_a_command_runs_in_its_own_session_and_process_group(ctx: ToolContext) -> None:
-    returned = await run(ctx, "echo $$; cut -d' ' -f5,6 /proc/$$/stat")
+async def test_a_command_runs_in_its_own_session_and_process_group(unconfined: ToolContext) -> None:
+    returned = await run(unconfined, "echo $$; cut -d' ' -f5,6 /proc/$$/stat")
     pid, groups = returned.content.splitlines()[:2]
     assert groups == f"{pid} {pid}"
 
 
-async def test_a_timeout_kills_the_command_and_its_children(ctx: ToolContext, root: Path) -> None:
+async def test_a_timeout_kills_the_command_and_its_children(unconfined: ToolContext, root: Path) -> None:
     started = time.monotonic()
     with pytest.raises(ToolError) as caught:
-        await run(ctx, "echo before; sleep 60 & echo $! > child.pid; wait", timeout=1)
+        await run(unconfined, "echo before; sleep 60 & echo $! > child.pid; wait", timeout=1)
     assert time.monotonic() - started < 5
     assert str(caught.value) == (
         "the command timed out after 1s and was killed, with every process it started; output so far:\nbefore\n"
@@ -112,8 +121,10 @@ async def test_a_timeout_kills_the_command_and_its_children(ctx: ToolContext, ro
     assert await gone_within(int((root / "child.pid").read_text()))
 
 
-async def test_cancelling_the_call_kills_the_command_and_cancellation_goes_on(ctx: ToolContext, root: Path) -> None:
-    task = asyncio.create_task(run(ctx, "sleep 60 & echo $! > child.pid; wait"))
+async def test_cancelling_the_call_kills_the_command_and_cancellation_goes_on(
+    unconfined: ToolContext, root: Path
+) -> None:
+    task = asyncio.create_task(run(unconfined, "sleep 60 & echo $! > child.pid; wait"))
     child = await read_pid(root / "child.pid")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -132,10 +143,10 @@ async def test_long_output_keeps_its_head_and_tail(ctx: ToolContext) -> None:
 
 
 async def test_background_processes_holding_the_output_are_stopped_when_the_command_ends(
-    ctx: ToolContext,
+    unconfined: ToolContext,
 ) -> None:
     started = time.monotonic()
-    returned = await run(ctx, "sleep 60 & echo $!")
+    returned = await run(unconfined, "sleep 60 & echo $!")
     assert time.monotonic() - started < 10
     pid, note, exit_code = returned.content.splitlines()
     assert note.startswith("[background processes still holding the output were stopped")
@@ -165,8 +176,8 @@ async def test_a_process_that_leaves_the_group_does_not_hold_the_call_up(ctx: To
         os.kill(pid, signal.SIGKILL)
 
 
-async def test_a_command_killed_by_a_signal_says_which(ctx: ToolContext) -> None:
-    assert (await run(ctx, "kill -9 $$")).content == "(no output)\n[killed by SIGKILL (exit code -9)]"
+async def test_a_command_killed_by_a_signal_says_which(unconfined: ToolContext) -> None:
+    assert (await run(unconfined, "kill -9 $$")).content == "(no output)\n[killed by SIGKILL (exit code -9)]"
 
 
 async def test_the_timeout_must_be_between_1_and_600_seconds(ctx: ToolContext) -> None:
@@ -198,12 +209,19 @@ async def test_a_refused_command_reaches_the_model_as_an_error_result(root: Path
     assert result.final == "could not list"
 
 
-async def test_commands_never_see_the_runtimes_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_commands_see_only_allowed_variables_and_never_the_runtimes_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from delegate.tools._shell import run_command
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     monkeypatch.setenv("DELEGATE_DB", "postgresql://u:p@h/db")
     monkeypatch.setenv("HARMLESS", "visible")
-    result = await run_command("env", cwd=tmp_path, timeout=10)
+    monkeypatch.setenv("UNNAMED", "hidden-value")
+    policy = CommandPolicy(env=("HARMLESS", "OPENAI_API_KEY", "DELEGATE_DB"))
+    result = await run_command("env", Workspace.open(tmp_path, commands=policy), timeout=10)
     assert "HARMLESS=visible" in result.output
+    assert f"HOME={tmp_path.resolve()}" in result.output
+    assert "sk-secret" not in result.output and "u:p@h/db" not in result.output
+    assert "hidden-value" not in result.output
     assert "sk-secret" not in result.output and "u:p@h/db" not in result.output

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate import UserError
+from delegate import UserError, WorkspaceError
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
 from delegate._workspace import Workspace
@@ -40,14 +40,15 @@ def is_lead(request: ModelRequest) -> bool:
 
 
 def test_the_catalogue_reads_every_source_and_the_users_own_shadow_the_shared(root: Path) -> None:
-    skill(root, ".delegate/users/alice/skills", "review", "Alice's own review.")
-    ws = Workspace.open(root)
-    shared = SkillCatalogue.build(ws)
-    alice = SkillCatalogue.build(ws, user_id="alice")
+    alice_root = root / ".delegate/users/alice"
+    skill(alice_root, ".delegate/skills", "review", "Alice's own review.")
+    shared = SkillCatalogue.build(root)
+    alice = SkillCatalogue.build(root, own=alice_root)
     assert sorted(shared.skills) == ["pdf", "report", "review"]
     assert shared.skills["review"].description == "Reviews code."
     assert alice.skills["review"].description == "Alice's own review."
-    assert alice.skills["review"].path == ".delegate/users/alice/skills/review/SKILL.md"
+    assert alice.skills["review"].path == ".delegate/skills/review/SKILL.md"  # where her agents see it
+    assert alice.skills["review"].folder == alice_root / ".delegate/skills/review"
     assert shared.skills["pdf"].allowed_tools == ("read_file", "grep")  # Claude's names mapped
     assert shared.skills["report"].body == "Use headings."
 
@@ -64,16 +65,25 @@ def test_the_catalogue_reads_every_source_and_the_users_own_shadow_the_shared(ro
 )
 def test_a_malformed_skill_is_a_warning_naming_the_file(tmp_path: Path, text: str, message: str, loaded: bool) -> None:
     write(tmp_path / ".delegate/skills/x/SKILL.md", text)
-    skills = SkillCatalogue.build(Workspace.open(tmp_path))
+    skills = SkillCatalogue.build(tmp_path)
     assert [w.file for w in skills.warnings] == [".delegate/skills/x/SKILL.md"]
     assert message in skills.warnings[0].reason
     assert len(skills) == loaded
 
 
-def test_a_skills_folder_outside_the_workspace_is_refused(tmp_path: Path) -> None:
+def test_a_skills_folder_outside_the_workspace_is_seen_read_only_inside_it(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
-    with pytest.raises(UserError, match="put skills inside the workspace"):
-        SkillCatalogue.build(Workspace.open(tmp_path / "ws"), dirs=[tmp_path])
+    skill(tmp_path, "elsewhere", "notes", "Takes notes.")
+    catalogue = SkillCatalogue.build(tmp_path / "ws", dirs=[tmp_path / "elsewhere"])
+    view = Workspace.open(tmp_path / "ws").with_mounts(catalogue.mounts())
+    assert view.resolve(".delegate/skills/notes/SKILL.md") == (tmp_path / "elsewhere/notes/SKILL.md").resolve()
+    with pytest.raises(WorkspaceError, match="read-only"):
+        view.resolve(".delegate/skills/notes/SKILL.md", write=True)
+
+
+def test_a_missing_skills_folder_is_an_error_that_names_it(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="does not exist"):
+        SkillCatalogue.build(tmp_path, dirs=[tmp_path / "nope"])
 
 
 async def test_the_index_is_in_the_prompt_and_reading_a_skill_narrows_tools_from_then_on(root: Path) -> None:

@@ -3,7 +3,8 @@
 Definitions come from code (`Subagent(...)`), from Markdown files with YAML front matter
 (`<workspace>/.delegate/agents/*.md`, `--agents DIR`, and `.claude/agents/*.md`), and from the
 built-in types. When two share a name, the later source wins:
-built-ins < `.claude/agents` < `.delegate/agents` < `--agents` folders < code.
+built-ins < `.claude/agents` < `.delegate/agents` < `--agents` folders < a user's own (in
+`delegate serve`, the same two folders in the user's workspace) < code.
 
 Files are read as Claude Code reads them, and no file ever stops the catalogue: front matter that
 is not strict YAML is read line by line (`delegate._frontmatter`), Claude Code's fields and tool
@@ -396,13 +397,16 @@ class Catalogue:
         *,
         workspace: Path | None = None,
         agent_dirs: Sequence[Path] = (),
+        own: Path | None = None,
         subagents: Iterable[Subagent] = (),
         builtins: bool = True,
         aliases: ModelAliases | None = None,
     ) -> Catalogue:
         """Read every source (see the module's docstring). Only a missing `agent_dirs` folder is a
         `UserError`; a file that cannot be read is skipped with a warning, and every model string
-        is checked here (through `aliases`), so a bad one is a warning now, not a failed task later."""
+        is checked here (through `aliases`), so a bad one is a warning now, not a failed task later.
+        `own` is a user's workspace, whose definitions come after the operator's (`workspace`,
+        `agent_dirs`)."""
         folders: list[tuple[Path, bool, str, bool]] = []  # folder, Claude's, label, the operator's
         if workspace is not None:
             folders += [
@@ -414,6 +418,11 @@ class Catalogue:
                 raise UserError(f"agents folder {str(folder)!r} does not exist")
             outside = workspace is None or not Path(folder).resolve().is_relative_to(workspace.resolve())
             folders.append((Path(folder), False, _label(Path(folder), workspace), outside))
+        if own is not None:
+            folders += [
+                (own / ".claude" / "agents", True, ".claude/agents", False),
+                (own / ".delegate" / "agents", False, ".delegate/agents", False),
+            ]
         found: dict[str, Subagent] = {d.name: d for d in (BUILTIN_SUBAGENTS if builtins else ())}
         warnings: list[CatalogueWarning] = []
         table = aliases or ModelAliases()

@@ -8,7 +8,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
@@ -22,7 +22,7 @@ from ._loop import AgentResult, AgentSpec, AgentStatus, Compaction, ToolGate, ru
 from ._messages import Message
 from ._record import StopReason
 from ._usage import Usage
-from ._workspace import Workspace
+from ._workspace import CommandPolicy, Workspace
 from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool, server_config
 from .models import Model, ModelAliases, ToolChoice, resolve_model
 from .skills import SkillCatalogue
@@ -77,6 +77,9 @@ class Runtime:
     (a mapping, or `alias=provider:model` strings), over `DELEGATE_MODEL_ALIASES` and
     `<workspace>/.delegate/models.toml` (see `delegate.models`).
 
+    `shared` is the operator's folder when `workspace` is one user's (in `delegate serve`):
+    definitions are read from it first, and the workspace's own shadow them by name.
+
     `builtin` names the built-in tools the lead gets (default: all), and `tools` adds your own.
     Subagents whose definition lists no tools inherit the lead's; a definition's list may name any
     built-in tool or tool of yours, whether or not the lead has it. `first_tool_choice` is `auto`,
@@ -88,6 +91,7 @@ class Runtime:
         *,
         model: str | Model | None = None,
         workspace: str | PathLike[str] = ".",
+        shared: str | PathLike[str] | None = None,
         subagents: Iterable[Subagent] = (),
         tools: Iterable[Tool] = (),
         builtin: Sequence[str] | None = None,
@@ -97,6 +101,7 @@ class Runtime:
         tool_search: bool = True,
         auto_promote: int = 3,
         allow_commands: bool = False,
+        commands: CommandPolicy | None = None,
         instructions: str | None = None,
         subagent_model: str | Model | None = None,
         model_aliases: Mapping[str, str] | Sequence[str] = (),
@@ -116,14 +121,21 @@ class Runtime:
         timezone: str | None = None,
         heartbeat_interval: float = 5.0,
     ) -> None:
-        self.workspace = Workspace.open(workspace, allow_commands=allow_commands)
+        opened = Workspace.open(workspace, allow_commands=allow_commands, commands=commands)
+        self._shared = Path(shared).expanduser().resolve() if shared is not None else None
+        self.skills_dirs = [Path(d) for d in skills_dirs]
+        """Folders of skills besides the `.claude/skills` and `.delegate/skills` of the workspace
+        (and of `shared`): see `delegate.skills`."""
+        self.workspace = replace(opened, read_only=(*opened.read_only, *_inside(opened.root, agents_dirs, skills_dirs)))
+        """The agents' view of the workspace: see `Workspace` (definition folders inside it are read-only)."""
         self._model_spec = model
         self._models: dict[str, Model] = {}
         self._subagent_model_spec = subagent_model
-        self.aliases = ModelAliases.load(self.workspace.root, model_aliases)
+        self.aliases = ModelAliases.load(self._shared or self.workspace.root, model_aliases)
         self.catalogue = Catalogue.build(
-            workspace=self.workspace.root,
+            workspace=self._shared or self.workspace.root,
             agent_dirs=[Path(d) for d in agents_dirs],
+            own=self.workspace.root if self._shared is not None else None,
             subagents=subagents,
             builtins=builtin_subagents,
             aliases=self.aliases,
@@ -141,9 +153,6 @@ class Runtime:
         self.tool_search = tool_search
         self.auto_promote = auto_promote
         self._mcp_tools: list[Tool] | None = None
-        self.skills_dirs = [Path(d) for d in skills_dirs]
-        """Folders of skills (inside the workspace) besides `.claude/skills`, `.delegate/skills` and
-        the user's own `.delegate/users/<user>/skills`: see `delegate.skills`."""
         self.max_steps = max_steps
         self.timeout = timeout
         if max_parallel is not None and max_parallel < 1:
@@ -273,9 +282,9 @@ class Runtime:
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         lead_model = self.model_for(model or self._model_spec)
         recorder = _Recorder(self.store, [*self.sinks, *sinks])
-        ctx = self._context(run_id, "lead", recorder.emit, self.user_id)
+        skills = self._skills()
+        ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
         ctx.uploaded_files = uploads_state(uploaded_files)
-        skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
         context = project_context(self.workspace)
         mcp_tools = await self._load_mcp()
         lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
@@ -291,7 +300,7 @@ class Runtime:
         if task is not None:
             lead_tools.append(task)
         lead_tools += self._batch_tools()
-        gates: list[ToolGate] = [g for g in (skills.gate(self.workspace, None),) if g]
+        gates: list[ToolGate] = [g for g in (skills.gate(ctx.workspace, None),) if g]
         if deferred:
             gates.append(DeferredGate(deferred, auto_promote=self.auto_promote))
         index = deferred_index(t.name for t in deferred) if deferred else ""
@@ -353,9 +362,10 @@ class Runtime:
         if definition is None:
             raise UserError(f"unknown subagent type {subagent_type!r}; available: {', '.join(visible.names())}")
         fan_out = [*self.sinks, *sinks]
-        ctx = self._context(run_id or f"task_{uuid.uuid4().hex[:12]}", "batch", lambda e: _fan(fan_out, e), user_id)
+        skills = self._skills()
+        task_id = run_id or f"task_{uuid.uuid4().hex[:12]}"
+        ctx = self._context(task_id, "batch", lambda e: _fan(fan_out, e), user_id, skills)
         inherited = [name for name in self.tools if name != "complete"]
-        skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp(ctx.emit, ctx.run_id)
         runner = self._runner(ctx, self.model, inherited, skills, mcp_tools, project_context(self.workspace), own)
@@ -373,11 +383,20 @@ class Runtime:
             criteria=criteria,
         )
 
-    def _context(self, run_id: str, agent_id: str, emit: EventSink, user_id: str | None) -> ToolContext:
+    def _skills(self) -> SkillCatalogue:
+        """The skills of a run: the operator's, shadowed by the workspace's own when it is a user's."""
+        if self._shared is None:
+            return SkillCatalogue.build(self.workspace.root, dirs=self.skills_dirs)
+        return SkillCatalogue.build(self._shared, dirs=self.skills_dirs, own=self.workspace.root)
+
+    def _context(
+        self, run_id: str, agent_id: str, emit: EventSink, user_id: str | None, skills: SkillCatalogue
+    ) -> ToolContext:
+        """The lead's (or a batch item's) context, over the workspace with the run's skills mounted."""
         return ToolContext(
             run_id=run_id,
             agent_id=agent_id,
-            workspace=self.workspace,
+            workspace=self.workspace.with_mounts(skills.mounts()),
             emit=emit,
             user_id=user_id or self.user_id or "default",
             timezone=self.timezone,
@@ -398,7 +417,7 @@ class Runtime:
             run_id=parent.run_id,
             user_id=parent.user_id,
             timezone=self.timezone,
-            workspace=self.workspace,
+            workspace=parent.workspace,
             emit=parent.emit,
             tools=self._subagent_tools(uploads=parent.uploaded_files is not None)
             | {t.name: t for t in [*mcp_tools, *own_tools]},
@@ -497,11 +516,10 @@ class Runtime:
         )
         return batch_tools(self._batches, known_types=visible.names())
 
-    def warnings(self, user_id: str | None = None) -> list[CatalogueWarning]:
-        """What is wrong with the definition and skill files this runtime reads (for `user_id`'s
-        skills): what `delegate agents list` prints and each run's `warning` events carry."""
-        skills = SkillCatalogue.build(self.workspace, user_id=user_id or self.user_id, dirs=self.skills_dirs)
-        return [*self.catalogue.warnings, *skills.warnings]
+    def warnings(self) -> list[CatalogueWarning]:
+        """What is wrong with the definition and skill files this runtime reads: what
+        `delegate agents list` prints and each run's `warning` events carry."""
+        return [*self.catalogue.warnings, *self._skills().warnings]
 
     def _lead_instructions(self) -> str:
         if self.instructions:
@@ -606,6 +624,17 @@ class _Recorder:
             )
 
         await asyncio.to_thread(write)
+
+
+def _inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:
+    """The folders that lie inside `root`, relative to it (definitions: read-only to agents)."""
+    found: list[str] = []
+    for group in folders:
+        for folder in group:
+            real = Path(folder).expanduser().resolve()
+            if real != root and real.is_relative_to(root):
+                found.append(real.relative_to(root).as_posix())
+    return found
 
 
 def _local_timezone() -> str:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -558,8 +559,38 @@ def _engine_url(url: str | os.PathLike[str]) -> sa.URL:
         raise UserError(f"unsupported database {shown!r}: use sqlite:///PATH, a file path or postgresql://...")
     if not parsed.database or parsed.database == ":memory:" or parsed.database.startswith("file:"):
         raise UserError("the store needs a SQLite file, not an in-memory database: pass sqlite:///PATH")
-    Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    path = Path(parsed.database).expanduser()
+    _refuse_a_file_that_is_not_a_store(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     return parsed
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+FRESH_FILE_SECONDS = 30.0
+"""An empty store file younger than this is one being created (SQLite makes the file, then writes)."""
+
+
+def _refuse_a_file_that_is_not_a_store(path: Path) -> None:
+    """A file where the store should be that is not a SQLite database (overwritten, truncated) is a
+    `UserError`: opening it would either fail later with a traceback or, for an empty file, start a
+    fresh store silently, and every user, token, run and batch would seem gone."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return  # a new store
+    except IsADirectoryError:
+        raise UserError(f"the store {str(path)!r} is a folder, not a SQLite database: pass another --db") from None
+    except OSError as exc:
+        raise UserError(f"the store {str(path)!r} cannot be read ({exc.strerror}): check its permissions") from None
+    if not head and time.time() - path.stat().st_mtime < FRESH_FILE_SECONDS:
+        return  # another process is creating the store this moment: SQLite writes its header soon
+    if head != SQLITE_HEADER:
+        what = "is empty" if not head else "is not a SQLite database"
+        raise UserError(
+            f"the store {str(path)!r} {what}, so it was overwritten or damaged: restore it from a backup, or "
+            "move it away to start a new, empty store (every user, token, run and batch would then be gone)"
+        )
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: object) -> None:

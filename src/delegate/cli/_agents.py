@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ._main import ModelAlias, Workspace, agents_app, fail, print_warnings
+from ._main import Agents, ModelAlias, Skills, Workspace, agents_app, fail, print_warnings, runtime_settings
 
 if TYPE_CHECKING:
     from .._agents import Subagent
     from .._runtime import Runtime
 
-Agents = Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")]
-Skills = Annotated[list[Path] | None, typer.Option("--skills", help="A folder of skills (inside the workspace).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
@@ -28,18 +26,10 @@ def _runtime(
     workspace: Path, agents: list[Path] | None, skills: list[Path] | None, aliases: list[str] | None, *, warn: bool
 ) -> Runtime:
     from .._errors import UserError
-    from .._runtime import Runtime
 
-    if not workspace.is_dir():
-        fail(f"workspace {str(workspace)!r} is not a folder")
     try:
-        runtime = Runtime(
-            workspace=workspace,
-            agents_dirs=agents or [],
-            skills_dirs=skills or [],
-            model_aliases=aliases or [],
-            store=False,
-        )
+        settings = runtime_settings(workspace, agents=agents, skills=skills, model_aliases=aliases or [])
+        runtime = settings.build(store=False)
         if warn:
             print_warnings(runtime)
     except UserError as exc:

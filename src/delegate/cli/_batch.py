@@ -15,10 +15,24 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from ._main import Db, Workspace, fail, store_option
+from ._main import (
+    Agents,
+    AllowCommands,
+    AllowNetwork,
+    CommandEnv,
+    Db,
+    McpConfig,
+    Skills,
+    Unsandboxed,
+    Workspace,
+    fail,
+    runtime_settings,
+    store_option,
+)
 
 if TYPE_CHECKING:
     from .._runtime import Runtime
+    from .._settings import RuntimeSettings
     from ..batch import Batch, Batches, ServeInfo
 
 T = TypeVar("T")
@@ -31,12 +45,10 @@ def register(app: typer.Typer) -> None:
     app.add_typer(batch_app, name="batch")
 
 
-LOCAL_USER = "default"
+LOCAL_USER = "default"  # the same as `delegate._settings.LOCAL_USER`, without importing it for --help
 BatchId = Annotated[str, typer.Argument(help="The batch id `submit` printed.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 Model = Annotated[str | None, typer.Option("--model", "-m", help="provider:name for the items' subagents.")]
-Agents = Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")]
-AllowCommands = Annotated[bool, typer.Option("--allow-commands", help="Let subagents run shell commands.")]
 
 
 def open_batches(workspace: Path, db: str | None) -> Batches:
@@ -84,21 +96,30 @@ def read_items(path: Path) -> list[dict[str, Any]]:
     return items
 
 
-def runner_factory(workspace: Path, *, model: str | None, agents: list[Path], allow_commands: bool):
-    """Runtimes for the items' subagents, one per model (a batch may name its own)."""
-    from .._runtime import Runtime
+def runner_factory(settings: RuntimeSettings) -> Callable[[ServeInfo], Runtime]:
+    """Runtimes for the items' subagents, one per owner and model (a batch may name its own model).
 
-    runtimes: dict[str | None, Runtime] = {}
+    Items of the local user run in the workspace; those of a user of `delegate serve` (a batch
+    submitted over HTTP, run by this worker) in that user's own workspace, as the server would.
+    """
+    runtimes: dict[tuple[str, str | None], Runtime] = {}
 
     def build(info: ServeInfo) -> Runtime:
-        key = info.model or model
+        key = (info.user_id, info.model)
         if key not in runtimes:
-            runtimes[key] = Runtime(
-                model=key, workspace=workspace, agents_dirs=agents, allow_commands=allow_commands, store=False
-            )
+            runtimes[key] = settings.build(user_id=info.user_id, model=info.model, store=False)
         return runtimes[key]
 
     return build
+
+
+def settings_or_fail(workspace: Path, **flags: Any) -> RuntimeSettings:
+    from .._errors import UserError
+
+    try:
+        return runtime_settings(workspace, **flags)
+    except UserError as exc:
+        fail(str(exc))
 
 
 @batch_app.command()
@@ -114,17 +135,32 @@ def submit(
     model: Model = None,
     workspace: Workspace = Path("."),
     agents: Agents = None,
+    skills: Skills = None,
+    mcp_config: McpConfig = None,
     allow_commands: AllowCommands = False,
+    allow_network: AllowNetwork = False,
+    command_env: CommandEnv = None,
+    unsandboxed_commands: Unsandboxed = False,
     detach: Annotated[bool, typer.Option("--detach", help="Store the batch and return; a worker runs it.")] = False,
     db: Db = None,
 ) -> None:
     """Submit a batch. Prints its id on the last line; without --detach, runs it to the end."""
-    from .._agents import Catalogue
     from .._errors import UserError
 
     items = read_items(file)
+    settings = settings_or_fail(
+        workspace,
+        model=model,
+        agents=agents,
+        skills=skills,
+        mcp_config=mcp_config,
+        allow_commands=allow_commands,
+        allow_network=allow_network,
+        command_env=command_env,
+        unsandboxed=unsandboxed_commands,
+    )
     try:
-        catalogue = Catalogue.build(workspace=workspace.resolve(), agent_dirs=agents or [])
+        catalogue = settings.catalogue()
     except UserError as exc:
         fail(str(exc))
     known = catalogue.visible(allow_commands=allow_commands).names()
@@ -144,8 +180,7 @@ def submit(
     )
     batch = submission.batch
     if not detach:
-        factory = runner_factory(workspace, model=model, agents=agents or [], allow_commands=allow_commands)
-        batch = asyncio.run(run_to_end(batches, batch, factory))
+        batch = asyncio.run(run_to_end(batches, batch, runner_factory(settings)))
         typer.echo(batch.render(), err=True)
     else:
         typer.echo(f"Batch {batch.id} stored with {batch.total} items; `delegate batch worker` runs it.", err=True)
@@ -280,7 +315,12 @@ def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Items this process runs at once.")] = 500,
     workspace: Workspace = Path("."),
     agents: Agents = None,
+    skills: Skills = None,
+    mcp_config: McpConfig = None,
     allow_commands: AllowCommands = False,
+    allow_network: AllowNetwork = False,
+    command_env: CommandEnv = None,
+    unsandboxed_commands: Unsandboxed = False,
     db: Db = None,
 ) -> None:
     """Run queued and interrupted items of every batch, here or on any machine sharing the database,
@@ -290,7 +330,19 @@ def worker(
     from ..batch import BatchWorker
 
     batches = open_batches(workspace, db)
-    factory = runner_factory(workspace, model=model, agents=agents or [], allow_commands=allow_commands)
+    factory = runner_factory(
+        settings_or_fail(
+            workspace,
+            model=model,
+            agents=agents,
+            skills=skills,
+            mcp_config=mcp_config,
+            allow_commands=allow_commands,
+            allow_network=allow_network,
+            command_env=command_env,
+            unsandboxed=unsandboxed_commands,
+        )
+    )
 
     async def serve() -> None:
         async with BatchWorker(batches, factory, concurrency=concurrency) as running:

@@ -18,6 +18,8 @@ import typer
 if TYPE_CHECKING:
     from .._events import Event
     from .._runtime import Runtime
+    from .._settings import RuntimeSettings
+    from .._workspace import CommandPolicy
 
 app = typer.Typer(
     name="delegate",
@@ -47,6 +49,73 @@ Db = Annotated[
 ]
 
 
+Agents = Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")]
+Skills = Annotated[list[Path] | None, typer.Option("--skills", help="A folder of skills.")]
+McpConfig = Annotated[Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")]
+AllowCommands = Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands (sandboxed).")]
+AllowNetwork = Annotated[bool, typer.Option("--allow-network", help="Let agents' commands reach the network.")]
+CommandEnv = Annotated[
+    list[str] | None,
+    typer.Option("--command-env", help="An environment variable agents' commands may see (repeat for more)."),
+]
+Unsandboxed = Annotated[
+    bool,
+    typer.Option(
+        "--unsandboxed-commands",
+        help="Run agents' commands WITHOUT the bubblewrap sandbox, as your own user (where bwrap cannot run).",
+    ),
+]
+
+
+def runtime_settings(
+    workspace: Path,
+    *,
+    model: str | None = None,
+    agents: list[Path] | None = None,
+    skills: list[Path] | None = None,
+    mcp_config: Path | None = None,
+    allow_commands: bool = False,
+    allow_network: bool = False,
+    command_env: list[str] | None = None,
+    unsandboxed: bool = False,
+    **more: Any,
+) -> RuntimeSettings:
+    """The operator's flags as `RuntimeSettings`, the one thing every command builds runtimes from.
+
+    Raises `UserError` for a bad workspace or MCP configuration.
+    """
+    from .._errors import UserError
+    from .._settings import RuntimeSettings
+    from ..mcp import load_mcp_config
+
+    if not workspace.is_dir():
+        raise UserError(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
+    policy = command_policy(allow_commands, allow_network, command_env, unsandboxed)
+    return RuntimeSettings(
+        workspace=workspace,
+        model=model,
+        agents_dirs=agents or [],
+        skills_dirs=skills or [],
+        mcp_servers=load_mcp_config(mcp_config) if mcp_config else (),
+        allow_commands=allow_commands,
+        commands=policy,
+        **more,
+    )
+
+
+def command_policy(allow_commands: bool, network: bool, env: list[str] | None, unsandboxed: bool) -> CommandPolicy:
+    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud."""
+    from .._workspace import CommandPolicy
+
+    if allow_commands and unsandboxed:
+        typer.echo(
+            "warning: agents' commands run WITHOUT a sandbox (--unsandboxed-commands): as your own user, "
+            "with your files and the network",
+            err=True,
+        )
+    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()))
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
@@ -73,14 +142,13 @@ def run(
     prompt: Annotated[str, typer.Argument(help="What the lead agent should do.")],
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
     workspace: Workspace = Path("."),
-    agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
-    skills: Annotated[
-        list[Path] | None, typer.Option("--skills", help="A folder of skills (inside the workspace).")
-    ] = None,
-    mcp_config: Annotated[
-        Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")
-    ] = None,
-    allow_commands: Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands.")] = False,
+    agents: Agents = None,
+    skills: Skills = None,
+    mcp_config: McpConfig = None,
+    allow_commands: AllowCommands = False,
+    allow_network: AllowNetwork = False,
+    command_env: CommandEnv = None,
+    unsandboxed_commands: Unsandboxed = False,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
@@ -90,8 +158,6 @@ def run(
 ) -> None:
     """Run the lead agent on PROMPT to its final answer."""
     from .._errors import UserError
-    from .._runtime import Runtime
-    from ..mcp import load_mcp_config
 
     try:
         if model is None and not os.environ.get("DELEGATE_MODEL"):
@@ -104,19 +170,22 @@ def run(
                     "For a real model pass --model openai:<name> or anthropic:<name>, or set DELEGATE_MODEL.",
                     err=True,
                 )
-        runtime = Runtime(
+        settings = runtime_settings(
+            workspace,
             model=model,
-            workspace=workspace,
-            agents_dirs=agents or [],
-            skills_dirs=skills or [],
-            mcp_servers=load_mcp_config(mcp_config) if mcp_config else (),
+            agents=agents,
+            skills=skills,
+            mcp_config=mcp_config,
             allow_commands=allow_commands,
+            allow_network=allow_network,
+            command_env=command_env,
+            unsandboxed=unsandboxed_commands,
             max_parallel=max_parallel,
             subagent_model=subagent_model,
             model_aliases=model_alias or [],
             max_steps=max_steps,
-            store=store_option(db),
         )
+        runtime = settings.build(store=store_option(db))
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
         print_warnings(runtime)
     except UserError as exc:

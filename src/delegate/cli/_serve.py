@@ -13,6 +13,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from ._main import Agents, AllowCommands, AllowNetwork, CommandEnv, McpConfig, Skills, Unsandboxed, command_policy
+
 
 def register(app: typer.Typer) -> None:
     """Add the `serve` command to the `delegate` app."""
@@ -30,14 +32,13 @@ def serve(
         typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/)."),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Default model of runs, provider:name.")] = None,
-    agents: Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")] = None,
-    skills: Annotated[
-        list[Path] | None, typer.Option("--skills", help="A folder of skills (inside the workspace).")
-    ] = None,
-    mcp_config: Annotated[
-        Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")
-    ] = None,
-    allow_commands: Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands.")] = False,
+    agents: Agents = None,
+    skills: Skills = None,
+    mcp_config: McpConfig = None,
+    allow_commands: AllowCommands = False,
+    allow_network: AllowNetwork = False,
+    command_env: CommandEnv = None,
+    unsandboxed_commands: Unsandboxed = False,
     model_alias: Annotated[
         list[str] | None,
         typer.Option("--model-alias", help="alias=provider:model, e.g. sonnet=openai:gpt-4.1, for every run."),
@@ -50,7 +51,10 @@ def serve(
         ),
     ] = True,
 ) -> None:
-    """Serve the HTTP API (/api/v1) and the web UI (/). Users sign in with `delegate users add` tokens."""
+    """Serve the HTTP API (/api/v1) and the web UI (/). Users sign in with `delegate users add` tokens.
+
+    Each user works in a folder of its own, <workspace>/.delegate/users/<user id>/ (docs/http.md).
+    """
     from .._errors import UserError
 
     if not workspace.is_dir():
@@ -71,6 +75,7 @@ def serve(
             model_aliases=model_alias or [],
             mcp_servers=load_mcp_config(mcp_config) if mcp_config else (),
             allow_commands=allow_commands,
+            commands=command_policy(allow_commands, allow_network, command_env, unsandboxed_commands),
             run_batches=worker,
             version=_version(),
         )

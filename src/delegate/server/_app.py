@@ -10,8 +10,9 @@ uvicorn.run(app, host="127.0.0.1", port=8765)
 ```
 
 Runs started over HTTP are asyncio tasks of the server's event loop, with a `Runtime` whose user is
-the caller; batches are run by a `BatchWorker` in the same process (unless `run_batches=False`,
-for a server in front of separate `delegate batch worker` processes). Everything a client reads
+the caller, working in the caller's own folder `<workspace>/.delegate/users/<user id>/`; batches
+are run by a `BatchWorker` in the same process (unless `run_batches=False`, for a server in front
+of separate `delegate batch worker` processes). Everything a client reads
 back (run results, events, batch counts) comes from the store, so it holds after a restart.
 """
 
@@ -22,7 +23,7 @@ import contextlib
 import logging
 import string
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any, cast
@@ -37,11 +38,11 @@ from .._agents import Catalogue
 from .._errors import UserError
 from .._frontmatter import CatalogueWarning
 from .._runtime import Runtime
+from .._settings import RuntimeSettings
 from .._store import Store
-from .._workspace import Workspace
+from .._workspace import CommandPolicy
 from ..mcp import MCPServerConfig
-from ..models import PROVIDERS, Model, ModelAliases, resolve_model
-from ..skills import SkillCatalogue
+from ..models import PROVIDERS, Model, resolve_model
 from ._auth import ApiError, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
@@ -89,6 +90,7 @@ class ServerSettings:
     """`alias=provider:model` entries over `DELEGATE_MODEL_ALIASES` and `.delegate/models.toml`."""
     mcp_servers: Sequence[MCPServerConfig] = ()
     allow_commands: bool = False
+    commands: CommandPolicy = field(default_factory=CommandPolicy)
     max_parallel: int = 16
     run_batches: bool = True
     version: str = ""
@@ -111,24 +113,28 @@ def create_app(
     owns_store = store is None
     if store is None:
         store = Store.open(settings.db) if settings.db else Store.for_workspace(workspace)
-    build = runtime_factory or _default_runtime_factory(settings, workspace, store)
+    operator = RuntimeSettings(
+        workspace=workspace,
+        agents_dirs=settings.agents_dirs,
+        skills_dirs=settings.skills_dirs,
+        mcp_servers=settings.mcp_servers,
+        model_aliases=settings.model_aliases,
+        allow_commands=settings.allow_commands,
+        commands=settings.commands,
+        max_parallel=settings.max_parallel,
+    )
+    build = runtime_factory or _default_runtime_factory(settings, operator, store)
 
     def runtime_for(user_id: str, model: str | None, max_parallel: int | None) -> Runtime:
         return build(RunOptions(user_id=user_id, model=model, max_parallel=max_parallel))
 
-    aliases = ModelAliases.load(workspace, settings.model_aliases)
     logged: set[CatalogueWarning] = set()
 
     def catalogue(user_id: str | None = None) -> Catalogue:
-        """The types, with the warnings of the definition and skill files (`user_id`'s skills);
-        each new warning also goes to the server log, once."""
-        found = Catalogue.build(
-            workspace=workspace, agent_dirs=[Path(d) for d in settings.agents_dirs], aliases=aliases
-        )
-        skills = SkillCatalogue.build(
-            Workspace.open(workspace), user_id=user_id, dirs=[Path(d) for d in settings.skills_dirs]
-        )
-        found = found.with_warnings(skills.warnings)
+        """A user's catalogue: the operator's definitions, shadowed by the user's own, with the
+        warnings of the definition and skill files read; each new warning also goes to the server
+        log, once."""
+        found = operator.catalogue(user_id)
         for warning in set(found.warnings) - logged:
             _log.warning("catalogue: %s", warning)
             logged.add(warning)
@@ -136,8 +142,8 @@ def create_app(
 
     runs = RunManager(store, runtime_for)
 
-    def usable_types() -> list[str]:
-        return catalogue().visible(allow_commands=settings.allow_commands).names()
+    def usable_types(user_id: str) -> list[str]:
+        return catalogue(user_id).visible(allow_commands=settings.allow_commands).names()
 
     batches = BatchService(
         store, runtime_for=runtime_for, known_types=usable_types, check_model=_model_checker(settings.model)
@@ -190,7 +196,8 @@ agents_router = APIRouter(prefix="/api/v1", tags=["agents"])
 
 @agents_router.get("/agents")
 async def agents(request: Request, user_id: UserId) -> dict[str, Any]:
-    """The subagent catalogue: built-in types and the definitions found in the workspace.
+    """The caller's subagent catalogue: built-in types, the operator's definitions, and the
+    caller's own (in its workspace), which shadow them by name.
 
     `available` is false for types that run shell commands when the server does not allow them.
     `warnings` name the definition and skill files skipped or read with problems (`file` relative
@@ -233,25 +240,14 @@ def _model_checker(default: str | Model | ModelFactory | None) -> Callable[[str]
     return check
 
 
-def _default_runtime_factory(settings: ServerSettings, workspace: Path, store: Store) -> RuntimeFactory:
+def _default_runtime_factory(settings: ServerSettings, operator: RuntimeSettings, store: Store) -> RuntimeFactory:
     def build(options: RunOptions) -> Runtime:
         default = settings.model
         if callable(default) and not isinstance(default, Model):
             model: str | Model | None = default(options.model)
         else:
             model = options.model or default
-        return Runtime(
-            model=model,
-            workspace=workspace,
-            agents_dirs=settings.agents_dirs,
-            skills_dirs=settings.skills_dirs,
-            mcp_servers=settings.mcp_servers,
-            model_aliases=settings.model_aliases,
-            allow_commands=settings.allow_commands,
-            max_parallel=options.max_parallel or settings.max_parallel,
-            store=store,
-            user_id=options.user_id,
-        )
+        return operator.build(user_id=options.user_id, model=model, max_parallel=options.max_parallel, store=store)
 
     return build
 

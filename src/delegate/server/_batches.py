@@ -70,7 +70,7 @@ class BatchService:
         store: Store,
         *,
         runtime_for: Callable[[str, str | None, int | None], Runtime],
-        known_types: Callable[[], list[str]],
+        known_types: Callable[[str], list[str]],
         check_model: Callable[[str], None],
     ) -> None:
         self.batches = Batches(store)
@@ -131,7 +131,7 @@ class BatchService:
             max_live_items=body.max_live_items,
             max_attempts=body.max_attempts,
             model=body.model,
-            known_types=self.known_types(),
+            known_types=self.known_types(user_id),
         )
         return submission.batch  # `Batches` tells the worker (its listener) about the new batch
 

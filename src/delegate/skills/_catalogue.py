@@ -1,11 +1,12 @@
 """Skills: folders of instructions (a `SKILL.md` and whatever files it refers to) that an agent
 finds in an index and activates when it needs them.
 
-Where they come from, later shadowing earlier by name:
-`<workspace>/.claude/skills/*/SKILL.md` < `<workspace>/.delegate/skills/*/SKILL.md` < each
-`skills_dirs` folder < `<workspace>/.delegate/users/<user>/skills/*/SKILL.md`, the run's user's own
-(a run without a user is the `default` user's). Every folder is inside the workspace, so an agent
-reads a skill with `read_file`, like any file.
+Where they come from, later shadowing earlier by name: the operator's folder (`<root>/.claude/skills/*/
+SKILL.md` < `<root>/.delegate/skills/*/SKILL.md`) < each `skills_dirs` folder < a user's own folder
+(`<own>/.claude/skills` < `<own>/.delegate/skills`: in `delegate serve`, the user's workspace). The
+agent sees each skill it may use, read-only, at `.delegate/skills/<name>/` of its workspace (a
+mount of the workspace's view, wherever the folder really is), so it reads a skill with
+`read_file`, like any file, and can change none.
 
 Activation is lazy: the system prompt carries only the index (name, description, path). A skill is
 active once the agent reads its `SKILL.md` with `read_file`, or when a task starts with `/<name>`
@@ -26,13 +27,15 @@ from .._agents import CLAUDE_TOOL_NAMES, NAME
 from .._errors import UserError, WorkspaceError
 from .._frontmatter import CatalogueWarning, Unreadable, display_name, read_front_matter
 from .._messages import Message, ToolCallPart, ToolResultPart
-from .._workspace import Workspace
+from .._workspace import Mount, Workspace
 
 ALWAYS_ALLOWED = frozenset({"complete", "tool_search"})
 """Tools an active skill never takes away: the way to finish, and the way to find deferred tools."""
 
 KNOWN_FIELDS = frozenset({"name", "description", "allowed-tools", "allowed_tools", "license", "metadata", "version"})
 """`SKILL.md` fields read or kept quietly (Anthropic's skills carry `license`); others are warned about."""
+SKILLS_AT = ".delegate/skills"
+"""Where agents see skills in their workspace (inside the hidden `.delegate`, mounted read-only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +43,10 @@ class Skill:
     name: str
     description: str
     path: str
-    """Its `SKILL.md`, relative to the workspace root."""
+    """Its `SKILL.md` as agents see it: `.delegate/skills/<name>/SKILL.md`."""
     body: str
+    folder: Path
+    """The real folder it was read from (mounted read-only at `.delegate/skills/<name>`)."""
     allowed_tools: tuple[str, ...] | None = None
     """The tools it allows once active; None leaves the agent's tools as they are."""
     extra: tuple[tuple[str, Any], ...] = ()
@@ -56,31 +61,35 @@ class SkillCatalogue:
         self.warnings = list(warnings)
 
     @classmethod
-    def build(
-        cls, workspace: Workspace, *, user_id: str | None = None, dirs: Sequence[str | Path] = ()
-    ) -> SkillCatalogue:
-        """Read every source in order (later ones shadow earlier ones). A `SKILL.md` that cannot be
-        read is skipped with a warning naming it (relative to the workspace); a folder outside the
-        workspace is refused with a `UserError`."""
-        root = workspace.root
-        folders = [root / ".delegate" / "skills"]
+    def build(cls, root: Path, *, dirs: Sequence[str | Path] = (), own: Path | None = None) -> SkillCatalogue:
+        """Read every source in order (later ones shadow earlier ones): `root`'s folders, `dirs`,
+        then `own`'s. A `SKILL.md` that cannot be read is skipped with a warning naming it (relative
+        to its folder, never by the server's path); a missing `dirs` folder is a `UserError`."""
+        sources: list[tuple[Path, bool, Path]] = [
+            (root / ".claude" / "skills", True, root),
+            (root / ".delegate" / "skills", False, root),
+        ]
         for folder in dirs:
-            try:
-                folders.append(workspace.resolve(folder))
-            except WorkspaceError as exc:
-                raise UserError(f"skills folder {str(folder)!r}: {exc}; put skills inside the workspace") from None
-        folders.append(root / ".delegate" / "users" / (user_id or "default") / "skills")
+            if not Path(folder).is_dir():
+                raise UserError(f"skills folder {str(folder)!r} does not exist: pass a folder of skills")
+            sources.append((Path(folder), False, Path(folder).parent))
+        if own is not None:
+            sources += [(own / ".claude" / "skills", True, own), (own / ".delegate" / "skills", False, own)]
         skills: dict[str, Skill] = {}
         warnings: list[CatalogueWarning] = []
-        for folder, claude in [(root / ".claude" / "skills", True), *((f, False) for f in folders)]:
+        for folder, claude, base in sources:
             for file in sorted(folder.glob("*/SKILL.md")) if folder.is_dir() else []:
                 try:
-                    skill = load_skill(file, root, claude=claude, warnings=warnings)
+                    skill = load_skill(file, base, claude=claude, warnings=warnings)
                 except Unreadable as exc:
                     warnings.append(exc.warning)
                     continue
                 skills[skill.name] = skill
         return cls(skills, warnings)
+
+    def mounts(self) -> list[Mount]:
+        """Where agents see the skills: each one's folder, read-only, at `.delegate/skills/<name>`."""
+        return [Mount(at=f"{SKILLS_AT}/{s.name}", source=s.folder) for s in self.skills.values()]
 
     def __len__(self) -> int:
         return len(self.skills)
@@ -200,8 +209,9 @@ def load_skill(
     return Skill(
         name=name,
         description=" ".join(description.split()),
-        path=file.relative_to(root).as_posix(),
+        path=f"{SKILLS_AT}/{name}/SKILL.md",
         body=front.body,
+        folder=file.parent,
         allowed_tools=None if tools is None else tuple(_tool_name(t, claude) for t in cast(list[str], tools)),
         extra=tuple((k, v) for k, v in fields.items() if k not in ("name", "description", "allowed-tools")),
     )

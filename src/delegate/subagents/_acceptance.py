@@ -281,7 +281,7 @@ def _locate(text: str, workspace: Workspace) -> Path:
         except (OSError, RuntimeError, ValueError):
             pass
         else:
-            if _under(real, base):
+            if _under(real, base) and not workspace.is_hidden(real):
                 return real
     raise _Unverifiable(refusal, checked=False)
 
@@ -471,9 +471,11 @@ async def _run_tests(command: str, workspace: Workspace, timeout: float) -> tupl
         raise _Unverifiable("commands are not allowed in this workspace", checked=False)
     started = time.monotonic()
     try:
-        result = await run_command(command, cwd=workspace.root, timeout=timeout, max_chars=_TAIL_CHARS)
+        result = await run_command(command, workspace, timeout=timeout, max_chars=_TAIL_CHARS)
     except OSError as exc:
         raise _Unverifiable(f"the command could not start: {exc.strerror or exc}", checked=False) from None
+    except ToolError as exc:  # the sandbox cannot run here
+        raise _Unverifiable(str(exc), checked=False) from None
     elapsed = time.monotonic() - started
     if result.timed_out:
         raise _Unverifiable(f"timed out after {timeout:g} s; the command's processes were killed", checked=True)

@@ -13,18 +13,17 @@ agents sharing the event loop.
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import suppress
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Annotated, BinaryIO
 
 from pydantic import Field
 
 from .._errors import ToolError, WorkspaceError
+from .._search import SNIFF_BYTES, compile_regex, looks_binary, open_for_reading, search
 from .._workspace import Workspace
 from ._tool import PathParam, ToolContext, ToolReturn, run_blocking, tool
 
@@ -33,12 +32,6 @@ READ_MAX_BYTES = 256 * 1024
 LINE_MAX_CHARS = 2000
 COUNT_LINES_MAX_BYTES = 64 * 1024 * 1024
 LIST_MAX_ENTRIES = 1000
-FIND_MAX_RESULTS = 500
-GREP_LINE_MAX_CHARS = 500
-GREP_MAX_FILE_BYTES = 16 * 1024 * 1024
-SNIFF_BYTES = 8192
-SKIPPED_DIRS = frozenset({".git", ".delegate"})
-"""Folders that walks (find_files, grep) step over: version control internals and our own store."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,9 +64,9 @@ async def read_file(
 def _read_file(workspace: Workspace, path: str, offset: int, limit: int) -> str:
     real = _existing_file(workspace, path)
     rel = workspace.relative(real)
-    with _open_for_reading(real, rel) as f:
+    with open_for_reading(real, rel) as f:
         size = os.fstat(f.fileno()).st_size
-        if _looks_binary(f.read(SNIFF_BYTES)):
+        if looks_binary(f.read(SNIFF_BYTES)):
             raise ToolError(f"{rel} is a binary file ({_human_size(size)}); read_file shows text files only")
         f.seek(0)
         shown: list[str] = []
@@ -166,7 +159,7 @@ async def write_file(
 
 
 def _write_file(workspace: Workspace, path: str, content: str) -> ToolReturn:
-    real = workspace.resolve(path)
+    real = workspace.resolve(path, write=True)
     rel = workspace.relative(real)
     if real.is_dir():
         raise ToolError(f"{rel} is a folder; give the path of a file inside it")
@@ -210,13 +203,13 @@ async def edit_file(
 
 
 def _edit_file(workspace: Workspace, path: str, old: str, new: str, replace_all: bool) -> ToolReturn:
-    real = _existing_file(workspace, path)
+    real = _existing_file(workspace, path, write=True)
     rel = workspace.relative(real)
     if not old:
         raise ToolError("old_string is empty; give the exact text to replace (to create a file, use write_file)")
     if old == new:
         raise ToolError("old_string and new_string are the same; there is nothing to change")
-    with _open_for_reading(real, rel) as f:
+    with open_for_reading(real, rel) as f:
         raw = f.read()
     try:
         text = raw.decode("utf-8")
@@ -308,6 +301,10 @@ async def list_dir(
 
 
 def _list_dir(workspace: Workspace, path: str) -> str:
+    virtual = workspace.virtual_children(path)
+    if virtual is not None and path not in (".", ""):  # a folder of mounts, such as .delegate/skills
+        lines = [f"{path.rstrip('/')}/ ({_plural(len(virtual), 'entry', 'entries')})", *(f"{n}/" for n in virtual)]
+        return "\n".join(lines)
     real = workspace.resolve(path)
     rel = workspace.relative(real)
     if not real.exists():
@@ -316,13 +313,15 @@ def _list_dir(workspace: Workspace, path: str) -> str:
         raise ToolError(f"{rel} is a file, not a folder; use read_file to read it")
     try:
         with os.scandir(real) as found:
-            entries = sorted(found, key=lambda e: e.name)
+            entries = sorted((e for e in found if not workspace.is_hidden(Path(e.path))), key=lambda e: e.name)
     except OSError as exc:
         raise _os_error(exc, f"cannot list {rel}") from None
-    if not entries:
+    mounted = [f"{name}/" for name in virtual or ()] if real == workspace.root else []
+    if not entries and not mounted:
         return f"{rel}/ is empty"
-    lines = [f"{rel}/ ({_plural(len(entries), 'entry', 'entries')})"]
-    lines += [_describe_entry(workspace, entry) for entry in entries[:LIST_MAX_ENTRIES]]
+    lines = [f"{rel}/ ({_plural(len(entries) + len(mounted), 'entry', 'entries')})"]
+    # hidden folders that hold mounts (such as .delegate, for skills) show as folders
+    lines += sorted([*(_describe_entry(workspace, entry) for entry in entries[:LIST_MAX_ENTRIES]), *mounted])
     if len(entries) > LIST_MAX_ENTRIES:
         left = len(entries) - LIST_MAX_ENTRIES
         lines.append(f"[{left:,} more entries not shown; use find_files with a pattern to narrow]")
@@ -352,7 +351,7 @@ def _link_target(workspace: Workspace, path: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# find_files
+# find_files and grep: in a child process, with RE2 (see `delegate._search`)
 
 
 @tool
@@ -373,167 +372,15 @@ async def find_files(
     match; the `.git` and `.delegate` folders are skipped, and symlinked folders are not entered.
     To search inside files, use `grep`.
     """
-    return await run_blocking(_find_files, ctx.workspace, pattern, path)
-
-
-def _find_files(workspace: Workspace, pattern: str, path: str) -> str:
     if not pattern.strip():
         raise ToolError("pattern is empty; give a glob such as **/*.py")
-    parts = PurePosixPath(pattern).parts
-    fixed = 0
-    while fixed < len(parts) and not _is_magic(parts[fixed]):
-        fixed += 1
-    base = workspace.resolve(Path(path, *parts[:fixed]))
-    rest = parts[fixed:]
-    if ".." in rest:
-        raise ToolError("`..` may only come before the first wildcard of a pattern; or set `path` instead")
-    if not rest:  # no wildcard at all: the pattern names one path
-        matches = [_shown(workspace, base)] if base.exists() else []
-        return _found_text(matches, pattern, path, capped=False, shallow=False)
-    if not base.is_dir():
-        return _found_text([], pattern, path, capped=False, shallow=False)
-    matcher = _glob_regex(rest)
-    max_depth = None if "**" in rest else len(rest)
-    matches: list[str] = []
-    for candidate, is_dir in _walk(workspace, base, max_depth):
-        if matcher.match(candidate.relative_to(base).as_posix()):
-            matches.append(workspace.relative(candidate) + ("/" if is_dir else ""))
-    matches.sort()
-    capped = len(matches) > FIND_MAX_RESULTS
-    shallow = len(rest) == 1 and rest[0] != "**" and not matches
-    return _found_text(matches, pattern, path, capped=capped, shallow=shallow)
-
-
-def _found_text(matches: list[str], pattern: str, path: str, *, capped: bool, shallow: bool) -> str:
-    where = "" if path in (".", "") else f" under {path}"
-    if not matches:
-        hint = f"; `{pattern}` searches one folder only, try `**/{pattern}` to search at any depth" if shallow else ""
-        return f"no files match {pattern}{where}{hint}"
-    if not capped:
-        return "\n".join(matches)
-    shown = "\n".join(matches[:FIND_MAX_RESULTS])
-    return (
-        f"{shown}\n[showed {FIND_MAX_RESULTS} of {len(matches):,} matches of {pattern}{where}; "
-        "narrow the pattern or the path to see the rest]"
-    )
-
-
-def _shown(workspace: Workspace, path: Path) -> str:
-    return workspace.relative(path) + ("/" if path.is_dir() and path != workspace.root else "")
-
-
-def _walk(workspace: Workspace, base: Path, max_depth: int | None = None) -> Iterator[tuple[Path, bool]]:
-    """Every entry under `base` as (path, is_folder), in a stable order, without leaving the root.
-
-    Symlinked folders are not entered (no loops, no duplicates); a symlink is yielded only when it
-    resolves inside the workspace. `.git` and `.delegate` are stepped over. `max_depth` counts
-    path segments below `base`.
-    """
-    for folder, dirnames, filenames in os.walk(base):
-        depth = len(Path(folder).relative_to(base).parts)
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
-        entries = [(d, True) for d in dirnames] + [(f, False) for f in sorted(filenames)]
-        if max_depth is not None and depth + 1 >= max_depth:
-            dirnames[:] = []  # deeper entries could not match
-        for name, is_dir in entries:
-            candidate = Path(folder, name)
-            if candidate.is_symlink():
-                try:
-                    target = workspace.resolve(candidate)
-                except WorkspaceError:
-                    continue
-                is_dir = target.is_dir()
-            yield candidate, is_dir
-
-
-def _is_magic(segment: str) -> bool:
-    return any(c in segment for c in "*?[{")
-
-
-def _glob_regex(segments: tuple[str, ...] | list[str]) -> re.Pattern[str]:
-    """A regex for a `/`-separated glob where `**` spans folders and `*` stays within one segment."""
-    out: list[str] = []
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == "**":
-            out.append(".*" if last else "(?:[^/]+/)*")
-        else:
-            out.append(_segment_regex(segment) + ("" if last else "/"))
-    try:
-        return re.compile("".join(out) + r"\Z", re.DOTALL)
-    except re.error as exc:  # such as a bad range in a class: [z-a]
-        raise ToolError(f"invalid glob pattern {'/'.join(segments)!r}: {exc}") from None
-
-
-def _segment_regex(segment: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(segment):
-        c = segment[i]
-        i += 1
-        if c == "*":
-            if not out or out[-1] != "[^/]*":
-                out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := _class_end(segment, i)) > 0:
-            body = segment[i:end]
-            negate = body[:1] in ("!", "^")
-            body = "".join(c if c == "-" else re.escape(c) for c in (body[1:] if negate else body))
-            out.append("[" + ("^/" if negate else "") + body.replace("--", "-\\-") + "]")
-            i = end + 1
-        elif c == "{" and (end := _brace_end(segment, i)) > 0:
-            options = _split_top_level(segment[i:end])
-            out.append("(?:" + "|".join(_segment_regex(o) for o in options) + ")")
-            i = end + 1
-        else:
-            out.append(re.escape(c))
-    return "".join(out)
-
-
-def _class_end(segment: str, start: int) -> int:
-    """Index of the `]` closing a class opened just before `start`, or -1 (then `[` is literal)."""
-    i = start + 1 if segment[start : start + 1] in ("!", "^") else start
-    if segment[i : i + 1] == "]":
-        i += 1  # a `]` first in the class is a member
-    end = segment.find("]", i)
-    return end
-
-
-def _brace_end(segment: str, start: int) -> int:
-    depth = 1
-    for i in range(start, len(segment)):
-        if segment[i] == "{":
-            depth += 1
-        elif segment[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i if "," in segment[start:i] else -1
-    return -1
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for c in text:
-        if c == "," and depth == 0:
-            parts.append(current)
-            current = ""
-            continue
-        depth += (c == "{") - (c == "}")
-        current += c
-    return [*parts, current]
-
-
-# ---------------------------------------------------------------------------------------------
-# grep
+    return await search(ctx.workspace, "find", {"pattern": pattern, "path": path})
 
 
 @tool
 async def grep(
     ctx: ToolContext,
-    pattern: Annotated[str, Field(description="Python regular expression, searched in each line.")],
+    pattern: Annotated[str, Field(description="Regular expression (RE2 syntax), searched in each line.")],
     path: Annotated[str, Field(description="File or folder to search (default: the whole workspace).")] = ".",
     glob: Annotated[
         str | None,
@@ -544,96 +391,23 @@ async def grep(
 ) -> str:
     """Search the text files of the workspace for lines that match a regular expression.
 
-    Python `re` syntax, matched against one line at a time (`^` and `$` are the line's ends).
-    Answers with `path:line: text` for each matching line, in path order, up to `max_results`
-    (a note says when there were more). Binary files, files over 16 MiB, and the `.git` and
-    `.delegate` folders are skipped. Use `glob` to search only some files, and `read_file` with
-    an offset to see the lines around a match.
+    RE2 syntax (as Python `re`, without backreferences and lookaround), matched against one line
+    at a time (`^` and `$` are the line's ends). Answers with `path:line: text` for each matching
+    line, in path order, up to `max_results` (a note says when there were more). Binary files,
+    files over 16 MiB, and the `.git` and `.delegate` folders are skipped. Use `glob` to search
+    only some files, and `read_file` with an offset to see the lines around a match.
     """
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
-    return await run_blocking(_grep, ctx.workspace, regex, path, glob, max_results)
-
-
-@dataclass(kw_only=True, slots=True)
-class _GrepOutcome:
-    lines: list[str]
-    too_big: list[str]
-    capped: bool = False
-
-
-def _grep(workspace: Workspace, regex: re.Pattern[str], path: str, glob: str | None, max_results: int) -> str:
-    base = workspace.resolve(path)
-    rel = workspace.relative(base)
-    if not base.exists():
-        raise ToolError(f"no such file or folder: {rel}")
-    outcome = _GrepOutcome(lines=[], too_big=[])
-    for file in _grep_files(workspace, base, glob):
-        _grep_file(workspace, file, regex, max_results, outcome)
-        if outcome.capped:
-            break
-    text = "\n".join(outcome.lines) if outcome.lines else f"no lines match {regex.pattern!r} in {rel}"
-    if outcome.capped:
-        text += (
-            f"\n[stopped at {max_results} matching lines; narrow the pattern, path or glob, "
-            "or raise max_results (up to 1000)]"
-        )
-    if outcome.too_big:
-        names = ", ".join(outcome.too_big[:5]) + (", ..." if len(outcome.too_big) > 5 else "")
-        text += f"\n[not searched, over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB: {names}]"
-    return text
-
-
-def _grep_files(workspace: Workspace, base: Path, glob: str | None) -> Iterator[Path]:
-    if not base.is_dir():
-        yield base
-        return
-    matcher = _glob_regex(PurePosixPath(glob).parts) if glob else None
-    by_name = glob is not None and "/" not in glob
-    files: list[tuple[str, Path]] = []
-    for candidate, is_dir in _walk(workspace, base):
-        if is_dir:
-            continue
-        rel = candidate.relative_to(base).as_posix()
-        if matcher is None or matcher.match(candidate.name if by_name else rel):
-            files.append((rel, candidate))
-    files.sort()  # path order, as find_files answers, rather than the walk's folder-by-folder order
-    yield from (path for _, path in files)
-
-
-def _grep_file(
-    workspace: Workspace, file: Path, regex: re.Pattern[str], max_results: int, outcome: _GrepOutcome
-) -> None:
-    real = workspace.resolve(file) if file.is_symlink() else file  # a link is read at its (inside) target
-    rel = workspace.relative(file)
-    try:
-        with _open_for_reading(real, rel) as f:
-            if os.fstat(f.fileno()).st_size > GREP_MAX_FILE_BYTES:
-                outcome.too_big.append(rel)
-                return
-            raw = f.read()
-    except (ToolError, OSError):
-        return  # unreadable files are skipped, as grep -s does
-    if _looks_binary(raw[:SNIFF_BYTES]):
-        return
-    for number, line in enumerate(raw.decode("utf-8", "replace").split("\n"), 1):
-        line = line.rstrip("\r")
-        if regex.search(line):
-            if len(outcome.lines) >= max_results:
-                outcome.capped = True
-                return
-            shown = line if len(line) <= GREP_LINE_MAX_CHARS else line[:GREP_LINE_MAX_CHARS] + "…"
-            outcome.lines.append(f"{rel}:{number}: {shown}")
+    compile_regex(pattern, ignore_case=ignore_case)  # a bad pattern is refused before anything starts
+    args = {"pattern": pattern, "path": path, "glob": glob, "ignore_case": ignore_case, "max_results": max_results}
+    return await search(ctx.workspace, "grep", args)
 
 
 # ---------------------------------------------------------------------------------------------
 # shared helpers
 
 
-def _existing_file(workspace: Workspace, path: str) -> Path:
-    real = workspace.resolve(path)
+def _existing_file(workspace: Workspace, path: str, *, write: bool = False) -> Path:
+    real = workspace.resolve(path, write=write)
     rel = workspace.relative(real)
     if real.is_dir():
         raise ToolError(f"{rel} is a folder, not a file; use list_dir or find_files to see what it holds")
@@ -642,34 +416,11 @@ def _existing_file(workspace: Workspace, path: str) -> Path:
     return real
 
 
-def _open_for_reading(real: Path, rel: str) -> BinaryIO:
-    """Open a resolved regular file for reading.
-
-    `O_NOFOLLOW` refuses a symlink put in its place since it was resolved; `O_NONBLOCK` keeps a
-    named pipe from blocking the open forever (it is then refused, as are devices and sockets).
-    """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(real, flags)
-    except OSError as exc:
-        raise _os_error(exc, f"cannot read {rel}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ToolError(f"{rel} is not a regular file (a pipe, socket or device); it cannot be read")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
-
-
 def _encode(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates, which JSON allows and UTF-8 does not
         raise ToolError("the text holds invalid Unicode (a lone surrogate); it cannot be written") from None
-
-
-def _looks_binary(head: bytes) -> bool:
-    """A NUL byte in the first few KiB marks a file binary, as git and grep decide."""
-    return b"\x00" in head
 
 
 def _os_error(exc: OSError, doing: str) -> ToolError:

@@ -1,12 +1,13 @@
 """The `bash` tool, and `run_command` beneath it: one shell command in the workspace root.
 
-Commands run only when the workspace allows them (`--allow-commands`). Each command gets its
+Commands run only when the workspace allows them (`--allow-commands`), in the bubblewrap sandbox
+of `tools/_sandbox.py` (unless the operator turned it off). Each command gets its
 own process group, so a timeout or a cancellation stops everything it started, not only the
 shell. Output (stdout and stderr together) is capped, keeping its head and its tail, where the
 errors and the summary usually are.
 
-We drive the process through `loop.subprocess_shell` with a small protocol (the machinery
-`asyncio.create_subprocess_shell` wraps) because it tells us when the shell exits even while a
+We drive the process through `loop.subprocess_exec` with a small protocol (the machinery
+`asyncio.create_subprocess_exec` wraps) because it tells us when the shell exits even while a
 background child still holds the output open; `Process.wait()` would wait for that child too.
 """
 
@@ -19,12 +20,13 @@ import subprocess
 from collections.abc import Awaitable
 from contextlib import suppress
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
 
 from .._errors import ToolError
+from .._workspace import Workspace
+from ._sandbox import command_environment, sandbox_argv
 from ._tool import ToolContext, ToolReturn, tool
 
 OUTPUT_MAX_CHARS = 30_000
@@ -32,15 +34,6 @@ HOLD_GRACE = 2.0
 """Seconds that background processes may keep the output open after the shell has exited."""
 SETTLE = 2.0
 """Seconds to wait for the processes to be gone after they were killed."""
-
-
-SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "DELEGATE_DB")
-"""The runtime's own credentials: commands that agents run never see them."""
-
-
-def command_environment() -> dict[str, str]:
-    """The environment of agents' commands: ours, less the model providers' keys and the database URL."""
-    return {name: value for name, value in os.environ.items() if name not in SECRET_VARIABLES}
 
 
 @dataclass(kw_only=True, slots=True)
@@ -73,7 +66,7 @@ async def bash(
     """
     if not ctx.workspace.allow_commands:
         raise ToolError("commands are not allowed in this workspace; the runtime must allow them (--allow-commands)")
-    result = await run_command(command, cwd=ctx.workspace.root, timeout=timeout)
+    result = await run_command(command, ctx.workspace, timeout=timeout)
     output = result.output or "(no output)"
     if result.timed_out:
         raise ToolError(
@@ -93,21 +86,31 @@ async def bash(
     )
 
 
-async def run_command(command: str, *, cwd: Path, timeout: float, max_chars: int = OUTPUT_MAX_CHARS) -> CommandResult:
-    """Run `command` with /bin/sh in `cwd`; no process it starts outlives the call.
+async def run_command(
+    command: str, workspace: Workspace, *, timeout: float, max_chars: int = OUTPUT_MAX_CHARS
+) -> CommandResult:
+    """Run `command` with /bin/sh in the workspace root, in its sandbox (see `tools/_sandbox.py`)
+    unless the operator turned that off; no process it starts outlives the call.
 
     On timeout the result says `timed_out`; on cancellation the processes are killed and the
     cancellation goes on. Output past `max_chars` keeps its head and tail with a note between.
+    Raises `ToolError` when the sandbox cannot run here (saying what to install).
     """
     loop = asyncio.get_running_loop()
-    transport, collector = await loop.subprocess_shell(
+    if workspace.commands.sandbox:
+        argv = await asyncio.to_thread(sandbox_argv, command, workspace)
+        env: dict[str, str] = {}  # bwrap builds the command's environment itself (--clearenv, --setenv)
+    else:
+        argv = ["/bin/sh", "-c", command]
+        env = command_environment(workspace)
+    transport, collector = await loop.subprocess_exec(
         lambda: _Collector(max_chars),
-        command,
+        *argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=command_environment(),
+        cwd=workspace.root,
+        env=env,
         start_new_session=True,  # its own session and process group, with no controlling terminal
     )
     group = transport.get_pid()

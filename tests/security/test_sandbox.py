@@ -1,0 +1,168 @@
+"""Commands run in a real bubblewrap sandbox (issue 9, finding "keys stolen"): through the real
+server, an agent's `bash` sees no credential of the server, no process of it, no store, no
+network, and can write only its user's workspace."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from delegate._store import Store
+from delegate._workspace import CommandPolicy
+from tests.security.support import two_users
+
+pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (/usr/bin/bwrap)")
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-openai-secret",
+    "ANTHROPIC_API_KEY": "sk-ant-secret",
+    "PGPASSWORD": "pg-secret",
+    "GITHUB_TOKEN": "ghp-secret",
+    "DELEGATE_DB": "postgresql://u:db-secret@h/db",
+}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HARMLESS", "named-by-the-operator")
+    root = tmp_path / "server"
+    (root / ".delegate" / "agents").mkdir(parents=True)
+    return root.resolve()
+
+
+def bash(command: str, timeout: float = 60) -> tuple[str, dict[str, object]]:
+    return ("bash", {"command": command, "timeout": timeout})
+
+
+def test_commands_see_no_credential_and_no_process_of_the_server(workspace: Path, store: Store) -> None:
+    policy = CommandPolicy(env=("HARMLESS", "OPENAI_API_KEY"))  # naming a provider's key does not pass it
+    with two_users(workspace, store, allow_commands=True, commands=policy) as users:
+        outcomes = users.act(
+            "alice",
+            [
+                bash("tr '\\0' '\\n' < /proc/$PPID/environ; env; tr '\\0' '\\n' < /proc/1/environ"),
+                bash(f"test -e /proc/{os.getpid()} && echo server-visible || echo server-hidden; hostname"),
+                bash("ls /proc | grep -c '^[0-9]'"),
+            ],
+        )
+    environment, server, processes = (o.content for o in outcomes)
+    for value in SECRETS.values():
+        assert value not in environment
+    assert "HARMLESS=named-by-the-operator" in environment
+    assert f"HOME={users.folder('alice')}" in environment
+    assert server.splitlines()[:2] == ["server-hidden", "sandbox"]
+    assert int(processes.splitlines()[0]) < 10  # the sandbox's own few, not the host's
+
+
+def test_commands_cannot_reach_the_store_or_write_outside_the_users_workspace(workspace: Path) -> None:
+    with (
+        Store.for_workspace(workspace) as store,
+        two_users(workspace, store, allow_commands=True) as users,
+    ):
+        db = workspace / ".delegate" / "delegate.db"
+        outcomes = users.act(
+            "alice",
+            [
+                bash(f"cat {db} ../../delegate.db; ls -a ../.. {workspace}/.delegate 2>&1; ls -a .delegate"),
+                bash("touch /usr/x /etc/x 2>&1; echo x > .delegate/agents/x.md 2>&1; echo ok > mine.txt"),
+                bash("mkdir -p .claude/agents 2>&1; echo x > .claude/agents/x.md 2>&1; ls /home /root /work 2>&1"),
+                bash(f"ln -s {db} db-link; ln -s ../../delegate.db up-link; echo linked"),
+            ],
+        )
+        # the calls of one turn run at once: follow the links in a run of their own
+        through_links = users.act(
+            "alice",
+            [
+                ("read_file", {"path": "db-link"}),
+                ("read_file", {"path": "up-link"}),
+                ("grep", {"pattern": "SQLite", "path": "db-link"}),
+            ],
+        )
+    store_view, writes, definitions, linked = (o.content for o in outcomes)
+    assert linked.startswith("linked")
+    assert all(o.error and "outside the workspace" in o.content for o in through_links), through_links
+    assert "SQLite format" not in store_view and "No such file or directory" in store_view
+    assert "Read-only file system" in writes
+    assert (users.folder("alice") / "mine.txt").read_text() == "ok\n"
+    assert not (users.folder("alice") / ".delegate" / "agents").exists()
+    assert "Read-only file system" in definitions and not (users.folder("alice") / ".claude/agents/x.md").exists()
+    assert db.read_bytes().startswith(b"SQLite format 3\x00")
+
+
+def test_commands_have_no_network_unless_the_operator_allows_it(workspace: Path, store: Store) -> None:
+    with two_users(workspace, store, allow_commands=True) as users:
+        port = users.server.port
+        probe = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)\" 2>&1"
+        [closed] = users.act("alice", [bash(f"{probe} && echo reached || echo unreachable")])
+    assert closed.content.splitlines()[-2] == "unreachable"
+    network = CommandPolicy(network=True)
+    with two_users(workspace, store, ("carol", "dave"), allow_commands=True, commands=network) as users:
+        probe = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {users.server.port}))\""
+        [opened] = users.act("carol", [bash(f"{probe} && echo reached")])
+    assert opened.content.splitlines()[0] == "reached"
+
+
+def test_no_process_of_a_command_outlives_it_and_limits_hold(workspace: Path, store: Store) -> None:
+    marker = f"delegate-marker-{os.getpid()}"
+    with two_users(workspace, store, allow_commands=True) as users:
+        outcomes = users.act(
+            "alice",
+            [
+                bash(f"sh -c 'sleep 300' {marker} > /dev/null 2>&1 & echo started"),
+                bash("sleep 30", timeout=1),
+                bash("yes | head -c 200000"),
+            ],
+        )
+    assert outcomes[0].content.startswith("started")
+    assert outcomes[1].error and "timed out after 1s" in outcomes[1].content
+    assert "bytes of output cut" in outcomes[2].content and len(outcomes[2].content) < 40_000
+    deadline = time.monotonic() + 10
+    while any(marker in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit()):
+        assert time.monotonic() < deadline, "a background process outlived its sandbox"
+        time.sleep(0.05)  # polling a condition, with a deadline
+
+
+def test_without_bubblewrap_commands_are_refused_saying_what_to_install(workspace: Path, store: Store) -> None:
+    missing = CommandPolicy(bwrap=str(workspace / "no-bwrap-here"))
+    with two_users(workspace, store, allow_commands=True, commands=missing) as users:
+        [refused] = users.act("alice", [bash("echo ran > ran.txt")])
+    assert refused.error
+    assert "apt-get install bubblewrap" in refused.content and "--unsandboxed-commands" in refused.content
+    assert not (users.folder("alice") / "ran.txt").exists()
+
+
+def test_the_operator_can_run_commands_unsandboxed_only_by_saying_so(workspace: Path, store: Store) -> None:
+    unconfined = CommandPolicy(sandbox=False, bwrap=str(workspace / "no-bwrap-here"))
+    with two_users(workspace, store, allow_commands=True, commands=unconfined) as users:
+        [ran] = users.act("alice", [bash("env; pwd")])
+    assert not ran.error
+    assert str(users.folder("alice")) in ran.content
+    assert all(value not in ran.content for value in SECRETS.values())  # the allowlist holds unsandboxed too
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def test_running_commands_unsandboxed_is_said_out_loud_on_the_command_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"  # nothing listens: no model is ever reached
+    command = [sys.executable, "-m", "delegate", "run", " ", "--model", "openai:m", "-w", str(tmp_path)]
+    quiet = subprocess.run([*command, "--allow-commands"], capture_output=True, text=True, env=env, timeout=120)
+    loud = subprocess.run(
+        [*command, "--allow-commands", "--unsandboxed-commands"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert "WITHOUT a sandbox" not in quiet.stderr
+    assert "warning: agents' commands run WITHOUT a sandbox (--unsandboxed-commands)" in loud.stderr
+    assert loud.returncode == 2 and "the prompt is empty" in loud.stderr

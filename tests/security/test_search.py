@@ -1,0 +1,84 @@
+"""Search that cannot hang (issue 9, finding "the whole server frozen"): `grep` and `find_files`
+patterns go through RE2 (linear time) in a search process with a deadline, off the event loop.
+How fast `(a+)+$` answers is measured in `bench/search_regex.py`, not asserted here."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from delegate import ToolError, Workspace
+from delegate._search import search
+from delegate._store import Store
+from tests.security.support import two_users
+
+CATASTROPHIC = "(a+)+$"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "server"
+    root.mkdir()
+    return root.resolve()
+
+
+def test_a_catastrophic_pattern_answers_and_other_users_are_served(workspace: Path, store: Store) -> None:
+    with two_users(workspace, store) as users:
+        alice = users.folder("alice")
+        alice.mkdir(parents=True)
+        (alice / "line.txt").write_text("a" * 40 + "b\n" + "a" * 40 + "\n")
+        (alice / ("a" * 40 + "b")).write_text("")
+        outcomes = users.act(
+            "alice",
+            [
+                ("grep", {"pattern": CATASTROPHIC, "path": "line.txt"}),
+                ("grep", {"pattern": "(a|aa)*c", "path": "."}),
+                ("find_files", {"pattern": "**/*a*a*a*a*a*a*a*a*a*a*c"}),
+            ],
+        )
+        with users.api("bob") as bob:
+            assert bob.get("/runs").status_code == 200
+    assert [o.error for o in outcomes] == [False, False, False]
+    assert outcomes[0].content == "line.txt:2: " + "a" * 40
+    assert outcomes[1].content == "no lines match '(a|aa)*c' in ."
+    assert outcomes[2].content.startswith("no files match")
+
+
+def test_a_pattern_re2_cannot_run_is_refused_saying_why(workspace: Path, store: Store) -> None:
+    with two_users(workspace, store) as users:
+        [refused] = users.act("alice", [("grep", {"pattern": "(a)\\1"})])
+    assert refused.error
+    assert "RE2" in refused.content and "backreferences" in refused.content
+
+
+async def test_a_search_past_its_deadline_is_stopped_and_the_next_one_answers(workspace: Path) -> None:
+    (workspace / "x.txt").write_text("hello\n")
+    view = Workspace.open(workspace)
+    arguments = {"pattern": "hello", "path": ".", "glob": None, "ignore_case": False, "max_results": 10}
+    with pytest.raises(ToolError, match="took longer than 0 s and was stopped"):
+        await search(view, "grep", arguments, timeout=0)
+    assert await search(view, "grep", arguments) == "x.txt:1: hello"
+
+
+async def test_the_event_loop_runs_on_while_a_search_works(workspace: Path) -> None:
+    for n in range(300):
+        (workspace / f"f{n:03}.txt").write_text("a" * 40 + "\n")
+    view = Workspace.open(workspace)
+    ticks = 0
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    arguments = {"pattern": CATASTROPHIC, "path": ".", "glob": None, "ignore_case": False, "max_results": 1000}
+    found = await search(view, "grep", arguments)
+    done.set()
+    await ticker
+    assert len(found.splitlines()) == 300
+    assert ticks > 0
