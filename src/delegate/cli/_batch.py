@@ -85,18 +85,18 @@ def read_items(path: Path) -> list[dict[str, Any]]:
 
 
 def runner_factory(workspace: Path, *, model: str | None, agents: list[Path], allow_commands: bool):
-    """Runtimes for the items' subagents, one per model (a batch may name its own)."""
+    """A runtime for each batch the worker serves, with the batch's own model if it names one
+    (the worker closes it when it stops serving that batch)."""
     from .._runtime import Runtime
 
-    runtimes: dict[str | None, Runtime] = {}
-
     def build(info: ServeInfo) -> Runtime:
-        key = info.model or model
-        if key not in runtimes:
-            runtimes[key] = Runtime(
-                model=key, workspace=workspace, agents_dirs=agents, allow_commands=allow_commands, store=False
-            )
-        return runtimes[key]
+        return Runtime(
+            model=info.model or model,
+            workspace=workspace,
+            agents_dirs=agents,
+            allow_commands=allow_commands,
+            store=False,
+        )
 
     return build
 

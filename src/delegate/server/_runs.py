@@ -22,20 +22,18 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic_core import to_json
 
 from .._errors import UserError
 from .._events import Event
 from .._runtime import Runtime
 from .._store import Store
 from ._auth import ApiError, UserId, app_store
+from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, event_stream, poll, sse
 
 _log = logging.getLogger("delegate.server")
 
 POLL_INTERVAL = 0.5
 """How often a follower of a run that is not live here looks for new events in the store."""
-KEEPALIVE_INTERVAL = 15.0
-"""How long an SSE stream may stay silent before a comment line keeps proxies from closing it."""
 CANCEL_WAIT = 10.0
 """How long `POST /runs/{id}/cancel` waits for the run to record its cancellation."""
 
@@ -205,38 +203,31 @@ class RunManager:
             yield item
 
     async def _follow_store(self, run_id: str, after: int) -> AsyncIterator[tuple[int, Event | None]]:
+        """A run that is not live here (it ended, or another process runs it): poll the store."""
         seq = after
-        quiet = 0.0
-        while True:
-            events = await asyncio.to_thread(self.store.events, run_id, seq, 500)
-            for event in events:
-                seq += 1
-                yield seq, event
-                if event.type == "run.completed":
-                    return
-            if len(events) == 500:
-                continue
+
+        async def step() -> tuple[list[tuple[int, Event]], bool]:
+            nonlocal seq
+            found: list[tuple[int, Event]] = []
+            while True:
+                events = await asyncio.to_thread(self.store.events, run_id, seq, 500)
+                for event in events:
+                    seq += 1
+                    found.append((seq, event))
+                    if event.type == "run.completed":
+                        return found, True
+                if len(events) < 500:
+                    break
             run = await asyncio.to_thread(self.store.get_run, run_id)
-            if run is None or (run.status != "running" and seq >= run.event_count):
-                return
-            live = self.live.get(run_id)
-            if live is not None:  # not expected (runs start live); hand over to the live list
-                async for item in live.follow(seq):
-                    yield item
-                return
-            await asyncio.sleep(POLL_INTERVAL)
-            quiet += POLL_INTERVAL
-            if quiet >= KEEPALIVE_INTERVAL:
-                quiet = 0.0
-                yield 0, None
+            return found, run is None or (run.status != "running" and seq >= run.event_count)
+
+        async for item in poll(step, interval=POLL_INTERVAL):
+            yield item if item is not None else (0, None)
 
 
-def sse(seq: int, event: Event | None) -> bytes:
-    """One server-sent event: `id:` the event's number, `event:` its type, `data:` its JSON."""
-    if event is None:
-        return b": keep-alive\n\n"
-    data = to_json(event.to_dict(), fallback=str).decode()
-    return f"id: {seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+def run_sse(seq: int, event: Event | None) -> bytes:
+    """A run's event as a server-sent event (None: a keep-alive comment)."""
+    return KEEPALIVE if event is None else sse(seq, event.type, event.to_dict())
 
 
 def last_event_id(header: str | None, after: int | None) -> int:
@@ -375,7 +366,7 @@ async def run_events(
 
     async def stream() -> AsyncIterator[bytes]:
         async for seq, event in runs.follow(run_id, start):
-            yield sse(seq, event)
+            yield run_sse(seq, event)
 
     return event_stream(stream())
 
@@ -398,13 +389,6 @@ async def cancel_run(run_id: str, user_id: UserId, store: AppStore, runs: Runs) 
     result = await asyncio.to_thread(run_json, store, run_id, user_id)
     assert result is not None
     return result
-
-
-def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
-    """A `text/event-stream` response that proxies pass through unbuffered."""
-    return StreamingResponse(
-        body, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    )
 
 
 def _no_run(run_id: str) -> ApiError:
