@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -180,6 +181,13 @@ class Runtime:
             model = self._models[key] = resolve_model(spec)
         return model
 
+    async def _model_off_loop(self, spec: str | Model | None) -> Model:
+        """`model_for`, in a thread the first time: building a model may fetch and load weights."""
+        if spec is None or isinstance(spec, str):
+            cached = self._models.get(spec or "")
+            return cached if cached is not None else await asyncio.to_thread(self.model_for, spec)
+        return spec
+
     @property
     def model(self) -> Model:
         return self.model_for(self._model_spec)
@@ -265,7 +273,7 @@ class Runtime:
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
-        lead_model = self.model_for(model or self._model_spec)
+        lead_model = await self._model_off_loop(model or self._model_spec)
         recorder = _Recorder(self.store, [*self.sinks, *sinks])
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id)
         ctx.uploaded_files = uploads_state(uploaded_files)
@@ -300,7 +308,7 @@ class Runtime:
             first_tool_choice=self.first_tool_choice,
         )
         slash = skills.slash_command(prompt, None)
-        recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
+        await recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
         recorder.emit(
             Event(
                 type="run.started",
@@ -350,7 +358,14 @@ class Runtime:
         inherited = [name for name in self.tools if name != "complete"]
         skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
         mcp_tools = await self._load_mcp()
-        runner = self._runner(ctx, self.model, inherited, skills, mcp_tools, project_context(self.workspace))
+        runner = self._runner(
+            ctx,
+            await self._model_off_loop(self._model_spec),
+            inherited,
+            skills,
+            mcp_tools,
+            project_context(self.workspace),
+        )
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -519,10 +534,13 @@ class _Recorder:
         for sink in self.sinks:
             sink(event)
 
-    def begin(self, run_id: str, user_id: str | None, prompt: str, model: str, workspace: str) -> None:
+    async def begin(self, run_id: str, user_id: str | None, prompt: str, model: str, workspace: str) -> None:
         self.run_id = run_id
         if self.store is not None:
-            self.store.create_run(run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace)
+            create = functools.partial(
+                self.store.create_run, run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace
+            )
+            await asyncio.to_thread(create)  # off the loop: another process may hold the write lock
 
     async def flush(self) -> None:
         if self.store is not None and self.buffer:

@@ -27,7 +27,8 @@ from .._runtime import Runtime
 from .._store import Store
 from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo
 from ._auth import ApiError, UserId
-from ._sse import KEEPALIVE, event_stream, poll, sse
+from ._runs import check_prompt
+from ._sse import KEEPALIVE, Offset, event_stream, poll, sse
 
 _log = logging.getLogger("delegate.server")
 
@@ -82,11 +83,13 @@ class BatchService:
         runtime_for: Callable[[str, str | None, int | None], Runtime],
         known_types: Callable[[], list[str]],
         check_model: Callable[[str], None],
+        max_prompt_chars: int | None = None,
     ) -> None:
         self.batches = Batches(store)
         self.runtime_for = runtime_for
         self.known_types = known_types
         self.check_model = check_model
+        self.max_prompt_chars = max_prompt_chars
         self.worker: BatchWorker | None = None
         self._followers: dict[str, set[_Follower]] = {}
         self._lock = threading.Lock()
@@ -123,6 +126,13 @@ class BatchService:
                 follower.loop.call_soon_threadsafe(follower.tell, event)
 
     def submit(self, user_id: str, body: BatchRequest) -> Batch:
+        """Submit a batch (its items wait in the store until a worker runs them, so a model that is
+        still being prepared, like the local model's first download, is no reason to refuse it)."""
+        if self.max_prompt_chars is not None:
+            for n, item in enumerate(body.items):
+                prompt = cast(dict[str, Any], item).get("prompt") if isinstance(item, dict) else None
+                if isinstance(prompt, str):
+                    check_prompt(prompt, self.max_prompt_chars, f"items[{n}].prompt")
         if body.model is not None:
             self.check_model(body.model)
         submission = self.batches.submit(
@@ -202,7 +212,7 @@ async def submit_batch(body: BatchRequest, user_id: UserId, service: Service) ->
 async def list_batches(
     user_id: UserId,
     service: Service,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> dict[str, Any]:
     """The caller's batches, newest first, each with its counts per item status."""
@@ -222,7 +232,7 @@ async def batch_items(
     user_id: UserId,
     service: Service,
     status: Annotated[str | None, Query(description=f"One of {', '.join(ITEM_STATUSES)}.")] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """A page of the batch's items in submission order, optionally only those in one status."""

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import threading
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
@@ -28,7 +29,8 @@ from .._events import Event
 from .._runtime import Runtime
 from .._store import Store
 from ._auth import ApiError, UserId, app_store
-from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, event_stream, poll, sse
+from ._limits import Limits
+from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse
 
 _log = logging.getLogger("delegate.server")
 
@@ -98,12 +100,25 @@ RuntimeBuilder = Callable[[str, str | None, int | None], Runtime]
 
 
 class RunManager:
-    """Starts runs as tasks of the server's event loop, follows their events, cancels them."""
+    """Starts runs as tasks of the server's event loop, follows their events, cancels them.
 
-    def __init__(self, store: Store, build: RuntimeBuilder) -> None:
+    `ready` raises an `ApiError` unless the model a run names (None: the default) is ready.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        build: RuntimeBuilder,
+        *,
+        limits: Limits | None = None,
+        ready: Callable[[str | None], None] | None = None,
+    ) -> None:
         self.store = store
         self.build = build
+        self.limits = limits or Limits()
+        self.ready: Callable[[str | None], None] = ready or _always_ready
         self.live: dict[str, LiveRun] = {}
+        self._starting: Counter[str] = Counter()
 
     async def start(
         self,
@@ -115,13 +130,43 @@ class RunManager:
     ) -> str:
         """Start a run in the background; return its id once the run is recorded in the store.
 
-        Raises `UserError` for a bad model or setting, before anything is stored.
+        Raises `UserError` for a bad model or setting, before anything is stored, and `ApiError`
+        for a prompt past the limit, a user with too many live runs, or a model not ready yet.
         """
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
-        runtime = self.build(user_id, model, max_parallel)
+        check_prompt(prompt, self.limits.max_prompt_chars, "prompt")
+        self.ready(model)
+        cap = self.limits.max_live_runs_per_user
+        going = self._starting[user_id] + sum(1 for live in self.live.values() if live.user_id == user_id)
+        if going >= cap:
+            raise ApiError(
+                429,
+                "too_many_runs",
+                f"you have {going} runs going, the most this server allows at once ({cap}): wait for one to "
+                "end, or cancel one (POST /api/v1/runs/{id}/cancel)",
+                retry_after=5,
+            )
+        self._starting[user_id] += 1  # counted from here, so requests that arrive together are capped too
         try:
-            runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad input
+            return await self._start(user_id, prompt, model, max_parallel, uploaded_files)
+        finally:
+            self._starting[user_id] -= 1
+            if not self._starting[user_id]:
+                del self._starting[user_id]
+
+    async def _start(
+        self,
+        user_id: str,
+        prompt: str,
+        model: str | None,
+        max_parallel: int | None,
+        uploaded_files: list[dict[str, Any]] | None,
+    ) -> str:
+        # Off the event loop: a runtime reads definition files, and its model may build a client.
+        runtime = await asyncio.to_thread(self.build, user_id, model, max_parallel)
+        try:
+            await asyncio.to_thread(lambda: runtime.model)  # a bad provider or a missing key is bad input
         except BaseException:
             await runtime.aclose()
             raise
@@ -234,7 +279,7 @@ def last_event_id(header: str | None, after: int | None) -> int:
     """Where a follower resumes: `?after=N` wins, then the `Last-Event-ID` header, else the start."""
     if after is not None:
         return max(0, after)
-    if header and header.strip().isdigit():
+    if header and header.strip().isdigit() and len(header.strip()) < 10:
         return int(header.strip())
     return 0
 
@@ -331,7 +376,7 @@ async def start_run(body: RunRequest, user_id: UserId, runs: Runs) -> JSONRespon
 async def list_runs(
     user_id: UserId,
     store: AppStore,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> dict[str, Any]:
     """The caller's runs, newest first."""
@@ -354,7 +399,7 @@ async def run_events(
     user_id: UserId,
     store: AppStore,
     runs: Runs,
-    after: Annotated[int | None, Query(ge=0, description="Resume after this event number.")] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_NUMBER, description="Resume after this event number.")] = None,
 ) -> StreamingResponse:
     """Server-sent events: the run's stored events, then live ones, until `run.completed`.
 
@@ -389,6 +434,20 @@ async def cancel_run(run_id: str, user_id: UserId, store: AppStore, runs: Runs) 
     result = await asyncio.to_thread(run_json, store, run_id, user_id)
     assert result is not None
     return result
+
+
+def _always_ready(model: str | None) -> None:
+    del model
+
+
+def check_prompt(prompt: str, cap: int, where: str) -> None:
+    """A 422 `ApiError` for a prompt past the server's limit."""
+    if len(prompt) > cap:
+        message = (
+            f"{where}: {len(prompt):,} characters, more than this server's limit of {cap:,}: shorten it, "
+            "or put the long text in a file of the workspace and name the file"
+        )
+        raise ApiError(422, "invalid_request", message, problems=[message])
 
 
 def _no_run(run_id: str) -> ApiError:

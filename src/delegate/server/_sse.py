@@ -12,8 +12,9 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
+from fastapi import Query
 from fastapi.responses import StreamingResponse
 from pydantic_core import to_json
 
@@ -22,6 +23,10 @@ KEEPALIVE_INTERVAL = 15.0
 KEEPALIVE = b": keep-alive\n\n"
 
 _T = TypeVar("_T")
+
+MAX_NUMBER = 2**31 - 1
+"""The largest offset or event number a query may name (a larger one answers 422, not a crash)."""
+Offset = Annotated[int, Query(ge=0, le=MAX_NUMBER, description="How many to skip (newest first).")]
 
 Step = Callable[[], Awaitable[tuple[list[_T], bool]]]
 """Reads what is new: `(things to send, done)`."""
