@@ -261,10 +261,22 @@ async def cancel_batch(batch_id: str, user_id: UserId, service: Service) -> dict
     return (await asyncio.to_thread(service.batches.cancel, user_id, batch_id)).to_dict()
 
 
+class RetryRequest(BaseModel):
+    """The optional body of `POST /batches/{id}/retry`: one item, named in the body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1, description="The failed item to retry (any key, `..` too).")
+
+
 @router.post("/batches/{batch_id}/retry")
-async def retry_failed(batch_id: str, user_id: UserId, service: Service) -> dict[str, Any]:
-    """Queue every failed item again, each with a fresh budget of attempts."""
-    return await asyncio.to_thread(service.retry, user_id, batch_id, None)
+async def retry_failed(
+    batch_id: str, user_id: UserId, service: Service, body: RetryRequest | None = None
+) -> dict[str, Any]:
+    """Queue every failed item again, each with a fresh budget of attempts; with a body
+    `{"key": K}`, only that item. Keys such as `.` and `..` cannot travel in a URL path (clients
+    resolve them as dot segments, so `items/../retry` reaches this route): name them in the body."""
+    return await asyncio.to_thread(service.retry, user_id, batch_id, None if body is None else body.key)
 
 
 @router.post("/batches/{batch_id}/items/{key:path}/retry")
