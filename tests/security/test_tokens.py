@@ -13,7 +13,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from delegate._store import Store, _core_tables_0001, _hash_token
+from delegate._store import CORE_MIGRATIONS, Store, _core_tables_0001, _hash_token
 from tests.security.server_support import api, live_server
 
 
@@ -82,7 +82,7 @@ def test_an_unknown_user_is_a_clear_usage_error(store_url: str) -> None:
 
 
 def test_a_store_from_before_revocation_is_migrated_and_its_tokens_keep_working(store_url: str) -> None:
-    """A database made by the release before `core.0002_user_tokens`: its users come through."""
+    """A database made by the release before `core.0003_user_tokens`: its users come through."""
     with Store.open(store_url, migrate=False) as bare, bare.engine.begin() as conn:
         metadata = sa.MetaData()
         users = _core_tables_0001(metadata)[0]
@@ -94,7 +94,7 @@ def test_a_store_from_before_revocation_is_migrated_and_its_tokens_keep_working(
         row = {"id": "u1", "name": "dave", "token_hash": _hash_token("old-token"), "created_at": created}
         conn.execute(users.insert().values(row))
     with Store.open(store_url) as store:
-        assert store.applied_migrations() == ["0001_core", "core.0002_user_tokens"]
+        assert store.applied_migrations() == [m.name for m in CORE_MIGRATIONS]
         assert store.user_for_token("old-token") == "u1"
         (dave,) = store.list_users()
         assert (dave.name, dave.revoked, dave.token_created_at) == ("dave", False, dave.created_at)
