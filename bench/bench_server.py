@@ -140,12 +140,17 @@ def latency(concurrent: int, regex_chars: int, timeout: float) -> dict[str, Any]
 
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         workspace = Path(tmp)
-        (workspace / "long.txt").write_text("a" * regex_chars + "!\n")
         with Store.for_workspace(workspace) as store:
-            _, alice = store.add_user("alice")
+            alice_id, alice = store.add_user("alice")
             bob_id, bob = store.add_user("bob")
             for n in range(50):
                 store.create_run(prompt=f"bob's run {n}", model="test", user_id=bob_id)
+        line = "a" * regex_chars + "!\n"
+        # Where alice's agent works: the workspace (one user), or its own folder (a server with a
+        # folder per user, docs/http.md).
+        for folder in (workspace, workspace / ".delegate" / "users" / alice_id):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "long.txt").write_text(line)
         server = Server(workspace, run_batches=False)
         holder: subprocess.Popen[bytes] | None = None
         try:
