@@ -7,16 +7,19 @@ were never timed out; nothing capped prompts or a user's live runs.
 
 from __future__ import annotations
 
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from delegate import UserError
 from delegate._store import Store
 from delegate.server import Limits
 from tests.security.server_support import Gate, api, closed_by_server, live_server, raw_request, read_answer
+from tests.test_server_cli import free_port, serve, wait_until_up
 
 
 @pytest.fixture
@@ -206,3 +209,33 @@ def test_streams_of_other_clients_are_unaffected_by_a_refused_body(tmp_path: Pat
     with live_server(tmp_path, store, limits=Limits(max_body_bytes=1024)) as server, api(server, token) as client:
         assert client.post("/runs", content=b"x" * 2048).status_code == 413
         assert client.get("/runs").status_code == 200
+
+
+def test_the_limits_are_flags_of_delegate_serve(tmp_path: Path, token: str) -> None:
+    port = free_port()
+    flags = ["--max-body-mb", "0.01", "--max-prompt-chars", "50", "--max-live-runs", "1", "--header-timeout", "0.5"]
+    process = serve("--port", str(port), "--workspace", str(tmp_path), "--no-worker", "--model", "openai:x", *flags)
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}/", process)
+        url = f"http://127.0.0.1:{port}/api/v1/runs"
+        headers = {"Authorization": f"Bearer {token}"}
+        too_large = httpx2.post(url, content=b"x" * 20_000, headers=headers)
+        too_long = httpx2.post(url, json={"prompt": "z" * 51}, headers=headers)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\n")
+            hung_up = closed_by_server(sock)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+    assert too_large.status_code == 413
+    assert "0.01 MB" not in too_large.json()["error"]["message"]  # said in bytes below 1 MB
+    assert "10486 bytes" in too_large.json()["error"]["message"]
+    assert too_long.status_code == 422
+    assert hung_up
+
+
+def test_a_limit_that_makes_no_sense_is_a_usage_error(tmp_path: Path) -> None:
+    process = serve("--workspace", str(tmp_path), "--max-live-runs", "0")
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 2
+    assert "--max-live-runs" in stderr
