@@ -233,7 +233,7 @@ def memory(batches: int) -> dict[str, Any]:
     }
 
 
-def _run_batches(client: Any, n: int, wave: int = 25) -> None:
+def _run_batches(client: Any, n: int, wave: int = 50) -> None:
     """Submit `n` one-item batches, `wave` at a time, each wave waited for until every one is done."""
     for first in range(0, n, wave):
         ids = []

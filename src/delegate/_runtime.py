@@ -277,8 +277,9 @@ class Runtime:
         recorder = _Recorder(self.store, [*self.sinks, *sinks])
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id)
         ctx.uploaded_files = uploads_state(uploaded_files)
-        skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
-        context = project_context(self.workspace)
+        # Off the event loop: these read the skill and project-context files.
+        skills = await asyncio.to_thread(self._skill_catalogue, ctx.user_id)
+        context = await asyncio.to_thread(project_context, self.workspace)
         mcp_tools = await self._load_mcp()
         lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
         if ctx.uploaded_files is not None:
@@ -356,16 +357,11 @@ class Runtime:
         fan_out = [*self.sinks, *sinks]
         ctx = self._context(run_id or f"task_{uuid.uuid4().hex[:12]}", "batch", lambda e: _fan(fan_out, e), user_id)
         inherited = [name for name in self.tools if name != "complete"]
-        skills = SkillCatalogue.build(self.workspace, user_id=ctx.user_id, dirs=self.skills_dirs)
+        skills = await asyncio.to_thread(self._skill_catalogue, ctx.user_id)
         mcp_tools = await self._load_mcp()
-        runner = self._runner(
-            ctx,
-            await self._model_off_loop(self._model_spec),
-            inherited,
-            skills,
-            mcp_tools,
-            project_context(self.workspace),
-        )
+        context = await asyncio.to_thread(project_context, self.workspace)
+        model = await self._model_off_loop(self._model_spec)
+        runner = self._runner(ctx, model, inherited, skills, mcp_tools, context)
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -465,6 +461,9 @@ class Runtime:
             allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents
         )
         return batch_tools(self._batches, known_types=visible.names())
+
+    def _skill_catalogue(self, user_id: str) -> SkillCatalogue:
+        return SkillCatalogue.build(self.workspace, user_id=user_id, dirs=self.skills_dirs)
 
     def warnings(self, user_id: str | None = None) -> list[CatalogueWarning]:
         """What is wrong with the definition and skill files this runtime reads (for `user_id`'s

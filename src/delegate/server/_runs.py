@@ -254,15 +254,13 @@ class RunManager:
         async def step() -> tuple[list[tuple[int, Event]], bool]:
             nonlocal seq
             found: list[tuple[int, Event]] = []
-            while True:
-                events = await asyncio.to_thread(self.store.events, run_id, seq, 500)
-                for event in events:
-                    seq += 1
-                    found.append((seq, event))
-                    if event.type == "run.completed":
-                        return found, True
-                if len(events) < 500:
-                    break
+            for event in await asyncio.to_thread(self.store.events, run_id, seq, 500):  # a page at a time
+                seq += 1
+                found.append((seq, event))
+                if event.type == "run.completed":
+                    return found, True
+            if found:
+                return found, False  # read on at once
             run = await asyncio.to_thread(self.store.get_run, run_id)
             return found, run is None or (run.status != "running" and seq >= run.event_count)
 

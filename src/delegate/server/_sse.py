@@ -33,8 +33,9 @@ Step = Callable[[], Awaitable[tuple[list[_T], bool]]]
 
 
 async def poll(step: Step[_T], *, interval: float, wake: asyncio.Event | None = None) -> AsyncIterator[_T | None]:
-    """Yield what `step` finds, again after `interval` (or as soon as `wake` is set), until it says
-    it is done. None marks `KEEPALIVE_INTERVAL` of silence (for a keep-alive comment)."""
+    """Yield what `step` finds, and call it again at once while it finds something, else after
+    `interval` (or as soon as `wake` is set), until it says it is done. None marks
+    `KEEPALIVE_INTERVAL` of silence (for a keep-alive comment)."""
     spoke = time.monotonic()
     while True:
         if wake is not None:
@@ -43,10 +44,11 @@ async def poll(step: Step[_T], *, interval: float, wake: asyncio.Event | None = 
         for item in found:
             yield item
         now = time.monotonic()
-        if found:
-            spoke = now
         if done:
             return
+        if found:
+            spoke = now
+            continue
         if now - spoke >= KEEPALIVE_INTERVAL:
             spoke = now
             yield None
