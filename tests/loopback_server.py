@@ -10,6 +10,8 @@ from types import TracebackType
 import uvicorn
 from fastapi import FastAPI
 
+from delegate.server import uvicorn_config
+
 
 class LiveServer:
     """Runs `app` under uvicorn on 127.0.0.1 (a free port) until the `with` block ends."""
@@ -20,7 +22,7 @@ class LiveServer:
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="none", http="h11")
+        config = uvicorn_config(app)  # the server's own: its header and idle timeouts too
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="test-uvicorn", daemon=True)
         self.error: BaseException | None = None

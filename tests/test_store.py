@@ -16,7 +16,9 @@ import sqlalchemy as sa
 
 from delegate import Event, Usage, UserError
 from delegate._record import Artifact, Skipped, TaskOutput
-from delegate._store import Migration, Store, StoreError, _core_tables
+from delegate._store import CORE_MIGRATIONS, Migration, Store, StoreError, _core_tables
+
+CORE_NAMES = [m.name for m in CORE_MIGRATIONS]
 
 
 def _event(run_id: str, n: int, **data: object) -> Event:
@@ -41,9 +43,9 @@ def _subagent(id: str, **fields: Any) -> TaskOutput:
 
 class TestMigrations:
     def test_migrations_are_recorded_and_applying_them_again_does_nothing(self, store: Store) -> None:
-        assert store.applied_migrations() == ["0001_core", "core.0002_subagent_results"]
+        assert store.applied_migrations() == CORE_NAMES
         assert store.migrate() == []
-        assert store.applied_migrations() == ["0001_core", "core.0002_subagent_results"]
+        assert store.applied_migrations() == CORE_NAMES
 
     def test_another_module_adds_its_tables_through_its_own_named_migrations(self, store: Store) -> None:
         calls: list[str] = []
@@ -56,7 +58,7 @@ class TestMigrations:
         assert store.migrate(extra) == ["test.0001_things"]
         assert store.migrate(extra) == []
         assert calls == ["things"]
-        assert store.applied_migrations() == ["0001_core", "core.0002_subagent_results", "test.0001_things"]
+        assert store.applied_migrations() == [*CORE_NAMES, "test.0001_things"]
         with store.write() as conn:
             conn.execute(sa.text("INSERT INTO things (id) VALUES (1)"))
 
@@ -67,7 +69,7 @@ class TestMigrations:
 
         with pytest.raises(RuntimeError, match="broken migration"):
             store.migrate([Migration("test.0001_half", create_then_fail)])
-        assert store.applied_migrations() == ["0001_core", "core.0002_subagent_results"]
+        assert store.applied_migrations() == CORE_NAMES
         with store.read() as conn:
             assert not sa.inspect(conn).has_table("half")
 
@@ -108,9 +110,9 @@ class TestMigrations:
                 proc.kill()
         assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in outcomes]
         applied = sorted(out.strip() for out, _ in outcomes)
-        assert applied == ["", "0001_core,core.0002_subagent_results,test.0001_slow"]
+        assert applied == ["", ",".join([*CORE_NAMES, "test.0001_slow"])]
         with Store.open(store_url) as opened:
-            assert opened.applied_migrations() == ["0001_core", "core.0002_subagent_results", "test.0001_slow"]
+            assert opened.applied_migrations() == [*CORE_NAMES, "test.0001_slow"]
 
 
 _MIGRATE_SCRIPT = """
@@ -440,7 +442,7 @@ def _in_threads(count: int, work: object) -> list[BaseException]:
 
 def test_a_workspace_store_lives_in_dot_delegate(tmp_path: Path) -> None:
     with Store.for_workspace(tmp_path) as opened:
-        assert opened.applied_migrations() == ["0001_core", "core.0002_subagent_results"]
+        assert opened.applied_migrations() == CORE_NAMES
     assert (tmp_path / ".delegate" / "delegate.db").is_file()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -192,6 +193,13 @@ class Runtime:
             model = self._models[key] = resolve_model(spec)
         return model
 
+    async def _model_off_loop(self, spec: str | Model | None) -> Model:
+        """`model_for`, in a thread the first time: building a model may fetch and load weights."""
+        if spec is None or isinstance(spec, str):
+            cached = self._models.get(spec or "")
+            return cached if cached is not None else await asyncio.to_thread(self.model_for, spec)
+        return spec
+
     @property
     def model(self) -> Model:
         return self.model_for(self._model_spec)
@@ -280,12 +288,12 @@ class Runtime:
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
-        lead_model = self.model_for(model or self._model_spec)
+        lead_model = await self._model_off_loop(model or self._model_spec)
         recorder = _Recorder(self.store, [*self.sinks, *sinks])
-        skills = self._skills()
+        skills = await asyncio.to_thread(self._skills)
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
         ctx.uploaded_files = uploads_state(uploaded_files)
-        context = project_context(self.workspace)
+        context = await asyncio.to_thread(project_context, self.workspace)
         mcp_tools = await self._load_mcp()
         lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
         if ctx.uploaded_files is not None:
@@ -316,7 +324,7 @@ class Runtime:
             first_tool_choice=self.first_tool_choice,
         )
         slash = skills.slash_command(prompt, None)
-        recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
+        await recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
         recorder.emit(
             Event(
                 type="run.started",
@@ -362,13 +370,15 @@ class Runtime:
         if definition is None:
             raise UserError(f"unknown subagent type {subagent_type!r}; available: {', '.join(visible.names())}")
         fan_out = [*self.sinks, *sinks]
-        skills = self._skills()
+        skills = await asyncio.to_thread(self._skills)
         task_id = run_id or f"task_{uuid.uuid4().hex[:12]}"
         ctx = self._context(task_id, "batch", lambda e: _fan(fan_out, e), user_id, skills)
         inherited = [name for name in self.tools if name != "complete"]
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp(ctx.emit, ctx.run_id)
-        runner = self._runner(ctx, self.model, inherited, skills, mcp_tools, project_context(self.workspace), own)
+        context = await asyncio.to_thread(project_context, self.workspace)
+        model = await self._model_off_loop(self._model_spec)
+        runner = self._runner(ctx, model, inherited, skills, mcp_tools, context, own)
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -583,10 +593,13 @@ class _Recorder:
         for sink in self.sinks:
             sink(event)
 
-    def begin(self, run_id: str, user_id: str | None, prompt: str, model: str, workspace: str) -> None:
+    async def begin(self, run_id: str, user_id: str | None, prompt: str, model: str, workspace: str) -> None:
         self.run_id = run_id
         if self.store is not None:
-            self.store.create_run(run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace)
+            create = functools.partial(
+                self.store.create_run, run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace
+            )
+            await asyncio.to_thread(create)  # off the loop: another process may hold the write lock
 
     async def flush(self) -> None:
         if self.store is not None and self.buffer:

@@ -6,6 +6,11 @@ One `Store` owns one SQLAlchemy engine; the same Core statements run on both bac
   timeout and foreign keys on, set on every new connection. Writes open with `BEGIN IMMEDIATE`, so
   a writer waits for the lock up front instead of failing half-way with "database is locked".
 - PostgreSQL (`postgresql://...`, driven by psycopg 3) is for several machines sharing one store.
+  Each connection waits at most `LOCK_TIMEOUT_MS` for a lock (`lock_timeout`).
+
+A write that cannot get the lock in that time (another process holds it: a `delegate batch
+worker`, a `sqlite3` shell) raises `StoreBusyError`: the server answers it with a 503 and a
+`Retry-After`, the CLI with a message; nothing was written.
 
 Migrations are named functions recorded in the `migrations` table and applied in order, once.
 Another module adds its own tables by passing its own list to `Store.migrate`:
@@ -35,7 +40,7 @@ import secrets
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -47,7 +52,7 @@ from pydantic import AwareDatetime, TypeAdapter
 from pydantic_core import from_json, to_json
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, IntegrityError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 from ._errors import DelegateError, UserError
 from ._events import Event, EventType
@@ -59,8 +64,10 @@ __all__ = [
     "RunRow",
     "RunStatus",
     "Store",
+    "StoreBusyError",
     "StoreError",
     "SubagentStatus",
+    "UserRow",
 ]
 
 RunStatus = Status
@@ -71,6 +78,8 @@ SubagentStatus = Status
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 """How long a SQLite connection waits for another writer before giving up."""
+LOCK_TIMEOUT_MS = 10_000
+"""How long a PostgreSQL statement waits for a lock another transaction holds before giving up."""
 
 _MIGRATION_LOCK = 0x64656C6567617465  # "delegate" in ASCII: the PostgreSQL advisory lock key
 _T = TypeVar("_T")
@@ -80,12 +89,41 @@ class StoreError(DelegateError):
     """The database holds a row delegate cannot read back (changed outside delegate, or corrupt)."""
 
 
+class StoreBusyError(DelegateError):
+    """Another process held the database's write lock for longer than the store waits; nothing was
+    written. Try again in a moment (`retry_after` seconds is a fair guess)."""
+
+    retry_after = 2
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            "the store is busy: another process (a `delegate batch worker`, or a tool holding the "
+            f"database open) holds its write lock{f' ({detail})' if detail else ''}; nothing was written, "
+            "try again in a moment"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     """One named schema step. `apply` runs inside the migration transaction; never edit a released one."""
 
     name: str
     apply: Callable[[Connection], None]
+
+
+@dataclass(kw_only=True, slots=True)
+class UserRow:
+    """A user of the HTTP API, as stored (without its token, of which only a hash is kept)."""
+
+    id: str
+    name: str
+    created_at: AwareDatetime
+    token_created_at: AwareDatetime | None = None
+    revoked_at: AwareDatetime | None = None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -106,6 +144,7 @@ class RunRow:
     event_count: int = 0
 
 
+_user_row: TypeAdapter[UserRow] = TypeAdapter(UserRow)
 _run_row: TypeAdapter[RunRow] = TypeAdapter(RunRow)
 _event_type: TypeAdapter[EventType] = TypeAdapter(EventType)
 _event_data: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
@@ -127,6 +166,9 @@ def _core_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table, s
         sa.Column("name", text, nullable=False, unique=True),
         sa.Column("token_hash", text, nullable=False, unique=True),
         sa.Column("created_at", text, nullable=False),
+        # Added by core.0003_user_tokens: when the current token was made; set while revoked.
+        sa.Column("token_created_at", text),
+        sa.Column("revoked_at", text),
     )
     runs = sa.Table(
         "runs",
@@ -284,6 +326,14 @@ def _m0002_subagent_results(conn: Connection) -> None:
         conn.execute(sa.text(f"ALTER TABLE subagents ADD COLUMN {column}"))
 
 
+def _m0003_user_tokens(conn: Connection) -> None:
+    """Tokens that can be revoked and replaced: when the current token was made, and whether the
+    user is revoked (`delegate users revoke|token`)."""
+    conn.exec_driver_sql("ALTER TABLE users ADD COLUMN token_created_at TEXT")
+    conn.exec_driver_sql("ALTER TABLE users ADD COLUMN revoked_at TEXT")
+    conn.execute(_users.update().values(token_created_at=_users.c.created_at))
+
+
 _claim_event_numbers = (
     _runs.update()
     .where(_runs.c.id == sa.bindparam("run_id"))
@@ -295,6 +345,7 @@ _claim_event_numbers = (
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
+    Migration("core.0003_user_tokens", _m0003_user_tokens),
 )
 
 
@@ -310,6 +361,8 @@ class Store:
         if engine.dialect.name == "sqlite" and not event.contains(engine, "connect", _sqlite_on_connect):
             event.listen(engine, "connect", _sqlite_on_connect)
             event.listen(engine, "begin", _sqlite_on_begin)
+        if engine.dialect.name == "postgresql" and not event.contains(engine, "connect", _pg_on_connect):
+            event.listen(engine, "connect", _pg_on_connect)
 
     @classmethod
     def open(cls, url: str | os.PathLike[str], *, migrate: bool = True) -> Self:
@@ -338,14 +391,17 @@ class Store:
 
     @contextmanager
     def write(self) -> Generator[Connection]:
-        """A write transaction (`BEGIN IMMEDIATE` on SQLite), committed when the block ends."""
-        with self._writer.begin() as conn:
+        """A write transaction (`BEGIN IMMEDIATE` on SQLite), committed when the block ends.
+
+        Raises `StoreBusyError` when another process holds the lock past the wait (nothing written).
+        """
+        with _busy_is_ours(), self._writer.begin() as conn:
             yield conn
 
     @contextmanager
     def read(self) -> Generator[Connection]:
         """A read-only transaction: one consistent snapshot on SQLite, rolled back at the end."""
-        with self.engine.connect() as conn:
+        with _busy_is_ours(), self.engine.connect() as conn:
             yield conn
 
     # -- migrations -------------------------------------------------------------------------------
@@ -362,6 +418,8 @@ class Store:
         if duplicated:
             raise ValueError(f"migration names must be unique; repeated: {', '.join(duplicated)}")
         applied_now: list[str] = []
+        if self._all_applied(names):
+            return applied_now  # no write lock taken: a busy store does not stop a server from opening
         with self.write() as conn:
             if conn.dialect.name == "postgresql":
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
@@ -374,6 +432,12 @@ class Store:
                 conn.execute(_migrations.insert().values(name=step.name, applied_at=_iso(_now())))
                 applied_now.append(step.name)
         return applied_now
+
+    def _all_applied(self, names: list[str]) -> bool:
+        with self.read() as conn:
+            if not sa.inspect(conn).has_table(_migrations.name):
+                return False
+            return set(names) <= set(conn.scalars(sa.select(_migrations.c.name)))
 
     def applied_migrations(self) -> list[str]:
         """Names of the migrations recorded in this database, in the order they were applied."""
@@ -390,7 +454,9 @@ class Store:
             raise UserError("a user needs a name: pass a non-empty NAME")
         user_id = uuid.uuid4().hex
         token = secrets.token_urlsafe(32)
-        values = {"id": user_id, "name": name, "token_hash": _hash_token(token), "created_at": _iso(_now())}
+        now = _iso(_now())
+        values = {"id": user_id, "name": name, "token_hash": _hash_token(token), "created_at": now}
+        values["token_created_at"] = now
         try:
             with self.write() as conn:
                 conn.execute(_users.insert().values(values))
@@ -399,9 +465,42 @@ class Store:
         return user_id, token
 
     def user_for_token(self, token: str) -> str | None:
-        """The id of the user holding `token`, or None for an unknown token."""
+        """The id of the user holding `token`, or None for an unknown or revoked token."""
+        query = sa.select(_users.c.id).where(_users.c.token_hash == _hash_token(token), _users.c.revoked_at.is_(None))
         with self.read() as conn:
-            return conn.scalar(sa.select(_users.c.id).where(_users.c.token_hash == _hash_token(token)))
+            return conn.scalar(query)
+
+    def list_users(self) -> list[UserRow]:
+        """Every user of the HTTP API, by name (tokens are never stored, only their hashes)."""
+        query = sa.select(_users).order_by(_users.c.name)
+        with self.read() as conn:
+            return [_decode_user(row) for row in conn.execute(query).mappings()]
+
+    def revoke_user(self, name: str) -> UserRow:
+        """Refuse the user's tokens from now on (its runs and batches are kept); raises `UserError`
+        for an unknown name. `new_token` gives the user a working token again."""
+        now = _iso(_now())
+        # The hash is replaced too, so the old token can never come back.
+        values = {"revoked_at": now, "token_hash": _hash_token(secrets.token_urlsafe(32))}
+        return self._change_user(name, values, keep_revoked=True)
+
+    def new_token(self, name: str) -> tuple[UserRow, str]:
+        """A new token for the user (printed once); the old one stops working at once, and a
+        revoked user is let in again. Raises `UserError` for an unknown name."""
+        token = secrets.token_urlsafe(32)
+        values = {"token_hash": _hash_token(token), "token_created_at": _iso(_now()), "revoked_at": None}
+        return self._change_user(name, values, keep_revoked=False), token
+
+    def _change_user(self, name: str, values: dict[str, Any], *, keep_revoked: bool) -> UserRow:
+        name = name.strip()
+        with self.write() as conn:
+            query = _users.update().where(_users.c.name == name)
+            if keep_revoked:  # revoking twice keeps the first time
+                values = {**values, "revoked_at": sa.func.coalesce(_users.c.revoked_at, values["revoked_at"])}
+            row = conn.execute(query.values(values).returning(*_users.c)).mappings().first()
+        if row is None:
+            raise UserError(f"no user named {name!r}: `delegate users list` shows them")
+        return _decode_user(row)
 
     # -- runs -------------------------------------------------------------------------------------
 
@@ -610,6 +709,26 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: object) -> None:
         cursor.close()
 
 
+def _pg_on_connect(dbapi_connection: Any, _record: object) -> None:
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    dbapi_connection.commit()
+
+
+@contextmanager
+def _busy_is_ours() -> Generator[None]:
+    """SQLite's "database is locked" and PostgreSQL's lock timeout, as `StoreBusyError`."""
+    try:
+        yield
+    except OperationalError as exc:
+        original = exc.orig
+        message = str(original)
+        pg_lock_timeout = getattr(getattr(original, "diag", None), "sqlstate", None) == "55P03"
+        if pg_lock_timeout or "database is locked" in message or "database is busy" in message:
+            raise StoreBusyError(message.splitlines()[0] if message else "") from None
+        raise
+
+
 def _sqlite_on_begin(conn: Connection) -> None:
     write = conn.get_execution_options().get("delegate_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -682,7 +801,7 @@ def _subagent_values(run_id: str, record: TaskOutput) -> dict[str, Any]:
     return values
 
 
-def _decode(adapter: TypeAdapter[_T], row: sa.RowMapping, table: str, json_columns: tuple[str, ...]) -> _T:
+def _decode(adapter: TypeAdapter[_T], row: Mapping[Any, Any], table: str, json_columns: tuple[str, ...]) -> _T:
     """Validate one stored row into its dataclass, or raise StoreError saying where it is damaged."""
     values: dict[str, Any] = {str(key): value for key, value in row.items()}
     column = ""
@@ -697,6 +816,10 @@ def _decode(adapter: TypeAdapter[_T], row: sa.RowMapping, table: str, json_colum
             f"{table} row {values.get('id')!r}{where} holds data delegate cannot read ({exc}); "
             "it was changed outside delegate or by another version"
         ) from None
+
+
+def _decode_user(row: sa.RowMapping) -> UserRow:
+    return _decode(_user_row, {k: v for k, v in row.items() if k != "token_hash"}, "users", ())
 
 
 def _decode_run(row: sa.RowMapping) -> RunRow:

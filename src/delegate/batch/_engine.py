@@ -111,7 +111,11 @@ class ItemRunner(Protocol):
 
 
 RunnerFactory = Callable[[ServeInfo], ItemRunner]
-"""Builds the runner for a batch, say with the batch's `model`: for workers serving many batches."""
+"""Builds the runner for a batch, say with the batch's `model`: for workers serving many batches.
+
+It is called (in a thread) once for each serving session of a batch, and the runner it built is
+closed (`aclose()`, if it has one) when that session ends, so a worker that served a thousand
+batches holds runners only for those it serves now."""
 
 
 def system_database_url(store_url: sa.URL) -> str:
@@ -339,12 +343,17 @@ class BatchWorker:
         info = await self._call(self.queue.serve_info, batch_id)
         if info is None:
             return "missing"
-        serving = _Serving(info=info, runner=self._runner_for(info))
+        serving = _Serving(info=info, runner=await self._runner_for(info))
         self._serving[batch_id] = serving
         try:
             return await self._serve_loop(serving)
         finally:
             del self._serving[batch_id]
+            if serving.runner is not self._runner:  # the factory built it for this session: close it
+                close = getattr(serving.runner, "aclose", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        await close()
 
     async def _serve_loop(self, serving: _Serving) -> str:
         batch_id = serving.info.id
@@ -384,10 +393,11 @@ class BatchWorker:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _runner_for(self, info: ServeInfo) -> ItemRunner:
+    async def _runner_for(self, info: ServeInfo) -> ItemRunner:
         if isinstance(self._runner, ItemRunner):
             return self._runner
-        return self._runner(info)
+        # Off the event loop: building a runner reads definition files, and may load a model.
+        return await asyncio.to_thread(self._runner, info)
 
     # -- running items --------------------------------------------------------------------------
 

@@ -97,18 +97,15 @@ def read_items(path: Path) -> list[dict[str, Any]]:
 
 
 def runner_factory(settings: RuntimeSettings) -> Callable[[ServeInfo], Runtime]:
-    """Runtimes for the items' subagents, one per owner and model (a batch may name its own model).
+    """A runtime for each batch the worker serves, with the batch's own model if it names one (the
+    worker closes it when it stops serving that batch).
 
     Items of the local user run in the workspace; those of a user of `delegate serve` (a batch
     submitted over HTTP, run by this worker) in that user's own workspace, as the server would.
     """
-    runtimes: dict[tuple[str, str | None], Runtime] = {}
 
     def build(info: ServeInfo) -> Runtime:
-        key = (info.user_id, info.model)
-        if key not in runtimes:
-            runtimes[key] = settings.build(user_id=info.user_id, model=info.model, store=False)
-        return runtimes[key]
+        return settings.build(user_id=info.user_id, model=info.model, store=False)
 
     return build
 

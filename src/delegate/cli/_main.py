@@ -1,4 +1,4 @@
-"""`delegate run`, `delegate users add`: the command line over `Runtime` (`delegate agents` is in
+"""`delegate run`, `delegate users ...`: the command line over `Runtime` (`delegate agents` is in
 `_agents.py`).
 
 Exit codes: 0 success, 1 the run failed, 2 bad usage or bad input (with a message saying what to fix).
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .._events import Event
     from .._runtime import Runtime
     from .._settings import RuntimeSettings
+    from .._store import Store
     from .._workspace import CommandPolicy
 
 app = typer.Typer(
@@ -225,13 +226,87 @@ def run(
 def users_add(name: str, workspace: Workspace = Path("."), db: Db = None) -> None:
     """Create a user of the HTTP API and print its token (only a hash is kept)."""
     from .._errors import UserError
-    from .._store import Store
+    from .._store import StoreBusyError
 
     try:
-        url = store_option(db)
-        store = Store.open(url) if url else Store.for_workspace(workspace.resolve())
-        _, token = store.add_user(name)
-    except UserError as exc:
+        _, token = _users_store(workspace, db).add_user(name)
+    except (UserError, StoreBusyError) as exc:
         fail(str(exc))
     typer.echo(f"Created user {name}. Its token (shown once):")
     typer.echo(token)
+
+
+@users_app.command("list")
+def users_list(
+    workspace: Workspace = Path("."),
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show the users of the HTTP API: when each was created, when its token was made, whether it is revoked."""
+    from .._errors import UserError
+    from .._store import StoreBusyError
+
+    try:
+        users = _users_store(workspace, db).list_users()
+    except (UserError, StoreBusyError) as exc:
+        fail(str(exc))
+    rows = [
+        {
+            "name": u.name,
+            "status": "revoked" if u.revoked else "active",
+            "created_at": u.created_at.isoformat(),
+            "token_created_at": u.token_created_at.isoformat() if u.token_created_at else None,
+            "revoked_at": u.revoked_at.isoformat() if u.revoked_at else None,
+        }
+        for u in users
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False))
+        return
+    if not rows:
+        typer.echo("No users yet: create one with `delegate users add NAME`.")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("name", "status", "created", "token made", "revoked")
+    for row in rows:
+        table.add_row(
+            row["name"], row["status"], row["created_at"], row["token_created_at"] or "", row["revoked_at"] or ""
+        )
+    Console().print(table)
+
+
+@users_app.command("revoke")
+def users_revoke(name: str, workspace: Workspace = Path("."), db: Db = None) -> None:
+    """Refuse NAME's token from now on (401 at once); its runs and batches are kept. `users token` lets it in again."""
+    from .._errors import UserError
+    from .._store import StoreBusyError
+
+    try:
+        _users_store(workspace, db).revoke_user(name)
+    except (UserError, StoreBusyError) as exc:
+        fail(str(exc))
+    typer.echo(f"Revoked {name}: its token is refused from now on. `delegate users token {name}` makes a new one.")
+
+
+@users_app.command("token")
+def users_token(name: str, workspace: Workspace = Path("."), db: Db = None) -> None:
+    """Make a new token for NAME and print it (shown once); the old token stops working at once."""
+    from .._errors import UserError
+    from .._store import StoreBusyError
+
+    try:
+        _, token = _users_store(workspace, db).new_token(name)
+    except (UserError, StoreBusyError) as exc:
+        fail(str(exc))
+    typer.echo(f"New token for {name} (shown once; the old one no longer works):")
+    typer.echo(token)
+
+
+def _users_store(workspace: Path, db: str | None) -> Store:
+    """The store that `users` commands manage."""
+    from .._store import Store
+
+    url = store_option(db)
+    return Store.open(url) if url else Store.for_workspace(workspace.resolve())

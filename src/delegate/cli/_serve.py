@@ -50,6 +50,22 @@ def serve(
             help="Run batch items in this process (--no-worker: leave them to `delegate batch worker`).",
         ),
     ] = True,
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", min=0.001, help="The largest request body, in MB (413 past it).")
+    ] = 8.0,
+    header_timeout: Annotated[
+        float, typer.Option("--header-timeout", min=0.1, help="Seconds a client has to send a request's headers.")
+    ] = 10.0,
+    idle_timeout: Annotated[
+        float,
+        typer.Option("--idle-timeout", min=0.1, help="Seconds a request body may stall (408) or a connection idle."),
+    ] = 15.0,
+    max_prompt_chars: Annotated[
+        int, typer.Option("--max-prompt-chars", min=1, help="The longest prompt of a run or batch item (422).")
+    ] = 200_000,
+    max_live_runs: Annotated[
+        int, typer.Option("--max-live-runs", min=1, help="Runs one user may have going at once (429 past it).")
+    ] = 8,
 ) -> None:
     """Serve the HTTP API (/api/v1) and the web UI (/). Users sign in with `delegate users add` tokens.
 
@@ -64,7 +80,7 @@ def serve(
         import uvicorn
 
         from ..mcp import load_mcp_config
-        from ..server import ServerSettings, create_app
+        from ..server import Limits, ServerSettings, create_app, uvicorn_config
 
         settings = ServerSettings(
             workspace=workspace,
@@ -78,6 +94,13 @@ def serve(
             commands=command_policy(allow_commands, allow_network, command_env, unsandboxed_commands),
             run_batches=worker,
             version=_version(),
+            limits=Limits(
+                max_body_bytes=round(max_body_mb * 1024 * 1024),
+                header_timeout=header_timeout,
+                idle_timeout=idle_timeout,
+                max_prompt_chars=max_prompt_chars,
+                max_live_runs_per_user=max_live_runs,
+            ),
         )
         app = create_app(settings)
     except UserError as exc:
@@ -93,7 +116,7 @@ def serve(
         note = " (the small embedded model: pass --model provider:name for a real one)" if default == "local" else ""
         typer.echo(f"Runs use {default} unless a request names a model{note}.", err=True)
     typer.echo("Sign in with a token from `delegate users add NAME`.", err=True)
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on")
+    config = uvicorn_config(app, timeout_graceful_shutdown=5)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl+C once it has shut down
         uvicorn.Server(config).run(sockets=[sock])
 

@@ -33,7 +33,15 @@ from typing import IO, Any
 from .._errors import UserError
 from ._base import Model
 
-__all__ = ["SMOLLM2", "Weights", "cache_dir", "ensure_weights", "local_model"]
+__all__ = [
+    "SMOLLM2",
+    "Weights",
+    "cache_dir",
+    "ensure_weights",
+    "local_model",
+    "local_model_ready",
+    "prepare_local_model",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -234,15 +242,31 @@ class _Running:
 
 _servers: dict[Path, _Running] = {}
 _servers_lock = threading.Lock()
+_fetch_lock = threading.Lock()
 
 
 def local_model() -> Model:
     """The `local` model: fetches and caches the weights if needed, starts the server once per process."""
     from ._openai import OpenAIModel
 
-    weights = ensure_weights()
+    with _fetch_lock:  # threads that want the model at once download it once
+        weights = ensure_weights()
     base_url = local_server_url(weights)
     return OpenAIModel(SMOLLM2.name, base_url=base_url, api_key="local", constrained_tools=True, lean_tools=True)
+
+
+def local_model_ready(weights: Weights = SMOLLM2) -> bool:
+    """Whether `local_model()` returns at once: this process's server for the weights is running.
+    Never blocks (a server may check it on its event loop)."""
+    return cache_dir() / weights.filename in _servers
+
+
+def prepare_local_model() -> None:
+    """Fetch the weights if needed and start the server: what `local_model()` waits for the first
+    time, done ahead (in a thread of its own: it can take minutes). Raises `UserError`."""
+    with _fetch_lock:
+        weights = ensure_weights()
+    local_server_url(weights)
 
 
 def local_server_url(weights: Path) -> str:

@@ -5,10 +5,12 @@ Importing this package imports FastAPI; `import delegate` and the CLI never do u
 ```python
 from delegate.server import ServerSettings, create_app
 
-app = create_app(ServerSettings(workspace="./ws", model="openai:gpt-4.1-mini"))
+app = create_app(ServerSettings(workspace="./ws", model="openai:gpt-4.1-mini", limits=Limits()))
+uvicorn.Server(uvicorn_config(app)).run()     # with the header and idle timeouts of `limits`
 ```
 """
 
 from ._app import ModelFactory, RunOptions, RuntimeFactory, ServerSettings, create_app
+from ._limits import Limits, uvicorn_config
 
-__all__ = ["ModelFactory", "RunOptions", "RuntimeFactory", "ServerSettings", "create_app"]
+__all__ = ["Limits", "ModelFactory", "RunOptions", "RuntimeFactory", "ServerSettings", "create_app", "uvicorn_config"]

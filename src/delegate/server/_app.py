@@ -39,13 +39,15 @@ from .._errors import UserError
 from .._frontmatter import CatalogueWarning
 from .._runtime import Runtime
 from .._settings import RuntimeSettings
-from .._store import Store
+from .._store import Store, StoreBusyError
 from .._workspace import CommandPolicy
 from ..mcp import MCPServerConfig
 from ..models import PROVIDERS, Model, resolve_model
 from ._auth import ApiError, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
+from ._limits import BodyLimit, Limits
+from ._readiness import ModelReadiness
 from ._runs import RunManager
 from ._runs import router as runs_router
 
@@ -78,7 +80,8 @@ class ServerSettings:
 
     `model` is the default model: a `provider:name` string, a `Model`, or a `ModelFactory` called
     with the model string a request names (tests give one that builds a fresh fake per run).
-    `db` is a database URL; the default is the workspace's own store.
+    `db` is a database URL; the default is the workspace's own store. `limits` says what one
+    client may cost the server (see `Limits`).
     """
 
     workspace: str | PathLike[str] = "."
@@ -94,6 +97,7 @@ class ServerSettings:
     max_parallel: int = 16
     run_batches: bool = True
     version: str = ""
+    limits: Limits = field(default_factory=Limits)
 
 
 def create_app(
@@ -140,13 +144,18 @@ def create_app(
             logged.add(warning)
         return found
 
-    runs = RunManager(store, runtime_for)
+    readiness = ModelReadiness(settings.model)
+    runs = RunManager(store, runtime_for, limits=settings.limits, ready=readiness.check)
 
     def usable_types(user_id: str) -> list[str]:
         return catalogue(user_id).visible(allow_commands=settings.allow_commands).names()
 
     batches = BatchService(
-        store, runtime_for=runtime_for, known_types=usable_types, check_model=_model_checker(settings.model)
+        store,
+        runtime_for=runtime_for,
+        known_types=usable_types,
+        check_model=_model_checker(settings.model),
+        max_prompt_chars=settings.limits.max_prompt_chars,
     )
 
     @contextlib.asynccontextmanager
@@ -175,6 +184,8 @@ def create_app(
     app.state.batches = batches
     app.state.catalogue = catalogue
     app.state.allow_commands = settings.allow_commands
+    app.state.limits = settings.limits
+    app.add_middleware(BodyLimit, limits=settings.limits)  # outside routing: before parsing and auth
     _error_handlers(app)
     app.include_router(runs_router)
     app.include_router(agents_router)
@@ -258,12 +269,23 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message, **exc.extra)
+        return error_response(exc.status, exc.code, exc.message, retry_after=exc.retry_after, **exc.extra)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [_problem(e) for e in exc.errors()]
         return error_response(422, "invalid_request", "; ".join(problems), problems=problems)
+
+    @app.exception_handler(StoreBusyError)
+    async def store_busy(_: Request, exc: StoreBusyError) -> JSONResponse:
+        return error_response(503, "store_busy", str(exc), retry_after=exc.retry_after)
+
+    @app.exception_handler(Exception)
+    async def crashed(_: Request, exc: Exception) -> JSONResponse:
+        # uvicorn logs it with its traceback; the client gets the API's JSON error, never plain text.
+        del exc
+        message = "the server failed on this request; it is logged, try again or tell the operator"
+        return error_response(500, "internal_error", message)
 
     @app.exception_handler(UserError)
     async def user_error(_: Request, exc: UserError) -> JSONResponse:

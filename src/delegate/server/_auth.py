@@ -18,20 +18,28 @@ from .._store import Store
 
 
 class ApiError(Exception):
-    """An error the API answers with: an HTTP status, a short code, and a message that says what to do."""
+    """An error the API answers with: an HTTP status, a short code, and a message that says what to do.
 
-    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+    `retry_after` (seconds) becomes a `Retry-After` header, for errors that pass with time.
+    """
+
+    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None, **extra: Any) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.retry_after = retry_after
         self.extra = extra
 
 
-def error_response(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, *, retry_after: int | None = None, **extra: Any
+) -> JSONResponse:
     """`{"error": {"code": ..., "message": ...}}`, the body of every failed call."""
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status, headers=headers)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status, headers=headers or None)
 
 
 def app_store(request: Request) -> Store:

@@ -27,13 +27,13 @@ from .._runtime import Runtime
 from .._store import Store
 from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo
 from ._auth import ApiError, UserId
-from ._runs import event_stream
+from ._runs import check_prompt
+from ._sse import KEEPALIVE, Offset, event_stream, poll, sse
 
 _log = logging.getLogger("delegate.server")
 
 POLL_INTERVAL = 1.0
 """How often a follower of a batch reads its counts again when nothing in this process woke it."""
-KEEPALIVE_INTERVAL = 15.0
 SETTLE_TIME = 0.1
 """How long a follower of a batch that just ended waits for the item events that trail its end."""
 
@@ -56,10 +56,21 @@ class BatchRequest(BaseModel):
 
 @dataclass(eq=False, slots=True)
 class _Follower:
-    """One client following a batch's events: its queue, and the loop that owns the queue."""
+    """One client following a batch: the item events it has not sent yet, and what wakes it."""
 
     loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue[Event | None])
+    events: list[Event] = field(default_factory=list[Event])
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def tell(self, event: Event | None) -> None:
+        """On the follower's loop: keep an item event (None: the batch changed) and wake it."""
+        if event is not None:
+            self.events.append(event)
+        self.wake.set()
+
+    def take(self) -> list[tuple[str, dict[str, Any] | None]]:
+        events, self.events = self.events, []
+        return [(e.type, e.data) for e in events]
 
 
 class BatchService:
@@ -72,13 +83,14 @@ class BatchService:
         runtime_for: Callable[[str, str | None, int | None], Runtime],
         known_types: Callable[[str], list[str]],
         check_model: Callable[[str], None],
+        max_prompt_chars: int | None = None,
     ) -> None:
         self.batches = Batches(store)
         self.runtime_for = runtime_for
         self.known_types = known_types
         self.check_model = check_model
+        self.max_prompt_chars = max_prompt_chars
         self.worker: BatchWorker | None = None
-        self._runners: dict[str, Runtime] = {}
         self._followers: dict[str, set[_Follower]] = {}
         self._lock = threading.Lock()
         self.batches.listeners.append(self._on_change)
@@ -92,17 +104,11 @@ class BatchService:
         worker, self.worker = self.worker, None
         if worker is not None:
             await worker.stop()
-        runners, self._runners = self._runners, {}
-        for runtime in runners.values():
-            with contextlib.suppress(Exception):
-                await runtime.aclose()
 
     def _runner(self, info: ServeInfo) -> Runtime:
-        """One runtime per batch (its owner and model), shared by the batch's items."""
-        runtime = self._runners.get(info.id)
-        if runtime is None:
-            runtime = self._runners[info.id] = self.runtime_for(info.user_id, info.model, None)
-        return runtime
+        """A runtime for one serving session of a batch (its owner and model), shared by its items;
+        the worker closes it when the session ends, so no batch keeps one after it is served."""
+        return self.runtime_for(info.user_id, info.model, None)
 
     def _on_event(self, event: Event) -> None:
         """The worker's event sink (on the event loop): pass item events to the batch's followers."""
@@ -117,9 +123,16 @@ class BatchService:
             followers = list(self._followers.get(batch_id, ()))
         for follower in followers:
             with contextlib.suppress(RuntimeError):  # its loop has closed
-                follower.loop.call_soon_threadsafe(follower.queue.put_nowait, event)
+                follower.loop.call_soon_threadsafe(follower.tell, event)
 
     def submit(self, user_id: str, body: BatchRequest) -> Batch:
+        """Submit a batch (its items wait in the store until a worker runs them, so a model that is
+        still being prepared, like the local model's first download, is no reason to refuse it)."""
+        if self.max_prompt_chars is not None:
+            for n, item in enumerate(body.items):
+                prompt = cast(dict[str, Any], item).get("prompt") if isinstance(item, dict) else None
+                if isinstance(prompt, str):
+                    check_prompt(prompt, self.max_prompt_chars, f"items[{n}].prompt")
         if body.model is not None:
             self.check_model(body.model)
         submission = self.batches.submit(
@@ -135,18 +148,6 @@ class BatchService:
         )
         return submission.batch  # `Batches` tells the worker (its listener) about the new batch
 
-    @staticmethod
-    async def _settle(follower: _Follower) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
-        """Pass on the item events of a batch that just ended: the worker emits them just after it
-        stores the results that ended the batch, so they may trail the status read by a moment."""
-        while True:
-            try:
-                event = await asyncio.wait_for(follower.queue.get(), SETTLE_TIME)
-            except TimeoutError:
-                return
-            if event is not None:
-                yield event.type, event.data
-
     def retry(self, user_id: str, batch_id: str, key: str | None) -> dict[str, Any]:
         retried = self.batches.retry(user_id, batch_id, key)
         return {"retried": retried, "batch": self.batches.get(user_id, batch_id).to_dict()}
@@ -158,33 +159,32 @@ class BatchService:
         follower = _Follower(asyncio.get_running_loop())
         with self._lock:
             self._followers.setdefault(batch_id, set()).add(follower)
-        try:
-            last: dict[str, Any] | None = None
-            quiet = 0.0
-            while True:
+        shown: dict[str, Any] | None = None
+
+        async def step() -> tuple[list[tuple[str, dict[str, Any] | None]], bool]:
+            nonlocal shown
+            found = follower.take()
+            batch = await asyncio.to_thread(self.batches.get, user_id, batch_id)
+            if batch.done:
+                # The worker emits an ended batch's last item events just after it stores them:
+                # pass those on before the final status.
+                while True:
+                    follower.wake.clear()
+                    try:
+                        await asyncio.wait_for(follower.wake.wait(), SETTLE_TIME)
+                    except TimeoutError:
+                        break
+                    found += follower.take()
                 batch = await asyncio.to_thread(self.batches.get, user_id, batch_id)
-                if batch.done:  # end with the item events that trail its end, then its final status
-                    async for item in self._settle(follower):
-                        yield item
-                    batch = await asyncio.to_thread(self.batches.get, user_id, batch_id)
-                    if batch.done:
-                        yield "batch.status", batch.to_dict()
-                        return
-                shown = batch.to_dict()
-                if shown != last:
-                    last, quiet = shown, 0.0
-                    yield "batch.status", shown
-                try:
-                    event = await asyncio.wait_for(follower.queue.get(), POLL_INTERVAL)
-                except TimeoutError:
-                    quiet += POLL_INTERVAL
-                    if quiet >= KEEPALIVE_INTERVAL:
-                        quiet = 0.0
-                        yield "", None
-                    continue
-                if event is not None:
-                    quiet = 0.0
-                    yield event.type, event.data
+            now = batch.to_dict()
+            if now != shown or batch.done:
+                shown = now
+                found.append(("batch.status", now))
+            return found, batch.done
+
+        try:
+            async for item in poll(step, interval=POLL_INTERVAL, wake=follower.wake):
+                yield item if item is not None else ("", None)
         finally:
             with self._lock:
                 followers = self._followers.get(batch_id, set())
@@ -212,7 +212,7 @@ async def submit_batch(body: BatchRequest, user_id: UserId, service: Service) ->
 async def list_batches(
     user_id: UserId,
     service: Service,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> dict[str, Any]:
     """The caller's batches, newest first, each with its counts per item status."""
@@ -232,7 +232,7 @@ async def batch_items(
     user_id: UserId,
     service: Service,
     status: Annotated[str | None, Query(description=f"One of {', '.join(ITEM_STATUSES)}.")] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """A page of the batch's items in submission order, optionally only those in one status."""
@@ -261,10 +261,22 @@ async def cancel_batch(batch_id: str, user_id: UserId, service: Service) -> dict
     return (await asyncio.to_thread(service.batches.cancel, user_id, batch_id)).to_dict()
 
 
+class RetryRequest(BaseModel):
+    """The optional body of `POST /batches/{id}/retry`: one item, named in the body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1, description="The failed item to retry (any key, `..` too).")
+
+
 @router.post("/batches/{batch_id}/retry")
-async def retry_failed(batch_id: str, user_id: UserId, service: Service) -> dict[str, Any]:
-    """Queue every failed item again, each with a fresh budget of attempts."""
-    return await asyncio.to_thread(service.retry, user_id, batch_id, None)
+async def retry_failed(
+    batch_id: str, user_id: UserId, service: Service, body: RetryRequest | None = None
+) -> dict[str, Any]:
+    """Queue every failed item again, each with a fresh budget of attempts; with a body
+    `{"key": K}`, only that item. Keys such as `.` and `..` cannot travel in a URL path (clients
+    resolve them as dot segments, so `items/../retry` reaches this route): name them in the body."""
+    return await asyncio.to_thread(service.retry, user_id, batch_id, None if body is None else body.key)
 
 
 @router.post("/batches/{batch_id}/items/{key:path}/retry")
@@ -299,11 +311,10 @@ async def batch_events(batch_id: str, user_id: UserId, service: Service) -> Stre
         seq = 0
         async for type_, data in service.follow(user_id, batch_id):
             if data is None:
-                yield b": keep-alive\n\n"
+                yield KEEPALIVE
                 continue
             seq += 1
-            payload = json.dumps(data, ensure_ascii=False, default=str)
-            yield f"id: {seq}\nevent: {type_}\ndata: {payload}\n\n".encode()
+            yield sse(seq, type_, data)
 
     return event_stream(stream())
 

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import threading
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
@@ -22,20 +23,19 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic_core import to_json
 
 from .._errors import UserError
 from .._events import Event
 from .._runtime import Runtime
 from .._store import Store
 from ._auth import ApiError, UserId, app_store
+from ._limits import Limits
+from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse
 
 _log = logging.getLogger("delegate.server")
 
 POLL_INTERVAL = 0.5
 """How often a follower of a run that is not live here looks for new events in the store."""
-KEEPALIVE_INTERVAL = 15.0
-"""How long an SSE stream may stay silent before a comment line keeps proxies from closing it."""
 CANCEL_WAIT = 10.0
 """How long `POST /runs/{id}/cancel` waits for the run to record its cancellation."""
 
@@ -100,12 +100,25 @@ RuntimeBuilder = Callable[[str, str | None, int | None], Runtime]
 
 
 class RunManager:
-    """Starts runs as tasks of the server's event loop, follows their events, cancels them."""
+    """Starts runs as tasks of the server's event loop, follows their events, cancels them.
 
-    def __init__(self, store: Store, build: RuntimeBuilder) -> None:
+    `ready` raises an `ApiError` unless the model a run names (None: the default) is ready.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        build: RuntimeBuilder,
+        *,
+        limits: Limits | None = None,
+        ready: Callable[[str | None], None] | None = None,
+    ) -> None:
         self.store = store
         self.build = build
+        self.limits = limits or Limits()
+        self.ready: Callable[[str | None], None] = ready or _always_ready
         self.live: dict[str, LiveRun] = {}
+        self._starting: Counter[str] = Counter()
 
     async def start(
         self,
@@ -117,13 +130,43 @@ class RunManager:
     ) -> str:
         """Start a run in the background; return its id once the run is recorded in the store.
 
-        Raises `UserError` for a bad model or setting, before anything is stored.
+        Raises `UserError` for a bad model or setting, before anything is stored, and `ApiError`
+        for a prompt past the limit, a user with too many live runs, or a model not ready yet.
         """
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
-        runtime = self.build(user_id, model, max_parallel)
+        check_prompt(prompt, self.limits.max_prompt_chars, "prompt")
+        self.ready(model)
+        cap = self.limits.max_live_runs_per_user
+        going = self._starting[user_id] + sum(1 for live in self.live.values() if live.user_id == user_id)
+        if going >= cap:
+            raise ApiError(
+                429,
+                "too_many_runs",
+                f"you have {going} runs going, the most this server allows at once ({cap}): wait for one to "
+                "end, or cancel one (POST /api/v1/runs/{id}/cancel)",
+                retry_after=5,
+            )
+        self._starting[user_id] += 1  # counted from here, so requests that arrive together are capped too
         try:
-            runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad input
+            return await self._start(user_id, prompt, model, max_parallel, uploaded_files)
+        finally:
+            self._starting[user_id] -= 1
+            if not self._starting[user_id]:
+                del self._starting[user_id]
+
+    async def _start(
+        self,
+        user_id: str,
+        prompt: str,
+        model: str | None,
+        max_parallel: int | None,
+        uploaded_files: list[dict[str, Any]] | None,
+    ) -> str:
+        # Off the event loop: a runtime reads definition files, and its model may build a client.
+        runtime = await asyncio.to_thread(self.build, user_id, model, max_parallel)
+        try:
+            await asyncio.to_thread(lambda: runtime.model)  # a bad provider or a missing key is bad input
         except BaseException:
             await runtime.aclose()
             raise
@@ -205,45 +248,36 @@ class RunManager:
             yield item
 
     async def _follow_store(self, run_id: str, after: int) -> AsyncIterator[tuple[int, Event | None]]:
+        """A run that is not live here (it ended, or another process runs it): poll the store."""
         seq = after
-        quiet = 0.0
-        while True:
-            events = await asyncio.to_thread(self.store.events, run_id, seq, 500)
-            for event in events:
+
+        async def step() -> tuple[list[tuple[int, Event]], bool]:
+            nonlocal seq
+            found: list[tuple[int, Event]] = []
+            for event in await asyncio.to_thread(self.store.events, run_id, seq, 500):  # a page at a time
                 seq += 1
-                yield seq, event
+                found.append((seq, event))
                 if event.type == "run.completed":
-                    return
-            if len(events) == 500:
-                continue
+                    return found, True
+            if found:
+                return found, False  # read on at once
             run = await asyncio.to_thread(self.store.get_run, run_id)
-            if run is None or (run.status != "running" and seq >= run.event_count):
-                return
-            live = self.live.get(run_id)
-            if live is not None:  # not expected (runs start live); hand over to the live list
-                async for item in live.follow(seq):
-                    yield item
-                return
-            await asyncio.sleep(POLL_INTERVAL)
-            quiet += POLL_INTERVAL
-            if quiet >= KEEPALIVE_INTERVAL:
-                quiet = 0.0
-                yield 0, None
+            return found, run is None or (run.status != "running" and seq >= run.event_count)
+
+        async for item in poll(step, interval=POLL_INTERVAL):
+            yield item if item is not None else (0, None)
 
 
-def sse(seq: int, event: Event | None) -> bytes:
-    """One server-sent event: `id:` the event's number, `event:` its type, `data:` its JSON."""
-    if event is None:
-        return b": keep-alive\n\n"
-    data = to_json(event.to_dict(), fallback=str).decode()
-    return f"id: {seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+def run_sse(seq: int, event: Event | None) -> bytes:
+    """A run's event as a server-sent event (None: a keep-alive comment)."""
+    return KEEPALIVE if event is None else sse(seq, event.type, event.to_dict())
 
 
 def last_event_id(header: str | None, after: int | None) -> int:
     """Where a follower resumes: `?after=N` wins, then the `Last-Event-ID` header, else the start."""
     if after is not None:
         return max(0, after)
-    if header and header.strip().isdigit():
+    if header and header.strip().isdigit() and len(header.strip()) < 10:
         return int(header.strip())
     return 0
 
@@ -340,7 +374,7 @@ async def start_run(body: RunRequest, user_id: UserId, runs: Runs) -> JSONRespon
 async def list_runs(
     user_id: UserId,
     store: AppStore,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> dict[str, Any]:
     """The caller's runs, newest first."""
@@ -363,7 +397,7 @@ async def run_events(
     user_id: UserId,
     store: AppStore,
     runs: Runs,
-    after: Annotated[int | None, Query(ge=0, description="Resume after this event number.")] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_NUMBER, description="Resume after this event number.")] = None,
 ) -> StreamingResponse:
     """Server-sent events: the run's stored events, then live ones, until `run.completed`.
 
@@ -375,7 +409,7 @@ async def run_events(
 
     async def stream() -> AsyncIterator[bytes]:
         async for seq, event in runs.follow(run_id, start):
-            yield sse(seq, event)
+            yield run_sse(seq, event)
 
     return event_stream(stream())
 
@@ -400,11 +434,18 @@ async def cancel_run(run_id: str, user_id: UserId, store: AppStore, runs: Runs) 
     return result
 
 
-def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
-    """A `text/event-stream` response that proxies pass through unbuffered."""
-    return StreamingResponse(
-        body, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    )
+def _always_ready(model: str | None) -> None:
+    del model
+
+
+def check_prompt(prompt: str, cap: int, where: str) -> None:
+    """A 422 `ApiError` for a prompt past the server's limit."""
+    if len(prompt) > cap:
+        message = (
+            f"{where}: {len(prompt):,} characters, more than this server's limit of {cap:,}: shorten it, "
+            "or put the long text in a file of the workspace and name the file"
+        )
+        raise ApiError(422, "invalid_request", message, problems=[message])
 
 
 def _no_run(run_id: str) -> ApiError:

@@ -167,12 +167,18 @@ let current = { view: "", id: "" };
 
 function route() {
   if (!token()) return signOut();
-  const [, view = "runs", id = ""] = location.hash.replace(/^#/, "").split("/");
+  const [, view = "runs", raw = ""] = location.hash.replace(/^#/, "").split("/");
+  let id = "";
+  try {
+    id = decodeURIComponent(raw); // ids travel URL-encoded in the hash
+  } catch {
+    id = ""; // a malformed hash shows the list
+  }
   const name = ["runs", "batches", "agents"].includes(view) ? view : "runs";
   for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== `view-${name}`;
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === name);
   const changed = current.view !== name || current.id !== id;
-  current = { view: name, id: decodeURIComponent(id) };
+  current = { view: name, id };
   if (!changed) return;
   stopFollowing();
   if (name === "runs") showRuns(current.id);
@@ -202,7 +208,7 @@ async function loadRuns() {
         {},
         el(
           "a",
-          { href: `#/runs/${r.run_id}`, class: r.run_id === current.id ? "active" : "" },
+          { href: `#/runs/${encodeURIComponent(r.run_id)}`, class: r.run_id === current.id ? "active" : "" },
           el("span", { class: "title", text: r.prompt }),
           el("span", { class: "sub" }, badge(r.status), el("span", { text: when(r.created_at) })),
         ),
@@ -417,7 +423,7 @@ async function startRun(event) {
   try {
     const { run_id } = await api("POST", "/runs", body);
     $("prompt").value = "";
-    location.hash = `#/runs/${run_id}`;
+    location.hash = `#/runs/${encodeURIComponent(run_id)}`;
   } catch (err) {
     showError("run-error", err.message);
   } finally {
@@ -502,7 +508,7 @@ async function loadBatches() {
         {
           class: `clickable${b.id === current.id ? " selected" : ""}`,
           "data-batch": b.id,
-          onclick: () => (location.hash = `#/batches/${b.id}`),
+          onclick: () => (location.hash = `#/batches/${encodeURIComponent(b.id)}`),
         },
         el(
           "td",
@@ -549,7 +555,7 @@ async function exportBatch(batchId) {
 
 async function loadItems(batchId) {
   const status = $("item-filter").value;
-  const query = `status=${status}&offset=${itemPage.offset}&limit=${itemPage.limit}`;
+  const query = new URLSearchParams({ status, offset: itemPage.offset, limit: itemPage.limit });
   const { items } = await api("GET", `/batches/${encodeURIComponent(batchId)}/items?${query}`);
   const body = $("item-table").querySelector("tbody");
   body.replaceChildren(
@@ -583,9 +589,12 @@ async function loadItems(batchId) {
     : "no items";
 }
 
+// The key goes in the body, never in the path: a key such as ".." would be resolved away as a dot
+// segment (even percent-encoded), and `items/../retry` would retry every failed item.
 async function retryItem(batchId, key) {
+  if (typeof key !== "string" || !key) return;
   try {
-    await api("POST", `/batches/${encodeURIComponent(batchId)}/items/${encodeURIComponent(key)}/retry`);
+    await api("POST", `/batches/${encodeURIComponent(batchId)}/retry`, { key });
   } catch (err) {
     showError("batch-action-error", err.message);
   }
@@ -665,7 +674,7 @@ async function submitBatch(event) {
   try {
     const batch = await api("POST", "/batches", body);
     $("batch-items").value = "";
-    location.hash = `#/batches/${batch.id}`;
+    location.hash = `#/batches/${encodeURIComponent(batch.id)}`;
   } catch (err) {
     showError("batch-error", err.message);
   }

@@ -1,0 +1,260 @@
+"""What one client may cost the server: body size, slow clients, prompt length, live runs.
+
+Each limit is a setting of `delegate serve` (`Limits`, flags of the same names) and each answers
+the API's JSON error:
+
+- a request body past `max_body_bytes` answers 413 `body_too_large` before anything parses it
+  and before the token is checked: a `Content-Length` past the cap at once, a streamed (chunked)
+  body as soon as it passes the cap. The server never holds more than the cap of one body.
+- headers must arrive within `header_timeout` of the connection opening (or of the previous
+  response): a client that trickles them is disconnected. A body may fall silent for at most
+  `idle_timeout` (408 `request_timeout`), and an idle keep-alive connection is closed after it.
+- a body that is not UTF-8, or whose JSON names an unpaired surrogate (`"\\ud800"`, which no
+  database can store), answers 400 / 422 before the app sees it.
+- `max_prompt_chars` caps a run's prompt and each batch item's prompt (422 `invalid_request`).
+- `max_live_runs_per_user` caps the runs one user has going at once (429 `too_many_runs`, with
+  `Retry-After`).
+
+```python
+app = create_app(ServerSettings(workspace=ws, limits=Limits(max_body_bytes=1 << 20)))
+uvicorn.Server(uvicorn_config(app)).run()      # the header and idle timeouts are uvicorn's side
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from ._auth import error_response
+
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["Limits", "uvicorn_config"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """The server's limits; the defaults are those of `delegate serve`."""
+
+    max_body_bytes: int = 8 * 1024 * 1024
+    """The largest request body, in bytes (8 MB)."""
+    header_timeout: float = 10.0
+    """Seconds a client has to send a request's headers."""
+    idle_timeout: float = 15.0
+    """Seconds a request body may stall, and an idle keep-alive connection stays open."""
+    max_prompt_chars: int = 200_000
+    """The longest prompt of a run or batch item, in characters."""
+    max_live_runs_per_user: int = 8
+    """Runs one user may have going at once."""
+
+    def __post_init__(self) -> None:
+        from .._errors import UserError
+
+        for name in ("max_body_bytes", "max_prompt_chars", "max_live_runs_per_user"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{name} must be at least 1")
+        for name in ("header_timeout", "idle_timeout"):
+            if not getattr(self, name) > 0:
+                raise UserError(f"{name} must be a positive number of seconds")
+
+
+class BodyLimit:
+    """ASGI middleware: read the whole body, within `max_body_bytes` and `idle_timeout`, before
+    the app sees the request (so before parsing, routing and authentication)."""
+
+    def __init__(self, app: ASGIApp, limits: Limits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        cap = self.limits.max_body_bytes
+        length = _content_length(scope)
+        if length == -1:
+            await _refuse(scope, receive, send, 400, "bad_request", "the Content-Length header is not a number")
+            return
+        if length is not None and length > cap:
+            await _refuse(scope, receive, send, 413, "body_too_large", _too_large(cap))
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), self.limits.idle_timeout)
+            except TimeoutError:
+                message = f"the request body stalled for {self.limits.idle_timeout:g} s: send it at once"
+                await _refuse(scope, receive, send, 408, "request_timeout", message)
+                return
+            if message["type"] == "http.disconnect":
+                return  # the client left; there is no one to answer
+            body = cast(bytes, message.get("body", b""))
+            size += len(body)
+            if size > cap:
+                await _refuse(scope, receive, send, 413, "body_too_large", _too_large(cap))
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        problem = _bad_text(body)
+        if problem is not None:
+            await _refuse(scope, receive, send, *problem)
+            return
+        whole: Message = {"type": "http.request", "body": body, "more_body": False}
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return whole
+            return await receive()  # after the body: the client's disconnect
+
+        await self.app(scope, replay, send)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _bad_text(body: bytes) -> tuple[int, str, str] | None:
+    """Why a body's text cannot be stored (not UTF-8, or JSON naming an unpaired surrogate such
+    as `\\ud800`, which no database column can hold), as `(status, code, message)`."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        byte = f"byte {body[exc.start]:#04x} at {exc.start}"
+        return 400, "bad_request", f"the body is not valid UTF-8 ({byte}): send UTF-8 text"
+    if not _SURROGATE_ESCAPE.search(body):
+        return None
+    try:
+        where = _lone_surrogate(json.loads(body), "")
+    except ValueError:
+        return None  # not JSON: the route says so
+    if where is None:
+        return None  # only whole pairs (an emoji, say)
+    message = f"{where or 'the body'}: the text holds an unpaired surrogate (\\ud800-\\udfff), which is not Unicode"
+    return 422, "invalid_request", message
+
+
+def _lone_surrogate(value: Any, where: str) -> str | None:
+    """Where in a JSON value a string holds an unpaired surrogate (`items[0].key`), or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where
+        return None
+    if isinstance(value, dict):
+        for key, item in cast(dict[str, Any], value).items():
+            found = _lone_surrogate(key, where) or _lone_surrogate(item, f"{where}.{key}" if where else key)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for n, item in enumerate(cast(list[Any], value)):
+            found = _lone_surrogate(item, f"{where}[{n}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The declared length; None if absent, -1 if it is not a number."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() and len(text) < 20 else -1
+    return None
+
+
+def _too_large(cap: int) -> str:
+    return (
+        f"the request body is larger than the server's limit of {_size(cap)}: send less (put large "
+        "inputs in files of the workspace), or ask the operator to raise --max-body-mb"
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str) -> None:
+    if code == "invalid_request":
+        response = error_response(status, code, message, problems=[message])
+    else:
+        response = error_response(status, code, message)
+    response.headers["Connection"] = "close"  # the rest of the body is never read
+    await response(scope, receive, send)
+
+
+def uvicorn_config(app: FastAPI, **options: Any) -> uvicorn.Config:
+    """A uvicorn configuration for `app` that enforces its header and idle timeouts.
+
+    uvicorn has no header timeout of its own (a connection that never finishes its headers is
+    kept forever), so the HTTP protocol is uvicorn's h11 one with a deadline on the headers.
+    """
+    import uvicorn
+
+    limits = cast(Limits, app.state.limits)
+    options.setdefault("log_level", "warning")
+    options.setdefault("lifespan", "on")
+    return uvicorn.Config(
+        app,
+        http=_guarded_h11(limits.header_timeout),
+        ws="none",
+        timeout_keep_alive=max(1, round(limits.idle_timeout)),
+        **options,
+    )
+
+
+def _guarded_h11(header_timeout: float) -> type[Any]:
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        """uvicorn's h11 protocol, closing a connection whose request headers are not all in
+        within `header_timeout` of its opening or of the previous response."""
+
+        _header_deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:  # the headers are in
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_deadline = self.loop.call_later(header_timeout, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._header_deadline is not None:
+                self._header_deadline.cancel()
+                self._header_deadline = None
+
+        def _headers_late(self) -> None:
+            self._header_deadline = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+    return GuardedH11Protocol

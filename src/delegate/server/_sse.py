@@ -1,0 +1,71 @@
+"""Server-sent events: how the server writes them, and the one loop that polls the store for them.
+
+A stream that follows something another process may change (a run of another process, a batch
+that `delegate batch worker` processes run) reads it again at each poll, or sooner when this
+process knows something changed (`wake`). Both `GET /runs/{id}/events` and
+`GET /batches/{id}/events` follow the store through `poll`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Query
+from fastapi.responses import StreamingResponse
+from pydantic_core import to_json
+
+KEEPALIVE_INTERVAL = 15.0
+"""How long a stream may stay silent before a comment line keeps proxies from closing it."""
+KEEPALIVE = b": keep-alive\n\n"
+
+_T = TypeVar("_T")
+
+MAX_NUMBER = 2**31 - 1
+"""The largest offset or event number a query may name (a larger one answers 422, not a crash)."""
+Offset = Annotated[int, Query(ge=0, le=MAX_NUMBER, description="How many to skip (newest first).")]
+
+Step = Callable[[], Awaitable[tuple[list[_T], bool]]]
+"""Reads what is new: `(things to send, done)`."""
+
+
+async def poll(step: Step[_T], *, interval: float, wake: asyncio.Event | None = None) -> AsyncIterator[_T | None]:
+    """Yield what `step` finds, and call it again at once while it finds something, else after
+    `interval` (or as soon as `wake` is set), until it says it is done. None marks
+    `KEEPALIVE_INTERVAL` of silence (for a keep-alive comment)."""
+    spoke = time.monotonic()
+    while True:
+        if wake is not None:
+            wake.clear()
+        found, done = await step()
+        for item in found:
+            yield item
+        now = time.monotonic()
+        if done:
+            return
+        if found:
+            spoke = now
+            continue
+        if now - spoke >= KEEPALIVE_INTERVAL:
+            spoke = now
+            yield None
+        if wake is None:
+            await asyncio.sleep(interval)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), interval)
+
+
+def sse(seq: int, type: str, data: Any) -> bytes:
+    """One server-sent event: `id:` its number in the stream, `event:` its type, `data:` its JSON."""
+    return f"id: {seq}\nevent: {type}\ndata: {to_json(data, fallback=str).decode()}\n\n".encode()
+
+
+def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
+    """A `text/event-stream` response that proxies pass through unbuffered."""
+    return StreamingResponse(
+        body, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )

@@ -1,0 +1,102 @@
+"""Tokens that can be managed: `delegate users list|revoke|token`, on SQLite and PostgreSQL.
+
+The finding of issue 9: tokens could not be revoked. Now `revoke` makes a running server refuse a
+user's token at once (no restart), and `token` replaces it (the old one refused from then on).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from delegate._store import CORE_MIGRATIONS, Store, _core_tables_0001, _hash_token
+from tests.security.server_support import api, live_server
+
+
+def delegate(*args: str, db: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI, in a process of its own, on the same database as the server."""
+    return subprocess.run(
+        [sys.executable, "-m", "delegate", *args, "--db", db], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def token_of(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_revoked_users_token_answers_401_at_once_and_a_new_token_lets_it_in(tmp_path: Path, store_url: str) -> None:
+    alice = token_of(delegate("users", "add", "alice", db=store_url))
+    bob = token_of(delegate("users", "add", "bob", db=store_url))
+    with Store.open(store_url) as store, live_server(tmp_path, store) as server:
+        with api(server, alice) as client:
+            assert client.get("/runs").status_code == 200
+            run_id = client.post("/runs", json={"prompt": "before"}).json()["run_id"]
+
+            revoked = delegate("users", "revoke", "alice", db=store_url)
+            assert revoked.returncode == 0, revoked.stderr
+            refused = client.get("/runs")  # the same server, not restarted
+            assert refused.status_code == 401
+            assert refused.json()["error"]["code"] == "unauthorized"
+            assert client.get(f"/runs/{run_id}").status_code == 401
+
+        with api(server, bob) as client:
+            assert client.get("/runs").status_code == 200  # others are untouched
+
+        listed = json.loads(delegate("users", "list", "--json", db=store_url).stdout)
+        assert [(u["name"], u["status"]) for u in listed] == [("alice", "revoked"), ("bob", "active")]
+
+        fresh = token_of(delegate("users", "token", "alice", db=store_url))
+        assert fresh != alice
+        with api(server, fresh) as client:
+            runs = client.get("/runs").json()["runs"]
+            assert [r["run_id"] for r in runs] == [run_id]  # its runs were kept
+        with api(server, alice) as client:
+            assert client.get("/runs").status_code == 401  # the old token stays refused
+
+        listed = json.loads(delegate("users", "list", "--json", db=store_url).stdout)
+        assert [(u["name"], u["status"]) for u in listed] == [("alice", "active"), ("bob", "active")]
+
+
+def test_a_new_token_refuses_the_old_one_at_once(tmp_path: Path, store_url: str) -> None:
+    old = token_of(delegate("users", "add", "carol", db=store_url))
+    with Store.open(store_url) as store, live_server(tmp_path, store) as server:
+        new = token_of(delegate("users", "token", "carol", db=store_url))
+        with api(server, old) as client:
+            assert client.get("/runs").status_code == 401
+        with api(server, new) as client:
+            assert client.get("/runs").status_code == 200
+
+
+def test_an_unknown_user_is_a_clear_usage_error(store_url: str) -> None:
+    for command in ("revoke", "token"):
+        done = delegate("users", command, "nobody", db=store_url)
+        assert done.returncode == 2
+        assert "no user named 'nobody'" in done.stderr
+        assert "delegate users list" in done.stderr
+    assert delegate("users", "list", db=store_url).stdout.startswith("No users yet")
+
+
+def test_a_store_from_before_revocation_is_migrated_and_its_tokens_keep_working(store_url: str) -> None:
+    """A database made by the release before `core.0003_user_tokens`: its users come through."""
+    with Store.open(store_url, migrate=False) as bare, bare.engine.begin() as conn:
+        metadata = sa.MetaData()
+        users = _core_tables_0001(metadata)[0]
+        metadata.create_all(conn)
+        migrations = sa.Table("migrations", sa.MetaData(), sa.Column("name", sa.Text), sa.Column("applied_at", sa.Text))
+        migrations.create(conn)
+        conn.execute(migrations.insert().values(name="0001_core", applied_at="2026-11-01T00:00:00+00:00"))
+        created = "2026-11-01T00:00:00.000000+00:00"
+        row = {"id": "u1", "name": "dave", "token_hash": _hash_token("old-token"), "created_at": created}
+        conn.execute(users.insert().values(row))
+    with Store.open(store_url) as store:
+        assert store.applied_migrations() == [m.name for m in CORE_MIGRATIONS]
+        assert store.user_for_token("old-token") == "u1"
+        (dave,) = store.list_users()
+        assert (dave.name, dave.revoked, dave.token_created_at) == ("dave", False, dave.created_at)
+        store.revoke_user("dave")
+        assert store.user_for_token("old-token") is None
