@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import os
 import uuid
@@ -184,7 +185,8 @@ class OpenAIModel:
             if not kind.startswith("text/event-stream"):
                 body = await response.http_response.aread()
                 raise BadAnswer(f"the reply is {kind or 'untyped'}, not an event stream: {excerpt(body)}")
-            return await _Reply.of_stream(_sse_data(response.iter_lines()))
+            async with contextlib.aclosing(_sse_data(response.iter_lines())) as events:
+                return await _Reply.of_stream(events)
 
     async def _client(self) -> AsyncOpenAI:
         """The client of the running event loop: a connection pool cannot be shared across loops.
@@ -263,7 +265,7 @@ def _detail(body: object, fallback: str) -> str:
     return fallback
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str]:
     """The `data` of each server-sent event (its `data:` lines joined), in order."""
     data: list[str] = []
     async for line in lines:
@@ -493,6 +495,8 @@ class _Reply:
         by_index: dict[int, _Call] = {}
         async for data in events:
             if data.strip() == "[DONE]":
+                async for _ in events:  # read to the end, so the connection goes back to the pool
+                    pass
                 break
             try:
                 payload = json.loads(data)

@@ -130,33 +130,26 @@ async def call_with_retries(
         try:
             async with scope:
                 return await attempt()
-        except TimeoutError as exc:
-            if not scope.expired():
-                failure = classify(exc)
-                if failure is None:
-                    raise
-            else:
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and scope.expired():
                 raise ModelError(
                     f"{name}: no whole answer within the {deadline:g} s deadline ({_tries(tries)}); "
                     "the server is too slow or keeps the stream open: raise the model's deadline= "
                     "if its answers really take longer"
                 ) from exc
-        except BadAnswer as exc:
-            failure = Failure(str(exc), retryable=True)
-        except Exception as exc:
-            failure = classify(exc)
+            failure = Failure(str(exc), retryable=True) if isinstance(exc, BadAnswer) else classify(exc)
             if failure is None:
                 raise
-        if not failure.retryable:
-            raise ModelError(f"{name}: {failure.message}")
-        if tries >= policy.attempts:
-            raise ModelError(f"{name} failed after {_tries(tries)}: {failure.message}")
-        wait = policy.delay(tries, failure.retry_after)
-        if loop.time() + wait >= ends:
-            raise ModelError(
-                f"{name} failed after {_tries(tries)}: {failure.message}; the next try, {wait:.3g} s "
-                f"from now, would pass the {deadline:g} s deadline"
-            )
+            if not failure.retryable:
+                raise ModelError(f"{name}: {failure.message}") from exc
+            if tries >= policy.attempts:
+                raise ModelError(f"{name} failed after {_tries(tries)}: {failure.message}") from exc
+            wait = policy.delay(tries, failure.retry_after)
+            if loop.time() + wait >= ends:
+                raise ModelError(
+                    f"{name} failed after {_tries(tries)}: {failure.message}; the next try, {wait:.3g} s "
+                    f"from now, would pass the {deadline:g} s deadline"
+                ) from exc
         await asyncio.sleep(wait)
 
 
