@@ -22,7 +22,17 @@ from typing import Any
 
 import pytest
 
-from delegate import AnthropicModel, Message, ModelError, OpenAIModel, RetryPolicy, Runtime, ToolContext, Workspace
+from delegate import (
+    AnthropicModel,
+    Message,
+    ModelError,
+    ModelOutputError,
+    OpenAIModel,
+    RetryPolicy,
+    Runtime,
+    ToolContext,
+    Workspace,
+)
 from delegate._loop import AgentSpec, run_agent
 from delegate.batch import Batches, BatchWorker
 from delegate.models import Model, ModelRequest
@@ -141,7 +151,7 @@ async def test_a_bad_answer_is_asked_again_and_the_whole_one_counts(harness: Har
 async def test_a_bad_answer_every_time_is_a_model_error_never_the_cut_text(harness: Harness, misbehaviour: str) -> None:
     with (
         harness.serve(lambda body: harness.reply("half an ans", **BAD_ANSWERS[misbehaviour])) as server,
-        pytest.raises(ModelError) as caught,
+        pytest.raises(ModelOutputError) as caught,
     ):
         await harness.model(server).complete(ask())
     assert len(server.requests) == 3
@@ -165,7 +175,7 @@ async def test_an_html_page_from_a_proxy_is_retried_and_then_a_model_error(harne
     with harness.serve([Html(), harness.reply("the real answer")]) as server:
         response = await harness.model(server).complete(ask())
     assert response.text == "the real answer"
-    with harness.serve(lambda body: Html()) as server, pytest.raises(ModelError) as caught:
+    with harness.serve(lambda body: Html()) as server, pytest.raises(ModelOutputError) as caught:
         await harness.model(server).complete(ask())
     assert len(server.requests) == 3
     assert "after 3 attempts" in str(caught.value)

@@ -171,7 +171,10 @@ class OpenAIModel:
 
         completions = (await self._client()).chat.completions
         if not self.stream:
-            completion = cast(object, await completions.create(**params, stream=False))
+            try:
+                completion = cast(object, await completions.create(**params, stream=False))
+            except ValueError as exc:  # a JSON body cut short
+                raise BadAnswer(f"the reply is not whole JSON: {exc}") from exc
             if not isinstance(completion, ChatCompletion):  # the SDK hands back a body that is not JSON as text
                 raise BadAnswer(f"the reply is not Chat Completions JSON: {excerpt(completion)}")
             return _Reply.of_completion(completion)
@@ -252,7 +255,7 @@ def _classify(exc: Exception, where: str) -> Failure | None:
     if isinstance(exc, _StreamError):
         retryable = any(word in exc.kind for word in _STREAM_ERRORS_WORTH_RETRYING)
         return Failure(f"{where} reported an error in the stream ({exc.kind or 'no type'}): {exc}", retryable)
-    if isinstance(exc, openai.APIResponseValidationError | ValueError):  # JSON that does not decode
+    if isinstance(exc, openai.APIResponseValidationError):
         return Failure(f"{where} answered something that is not a Chat Completions reply: {exc}", retryable=True)
     return transport_failure(where, exc, timeout=openai.APITimeoutError, connection=openai.APIConnectionError)
 

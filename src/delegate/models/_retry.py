@@ -12,8 +12,8 @@ is reached, not never. The SDKs' own retries are switched off, so this module is
 A `BadAnswer` is a reply that is not a whole answer in the provider's protocol: a stream that ends
 before its end marker (`[DONE]` for Chat Completions, `message_stop` for Messages), an answer with
 no finish reason, a body that is not the protocol's JSON (the `200 OK` HTML page of a broken
-proxy). It is retried like an overload, and when the attempts run out it is a `ModelError`: cut
-text never becomes an answer.
+proxy). It is retried like an overload, and when the attempts run out it is a `ModelOutputError`
+(a `ModelError`): cut text never becomes an answer.
 
 This module imports no SDK: providers import it, and `import delegate` must stay light.
 """
@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .._errors import ModelError, UserError
+from .._errors import ModelError, ModelOutputError, UserError
 
 __all__ = [
     "DEFAULT_DEADLINE",
@@ -142,11 +142,12 @@ async def call_with_retries(
                 raise
             if not failure.retryable:
                 raise ModelError(f"{name}: {failure.message}") from exc
+            error = ModelOutputError if isinstance(exc, BadAnswer) else ModelError
             if tries >= policy.attempts:
-                raise ModelError(f"{name} failed after {_tries(tries)}: {failure.message}") from exc
+                raise error(f"{name} failed after {_tries(tries)}: {failure.message}") from exc
             wait = policy.delay(tries, failure.retry_after)
             if loop.time() + wait >= ends:
-                raise ModelError(
+                raise error(
                     f"{name} failed after {_tries(tries)}: {failure.message}; the next try, {wait:.3g} s "
                     f"from now, would pass the {deadline:g} s deadline"
                 ) from exc
