@@ -28,8 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.loo
 from tests.loopback_openai import OpenAIServer, Reply
 
 from delegate import Catalogue, Runtime
-from delegate.models import RetryPolicy
-from delegate.models._openai import OpenAIModel
+from delegate.models import OpenAIModel, RetryPolicy
 
 SIZES = (3, 50, 150, 500)
 SKILLS = 12

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from delegate import Catalogue, Event, ModelAliases, Runtime, UserError
-from delegate.models import RetryPolicy
-from delegate.models._openai import OpenAIModel
+from delegate.models import OpenAIModel, RetryPolicy
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import OpenAIServer, Reply
 

@@ -17,7 +17,7 @@ from delegate._runtime import Runtime
 from delegate._usage import Usage
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.subagents import LEAD_INSTRUCTIONS
-from tests.loopback_openai import Fault, OpenAIServer, Reply
+from tests.loopback_openai import Fault, OpenAIServer, Reply, scripted
 
 
 def system_of(body: dict[str, Any]) -> str:
@@ -223,6 +223,28 @@ def test_a_failed_run_exits_1(tmp_path: Path) -> None:
         )
     assert done.returncode == 1
     assert json.loads(done.stdout)["status"] == "error"
+
+
+def test_a_run_whose_answers_are_always_cut_is_an_error_not_the_cut_text(tmp_path: Path) -> None:
+    with OpenAIServer(lambda body: Reply(content="The answer is forty", cut=True)) as server:
+        args = ["run", "x", "--model", "openai:m", "--json", "-w", str(tmp_path)]
+        done = run_cli(args, cli_env(server.base_url), tmp_path)
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert result["status"] == "error"
+    assert "forty" not in (result["final"] or "")
+    assert len(server.requests) == 5  # the default policy's attempts
+
+
+def test_a_cut_answer_is_asked_again_and_only_the_whole_one_is_counted(tmp_path: Path) -> None:
+    answers = scripted([Reply(content="The answer is forty", cut=True), Reply(content="The answer is 42.")])
+    with OpenAIServer(answers) as server:
+        args = ["run", "x", "--model", "openai:m", "--json", "-w", str(tmp_path)]
+        done = run_cli(args, cli_env(server.base_url), tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["status"], result["final"]) == ("completed", "The answer is 42.")
+    assert result["usage"]["input_tokens"] == server.total_usage.prompt_tokens == 10
 
 
 async def test_criteria_travel_framed_in_the_task_message_and_only_a_note_in_the_system(

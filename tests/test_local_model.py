@@ -185,9 +185,8 @@ real_model = pytest.mark.skipif(
 
 @real_model
 async def test_the_local_model_answers_through_llama_cpp_and_the_openai_adapter() -> None:
-    from delegate.models import resolve_model
+    from delegate.models import OpenAIModel, resolve_model
     from delegate.models._local import stop_local_servers
-    from delegate.models._openai import OpenAIModel
 
     model = resolve_model("local")
     assert isinstance(model, OpenAIModel)

@@ -22,10 +22,21 @@ from typing import Any
 
 import pytest
 
-from delegate import AnthropicModel, Message, ModelError, OpenAIModel, RetryPolicy, Runtime, ToolContext, Workspace
+from delegate import (
+    AnthropicModel,
+    Message,
+    ModelError,
+    ModelOutputError,
+    OpenAIModel,
+    RetryPolicy,
+    Runtime,
+    ToolContext,
+    Workspace,
+)
 from delegate._loop import AgentSpec, run_agent
 from delegate.batch import Batches, BatchWorker
 from delegate.models import Model, ModelRequest
+from delegate.testing import FunctionModel, reply
 
 from . import loopback_anthropic, loopback_openai
 from .batch_support import FAST, batches_fixture, dbos_schema, finished  # noqa: F401
@@ -141,7 +152,7 @@ async def test_a_bad_answer_is_asked_again_and_the_whole_one_counts(harness: Har
 async def test_a_bad_answer_every_time_is_a_model_error_never_the_cut_text(harness: Harness, misbehaviour: str) -> None:
     with (
         harness.serve(lambda body: harness.reply("half an ans", **BAD_ANSWERS[misbehaviour])) as server,
-        pytest.raises(ModelError) as caught,
+        pytest.raises(ModelOutputError) as caught,
     ):
         await harness.model(server).complete(ask())
     assert len(server.requests) == 3
@@ -165,7 +176,7 @@ async def test_an_html_page_from_a_proxy_is_retried_and_then_a_model_error(harne
     with harness.serve([Html(), harness.reply("the real answer")]) as server:
         response = await harness.model(server).complete(ask())
     assert response.text == "the real answer"
-    with harness.serve(lambda body: Html()) as server, pytest.raises(ModelError) as caught:
+    with harness.serve(lambda body: Html()) as server, pytest.raises(ModelOutputError) as caught:
         await harness.model(server).complete(ask())
     assert len(server.requests) == 3
     assert "after 3 attempts" in str(caught.value)
@@ -310,3 +321,16 @@ def test_the_models_page_example_builds_its_models(tmp_path: Path) -> None:
         [sys.executable, "-c", block + check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("grounds", [False, True], ids=["plain model", "grounding model"])
+async def test_the_loop_gives_path_states_only_to_a_model_that_grounds_paths(tmp_path: Path, grounds: bool) -> None:
+    (tmp_path / "notes.md").write_text("hello\n")
+    model = FunctionModel(lambda request: reply("done"))
+    if grounds:
+        model.grounds_paths = True  # type: ignore[attr-defined]
+    spec = AgentSpec(name="a", instructions="Work.", model=model, tools=[])
+    ctx = ToolContext(run_id="r", agent_id="a", workspace=Workspace.open(tmp_path), emit=lambda e: None)
+    await run_agent(spec, ctx, [Message.user("Read notes.md and write out/summary.md.")])
+    expected = {"notes.md": "file", "out/summary.md": "absent"} if grounds else None
+    assert model.requests[0].path_states == expected

@@ -28,9 +28,8 @@ from delegate import (
 )
 from delegate._loop import AgentSpec, path_states, run_agent
 from delegate._workspace import Workspace
-from delegate.models import ModelRequest, RetryPolicy, ToolSpec, resolve_model
+from delegate.models import ModelRequest, OpenAIModel, RetryPolicy, ToolSpec, resolve_model
 from delegate.models._constrained import constrained_format, mentioned_paths, parse_constrained
-from delegate.models._openai import OpenAIModel
 from delegate.subagents._complete import COMPLETE_TOOL
 from delegate.tools import BUILTIN_TOOLS, Tool, ToolContext, tool
 

@@ -17,7 +17,7 @@ import pytest
 from delegate._record import TaskOutput
 from delegate._runtime import Runtime
 from delegate._store import Store
-from delegate.models._openai import OpenAIModel
+from delegate.models import OpenAIModel, RetryPolicy
 from delegate.server._runs import run_json
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import Fault, OpenAIServer, Reply
@@ -41,7 +41,7 @@ def tool_results(body: dict[str, Any]) -> list[str]:
 
 
 def openai_model(server: OpenAIServer) -> OpenAIModel:
-    return OpenAIModel("m", base_url=server.base_url, api_key="k", retry_delay=0.01, max_retries=1)
+    return OpenAIModel("m", base_url=server.base_url, api_key="k", retry=RetryPolicy(attempts=2, base_delay=0.01))
 
 
 async def close(rt: Runtime) -> None:

@@ -4,8 +4,10 @@
 DelegateError
 ├── ToolError             for the model: a tool failed; the loop turns it into an error result
 │                         the model reads and can act on. The run goes on.
-├── ModelError            a provider call failed for good (after retries); ends that agent with
-│   └── ModelOutputError  status "error", and only that agent.
+├── ModelError            a provider call failed for good (after retries, or at its deadline);
+│   │                     ends that agent with status "error", and only that agent.
+│   └── ModelOutputError  every attempt's answer was not whole: a cut stream, no finish reason,
+│                         a body that is not the provider's protocol.
 ├── RunError              for the caller: a run could not finish; carries `run_id`.
 │   └── RunCancelled
 └── UserError             misconfiguration or bad input; the message says how to fix it.
@@ -32,7 +34,7 @@ class ModelError(DelegateError):
 
 
 class ModelOutputError(ModelError):
-    """The model answered with something the loop cannot use."""
+    """The model's server answered, but never with a whole answer: cut text never counts."""
 
 
 class RunError(DelegateError):

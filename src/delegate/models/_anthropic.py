@@ -148,7 +148,11 @@ class AnthropicModel:
         async def attempt() -> ModelResponse:
             if self.stream:
                 return await _streamed(client, params, self.model)
-            return _from_message(await client.messages.create(**params, stream=False), self.model)
+            try:
+                message = await client.messages.create(**params, stream=False)
+            except ValueError as exc:  # a JSON body cut short
+                raise BadAnswer(f"the reply is not whole JSON: {exc}") from exc
+            return _from_message(message, self.model)
 
         return await call_with_retries(self.name, attempt, lambda exc: _classify(exc, where), self.retry, self.deadline)
 
@@ -377,8 +381,11 @@ async def _streamed(client: anthropic.AsyncAnthropic, params: dict[str, Any], mo
         if not kind.startswith("text/event-stream"):
             body = await stream.response.aread()
             raise BadAnswer(f"the reply is {kind or 'untyped'}, not an event stream: {excerpt(body)}")
-        async for event in stream:
-            accumulator.add(event)
+        try:
+            async for event in stream:
+                accumulator.add(event)
+        except (ValueError, KeyError, AttributeError, TypeError) as exc:  # data that is not JSON, or not an event
+            raise BadAnswer(f"an event of the stream is not a Messages API event: {exc!r}") from exc
     if not accumulator.done:
         raise BadAnswer("the event stream ended before message_stop: the answer is incomplete")
     if accumulator.stop_reason is None:
@@ -492,6 +499,4 @@ def _classify(exc: Exception, where: str) -> Failure | None:
             retryable = exc.type in _RETRYABLE_TYPES
             return Failure(f"{where} reported an error in the event stream: {detail}", retryable)
         return status_failure(where, exc.status_code, detail, exc.response.headers, "Check ANTHROPIC_API_KEY.")
-    if isinstance(exc, ValueError):  # an event or a body that is not JSON
-        return Failure(f"{where} answered something that is not a Messages API reply: {exc}", retryable=True)
     return transport_failure(where, exc, timeout=anthropic.APITimeoutError, connection=anthropic.APIConnectionError)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import os
 import uuid
@@ -170,7 +171,10 @@ class OpenAIModel:
 
         completions = (await self._client()).chat.completions
         if not self.stream:
-            completion = cast(object, await completions.create(**params, stream=False))
+            try:
+                completion = cast(object, await completions.create(**params, stream=False))
+            except ValueError as exc:  # a JSON body cut short
+                raise BadAnswer(f"the reply is not whole JSON: {exc}") from exc
             if not isinstance(completion, ChatCompletion):  # the SDK hands back a body that is not JSON as text
                 raise BadAnswer(f"the reply is not Chat Completions JSON: {excerpt(completion)}")
             return _Reply.of_completion(completion)
@@ -184,7 +188,8 @@ class OpenAIModel:
             if not kind.startswith("text/event-stream"):
                 body = await response.http_response.aread()
                 raise BadAnswer(f"the reply is {kind or 'untyped'}, not an event stream: {excerpt(body)}")
-            return await _Reply.of_stream(_sse_data(response.iter_lines()))
+            async with contextlib.aclosing(_sse_data(response.iter_lines())) as events:
+                return await _Reply.of_stream(events)
 
     async def _client(self) -> AsyncOpenAI:
         """The client of the running event loop: a connection pool cannot be shared across loops.
@@ -250,7 +255,7 @@ def _classify(exc: Exception, where: str) -> Failure | None:
     if isinstance(exc, _StreamError):
         retryable = any(word in exc.kind for word in _STREAM_ERRORS_WORTH_RETRYING)
         return Failure(f"{where} reported an error in the stream ({exc.kind or 'no type'}): {exc}", retryable)
-    if isinstance(exc, openai.APIResponseValidationError | ValueError):  # JSON that does not decode
+    if isinstance(exc, openai.APIResponseValidationError):
         return Failure(f"{where} answered something that is not a Chat Completions reply: {exc}", retryable=True)
     return transport_failure(where, exc, timeout=openai.APITimeoutError, connection=openai.APIConnectionError)
 
@@ -263,7 +268,7 @@ def _detail(body: object, fallback: str) -> str:
     return fallback
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str]:
     """The `data` of each server-sent event (its `data:` lines joined), in order."""
     data: list[str] = []
     async for line in lines:
@@ -493,6 +498,8 @@ class _Reply:
         by_index: dict[int, _Call] = {}
         async for data in events:
             if data.strip() == "[DONE]":
+                async for _ in events:  # read to the end, so the connection goes back to the pool
+                    pass
                 break
             try:
                 payload = json.loads(data)

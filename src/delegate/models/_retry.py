@@ -12,8 +12,8 @@ is reached, not never. The SDKs' own retries are switched off, so this module is
 A `BadAnswer` is a reply that is not a whole answer in the provider's protocol: a stream that ends
 before its end marker (`[DONE]` for Chat Completions, `message_stop` for Messages), an answer with
 no finish reason, a body that is not the protocol's JSON (the `200 OK` HTML page of a broken
-proxy). It is retried like an overload, and when the attempts run out it is a `ModelError`: cut
-text never becomes an answer.
+proxy). It is retried like an overload, and when the attempts run out it is a `ModelOutputError`
+(a `ModelError`): cut text never becomes an answer.
 
 This module imports no SDK: providers import it, and `import delegate` must stay light.
 """
@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .._errors import ModelError, UserError
+from .._errors import ModelError, ModelOutputError, UserError
 
 __all__ = [
     "DEFAULT_DEADLINE",
@@ -130,33 +130,27 @@ async def call_with_retries(
         try:
             async with scope:
                 return await attempt()
-        except TimeoutError as exc:
-            if not scope.expired():
-                failure = classify(exc)
-                if failure is None:
-                    raise
-            else:
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and scope.expired():
                 raise ModelError(
                     f"{name}: no whole answer within the {deadline:g} s deadline ({_tries(tries)}); "
                     "the server is too slow or keeps the stream open: raise the model's deadline= "
                     "if its answers really take longer"
                 ) from exc
-        except BadAnswer as exc:
-            failure = Failure(str(exc), retryable=True)
-        except Exception as exc:
-            failure = classify(exc)
+            failure = Failure(str(exc), retryable=True) if isinstance(exc, BadAnswer) else classify(exc)
             if failure is None:
                 raise
-        if not failure.retryable:
-            raise ModelError(f"{name}: {failure.message}")
-        if tries >= policy.attempts:
-            raise ModelError(f"{name} failed after {_tries(tries)}: {failure.message}")
-        wait = policy.delay(tries, failure.retry_after)
-        if loop.time() + wait >= ends:
-            raise ModelError(
-                f"{name} failed after {_tries(tries)}: {failure.message}; the next try, {wait:.3g} s "
-                f"from now, would pass the {deadline:g} s deadline"
-            )
+            if not failure.retryable:
+                raise ModelError(f"{name}: {failure.message}") from exc
+            error = ModelOutputError if isinstance(exc, BadAnswer) else ModelError
+            if tries >= policy.attempts:
+                raise error(f"{name} failed after {_tries(tries)}: {failure.message}") from exc
+            wait = policy.delay(tries, failure.retry_after)
+            if loop.time() + wait >= ends:
+                raise error(
+                    f"{name} failed after {_tries(tries)}: {failure.message}; the next try, {wait:.3g} s "
+                    f"from now, would pass the {deadline:g} s deadline"
+                ) from exc
         await asyncio.sleep(wait)
 
 
