@@ -353,3 +353,12 @@ async def test_project_context_is_bounded_marked_and_a_type_can_opt_out(tmp_path
     assert '<project-context file=".claude/CLAUDE.md">\nNever push.\n</project-context>' in lead
     assert 'file="AGENTS.md"' not in lead
     assert "project-context" not in systems["quiet"]
+
+
+def test_an_empty_tools_line_inherits_as_claude_code_does(tmp_path: Path) -> None:
+    agents = tmp_path / ".claude/agents"
+    agents.mkdir(parents=True)
+    (agents / "a.md").write_text("---\nname: a\ndescription: Note: inherits.\ntools:\n---\n")
+    (agents / "b.md").write_text("---\nname: b\ndescription: Strict YAML.\ntools:\n---\n")
+    catalogue = Catalogue.build(workspace=tmp_path)
+    assert (catalogue.definitions["a"].tools, catalogue.definitions["b"].tools) == (None, None)

@@ -214,10 +214,15 @@ class _FrontMatter(BaseModel):
     project_context: bool = True
     color: str | None = None  # Claude Code's colour in its UI; accepted and ignored
 
-    @field_validator("tools", "disallowed_tools", "stop_tools", "skills", "mcp_servers", mode="before")
+    @field_validator("tools", "skills", mode="before")
+    @classmethod
+    def _split_or_inherit(cls, value: Any) -> Any:
+        return None if value is None or (isinstance(value, str) and not value.strip()) else _names(value)
+
+    @field_validator("disallowed_tools", "stop_tools", "mcp_servers", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        return _names(value)
+        return [] if value is None else _names(value)
 
     @field_validator("name", "description", mode="before")
     @classmethod
