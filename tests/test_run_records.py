@@ -168,3 +168,15 @@ def test_a_result_the_database_refuses_fails_its_own_item_and_the_others_are_sto
         assert done.counts["succeeded"] == 7 and done.counts["failed"] == 1
         poisoned = batches.item("default", batch.id, "k3")
         assert poisoned.status == "failed" and "could not be stored" in (poisoned.error or "")
+
+
+def test_of_two_processes_resuming_one_interrupted_run_exactly_one_wins(store: Store) -> None:
+    from delegate._errors import UserError
+    from delegate._lease import host_identity
+
+    run = store.create_run(prompt="p", model="m", owner=f"{host_identity()}|{_dead_pid()}|x")
+    assert store.claim_run(run.id, "elsewhere|1|a").status == "running"
+    with pytest.raises(UserError, match="still running"):
+        store.claim_run(run.id, "elsewhere|2|b")
+    stored = store.get_run(run.id)
+    assert stored is not None and stored.owner == "elsewhere|1|a"
