@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,10 @@ from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import Fault, Reply
 
 SUBAGENTS = 6
+FINAL_ANSWER = threading.Event()
+"""The lead's last answer waits for this: a test clears it while it kills runs, so no run can
+finish before its kill lands, and sets it to let the run end."""
+FINAL_ANSWER.set()
 LATENCY = 0.03
 """Seconds each answer takes: long enough for kills to land in the middle of a run."""
 
@@ -51,6 +56,7 @@ def keyed_responder(body: dict[str, Any]) -> Reply | Fault:
         if turns == 1:
             write = {"path": "report.md", "content": "all notes written\n"}
             return Reply(tool_calls=[("write_file", write)], prompt_tokens=200, completion_tokens=30)
+        FINAL_ANSWER.wait(120)
         return Reply(content="Report written: report.md", prompt_tokens=300, completion_tokens=20)
     topic = _first_user(body).split(":")[0].removeprefix("topic ").strip()
     n = int(topic) if topic.isdigit() else 99

@@ -17,6 +17,7 @@ import pytest
 from delegate._runtime import stored_result
 from delegate._store import FINAL_STATUSES, Store
 from tests.durable_support import (
+    FINAL_ANSWER,
     RUN_ARGS,
     SUBAGENTS,
     cli_env,
@@ -36,9 +37,22 @@ CHECKPOINTS = 3 + 1 + SUBAGENTS
 
 
 @pytest.fixture
+def stores() -> Iterator[list[Store]]:
+    """Stores a test opens, closed after it whatever happened."""
+    opened: list[Store] = []
+    yield opened
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
 def openai() -> Iterator[OpenAIServer]:
-    with OpenAIServer(keyed_responder) as server:
-        yield server
+    FINAL_ANSWER.set()
+    try:
+        with OpenAIServer(keyed_responder) as server:
+            yield server
+    finally:
+        FINAL_ANSWER.set()  # never leave a responder thread waiting
 
 
 @pytest.fixture
@@ -74,19 +88,21 @@ def _kill_when(proc: subprocess.Popen[str], store: Store, target: int) -> bool:
 
 
 def test_delegate_run_killed_at_random_points_resumes_to_the_uninterrupted_result(
-    store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
 ) -> None:
     rng = random.Random(store_url.split(":")[0])
     root = tmp_path / "killed"
     root.mkdir()
     env = cli_env(openai.base_url, db=store_url)
     store = Store.open(store_url)
+    stores.append(store)
     kills = 0
     args = ["run", "write the notes", *RUN_ARGS, "-w", str(root)]
     done = 0
+    FINAL_ANSWER.clear()  # no run ends before its kill lands
     while kills < KILLS_PER_TEST:
         proc = _spawn(args, env, tmp_path / f"run{kills}.log")
-        target = rng.randint(min(done, CHECKPOINTS), min(CHECKPOINTS, done + 3))
+        target = rng.randint(min(done, CHECKPOINTS - 1), min(CHECKPOINTS - 1, done + 3))
         if not _kill_when(proc, store, target):
             break
         kills += 1
@@ -96,6 +112,7 @@ def test_delegate_run_killed_at_random_points_resumes_to_the_uninterrupted_resul
         assert run.status == "interrupted"  # never `running` once its process is gone
         done = len(store.checkpoints(run.id))
         args = ["run", "--resume", run.id, *RUN_ARGS[:2], "--json", "-w", str(root)]
+    FINAL_ANSWER.set()
     final = subprocess.run(delegate(*args), env=env, capture_output=True, text=True, timeout=120)
     result = run_json(final)
     assert kills == KILLS_PER_TEST
@@ -104,7 +121,6 @@ def test_delegate_run_killed_at_random_points_resumes_to_the_uninterrupted_resul
     stored = stored_result(store, result["run_id"])
     assert stored is not None
     assert comparable(stored.to_dict()) == baseline["result"]  # what `delegate runs show` prints
-    store.close()
 
 
 def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[str]:
@@ -125,27 +141,30 @@ def _serve(store_url: str, env: dict[str, str], root: Path, log: Path) -> tuple[
 
 
 def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
-    store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
 ) -> None:
     rng = random.Random(store_url.split(":")[0] + "serve")
     root = tmp_path / "served"
     root.mkdir()
     env = cli_env(openai.base_url)
     store = Store.open(store_url)
+    stores.append(store)
     _, token = store.add_user("ada")
     headers = {"Authorization": f"Bearer {token}"}
     proc, url = _serve(store_url, env, root, tmp_path / "serve0.log")
     body = {"prompt": "write the notes", "max_parallel": 2}
+    FINAL_ANSWER.clear()  # no run ends before its kill lands
     run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
     done = 0
     for kill in range(KILLS_PER_TEST):
-        target = rng.randint(min(done, CHECKPOINTS - 2), min(CHECKPOINTS - 2, done + 2))
+        target = rng.randint(min(done, CHECKPOINTS - 1), min(CHECKPOINTS - 1, done + 2))
         assert _kill_when(proc, store, target)
         run = store.get_run(run_id)
         assert run is not None and run.status == "interrupted"
         done = len(store.checkpoints(run_id))
         # a new server resumes the interrupted run when it starts
         proc, url = _serve(store_url, env, root, tmp_path / f"serve{kill + 1}.log")
+    FINAL_ANSWER.set()
     try:
         ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
         assert ended.status == "completed"
@@ -158,13 +177,15 @@ def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
     assert comparable(stored.to_dict()) == baseline["result"]
     assert (answer["final"], answer["usage"]) == (baseline["result"]["final"], baseline["result"]["usage"])
     assert workspace_files(root) == baseline["files"]
-    store.close()
 
 
-def test_a_killed_run_reads_interrupted_in_runs_list_and_show(openai: OpenAIServer, tmp_path: Path) -> None:
+def test_a_killed_run_reads_interrupted_in_runs_list_and_show(
+    stores: list[Store], openai: OpenAIServer, tmp_path: Path
+) -> None:
     env = cli_env(openai.base_url)
     proc = _spawn(["run", "write the notes", *RUN_ARGS, "-w", str(tmp_path)], env, tmp_path / "run.log")
     store = Store.for_workspace(tmp_path)
+    stores.append(store)
     assert _kill_when(proc, store, 2)
     run = only_run(store)
     assert run is not None
@@ -204,10 +225,11 @@ def test_a_killed_run_reads_interrupted_in_runs_list_and_show(openai: OpenAIServ
         resumed.stderr.strip()
         == f"error: run {run.id} already ended (cancelled): only an interrupted run can be resumed"
     )
-    store.close()
 
 
-def test_sigterm_and_sighup_cancel_delegate_run_and_record_it(openai: OpenAIServer, tmp_path: Path) -> None:
+def test_sigterm_and_sighup_cancel_delegate_run_and_record_it(
+    stores: list[Store], openai: OpenAIServer, tmp_path: Path
+) -> None:
     env = cli_env(openai.base_url)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         root = tmp_path / sig.name
@@ -215,10 +237,10 @@ def test_sigterm_and_sighup_cancel_delegate_run_and_record_it(openai: OpenAIServ
         log = tmp_path / f"{sig.name}.log"
         proc = _spawn(["run", "write the notes", "--model", "openai:m", "-w", str(root)], env, log)
         store = Store.for_workspace(root)
+        stores.append(store)
         wait_for(lambda s=store: (r := only_run(s)) is not None and len(s.checkpoints(r.id)) >= 1)
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == 1, log.read_text()
         assert log.read_text().strip().endswith("error: cancelled")
         run = only_run(store)
         assert run is not None and run.status == "cancelled"
-        store.close()
