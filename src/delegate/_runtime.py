@@ -108,6 +108,11 @@ class Runtime:
     Subagents whose definition lists no tools inherit the lead's; a definition's list may name any
     built-in tool or tool of yours, whether or not the lead has it. `first_tool_choice` is `auto`,
     `required`, or the name of the tool the lead's first turn must call (or a list: one per turn).
+
+    `timeout` is how long a run may take, its subagents included (default `DEFAULT_RUN_TIMEOUT`,
+    an hour; None for no deadline). With a store, every run holds a lease and checkpoints what its
+    lead did as it happens, so a run whose process died reads `interrupted` and `resume` continues
+    it (see docs/guarantees.md).
     """
 
     def __init__(
