@@ -185,10 +185,13 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
     assert all(r["status"] == "succeeded" for r in rows)
 
 
-def test_a_lead_submits_a_batch_that_a_worker_then_runs(tmp_path: Path) -> None:
+def test_a_batch_left_to_workers_runs_on_the_model_the_lead_submitted_it_with(tmp_path: Path) -> None:
     from delegate.subagents import LEAD_INSTRUCTIONS
 
+    models: list[str] = []
+
     def answer(body: dict[str, Any]) -> Reply:
+        models.append(body["model"])
         system = body["messages"][0]["content"]
         if system.startswith(LEAD_INSTRUCTIONS):
             if body["messages"][-1]["role"] == "user":
@@ -201,14 +204,14 @@ def test_a_lead_submits_a_batch_that_a_worker_then_runs(tmp_path: Path) -> None:
 
     with OpenAIServer(answer) as server:
         env = env_for(server.base_url)
-        done = delegate(["run", "fan out five", "--model", "openai:m", "--json"], env, tmp_path)
+        done = delegate(["run", "fan out five", "--model", "openai:m", "--json", "--detach-batches"], env, tmp_path)
         assert done.returncode == 0, done.stderr
         final = json.loads(done.stdout)["final"]
         assert "accepted with 5 items" in final and "survives restarts" in final
         assert "`delegate batch worker` runs it" in done.stderr
         batch_id = final.split()[1]
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "delegate", "batch", "worker", "--model", "openai:m"],
+        worker = subprocess.Popen(  # its own default model is another one: the batch's wins
+            [sys.executable, "-m", "delegate", "batch", "worker", "--model", "openai:other"],
             cwd=tmp_path,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -220,6 +223,45 @@ def test_a_lead_submits_a_batch_that_a_worker_then_runs(tmp_path: Path) -> None:
             worker.send_signal(signal.SIGTERM)
             worker.wait(timeout=30)
     assert status["counts"]["succeeded"] == 5
+    assert set(models) == {"m"}
+
+
+def test_delegate_run_runs_the_batches_its_lead_submits_and_waits_for_them(tmp_path: Path) -> None:
+    from delegate.subagents import LEAD_INSTRUCTIONS
+
+    def answer(body: dict[str, Any]) -> Reply:
+        system = body["messages"][0]["content"]
+        if system.startswith(LEAD_INSTRUCTIONS):
+            last = body["messages"][-1]
+            if last["role"] == "user":
+                items = [{"key": f"k{i}", "prompt": f"look at {i}"} for i in range(5)]
+                return Reply(tool_calls=[("batch_task", {"title": "five", "subagent_type": "explore", "items": items})])
+            if "accepted with 5 items" in last["content"] or "running" in last["content"]:
+                batch_id = last["content"].split()[1] if "accepted" in last["content"] else _batch_of(body)
+                time.sleep(0.05)  # a lead that polls, as a model would, between its turns
+                return Reply(tool_calls=[("batch_status", {"batch_id": batch_id})])
+            return Reply(content=last["content"])
+        return Reply(tool_calls=[("complete", {"summary": "looked"})])
+
+    with OpenAIServer(answer) as server:
+        env = env_for(server.base_url)
+        args = ["run", "fan out five", "--model", "openai:m", "--json", "--max-steps", "500"]
+        done = delegate(args, env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        final = json.loads(done.stdout)["final"]
+        batch_id = final.split()[1]
+        assert f"Batch {batch_id} (5 items) ended completed." in done.stderr
+        status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
+    assert status["status"] == "completed" and status["counts"]["succeeded"] == 5
+    assert final == f"Batch {batch_id} (five) is completed: 5 succeeded of 5."  # what its batch_status saw
+
+
+def _batch_of(body: dict[str, Any]) -> str:
+    for message in body["messages"]:
+        content = message.get("content") or ""
+        if isinstance(content, str) and content.startswith("Batch "):
+            return content.split()[1]
+    raise AssertionError("no batch id in the conversation")
 
 
 def test_two_workers_share_one_batch_within_its_caps(tmp_path: Path, store_url: str) -> None:

@@ -16,9 +16,9 @@ import sqlalchemy as sa
 
 from delegate import Event, Usage, UserError
 from delegate._record import Artifact, Skipped, TaskOutput
-from delegate._store import CORE_MIGRATIONS, Migration, Store, StoreError, _core_tables
+from delegate._store import CORE_MIGRATIONS, Migration, Store, StoreError, _metadata
 
-CORE_NAMES = [m.name for m in CORE_MIGRATIONS]
+CORE = [m.name for m in CORE_MIGRATIONS]
 
 
 def _event(run_id: str, n: int, **data: object) -> Event:
@@ -43,9 +43,9 @@ def _subagent(id: str, **fields: Any) -> TaskOutput:
 
 class TestMigrations:
     def test_migrations_are_recorded_and_applying_them_again_does_nothing(self, store: Store) -> None:
-        assert store.applied_migrations() == CORE_NAMES
+        assert store.applied_migrations() == list(CORE)
         assert store.migrate() == []
-        assert store.applied_migrations() == CORE_NAMES
+        assert store.applied_migrations() == list(CORE)
 
     def test_another_module_adds_its_tables_through_its_own_named_migrations(self, store: Store) -> None:
         calls: list[str] = []
@@ -58,7 +58,7 @@ class TestMigrations:
         assert store.migrate(extra) == ["test.0001_things"]
         assert store.migrate(extra) == []
         assert calls == ["things"]
-        assert store.applied_migrations() == [*CORE_NAMES, "test.0001_things"]
+        assert store.applied_migrations() == [*CORE, "test.0001_things"]
         with store.write() as conn:
             conn.execute(sa.text("INSERT INTO things (id) VALUES (1)"))
 
@@ -69,7 +69,7 @@ class TestMigrations:
 
         with pytest.raises(RuntimeError, match="broken migration"):
             store.migrate([Migration("test.0001_half", create_then_fail)])
-        assert store.applied_migrations() == CORE_NAMES
+        assert store.applied_migrations() == list(CORE)
         with store.read() as conn:
             assert not sa.inspect(conn).has_table("half")
 
@@ -81,10 +81,9 @@ class TestMigrations:
             store.migrate([Migration("0001_core", noop)])
 
     def test_the_migrations_build_exactly_the_schema_the_queries_use(self, store: Store) -> None:
-        expected = _core_tables(sa.MetaData())
         with store.read() as conn:
             inspector = sa.inspect(conn)
-            for table in expected:
+            for table in _metadata.sorted_tables:
                 columns = {c["name"] for c in inspector.get_columns(table.name)}
                 assert columns == {c.name for c in table.columns}, table.name
 
@@ -110,9 +109,9 @@ class TestMigrations:
                 proc.kill()
         assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in outcomes]
         applied = sorted(out.strip() for out, _ in outcomes)
-        assert applied == ["", ",".join([*CORE_NAMES, "test.0001_slow"])]
+        assert applied == ["", ",".join([*CORE, "test.0001_slow"])]
         with Store.open(store_url) as opened:
-            assert opened.applied_migrations() == [*CORE_NAMES, "test.0001_slow"]
+            assert opened.applied_migrations() == [*CORE, "test.0001_slow"]
 
 
 _MIGRATE_SCRIPT = """
@@ -190,8 +189,8 @@ class TestRuns:
         assert done is not None
         assert (done.status, done.final, done.error) == ("cancelled", None, "cancelled by the user")
 
-    def test_finishing_an_unknown_run_raises_key_error(self, store: Store) -> None:
-        with pytest.raises(KeyError):
+    def test_finishing_an_unknown_run_raises_store_error(self, store: Store) -> None:
+        with pytest.raises(StoreError, match="no run 'nope'"):
             store.finish_run("nope", "error", error="boom")
 
     def test_finishing_a_run_as_running_is_refused(self, store: Store) -> None:
@@ -258,7 +257,7 @@ class TestEvents:
 
     def test_events_of_an_unknown_run_are_refused_and_nothing_of_the_call_is_stored(self, store: Store) -> None:
         run = store.create_run(prompt="p", model="m")
-        with pytest.raises(KeyError, match="create the run"):
+        with pytest.raises(StoreError, match="create the run"):
             store.add_events([_event(run.id, 1), _event("nope", 1)])
         assert store.events(run.id) == []
         store.add_events([_event(run.id, 1)])
@@ -347,7 +346,7 @@ class TestSubagents:
     def test_an_invalid_subagent_record_is_refused_before_anything_is_stored(self, store: Store) -> None:
         run = store.create_run(prompt="p", model="m")
         bad = _subagent("sub-2", status="exploded")
-        with pytest.raises(ValueError, match="'sub-2'"):
+        with pytest.raises(StoreError, match="'sub-2'"):
             store.add_subagent_records(run.id, [_subagent("sub-1"), bad])
         naive = _subagent("sub-3", started_at=datetime(2026, 1, 1))
         with pytest.raises(ValueError, match="timezone"):
@@ -442,7 +441,7 @@ def _in_threads(count: int, work: object) -> list[BaseException]:
 
 def test_a_workspace_store_lives_in_dot_delegate(tmp_path: Path) -> None:
     with Store.for_workspace(tmp_path) as opened:
-        assert opened.applied_migrations() == CORE_NAMES
+        assert opened.applied_migrations() == list(CORE)
     assert (tmp_path / ".delegate" / "delegate.db").is_file()
 
 

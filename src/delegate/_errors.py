@@ -8,11 +8,21 @@ DelegateError
 │   │                     ends that agent with status "error", and only that agent.
 │   └── ModelOutputError  every attempt's answer was not whole: a cut stream, no finish reason,
 │                         a body that is not the provider's protocol.
-├── RunError              for the caller: a run could not finish; carries `run_id`.
-│   └── RunCancelled
+├── RunError              for callers of their own code: a run that ended without an answer,
+│   └── RunCancelled      with its `run_id`. delegate itself reports how a run ended in
+│                         `RunResult.status` and never raises these.
+├── StoreError            the database cannot be reached or used, or holds a row delegate
+│   ├── StoreBusyError    cannot read back (changed outside delegate, or corrupt); busy: another
+│   │                     process held its write lock past the wait (nothing was written).
+│   └── BatchStoreError
 └── UserError             misconfiguration or bad input; the message says how to fix it.
-    └── WorkspaceError    a path leaves the workspace root (also a ToolError for the model).
+    ├── WorkspaceError    a path leaves the workspace root (also a ToolError for the model).
+    ├── BatchNotFoundError, BatchStateError, BatchValidationError   (`delegate.batch`)
+    └── ...
 ```
+
+The command line turns a `UserError` or a `StoreError` into one line on stderr and exit code 2
+(`--debug` shows the traceback); a bug of delegate is the only traceback a user can meet.
 
 Cancellation is never one of these: `asyncio.CancelledError` is a `BaseException` and passes
 through every `except Exception` in the package.
@@ -47,6 +57,10 @@ class RunError(DelegateError):
 
 class RunCancelled(RunError):
     """The run was cancelled."""
+
+
+class StoreError(DelegateError):
+    """The database cannot be reached or used, or holds a row delegate cannot read back."""
 
 
 class UserError(DelegateError):

@@ -15,7 +15,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, assert_never
+from typing import Any, Protocol, assert_never
 
 from ._errors import ModelError, ToolError, UserError, WorkspaceError
 from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -40,6 +40,23 @@ class Compaction:
     max_context_tokens: int
     keep_recent: int = 6
     model: Model | None = None
+
+
+class Journal(Protocol):
+    """Where an agent's model answers and tool results are recorded as they happen, and read back
+    when a run resumes: an answer or result found there is used instead of asking or calling again."""
+
+    def answer(self, step: int) -> ModelResponse | None:
+        """The recorded answer of turn `step` (1 is the first), or None to ask the model."""
+        ...
+
+    def record_answer(self, step: int, response: ModelResponse) -> None: ...
+
+    def tool_result(self, call: ToolCallPart) -> ToolResultPart | None:
+        """The recorded result of `call`, or None to call the tool."""
+        ...
+
+    def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None: ...
 
 
 class ToolGate(Protocol):
@@ -70,6 +87,8 @@ class AgentSpec:
     gates: Sequence[ToolGate] = ()
     """Decide turn by turn which of `tools` the model is offered (an active skill's allowed tools,
     deferred tools not yet found with `tool_search`); a call of a hidden tool gets the gate's reason."""
+    journal: Journal | None = None
+    """Records what the agent did as it happens, and replays it when its run resumes."""
     first_tool_choice: ToolChoice | Sequence[ToolChoice] = "auto"
     """The tool choice of the first turn (`auto`, `required`, or the name of the tool to call), or
     of each of the first turns in order; later turns are `auto`. A weak model then delegates
@@ -185,10 +204,10 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             tool_choice=spec.tool_choice(state.steps),
             path_states=path_states(ctx.workspace, state.messages) if _grounds_paths(spec.model) else None,
         )
-        response = await _ask(spec.model, ctx, request, state)
+        response = await _ask(spec, ctx, request, state)
         state.steps += 1
         ctx.steps = state.steps
-        step = await _next_step(response, offered, ctx, state)
+        step = await _next_step(response, offered, ctx, state, spec.journal)
         match step:
             case Final(text=text):
                 return _final(state, text)
@@ -247,35 +266,46 @@ def _final(state: _State, text: str) -> AgentResult:
     return state.end("completed", "final_answer")
 
 
-async def _ask(model: Model, ctx: ToolContext, request: ModelRequest, state: _State) -> ModelResponse:
-    ctx.event("model.request", {"step": state.steps + 1, "messages": len(request.messages)})
-    response = await model.complete(request)
+async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: _State) -> ModelResponse:
+    step = state.steps + 1
+    journal = spec.journal
+    recorded = journal.answer(step) if journal is not None else None
+    if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
+        response = recorded
+    else:
+        ctx.event("model.request", {"step": step, "messages": len(request.messages)})
+        response = await spec.model.complete(request)
+        if journal is not None:
+            journal.record_answer(step, response)
     state.usage.add(response.usage)
     state.context_tokens = response.context_tokens or response.usage.input_tokens + response.usage.output_tokens
     if response.text:
         state.last_text = response.text
-    ctx.event(
-        "model.response",
-        {
-            "step": state.steps + 1,
-            "usage": response.usage.to_dict(),
-            "tool_calls": [c.name for c in response.tool_calls],
-            "text": response.text[:200],
-        },
-    )
+    if recorded is None:
+        ctx.event(
+            "model.response",
+            {
+                "step": step,
+                "usage": response.usage.to_dict(),
+                "tool_calls": [c.name for c in response.tool_calls],
+                "text": response.text[:200],
+            },
+        )
     return response
 
 
-async def _next_step(response: ModelResponse, tools: dict[str, Tool], ctx: ToolContext, state: _State) -> Step:
+async def _next_step(
+    response: ModelResponse, tools: dict[str, Tool], ctx: ToolContext, state: _State, journal: Journal | None
+) -> Step:
     state.messages.append(Message(role="assistant", parts=list(response.parts)))
     calls = response.tool_calls
     if not calls:
         return Final(response.text)
     ctx.conversation = state.messages
     if len(calls) == 1:
-        outcomes = [await _call_tool(calls[0], tools, ctx)]
+        outcomes = [await _call_tool(calls[0], tools, ctx, journal)]
     else:
-        outcomes = await asyncio.gather(*(_call_tool(call, tools, ctx) for call in calls))
+        outcomes = await asyncio.gather(*(_call_tool(call, tools, ctx, journal) for call in calls))
     state.messages.append(Message(role="tool", parts=[part for part, _ in outcomes]))
     for part, returned in outcomes:
         if returned is not None and not part.is_error and tools[part.name].stop:
@@ -284,9 +314,12 @@ async def _next_step(response: ModelResponse, tools: dict[str, Tool], ctx: ToolC
 
 
 async def _call_tool(
-    call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext
+    call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext, journal: Journal | None = None
 ) -> tuple[ToolResultPart, ToolReturn | None]:
-    ctx.event("tool.started", {"name": call.name, "arguments": call.arguments}, tool_call_id=call.id)
+    recorded = journal.tool_result(call) if journal is not None else None
+    if recorded is not None:  # it ran before the run was interrupted: not run again
+        return recorded, None
+    ctx.event("tool.started", {"name": call.name, "arguments": capped(call.arguments)}, tool_call_id=call.id)
     returned: ToolReturn | None = None
     try:
         returned = await _invoke(call, tools, ctx)
@@ -296,12 +329,32 @@ async def _call_tool(
     except Exception as exc:  # a tool's crash is the model's to handle, never the loop's
         message = f"Error: tool {call.name} failed: {type(exc).__name__}: {exc}"
         part = ToolResultPart(tool_call_id=call.id, name=call.name, content=message, is_error=True)
+    if journal is not None:
+        journal.record_tool(call, part)
     ctx.event(
         "tool.completed",
-        {"name": call.name, "is_error": part.is_error, "content": part.content[:200]},
+        {"name": call.name, "is_error": part.is_error, "content": part.content[:200], "size": len(part.content)},
         tool_call_id=call.id,
     )
     return part, returned
+
+
+EVENT_VALUE_LIMIT = 64 * 1024
+"""The most characters of one tool argument an event keeps; a longer one is cut, its size noted."""
+
+
+def capped(arguments: dict[str, Any], limit: int = EVENT_VALUE_LIMIT) -> dict[str, Any]:
+    """`arguments` for an event: each string argument longer than `limit` (a 20 MB `write_file`
+    content, say) is cut to `limit` characters, and its full size noted as `<name>_size`."""
+    if not any(isinstance(v, str) and len(v) > limit for v in arguments.values()):
+        return arguments
+    out: dict[str, Any] = {"truncated": True}
+    for key, value in arguments.items():
+        if isinstance(value, str) and len(value) > limit:
+            out[key], out[f"{key}_size"] = value[:limit], len(value)
+        else:
+            out[key] = value
+    return out
 
 
 async def _invoke(call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext) -> ToolReturn:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from os import PathLike
@@ -19,9 +18,10 @@ from ._agents import Catalogue, Subagent
 from ._errors import ToolError, UserError
 from ._events import Event, EventSink
 from ._frontmatter import CatalogueWarning
-from ._loop import AgentResult, AgentSpec, AgentStatus, Compaction, ToolGate, run_agent
+from ._loop import EVENT_VALUE_LIMIT, AgentResult, AgentSpec, AgentStatus, Compaction, ToolGate, run_agent
 from ._messages import Message
 from ._record import StopReason
+from ._recorder import Journal, Recorder
 from ._usage import Usage
 from ._workspace import CommandPolicy, Workspace
 from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool, server_config
@@ -33,8 +33,12 @@ from .subagents._prompts import type_listing
 from .tools import Tool, ToolContext, builtin_tools, list_uploaded_files, uploads_state
 
 if TYPE_CHECKING:
-    from ._store import Store
+    from ._store import Checkpoint, Store
     from .batch import Batches
+
+
+DEFAULT_RUN_TIMEOUT = 3600.0
+"""Seconds a lead may run before it ends `timed_out` (subagents included), unless told otherwise."""
 
 
 @dataclass(kw_only=True)
@@ -66,6 +70,25 @@ class RunResult:
         }
 
 
+def stored_result(store: Store, run_id: str, user_id: str | None = None) -> RunResult | None:
+    """A run as the store has it, as a `RunResult` (`to_dict()` is what `delegate run --json`
+    printed, or would print: an interrupted run reads `interrupted`, with what finished so far)."""
+    run = store.get_run(run_id, user_id)
+    if run is None:
+        return None
+    return RunResult(
+        run_id=run.id,
+        status=run.status,  # type: ignore[arg-type]  # a stored run may also be running or interrupted
+        final=run.final or "",
+        usage=run.usage,
+        lead_usage=Usage(),
+        subagents=store.subagent_records(run_id),
+        steps=run.steps,
+        stop_reason=run.stop_reason or "interrupted",  # type: ignore[arg-type]  # a run that has not ended
+        error=run.error,
+    )
+
+
 class Runtime:
     """Runs lead agents that delegate to subagents over one workspace.
 
@@ -85,6 +108,11 @@ class Runtime:
     Subagents whose definition lists no tools inherit the lead's; a definition's list may name any
     built-in tool or tool of yours, whether or not the lead has it. `first_tool_choice` is `auto`,
     `required`, or the name of the tool the lead's first turn must call (or a list: one per turn).
+
+    `timeout` is how long a run may take, its subagents included (default `DEFAULT_RUN_TIMEOUT`,
+    an hour; None for no deadline). With a store, every run holds a lease and checkpoints what its
+    lead did as it happens, so a run whose process died reads `interrupted` and `resume` continues
+    it (see docs/guarantees.md).
     """
 
     def __init__(
@@ -107,7 +135,7 @@ class Runtime:
         subagent_model: str | Model | None = None,
         model_aliases: Mapping[str, str] | Sequence[str] = (),
         max_steps: int = 50,
-        timeout: float | None = None,
+        timeout: float | None = DEFAULT_RUN_TIMEOUT,
         max_parallel: int | None = 16,
         max_subagents: int | None = 100,
         permitted_subagents: Sequence[str] | None = None,
@@ -288,8 +316,61 @@ class Runtime:
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
+        recorder = Recorder(self.store, [*self.sinks, *sinks])
         lead_model = await self._model_off_loop(model or self._model_spec)
-        recorder = _Recorder(self.store, [*self.sinks, *sinks])
+
+        async def begin() -> list[Checkpoint]:
+            if recorder.store is not None:
+                await asyncio.to_thread(
+                    recorder.store.create_run,
+                    run_id=run_id,
+                    user_id=self.user_id,
+                    prompt=prompt,
+                    model=lead_model.name,
+                    workspace=str(self.workspace.root),
+                    owner=recorder.owner,
+                )
+            return []
+
+        return await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin)
+
+    async def resume(
+        self, run_id: str, *, sinks: Iterable[EventSink] = (), model: str | Model | None = None
+    ) -> RunResult:
+        """Continue an interrupted run (its process died) from its checkpoints.
+
+        The lead's answers and tool results recorded before are replayed, not asked or run again;
+        subagents that finished are reused, the others start afresh; usage counts each answer
+        once. The model is `model`, else this runtime's, else the one the run was started with.
+        Raises `UserError` if the run is unknown, still running, or ended.
+        """
+        store = self.store
+        if store is None:
+            raise UserError("resuming a run needs the store it was recorded in (store=False keeps nothing)")
+        recorder = Recorder(store, [*self.sinks, *sinks])
+        run = await asyncio.to_thread(store.get_run, run_id, self.user_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
+        lead_model = await self._model_off_loop(model or self._model_spec or run.model)
+
+        async def begin() -> list[Checkpoint]:
+            await asyncio.to_thread(store.claim_run, run_id, recorder.owner, self.user_id)
+            return await asyncio.to_thread(store.checkpoints, run_id)
+
+        return await self._lead(run.prompt, run_id, recorder, lead_model, None, begin)
+
+    async def _lead(
+        self,
+        prompt: str,
+        run_id: str,
+        recorder: Recorder,
+        lead_model: Model,
+        uploaded_files: list[dict[str, Any]] | None,
+        begin: Callable[[], Awaitable[list[Checkpoint]]],
+    ) -> RunResult:
+        """Build the lead, then `begin` (record the run, or claim it and read its checkpoints),
+        then run it: nothing is recorded for a lead that cannot be built."""
+        journal = Journal(recorder)
         skills = await asyncio.to_thread(self._skills)
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
         ctx.uploaded_files = uploads_state(uploaded_files)
@@ -300,6 +381,7 @@ class Runtime:
             lead_tools.append(list_uploaded_files)
         own = await self._load_own_mcp(recorder.emit, run_id)
         runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools, context, own)
+        runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
         deferred = mcp_tools if self.tool_search else []
         task = self._task_tool(runner) if self.task_tool and len(self.catalogue) else None
         types = self._searchable_types() if task is not None else []
@@ -307,7 +389,7 @@ class Runtime:
             lead_tools.append(search_tool(deferred, types))
         if task is not None:
             lead_tools.append(task)
-        lead_tools += self._batch_tools()
+        lead_tools += self._batch_tools(lead_model)
         gates: list[ToolGate] = [g for g in (skills.gate(ctx.workspace, None),) if g]
         if deferred:
             gates.append(DeferredGate(deferred, auto_promote=self.auto_promote))
@@ -322,30 +404,46 @@ class Runtime:
             compaction=self.compaction,
             gates=gates,
             first_tool_choice=self.first_tool_choice,
+            journal=journal,
         )
+        checkpoints = await begin()
+        journal.load(checkpoints)
+        recorder.start(run_id)
         slash = skills.slash_command(prompt, None)
-        await recorder.begin(run_id, self.user_id, prompt, lead_model.name, str(self.workspace.root))
-        recorder.emit(
-            Event(
-                type="run.started",
-                run_id=run_id,
-                agent_id="lead",
-                data={"prompt": prompt[:500], "model": lead_model.name},
-            )
-        )
+        started: dict[str, Any] = {"prompt": prompt[:500], "model": lead_model.name}
+        if checkpoints:
+            started["resumed"] = True
+        recorder.emit(Event(type="run.started", run_id=run_id, agent_id="lead", data=started))
         for warning in (*self.catalogue.warnings, *skills.warnings):
             recorder.emit(Event(type="warning", run_id=run_id, agent_id="lead", data=warning.to_dict()))
-        beat = asyncio.create_task(_heartbeat(runner, recorder, self.heartbeat_interval))
+        agent = asyncio.create_task(run_agent(spec, ctx, [*([slash] if slash else []), Message.user(prompt)]))
+        stopped: list[str] = []
+
+        def stop(why: str) -> None:
+            stopped.append(why)
+            agent.cancel()
+
+        recorder.on_stop = stop
+        beat = asyncio.create_task(_heartbeat(runner, recorder, ctx, self.heartbeat_interval))
         try:
-            result = await run_agent(spec, ctx, [*([slash] if slash else []), Message.user(prompt)])
+            result = await agent
         except asyncio.CancelledError:
+            if not agent.done():  # our caller cancelled us (Ctrl-C, a signal, the server)
+                agent.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await agent
             cancelled = _result(run_id, _cancelled(ctx), runner)
-            await recorder.finish(cancelled)
+            await _finish(recorder, cancelled)
+            if not stopped:
+                raise
+            return cancelled  # cancelled from another process, or the run was taken over
+        except Exception as exc:  # a bug or the store failing: the run still ends, truthfully
+            await recorder.finish("error", "", ctx.usage + runner.usage, f"{type(exc).__name__}: {exc}")
             raise
         finally:
             beat.cancel()
         outcome = _result(run_id, result, runner)
-        await recorder.finish(outcome)
+        await _finish(recorder, outcome)
         return outcome
 
     async def run_task(
@@ -512,7 +610,12 @@ class Runtime:
         types = [(d.name, d.description) for d in visible.definitions.values()]
         return types if type_listing(types)[1] else []
 
-    def _batch_tools(self) -> list[Tool]:
+    @property
+    def batches(self) -> Batches | None:
+        """The batches the lead's `batch_task` submits to (None until a run offers the tool)."""
+        return self._batches
+
+    def _batch_tools(self, lead_model: Model) -> list[Tool]:
         wanted = self.batch_tools if self.batch_tools is not None else self._store_option is not False
         store = self.store if wanted else None
         if store is None:
@@ -524,7 +627,9 @@ class Runtime:
         visible = self.catalogue.visible(
             allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents
         )
-        return batch_tools(self._batches, known_types=visible.names())
+        spec = self._subagent_model_spec
+        model = spec if isinstance(spec, str) else (spec.name if spec is not None else lead_model.name)
+        return batch_tools(self._batches, known_types=visible.names(), model=model)
 
     def warnings(self) -> list[CatalogueWarning]:
         """What is wrong with the definition and skill files this runtime reads: what
@@ -568,75 +673,35 @@ def _result(run_id: str, lead: AgentResult, runner: SubagentRunner) -> RunResult
     )
 
 
-async def _heartbeat(runner: SubagentRunner, recorder: _Recorder, interval: float) -> None:
+async def _heartbeat(runner: SubagentRunner, recorder: Recorder, ctx: ToolContext, interval: float) -> None:
+    """Tell the recorder the usage so far (stored with its lease's beats) and, every `interval`,
+    emit each live subagent's heartbeat event."""
+    beat = min(interval, recorder.heartbeat)
+    waited = 0.0
     while True:
-        await asyncio.sleep(interval)
-        runner.heartbeat()
-        await recorder.flush()
+        await asyncio.sleep(beat)
+        recorder.usage = ctx.usage + runner.usage
+        waited += beat
+        if waited >= interval:
+            waited = 0.0
+            runner.heartbeat()
 
 
-class _Recorder:
-    """Fans events out to the sinks and keeps them, with the run's results, in the store.
-
-    Events are buffered and written in batches (one transaction each), off the event loop.
-    """
-
-    def __init__(self, store: Store | None, sinks: list[EventSink]) -> None:
-        self.store = store
-        self.sinks = sinks
-        self.buffer: list[Event] = []
-        self.run_id = ""
-
-    def emit(self, event: Event) -> None:
-        if self.store is not None:
-            self.buffer.append(event)
-        for sink in self.sinks:
-            sink(event)
-
-    async def begin(self, run_id: str, user_id: str | None, prompt: str, model: str, workspace: str) -> None:
-        self.run_id = run_id
-        if self.store is not None:
-            create = functools.partial(
-                self.store.create_run, run_id=run_id, user_id=user_id, prompt=prompt, model=model, workspace=workspace
-            )
-            await asyncio.to_thread(create)  # off the loop: another process may hold the write lock
-
-    async def flush(self) -> None:
-        if self.store is not None and self.buffer:
-            events, self.buffer = self.buffer, []
-            await asyncio.to_thread(self.store.add_events, events)
-
-    async def finish(self, result: RunResult) -> None:
-        self.emit(
-            Event(
-                type="run.completed",
-                run_id=result.run_id,
-                agent_id="lead",
-                data={
-                    "status": result.status,
-                    "final": result.final,
-                    "usage": result.usage.to_dict(),
-                    "subagents": len(result.subagents),
-                },
-            )
-        )
-        store = self.store
-        if store is None:
-            return
-        events, self.buffer = self.buffer, []
-
-        def write() -> None:
-            store.add_events(events)
-            store.add_subagent_records(result.run_id, result.subagents)
-            store.finish_run(
-                result.run_id,
-                status=result.status,
-                final=result.final,
-                usage=result.usage,
-                error=result.error,
-            )
-
-        await asyncio.to_thread(write)
+async def _finish(recorder: Recorder, result: RunResult) -> None:
+    """Emit `run.completed` and record how the run ended."""
+    final = result.final
+    data: dict[str, Any] = {
+        "status": result.status,
+        "final": final[:EVENT_VALUE_LIMIT],
+        "usage": result.usage.to_dict(),
+        "subagents": len(result.subagents),
+    }
+    if len(final) > EVENT_VALUE_LIMIT:  # the whole answer is stored once, in the run's row
+        data["final_size"] = len(final)
+    recorder.emit(Event(type="run.completed", run_id=result.run_id, agent_id="lead", data=data))
+    await recorder.finish(
+        result.status, final, result.usage, result.error, stop_reason=result.stop_reason, steps=result.steps
+    )
 
 
 def _inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:

@@ -63,6 +63,9 @@ import sqlalchemy as sa
 
 from .._errors import UserError
 from .._events import Event, EventSink, EventType
+from .._lease import host_identity as _host_identity
+from .._lease import process_gone as _process_gone
+from .._text import safe_json, safe_text
 from .._usage import Usage
 from ._model import Batch
 from ._queue import AttemptResult, ClaimedItem, ServeInfo, WorkQueue
@@ -447,12 +450,35 @@ class BatchWorker:
         if not done:
             return
         try:
-            statuses = await self._call(
-                self.queue.finish, self.worker_id, [d.result for d in done], backoff=self._backoff
-            )
-        except BaseException:
+            await self._store(done)
+            return
+        except asyncio.CancelledError:
             self._done[:0] = done
             raise
+        except Exception:
+            pass
+        # Store each alone, so one result the database refuses cannot hold back the others (nor
+        # this batch's writer, for ever): it is stored instead as a failed attempt saying why.
+        # Only when that fails too is the database itself failing: keep them and try again.
+        kept: list[_Done] = []
+        error: Exception | None = None
+        for entry in done:
+            try:
+                await self._store([entry])
+                continue
+            except Exception as exc:
+                refused = exc
+            try:
+                await self._store([_unstorable(entry, refused)])
+            except Exception as exc:
+                kept.append(entry)
+                error = exc
+        if error is not None:
+            self._done[:0] = kept
+            raise error
+
+    async def _store(self, done: list[_Done]) -> None:
+        statuses = await self._call(self.queue.finish, self.worker_id, [d.result for d in done], backoff=self._backoff)
         self._in_flight -= len(done)
         for entry, status in zip(done, statuses, strict=True):
             entry.serving.wake.set()
@@ -512,19 +538,29 @@ class BatchWorker:
 
 
 def _attempt_result(item: ClaimedItem, output: ItemOutput) -> AttemptResult:
+    error = output.error if output.status != "completed" else None
     return AttemptResult(
         item_id=item.id,
         attempt=item.attempt,
         succeeded=output.status == "completed",
         outcome=output.status,
-        summary=output.summary,
-        artifacts=[_as_dict(a) for a in output.artifacts],
-        skipped=[_as_dict(s) for s in output.skipped],
+        summary=safe_text(output.summary),
+        artifacts=safe_json([_as_dict(a) for a in output.artifacts]),
+        skipped=safe_json([_as_dict(s) for s in output.skipped]),
         steps=output.steps,
         usage=output.usage,
-        acceptance=output.acceptance,
-        error=output.error if output.status != "completed" else None,
+        acceptance=safe_json(output.acceptance),
+        error=None if error is None else safe_text(error),
     )
+
+
+def _unstorable(done: _Done, exc: BaseException) -> _Done:
+    """A failed attempt in place of a result the database refused, saying why (stored once)."""
+    error = safe_text(f"the result could not be stored: {type(exc).__name__}: {exc}"[:2000])
+    result = AttemptResult(
+        item_id=done.item.id, attempt=done.item.attempt, succeeded=False, outcome="error", error=error, retry=False
+    )
+    return _Done(serving=done.serving, item=done.item, result=result)
 
 
 def _failed(item: ClaimedItem, outcome: str, error: str, *, retry: bool = True) -> AttemptResult:
@@ -540,30 +576,6 @@ def _as_dict(value: Any) -> dict[str, Any]:
     if callable(to_dict):
         return _as_dict(to_dict())
     return {"value": str(value)}
-
-
-def _host_identity() -> str:
-    """This machine and process namespace: process ids compare only between workers that share it."""
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        namespace = ""
-    return f"{socket.gethostname()}:{namespace}"
-
-
-def _process_gone(pid: int) -> bool:
-    """True when no process `pid` runs here: none at all, or a zombie (killed, not yet reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _log(message: str) -> None:

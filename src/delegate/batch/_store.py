@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from .._errors import DelegateError
+from .._errors import StoreError
 from .._store import Migration, Store
 from .._usage import Usage
 from ._model import (
@@ -46,7 +46,7 @@ CLAIMED: tuple[StoredStatus, ...] = ("waiting", "running")
 _T = TypeVar("_T")
 
 
-class BatchStoreError(DelegateError):
+class BatchStoreError(StoreError):
     """A batch row holds data delegate cannot read back (changed outside delegate, or corrupt)."""
 
 

@@ -34,9 +34,10 @@ class BatchItemArg(BaseModel):
     ] = None
 
 
-def batch_tools(batches: Batches, *, known_types: KnownTypes = None) -> list[Tool]:
+def batch_tools(batches: Batches, *, known_types: KnownTypes = None, model: str | None = None) -> list[Tool]:
     """The three tools, bound to `batches`. `known_types` (or a function giving them) limits
-    `subagent_type` to the catalogue the lead may use; None accepts any type."""
+    `subagent_type` to the catalogue the lead may use; None accepts any type. `model` is recorded
+    with each batch submitted, and the workers that run it use it (not their own default)."""
 
     async def batch_task(
         ctx: ToolContext,
@@ -68,6 +69,7 @@ def batch_tools(batches: Batches, *, known_types: KnownTypes = None) -> list[Too
                 run_id=ctx.run_id,
                 tool_call_id=ctx.tool_call_id,
                 known_types=types,
+                model=model,
             )
         except UserError as exc:
             raise ToolError(str(exc)) from None

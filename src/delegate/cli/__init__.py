@@ -2,16 +2,47 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 
 def main() -> None:
-    from . import _agents, _batch, _demo, _serve
+    """Run the command line. A `UserError` or `StoreError` (and bad input the OS or a decoder
+    refuses) is one line on stderr and exit code 2; `--debug` or `DELEGATE_DEBUG=1` shows the
+    traceback instead."""
+    from .._errors import StoreError, UserError
+    from . import _agents, _batch, _demo, _runs, _serve
     from ._main import app
 
+    debug = "--debug" in sys.argv[1:] or os.environ.get("DELEGATE_DEBUG") == "1"
+    if "--debug" in sys.argv[1:]:
+        sys.argv.remove("--debug")
     _agents.register(app)
     _batch.register(app)
     _serve.register(app)
     _demo.register(app)
-    app()
+    _runs.register(app)
+    try:
+        app()
+    except (UserError, StoreError, OSError, UnicodeError, RecursionError) as exc:
+        if debug:
+            raise
+        print(f"error: {_message(exc)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "the input is nested too deeply to read: flatten it"
+    if isinstance(exc, UnicodeDecodeError):
+        return (
+            f"the input is not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): save it as UTF-8"
+        )
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" {exc.filename}" if exc.filename else ""
+        return f"cannot use{where}: {exc.strerror.lower()}"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 __all__ = ["main"]

@@ -31,9 +31,10 @@ from ._main import (
 )
 
 if TYPE_CHECKING:
+    from .._events import Event
     from .._runtime import Runtime
     from .._settings import RuntimeSettings
-    from ..batch import Batch, Batches, ServeInfo
+    from ..batch import Batch, Batches, BatchWorker, ServeInfo
 
 T = TypeVar("T")
 batch_app = typer.Typer(
@@ -80,14 +81,23 @@ def read_items(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         fail(f"items file {str(path)!r} does not exist")
     items: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                fail(
+                    f"{path}:{number}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                    "save it as UTF-8"
+                )
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
             except json.JSONDecodeError as exc:
                 fail(f"{path}:{number}: not valid JSON ({exc.msg}); each line is one item object")
+            except RecursionError:
+                fail(f"{path}:{number}: nested too deeply to read; each line is one flat item object")
             if not isinstance(item, dict):
                 fail(f'{path}:{number}: each line must be an object like {{"key": ..., "prompt": ...}}')
             items.append(item)  # pyright: ignore[reportUnknownArgumentType]
@@ -184,6 +194,45 @@ def submit(
     typer.echo(batch.id)
     if not detach and batch.status != "completed":
         raise typer.Exit(1)
+
+
+class LeadBatches:
+    """The batches a lead submits from `delegate run`, run in that process: a worker starts with
+    the first one (so the lead's `batch_status` shows progress), and `finish` waits for them all."""
+
+    def __init__(self, runtime: Runtime, factory: Callable[[ServeInfo], Runtime]) -> None:
+        self.runtime = runtime
+        self.factory = factory
+        self.ids: list[str] = []
+        self._worker: BatchWorker | None = None
+        self._starting: asyncio.Task[None] | None = None
+
+    def sink(self, event: Event) -> None:
+        if event.type != "batch.submitted":
+            return
+        self.ids.append(event.data["batch_id"])
+        if self._starting is None:
+            self._starting = asyncio.create_task(self._start())
+
+    async def _start(self) -> None:
+        from ..batch import BatchWorker
+
+        batches = self.runtime.batches
+        assert batches is not None  # a batch was submitted through it
+        self._worker = BatchWorker(batches, self.factory)
+        await self._worker.start()
+
+    async def finish(self, *, wait: bool) -> list[Batch]:
+        """Wait for every batch to end (unless not `wait`: the run was cancelled), stop the worker."""
+        if self._starting is None:
+            return []
+        try:
+            await self._starting
+            assert self._worker is not None
+            return [await self._worker.wait(LOCAL_USER, batch_id) for batch_id in self.ids] if wait else []
+        finally:
+            if self._worker is not None:
+                await self._worker.stop()
 
 
 async def run_to_end(batches: Batches, batch: Batch, factory: Callable[[ServeInfo], Runtime]) -> Batch:

@@ -76,7 +76,7 @@ def demo(
         f"{json.dumps(call)}\nThen answer with a short report."
     )
     typer.echo(f"Part 1: a lead agent delegates, in {workspace}/\n", err=True)
-    result = run_live(runtime, prompt)
+    result = run_live(lambda sinks: runtime.run(prompt, sinks=sinks))
     lead_files = _show_files(workspace, ["report.md", *(f"summaries/{stem}.md" for stem in stems)])
 
     typer.echo("\nPart 2: the same documents as a durable batch\n", err=True)

@@ -1,26 +1,35 @@
 """`delegate run`, `delegate users ...`: the command line over `Runtime` (`delegate agents` is in
 `_agents.py`).
 
-Exit codes: 0 success, 1 the run failed, 2 bad usage or bad input (with a message saying what to fix).
+Exit codes: 0 success, 1 the run failed (or was cancelled: Ctrl-C, SIGTERM and SIGHUP alike), 2 bad
+usage or bad input, one line saying what to fix: `main` turns every `UserError` and `StoreError`
+into that, and `--debug` (or `DELEGATE_DEBUG=1`) shows the traceback instead.
 Heavy imports (the runtime, provider SDKs) happen inside the commands, so `--help` stays fast.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from .._text import safe_json, safe_text
+
 if TYPE_CHECKING:
-    from .._events import Event
-    from .._runtime import Runtime
+    from .._events import Event, EventSink
+    from .._runtime import RunResult, Runtime
     from .._settings import RuntimeSettings
     from .._store import Store
     from .._workspace import CommandPolicy
+
+_T = TypeVar("_T")
 
 app = typer.Typer(
     name="delegate",
@@ -138,9 +147,61 @@ def store_option(db: str | None) -> str | None:
     return db or os.environ.get("DELEGATE_DB") or None
 
 
+def open_store(workspace: Path, db: str | None) -> Store:
+    """The store of `--db`, `DELEGATE_DB`, or the workspace's own."""
+    from .._store import Store
+
+    url = store_option(db)
+    return Store.open(url) if url else Store.for_workspace(workspace.resolve())
+
+
+def checked_text(text: str, what: str) -> str:
+    """`text` from the command line, refused unless it is valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(text[exc.start]) - 0xDC00
+        shown = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else f"character U+{ord(text[exc.start]):04X}"
+        fail(f"{what} is not valid UTF-8 ({shown} at position {exc.start}): pass it as UTF-8 text")
+    return text
+
+
+def run_until_done(start: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Run `start()` on a new event loop, SIGTERM and SIGHUP cancelling it as Ctrl-C does (the
+    run records itself cancelled); raises `KeyboardInterrupt` when it was cancelled so."""
+
+    async def main() -> _T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, task.cancel)
+        return await start()
+
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None
+
+
+def _default_model(*, quiet: bool) -> str | None:
+    if os.environ.get("DELEGATE_MODEL"):
+        return None
+    from ..models import default_model_spec
+
+    model = default_model_spec()
+    if model == "local" and not quiet:
+        typer.echo(
+            "Using the embedded local model (SmolLM2-135M): no model configured. "
+            "For a real model pass --model openai:<name> or anthropic:<name>, or set DELEGATE_MODEL.",
+            err=True,
+        )
+    return model
+
+
 @app.command()
 def run(
-    prompt: Annotated[str, typer.Argument(help="What the lead agent should do.")],
+    prompt: Annotated[str | None, typer.Argument(help="What the lead agent should do.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
     workspace: Workspace = Path("."),
     agents: Agents = None,
@@ -154,68 +215,98 @@ def run(
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
     model_alias: ModelAlias = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.001, help="Seconds the run may take, subagents included.")
+    ] = 3600.0,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue this interrupted run (see `delegate runs list`).")
+    ] = None,
+    detach_batches: Annotated[
+        bool,
+        typer.Option("--detach-batches", help="Leave the batches the lead submits to `delegate batch worker`."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
 ) -> None:
-    """Run the lead agent on PROMPT to its final answer."""
-    from .._errors import UserError
-
-    try:
-        if model is None and not os.environ.get("DELEGATE_MODEL"):
-            from ..models import default_model_spec
-
-            model = default_model_spec()
-            if model == "local" and not as_json:
-                typer.echo(
-                    "Using the embedded local model (SmolLM2-135M): no model configured. "
-                    "For a real model pass --model openai:<name> or anthropic:<name>, or set DELEGATE_MODEL.",
-                    err=True,
-                )
-        settings = runtime_settings(
-            workspace,
-            model=model,
-            agents=agents,
-            skills=skills,
-            mcp_config=mcp_config,
-            allow_commands=allow_commands,
-            allow_network=allow_network,
-            command_env=command_env,
-            unsandboxed=unsandboxed_commands,
-            max_parallel=max_parallel,
-            subagent_model=subagent_model,
-            model_aliases=model_alias or [],
-            max_steps=max_steps,
-        )
-        runtime = settings.build(store=store_option(db))
+    """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
+    if (prompt is None) == (resume is None):
+        fail("give a PROMPT, or --resume RUN_ID to continue an interrupted run (not both)")
+    if prompt is not None:
+        checked_text(prompt, "the prompt")
+    if model is None and resume is None:
+        model = _default_model(quiet=as_json)
+    settings = runtime_settings(
+        workspace,
+        model=model,
+        agents=agents,
+        skills=skills,
+        mcp_config=mcp_config,
+        allow_commands=allow_commands,
+        allow_network=allow_network,
+        command_env=command_env,
+        unsandboxed=unsandboxed_commands,
+        max_parallel=max_parallel,
+        subagent_model=subagent_model,
+        model_aliases=model_alias or [],
+        max_steps=max_steps,
+    )
+    runtime = settings.build(store=store_option(db))
+    runtime.timeout = timeout
+    if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
-        print_warnings(runtime)
-    except UserError as exc:
-        fail(str(exc))
+    print_warnings(runtime)
     live = not as_json and sys.stdout.isatty()
     batches: list[dict[str, Any]] = []
     runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
     runtime.sinks.append(print_model_fallback)
+    lead_batches = None
+    if not detach_batches:
+        from ._batch import LeadBatches, runner_factory
+
+        lead_batches = LeadBatches(runtime, runner_factory(settings))
+        runtime.sinks.append(lead_batches.sink)
+
+    async def go(sinks: list[EventSink]) -> RunResult:
+        finished = False
+        try:
+            if resume is not None:
+                result = await runtime.resume(resume, sinks=sinks)
+            else:
+                assert prompt is not None
+                result = await runtime.run(prompt, sinks=sinks)
+            finished = True
+            return result
+        finally:
+            if lead_batches is not None:  # the lead's batches run here, to their end
+                for batch in await lead_batches.finish(wait=finished):
+                    typer.echo(f"Batch {batch.id} ({batch.total} items) ended {batch.status}.", err=True)
+            await runtime.aclose()
+
     try:
         if live:
             from ._render import run_live
 
-            result = run_live(runtime, prompt)
+            result = run_live(go)
         else:
-            result = runtime.run_sync(prompt)
-    except UserError as exc:
-        fail(str(exc))
+            result = run_until_done(lambda: go([]))
     except KeyboardInterrupt:
         fail("cancelled", 1)
-    for batch in batches:
+    report(result, as_json=as_json, printed=live, detached=batches if detach_batches else [])
+
+
+def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[dict[str, Any]]) -> None:
+    """Print a run's result (unless the live view `printed` it), and the batches left to workers;
+    exit 1 unless it completed."""
+    for batch in detached:
         typer.echo(
             f"Batch {batch['batch_id']} ({batch['items']} items) was submitted; `delegate batch worker` runs it "
             f"and `delegate batch status {batch['batch_id']}` follows it.",
             err=True,
         )
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
-    elif not live:
-        typer.echo(result.final)
+        typer.echo(json.dumps(safe_json(result.to_dict()), ensure_ascii=False))
+    elif not printed:
+        typer.echo(safe_text(result.final))
     if result.status != "completed":
         if not as_json:
             typer.echo(f"run {result.run_id} ended {result.status}: {result.error or result.stop_reason}", err=True)
@@ -225,13 +316,7 @@ def run(
 @users_app.command("add")
 def users_add(name: str, workspace: Workspace = Path("."), db: Db = None) -> None:
     """Create a user of the HTTP API and print its token (only a hash is kept)."""
-    from .._errors import UserError
-    from .._store import StoreBusyError
-
-    try:
-        _, token = _users_store(workspace, db).add_user(name)
-    except (UserError, StoreBusyError) as exc:
-        fail(str(exc))
+    _, token = _users_store(workspace, db).add_user(name)
     typer.echo(f"Created user {name}. Its token (shown once):")
     typer.echo(token)
 
@@ -306,7 +391,4 @@ def users_token(name: str, workspace: Workspace = Path("."), db: Db = None) -> N
 
 def _users_store(workspace: Path, db: str | None) -> Store:
     """The store that `users` commands manage."""
-    from .._store import Store
-
-    url = store_option(db)
-    return Store.open(url) if url else Store.for_workspace(workspace.resolve())
+    return open_store(workspace, db)

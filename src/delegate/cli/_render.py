@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
-from .._events import Event
+from .._events import Event, EventSink
+from .._text import safe_text
 
 if TYPE_CHECKING:
-    from .._runtime import RunResult, Runtime
+    from .._runtime import RunResult
 
 _STYLE = {
     "running": "yellow",
@@ -93,23 +95,30 @@ def _line(agent: _Agent) -> Text:
     return text
 
 
-def run_live(runtime: Runtime, prompt: str) -> RunResult:
-    """Run with the live tree on the terminal, then print the final answer and the usage."""
+def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]]) -> RunResult:
+    """Run `start(sinks)` with the live tree on the terminal, then print the final answer and the usage."""
+    from ._main import run_until_done
+
     console = Console()
     view = RunView()
 
     async def go() -> RunResult:
         with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
-            task = asyncio.create_task(runtime.run(prompt, sinks=[view]))
-            while not task.done():
-                live.update(view.render())
-                await asyncio.wait({task}, timeout=0.125)
+            task = asyncio.create_task(start([view]))
+            try:
+                while not task.done():
+                    live.update(view.render())
+                    await asyncio.wait({task}, timeout=0.125)
+            except asyncio.CancelledError:
+                task.cancel()
+                await asyncio.wait({task})
+                raise
             live.update(view.render())
             return task.result()
 
-    result = asyncio.run(go())
+    result = run_until_done(go)
     console.print()
-    console.print(Group(Text("Final answer", style="bold"), Text(result.final)))
+    console.print(Group(Text("Final answer", style="bold"), Text(safe_text(result.final))))
     usage = result.usage
     console.print(
         Text(

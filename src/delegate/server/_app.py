@@ -162,9 +162,11 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncGenerator[None]:
         if settings.run_batches:
             await batches.start_worker()
+        takeover = asyncio.create_task(runs.watch(), name="delegate-run-takeover")
         try:
             yield
         finally:
+            takeover.cancel()
             await runs.close()
             await batches.stop_worker()
             if owns_store:

@@ -16,7 +16,7 @@ import logging
 import threading
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
 
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .._errors import UserError
 from .._events import Event
 from .._runtime import Runtime
-from .._store import Store
+from .._store import RUN_LEASE_TTL, Store
 from ._auth import ApiError, UserId, app_store
 from ._limits import Limits
 from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse
@@ -48,6 +48,9 @@ class LiveRun:
     user_id: str
     loop: asyncio.AbstractEventLoop
     events: list[Event] = field(default_factory=list[Event])
+    base: int = 0
+    """The number of events stored before this process took the run on (a resumed run's): the
+    first event in `events` is number `base + 1`."""
     task: asyncio.Task[None] | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
     done: bool = False
@@ -78,14 +81,14 @@ class LiveRun:
     async def follow(self, after: int) -> AsyncIterator[tuple[int, Event | None]]:
         """Yield `(seq, event)` for every event numbered above `after`, as they come, until the run
         ends and is stored. `(0, None)` is yielded after `KEEPALIVE_INTERVAL` of silence."""
-        seq = after
+        seen = max(after, self.base) - self.base
         while True:
             # `run.completed` is emitted just before the runtime stores the run's results: hold it
             # back until the run is done, so a client that sees it can read the final record.
-            while seq < len(self.events) and (self.done or self.events[seq].type != "run.completed"):
-                seq += 1
-                yield seq, self.events[seq - 1]
-            if self.done and seq >= len(self.events):
+            while seen < len(self.events) and (self.done or self.events[seen].type != "run.completed"):
+                seen += 1
+                yield self.base + seen, self.events[seen - 1]
+            if self.done and seen >= len(self.events):
                 return
             waiter = self.loop.create_future()
             self._waiters.append(waiter)
@@ -173,9 +176,8 @@ class RunManager:
         run_id = f"run_{uuid.uuid4().hex[:12]}"
         live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop())
         self.live[run_id] = live
-        live.task = asyncio.create_task(
-            self._drive(live, runtime, prompt, uploaded_files), name=f"delegate-run-{run_id}"
-        )
+        go = runtime.run(prompt, run_id=run_id, sinks=[live.emit], uploaded_files=uploaded_files)
+        live.task = asyncio.create_task(self._drive(live, runtime, go), name=f"delegate-run-{run_id}")
         # The runtime records the run before its first event; answer only then, so that the id we
         # hand out can be read back at once.
         await live.started.wait()
@@ -185,11 +187,53 @@ class RunManager:
             raise RuntimeError(f"run {run_id} ended before it started")
         return run_id
 
-    async def _drive(
-        self, live: LiveRun, runtime: Runtime, prompt: str, uploaded_files: list[dict[str, Any]] | None
-    ) -> None:
+    async def resume(self, run_id: str, user_id: str) -> None:
+        """Continue an interrupted run of `user_id` in this process (see `Runtime.resume`);
+        `UserError` if it is not interrupted, or another process took it first."""
+        if run_id in self.live:
+            raise UserError(f"run {run_id} is already running in this server")
+        run = await asyncio.to_thread(self.store.get_run, run_id, user_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r}: list yours with GET /api/v1/runs")
+        runtime = self.build(user_id, run.model, None)
+        live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop())
+        live.base = run.event_count
+        self.live[run_id] = live
+        go = runtime.resume(run_id, sinks=[live.emit])
+        live.task = asyncio.create_task(self._drive(live, runtime, go), name=f"delegate-resume-{run_id}")
+        await live.started.wait()
+        if not live.events:  # it could not be claimed: raise why
+            await asyncio.wait([live.task])
+            live.task.result()
+
+    async def take_over(self) -> list[str]:
+        """Resume every interrupted run started by a server (oldest first): at start, and then
+        now and then, so on PostgreSQL a run whose server died is taken over by another one."""
+        resumed: list[str] = []
+        for run in await asyncio.to_thread(self.store.interrupted_runs):
+            if run.user_id is None or run.id in self.live:
+                continue  # a run of `delegate run` is resumed with `delegate run --resume`
+            try:
+                await self.resume(run.id, run.user_id)
+            except UserError as exc:  # another process took it first, or its model is gone
+                _log.info("not resuming run %s: %s", run.id, exc)
+                continue
+            resumed.append(run.id)
+        return resumed
+
+    async def watch(self) -> None:
+        """`take_over` at start, then every half lease: a run whose process died (a server of this
+        database, on this machine or another) goes on here."""
+        while True:
+            try:
+                await self.take_over()
+            except Exception:  # the store being away for a moment must not end the watch
+                _log.exception("taking over interrupted runs failed")
+            await asyncio.sleep(RUN_LEASE_TTL / 2)
+
+    async def _drive(self, live: LiveRun, runtime: Runtime, go: Coroutine[Any, Any, Any]) -> None:
         try:
-            await runtime.run(prompt, run_id=live.run_id, sinks=[live.emit], uploaded_files=uploaded_files)
+            await go
         except asyncio.CancelledError:
             pass  # the runtime recorded the run and its subagents as cancelled
         except Exception as exc:
@@ -217,14 +261,22 @@ class RunManager:
                 )
             )
 
-    async def cancel(self, run_id: str) -> bool:
-        """Cancel a live run and wait (a little) for it to record that; False if it is not live here."""
+    async def cancel(self, run_id: str, user_id: str) -> None:
+        """Cancel a run and wait (a little) for it to record that: a live run here at once, a run
+        of another process at its owner's next heartbeat, an interrupted one in the store."""
         live = self.live.get(run_id)
-        if live is None or live.task is None:
-            return False
-        live.task.cancel()
-        await asyncio.wait([live.task], timeout=CANCEL_WAIT)
-        return True
+        if live is not None and live.task is not None:
+            live.task.cancel()
+            await asyncio.wait([live.task], timeout=CANCEL_WAIT)
+            return
+        run = await asyncio.to_thread(self.store.request_cancel, run_id, user_id)
+        deadline = asyncio.get_running_loop().time() + CANCEL_WAIT
+        while run.status == "running" and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(POLL_INTERVAL / 5)
+            found = await asyncio.to_thread(self.store.get_run, run_id, user_id)
+            if found is None:
+                return
+            run = found
 
     async def close(self) -> None:
         """Cancel every live run (each records itself as cancelled) and wait for them."""
@@ -241,6 +293,10 @@ class RunManager:
         """
         live = self.live.get(run_id)
         if live is not None:
+            if after < live.base:  # a resumed run: what came before this process, from the store
+                for event in await asyncio.to_thread(self.store.events, run_id, after, live.base - after):
+                    after += 1
+                    yield after, event
             async for item in live.follow(after):
                 yield item
             return
@@ -262,10 +318,20 @@ class RunManager:
             if found:
                 return found, False  # read on at once
             run = await asyncio.to_thread(self.store.get_run, run_id)
+            if run is not None and run.status == "interrupted" and seq >= run.event_count:
+                # its process died: say so, rather than keep the follower waiting for ever
+                return [(seq, interrupted_event(run_id))], True
             return found, run is None or (run.status != "running" and seq >= run.event_count)
 
         async for item in poll(step, interval=POLL_INTERVAL):
             yield item if item is not None else (0, None)
+
+
+def interrupted_event(run_id: str) -> Event:
+    """The terminal event a follower gets for a run whose process died (not stored: the run may
+    be resumed, and go on with events numbered after the last stored one)."""
+    data = {"status": "interrupted", "final": "", "error": "the process running it stopped; it can be resumed"}
+    return Event(type="run.completed", run_id=run_id, agent_id="lead", data=data)
 
 
 def run_sse(seq: int, event: Event | None) -> bytes:
@@ -420,18 +486,28 @@ async def cancel_run(run_id: str, user_id: UserId, store: AppStore, runs: Runs) 
     found = await asyncio.to_thread(store.get_run, run_id, user_id)
     if found is None:
         raise _no_run(run_id)
-    if found.status != "running":
+    if found.status not in ("running", "interrupted"):
         raise ApiError(409, "not_running", f"run {run_id} already ended ({found.status}): nothing to cancel")
-    if not await runs.cancel(run_id):
-        raise ApiError(
-            409,
-            "not_here",
-            f"run {run_id} is not running in this server (another process started it, or the server "
-            "restarted): stop that process instead",
-        )
+    await runs.cancel(run_id, user_id)
     result = await asyncio.to_thread(run_json, store, run_id, user_id)
     assert result is not None
     return result
+
+
+@router.post("/runs/{run_id}/resume", status_code=202)
+async def resume_run(run_id: str, user_id: UserId, store: AppStore, runs: Runs) -> JSONResponse:
+    """Continue an interrupted run in this server: answers already given are not asked again,
+    finished subagents are reused. 409 unless the run is interrupted."""
+    found = await asyncio.to_thread(store.get_run, run_id, user_id)
+    if found is None:
+        raise _no_run(run_id)
+    if found.status != "interrupted":
+        raise ApiError(409, "not_interrupted", f"run {run_id} is {found.status}: only an interrupted run resumes")
+    try:
+        await runs.resume(run_id, user_id)
+    except UserError as exc:
+        raise ApiError(409, "not_interrupted", str(exc)) from None
+    return JSONResponse({"run_id": run_id, "status": "running"}, 202, headers={"Location": f"/api/v1/runs/{run_id}"})
 
 
 def _always_ready(model: str | None) -> None:

@@ -76,6 +76,8 @@ class SubagentRunner:
         deferred: Sequence[Tool] = (),
         auto_promote: int = 0,
         project_context: str = "",
+        finished: dict[str, TaskOutput] | None = None,
+        on_finish: Callable[[str | None, TaskOutput], None] | None = None,
     ) -> None:
         self.run_id = run_id
         self.user_id = user_id
@@ -96,6 +98,10 @@ class SubagentRunner:
         self.auto_promote = auto_promote
         self.project_context = project_context
         """The workspace's AGENTS.md / CLAUDE.md part, for types that do not opt out."""
+        self.finished = finished or {}
+        """Subagents of an interrupted run that finished, by key: reused, not run again."""
+        self.on_finish = on_finish
+        """Told of each subagent that ends (with its key, when it has one), as it ends."""
         self.records: list[TaskOutput] = []
         """The records of the subagents that ended, in the order they were called (`seq`)."""
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
@@ -181,10 +187,20 @@ class SubagentRunner:
         criteria: list[str] | None = None,
         snapshot: Message | None = None,
         seq: int = 0,
+        key: str | None = None,
     ) -> TaskOutput:
         """Run one subagent to its end. Only cancellation of the caller escapes; anything else
-        that happens to the subagent becomes its `TaskOutput`. `seq` is its place in call order."""
-        args = (definition, prompt, description, parent, tool_call_id, criteria, snapshot, seq)
+        that happens to the subagent becomes its `TaskOutput`. `seq` is its place in call order.
+
+        `key` names the subagent within its run (the lead's tool call id and the prompt's index):
+        one that finished before the run was interrupted is given back as it was, not run again.
+        """
+        reused = self.finished.pop(key, None) if key is not None else None
+        if reused is not None:
+            next(self._ids)  # keep the numbering of the subagents started after it
+            bisect.insort(self.records, reused, key=lambda r: r.seq)
+            return reused
+        args = (definition, prompt, description, parent, tool_call_id, criteria, snapshot, seq, key)
         if self._semaphore is None:
             return await self._run(*args)
         async with self._semaphore:
@@ -200,6 +216,7 @@ class SubagentRunner:
         criteria: list[str] | None,
         snapshot: Message | None,
         seq: int,
+        key: str | None,
     ) -> TaskOutput:
         tools, model = self.prepare(definition)
         agent_id = f"sub{next(self._ids)}"
@@ -265,18 +282,20 @@ class SubagentRunner:
                 record.acceptance = [asdict(v) for v in verdicts]
         except asyncio.CancelledError:
             record.status, record.stop_reason, record.steps = "cancelled", "cancelled", ctx.steps
-            self._finish(record, ctx)
+            self._finish(record, ctx, None)  # not kept for a resume: it starts afresh then
             raise
         except Exception as exc:  # a crash of this subagent is its own result, never its siblings'
             record.status, record.stop_reason, record.steps = "error", "crash", ctx.steps
             record.error = f"{type(exc).__name__}: {exc}"
-        self._finish(record, ctx)
+        self._finish(record, ctx, key)
         return record
 
-    def _finish(self, record: TaskOutput, ctx: ToolContext) -> None:
+    def _finish(self, record: TaskOutput, ctx: ToolContext, key: str | None) -> None:
         record.completed_at = datetime.now(UTC)
         self.live.pop(record.id, None)
         bisect.insort(self.records, record, key=lambda r: r.seq)
+        if self.on_finish is not None:
+            self.on_finish(key, record)
         self._event(
             record,
             "subagent.completed",
@@ -454,6 +473,7 @@ def task_tool(
                 criteria=criteria,
                 snapshot=snapshot,
                 seq=first + i,
+                key=f"{ctx.tool_call_id}#{i}",
             )
             for i, prompt in enumerate(prompts)
         ]

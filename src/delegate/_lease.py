@@ -1,0 +1,56 @@
+"""Leases: who owns a piece of work, and whether that owner is still alive.
+
+An owner id is `host:pid:token`. `host` names this machine and its process namespace, so a
+process id is compared only with owners that share both. An owner is alive while it beats (its
+heartbeat is younger than the lease's time to live); an owner on this machine whose process is
+gone is dead at once, without waiting for its heartbeat to lapse.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import datetime
+
+__all__ = ["host_identity", "new_owner", "owner_alive", "process_gone"]
+
+
+def host_identity() -> str:
+    """This machine and process namespace: process ids compare only between owners that share it."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()}:{namespace}"
+
+
+def process_gone(pid: int) -> bool:
+    """True when no process `pid` runs here: none at all, or a zombie (killed, not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def new_owner() -> str:
+    """A fresh owner id for this process: `host|pid|token`."""
+    return f"{host_identity()}|{os.getpid()}|{uuid.uuid4().hex[:8]}"
+
+
+def owner_alive(owner: str | None, heartbeat_at: datetime | None, now: datetime, ttl: float) -> bool:
+    """Whether the owner of a lease still holds it (see the module's docstring)."""
+    if not owner or heartbeat_at is None:
+        return False
+    host, _, rest = owner.partition("|")
+    pid, _, _ = rest.partition("|")
+    if host == host_identity() and pid.isdigit() and process_gone(int(pid)):
+        return False
+    return (now - heartbeat_at).total_seconds() <= ttl

@@ -1,0 +1,236 @@
+"""A run's recorder: what the run does goes to the store as it happens, and its lease is held.
+
+- Events, checkpoints (the lead's model answers and tool results, finished subagents) and
+  subagent records are queued by the event loop and written by one writer thread, each batch in
+  one transaction: whatever piled up while the last one was written goes in the next. The loop
+  never waits for the database; a checkpoint is on disk a transaction after it happened.
+- The same thread beats for the run's lease (`Store.heartbeat`) every `RUN_HEARTBEAT` seconds,
+  and passes on a cancellation asked from another process (`delegate runs cancel`).
+- A batch that cannot be stored (text that is not UTF-8 was made safe before; a database that
+  refuses a row, a full disk) is stored piece by piece: what still fails is dropped with a note
+  in the log, once. The writer never retries one transaction for ever.
+- `Journal` replays the checkpoints of an interrupted run, so resuming it does not ask the model
+  again for an answer it gave, nor run a finished subagent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter
+
+from ._events import Event, EventSink
+from ._lease import new_owner
+from ._messages import ToolCallPart, ToolResultPart
+from ._record import TaskOutput
+from ._usage import Usage
+from .models import ModelResponse
+
+if TYPE_CHECKING:
+    from ._store import Checkpoint, Store
+
+__all__ = ["REPLAYED_NEVER", "Journal", "Recorder"]
+
+_log = logging.getLogger("delegate.recorder")
+_response: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+_tool_result: TypeAdapter[ToolResultPart] = TypeAdapter(ToolResultPart)
+
+_Subagent = tuple[str, TaskOutput]
+"""A subagent's record, with its run's id: how the store takes it."""
+
+REPLAYED_NEVER = frozenset({"task"})
+"""Tools whose results are not replayed on resume: `task` runs again, and its finished subagents
+are reused (unfinished ones start afresh)."""
+
+
+class Recorder:
+    """Fans a run's events out to the sinks, and keeps them and its checkpoints in the store."""
+
+    def __init__(self, store: Store | None, sinks: list[EventSink], *, heartbeat: float | None = None) -> None:
+        from ._store import RUN_HEARTBEAT
+
+        self.store = store
+        self.sinks = sinks
+        self.run_id = ""
+        self.owner = new_owner()
+        self.usage = Usage()
+        """The run's usage so far, as of the last heartbeat of the loop: stored with each beat."""
+        self.heartbeat = heartbeat or RUN_HEARTBEAT
+        self.on_stop: Callable[[str], None] | None = None
+        """Called on the event loop with `cancel` (asked from elsewhere) or `lost` (another process
+        took the run over)."""
+        self.dropped = 0
+        self._events: list[Event] = []
+        self._checkpoints: list[Checkpoint] = []
+        self._subagents: list[_Subagent] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+
+    # -- on the event loop ------------------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        if self.store is not None:
+            with self._cond:
+                self._events.append(event)
+                self._cond.notify()
+        for sink in self.sinks:
+            sink(event)
+
+    def checkpoint(self, kind: str, key: str, data: dict[str, Any]) -> None:
+        if self.store is None:
+            return
+        from ._store import Checkpoint
+
+        with self._cond:
+            self._checkpoints.append(Checkpoint(run_id=self.run_id, kind=kind, key=key, data=data))
+            self._cond.notify()
+
+    def subagent_finished(self, key: str | None, record: TaskOutput) -> None:
+        """Store a finished subagent's record now, and (with `key`) keep it for a resume."""
+        if self.store is None:
+            return
+        from ._store import Checkpoint
+
+        with self._cond:
+            self._subagents.append((self.run_id, record))
+            if key is not None:
+                data = {"record": record.to_dict(), "seq": record.seq}
+                self._checkpoints.append(Checkpoint(run_id=self.run_id, kind="subagent", key=key, data=data))
+            self._cond.notify()
+
+    def start(self, run_id: str) -> None:
+        """Start writing and beating for `run_id` (already created or claimed with `self.owner`)."""
+        self.run_id = run_id
+        if self.store is None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._write_loop, name=f"delegate-recorder-{run_id}", daemon=True)
+        self._thread.start()
+
+    async def finish(
+        self, status: str, final: str, usage: Usage, error: str | None, *, stop_reason: str = "", steps: int = 0
+    ) -> bool:
+        """Write what is left, then how the run ended (unless another process holds it now)."""
+        store = self.store
+        if store is None:
+            return True
+        thread = self._thread
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if thread is not None:
+            await asyncio.to_thread(thread.join)
+        return await asyncio.to_thread(
+            functools.partial(
+                store.finish_run,
+                self.run_id,
+                status,  # type: ignore[arg-type]
+                final=final,
+                usage=usage,
+                error=error,
+                owner=self.owner,
+                stop_reason=stop_reason,
+                steps=steps,
+            )
+        )
+
+    # -- on the writer thread ---------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        last_beat = time.monotonic()
+        while True:
+            with self._cond:
+                if not (self._events or self._checkpoints or self._subagents or self._stopping):
+                    self._cond.wait(max(0.0, self.heartbeat - (time.monotonic() - last_beat)))
+                events, self._events = self._events, []
+                checkpoints, self._checkpoints = self._checkpoints, []
+                subagents, self._subagents = self._subagents, []
+                stopping = self._stopping
+            if events or checkpoints or subagents:
+                self._write(events, checkpoints, subagents)
+            elif stopping:
+                return
+            if not stopping and time.monotonic() - last_beat >= self.heartbeat:
+                last_beat = time.monotonic()
+                self._beat()
+
+    def _write(
+        self, events: list[Event], checkpoints: list[Checkpoint], subagents: list[tuple[str, TaskOutput]]
+    ) -> None:
+        assert self.store is not None
+        try:
+            self.store.record(events, checkpoints, subagents)
+            return
+        except Exception as exc:
+            _log.warning(
+                "run %s: storing %d events failed (%s); storing them one by one", self.run_id, len(events), exc
+            )
+        pieces: list[tuple[Sequence[Event], Sequence[Checkpoint], Sequence[_Subagent]]] = [
+            *(([e], (), ()) for e in events),
+            *(((), [c], ()) for c in checkpoints),
+            *(((), (), [s]) for s in subagents),
+        ]
+        for piece in pieces:
+            try:
+                self.store.record(*piece)
+            except Exception as exc:
+                self.dropped += 1
+                _log.error("run %s: dropped a record that cannot be stored: %s", self.run_id, exc)
+
+    def _beat(self) -> None:
+        assert self.store is not None
+        try:
+            held, cancel = self.store.heartbeat(self.run_id, self.owner, self.usage)
+        except Exception as exc:
+            _log.warning("run %s: heartbeat failed: %s", self.run_id, exc)
+            return
+        if (cancel or not held) and self._loop is not None and self.on_stop is not None:
+            self._loop.call_soon_threadsafe(self.on_stop, "cancel" if held else "lost")
+
+
+class Journal:
+    """The lead's journal (see `delegate._loop.Journal`): records answers and tool results as
+    checkpoints, and replays those of an interrupted run."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.subagents: dict[str, TaskOutput] = {}
+        """Finished subagents by key: the runner takes them from here (the same dict)."""
+
+    def load(self, checkpoints: Sequence[Checkpoint]) -> None:
+        """Take in the checkpoints of the interrupted run being resumed."""
+        for c in checkpoints:
+            if c.kind == "answer":
+                self.answers[c.key] = c.data
+            elif c.kind == "tool":
+                self.tools[c.key] = c.data
+            elif c.kind == "subagent":
+                self.subagents[c.key] = TaskOutput.from_dict(c.data["record"], seq=c.data["seq"])
+
+    def answer(self, step: int) -> ModelResponse | None:
+        data = self.answers.pop(str(step), None)
+        return None if data is None else _response.validate_python(data)
+
+    def record_answer(self, step: int, response: ModelResponse) -> None:
+        self.recorder.checkpoint("answer", str(step), _response.dump_python(response, mode="json"))
+
+    def tool_result(self, call: ToolCallPart) -> ToolResultPart | None:
+        if call.name in REPLAYED_NEVER:
+            return None
+        data = self.tools.pop(call.id, None)
+        return None if data is None else _tool_result.validate_python(data)
+
+    def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
+        if call.name not in REPLAYED_NEVER:
+            self.recorder.checkpoint("tool", call.id, asdict(result))

@@ -1,0 +1,54 @@
+"""Text that is always valid UTF-8, whatever it came from.
+
+Python keeps a byte that is not UTF-8 (in a file name, a command's output read with
+`surrogateescape`) as a lone surrogate `\\udc80`..`\\udcff`, and a model may send a lone surrogate
+too. Neither can be encoded, so neither can be stored, streamed or printed. `safe_text` replaces
+each with a visible escape:
+
+- an undecodable byte 0xNN (a surrogate `\\udcNN` with NN ≥ 80) becomes the four characters `\\xNN`;
+- any other lone surrogate U+DXXX becomes the six characters `\\udxxx`.
+
+Everything else is kept as it is.
+"""
+
+from __future__ import annotations
+
+import codecs
+from typing import Any, cast
+
+__all__ = ["safe_json", "safe_text"]
+
+_HANDLER = "delegate-escape"
+
+
+def _escape(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    out: list[str] = []
+    for char in error.object[error.start : error.end]:
+        code = ord(char)
+        out.append(f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}")
+    return "".join(out), error.end
+
+
+codecs.register_error(_HANDLER, _escape)
+
+
+def safe_text(text: str) -> str:
+    """`text` with every character that cannot be encoded as UTF-8 replaced by an escape."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", _HANDLER).decode("utf-8")
+    return text
+
+
+def safe_json(value: Any) -> Any:
+    """A copy of a JSON-like value (dicts, lists, strings, numbers) with every string made safe."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(str(k)): safe_json(v) for k, v in cast(dict[Any, Any], value).items()}
+    if isinstance(value, list | tuple):
+        return [safe_json(v) for v in cast(list[Any], value)]
+    return value

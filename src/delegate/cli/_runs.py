@@ -1,0 +1,119 @@
+"""`delegate runs list|show|cancel`: runs as the store has them, from any process.
+
+A run whose process died reads `interrupted` (`delegate run --resume ID` continues it); `cancel`
+works from another process: the run's owner stops at its next heartbeat, and an interrupted run
+is recorded `cancelled` at once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ._main import Db, Workspace, fail, open_store
+
+if TYPE_CHECKING:
+    from .._store import RunRow
+
+runs_app = typer.Typer(help="Runs of the lead agent, as the store has them.", no_args_is_help=True)
+
+CANCEL_WAIT = 10.0
+"""How long `delegate runs cancel` waits for a running run to record its cancellation."""
+
+_STATUSES = ("running", "interrupted", "completed", "error", "cancelled", "aborted", "timed_out")
+_SHOWN = ", ".join(_STATUSES)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("list")
+def runs_list(
+    workspace: Workspace = Path("."),
+    db: Db = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help=f"Only runs with this status: {', '.join(_STATUSES)}.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many runs.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON Lines, one run a line.")] = False,
+) -> None:
+    """The runs, newest first."""
+    if status is not None and status not in _STATUSES:
+        fail(f"unknown status {status!r}: use one of {', '.join(_STATUSES)}")
+    store = open_store(workspace, db)
+    runs = store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
+    if as_json:
+        for run in runs:
+            typer.echo(json.dumps(_summary(run), ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("run", "status", "started", "tokens", "prompt")
+    for run in runs:
+        tokens = f"{run.usage.input_tokens + run.usage.output_tokens:,}"
+        table.add_row(run.id, run.status, run.created_at.strftime("%Y-%m-%d %H:%M:%S"), tokens, run.prompt[:60])
+    Console().print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    workspace: Workspace = Path("."),
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The same JSON object as `delegate run --json`.")] = False,
+) -> None:
+    """One run: its status, final answer, usage and subagents."""
+    from .._runtime import stored_result
+
+    result = stored_result(open_store(workspace, db), run_id)
+    if result is None:
+        fail(f"no run {run_id!r}: list the runs with `delegate runs list`")
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+        return
+    usage = result.usage
+    typer.echo(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
+    typer.echo(f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens")
+    for sub in result.subagents:
+        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}")
+    if result.final:
+        typer.echo(result.final)
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """Cancel a run, whichever process runs it; wait (a little) until it is recorded cancelled."""
+    store = open_store(workspace, db)
+    run = store.request_cancel(run_id)
+    deadline = time.monotonic() + CANCEL_WAIT
+    while run.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = store.get_run(run_id)
+        assert found is not None
+        run = found
+    if run.status == "running":
+        typer.echo(f"run {run_id}: cancellation asked; its process has not stopped yet", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"run {run_id}: {run.status}")
+
+
+def _summary(run: RunRow) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "status": run.status,
+        "prompt": run.prompt[:200],
+        "model": run.model,
+        "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
+        "created_at": run.created_at.isoformat(),
+        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
+    }

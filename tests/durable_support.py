@@ -1,0 +1,129 @@
+"""A deterministic lead-and-subagents script for crash tests, served by the loopback OpenAI server.
+
+Every answer is a function of the request alone (the lead's step, a subagent's prompt and step),
+with usage that depends on it too, so an interrupted and resumed run can be compared with an
+uninterrupted one: same final answer, same subagent records, same usage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from delegate._store import RunRow, Store
+from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.loopback_openai import Fault, Reply
+
+SUBAGENTS = 6
+FINAL_ANSWER = threading.Event()
+"""The lead's last answer waits for this: a test clears it while it kills runs, so no run can
+finish before its kill lands, and sets it to let the run end."""
+FINAL_ANSWER.set()
+LATENCY = 0.03
+"""Seconds each answer takes: long enough for kills to land in the middle of a run."""
+
+
+def _system(body: dict[str, Any]) -> str:
+    first = body["messages"][0]
+    return first["content"] if first["role"] == "system" else ""
+
+
+def _first_user(body: dict[str, Any]) -> str:
+    for message in body["messages"]:
+        if message["role"] == "user":
+            content = message["content"]
+            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+    return ""
+
+
+def keyed_responder(body: dict[str, Any]) -> Reply | Fault:
+    """The lead fans out to `SUBAGENTS` subagents, writes a report, then answers; each subagent
+    writes one file and completes. Usage is keyed on what is asked, never on the order of asking."""
+    time.sleep(LATENCY)
+    turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    if _system(body).startswith(LEAD_INSTRUCTIONS):
+        if turns == 0:
+            prompts = [f"topic {i}: write notes/{i}.md" for i in range(SUBAGENTS)]
+            task = {"subagent_type": "general-purpose", "description": "notes", "prompts": prompts}
+            return Reply(content="Delegating.", tool_calls=[("task", task)], prompt_tokens=100, completion_tokens=40)
+        if turns == 1:
+            write = {"path": "report.md", "content": "all notes written\n"}
+            return Reply(tool_calls=[("write_file", write)], prompt_tokens=200, completion_tokens=30)
+        FINAL_ANSWER.wait(120)
+        return Reply(content="Report written: report.md", prompt_tokens=300, completion_tokens=20)
+    topic = _first_user(body).split(":")[0].removeprefix("topic ").strip()
+    n = int(topic) if topic.isdigit() else 99
+    if turns == 0:
+        write = {"path": f"notes/{n}.md", "content": f"notes on topic {n}\n"}
+        return Reply(tool_calls=[("write_file", write)], prompt_tokens=20 + n, completion_tokens=10 + n)
+    done = {"summary": f"wrote notes on topic {n}", "paths": [f"notes/{n}.md"]}
+    return Reply(tool_calls=[("complete", done)], prompt_tokens=40 + n, completion_tokens=5 + n)
+
+
+def cli_env(base_url: str, db: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env["OPENAI_BASE_URL"] = base_url
+    env["OPENAI_API_KEY"] = "test"
+    if db:
+        env["DELEGATE_DB"] = db
+    return env
+
+
+def delegate(*args: str) -> list[str]:
+    return [sys.executable, "-m", "delegate", *args]
+
+
+RUN_ARGS = ("--model", "openai:m", "--max-parallel", "2", "--json")
+
+
+def comparable(result: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal between an interrupted-and-resumed run and an uninterrupted one."""
+    keep = ("id", "type", "description", "status", "stop_reason", "summary", "steps", "usage", "error")
+    subagents = sorted(
+        (
+            {k: s[k] for k in keep} | {"artifacts": [Path(a["path"]).name for a in s["artifacts"]]}
+            for s in result["subagents"]
+        ),
+        key=lambda s: s["id"],
+    )
+    return {
+        "status": result["status"],
+        "final": result["final"],
+        "usage": result["usage"],
+        "subagents": subagents,
+    }
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "a condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def only_run(store: Store) -> RunRow | None:
+    runs = store.list_runs(None)
+    return runs[0] if runs else None
+
+
+def run_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def workspace_files(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".delegate" not in p.parts
+    }

@@ -1,0 +1,246 @@
+"""`delegate run` and `delegate serve` killed with SIGKILL at random points, on SQLite and
+PostgreSQL: the run reads `interrupted`, resumes, and ends exactly as an uninterrupted run of the
+same script does (final answer, subagent records, usage)."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from delegate._runtime import stored_result
+from delegate._store import FINAL_STATUSES, Store
+from tests.durable_support import (
+    FINAL_ANSWER,
+    RUN_ARGS,
+    SUBAGENTS,
+    cli_env,
+    comparable,
+    delegate,
+    keyed_responder,
+    only_run,
+    run_json,
+    wait_for,
+    workspace_files,
+)
+from tests.loopback_openai import OpenAIServer
+
+KILLS_PER_TEST = 5
+CHECKPOINTS = 3 + 1 + SUBAGENTS
+"""What the script records: three answers of the lead, its write_file result, one per subagent."""
+
+
+@pytest.fixture
+def stores() -> Iterator[list[Store]]:
+    """Stores a test opens, closed after it whatever happened."""
+    opened: list[Store] = []
+    yield opened
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def openai() -> Iterator[OpenAIServer]:
+    FINAL_ANSWER.set()
+    try:
+        with OpenAIServer(keyed_responder) as server:
+            yield server
+    finally:
+        FINAL_ANSWER.set()  # never leave a responder thread waiting
+
+
+@pytest.fixture
+def baseline(openai: OpenAIServer, tmp_path: Path) -> dict[str, Any]:
+    """The script run once, uninterrupted, in a workspace of its own."""
+    root = tmp_path / "baseline"
+    root.mkdir()
+    proc = subprocess.run(
+        delegate("run", "write the notes", *RUN_ARGS, "-w", str(root)),
+        env=cli_env(openai.base_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    result = run_json(proc)
+    assert result["status"] == "completed" and len(result["subagents"]) == SUBAGENTS
+    return {"result": comparable(result), "files": workspace_files(root)}
+
+
+def _kill_when(proc: subprocess.Popen[str], store: Store, target: int) -> bool:
+    """SIGKILL `proc` once its run has `target` checkpoints; False if it ended first."""
+
+    def reached() -> bool:
+        run = only_run(store)
+        return proc.poll() is not None or (run is not None and len(store.checkpoints(run.id)) >= target)
+
+    wait_for(reached, what=f"{target} checkpoints")
+    if proc.poll() is not None:
+        return False
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return True
+
+
+def test_delegate_run_killed_at_random_points_resumes_to_the_uninterrupted_result(
+    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+) -> None:
+    rng = random.Random(store_url.split(":")[0])
+    root = tmp_path / "killed"
+    root.mkdir()
+    env = cli_env(openai.base_url, db=store_url)
+    store = Store.open(store_url)
+    stores.append(store)
+    kills = 0
+    args = ["run", "write the notes", *RUN_ARGS, "-w", str(root)]
+    done = 0
+    FINAL_ANSWER.clear()  # no run ends before its kill lands
+    while kills < KILLS_PER_TEST:
+        proc = _spawn(args, env, tmp_path / f"run{kills}.log")
+        target = rng.randint(min(done, CHECKPOINTS - 1), min(CHECKPOINTS - 1, done + 3))
+        if not _kill_when(proc, store, target):
+            break
+        kills += 1
+        run = only_run(store)
+        if run is None:
+            continue  # killed before it was recorded: start it again
+        assert run.status == "interrupted"  # never `running` once its process is gone
+        done = len(store.checkpoints(run.id))
+        args = ["run", "--resume", run.id, *RUN_ARGS[:2], "--json", "-w", str(root)]
+    FINAL_ANSWER.set()
+    final = subprocess.run(delegate(*args), env=env, capture_output=True, text=True, timeout=120)
+    result = run_json(final)
+    assert kills == KILLS_PER_TEST
+    assert comparable(result) == baseline["result"]
+    assert workspace_files(root) == baseline["files"]
+    stored = stored_result(store, result["run_id"])
+    assert stored is not None
+    assert comparable(stored.to_dict()) == baseline["result"]  # what `delegate runs show` prints
+
+
+def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    """Start `delegate ARGS...`, its output going to `log` (no pipe left open when it is killed)."""
+    with log.open("w") as out:
+        return subprocess.Popen(delegate(*args), env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+
+
+def _serve(store_url: str, env: dict[str, str], root: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
+    args = ["serve", "--port", "0", "--model", "openai:m", "-w", str(root), "--db", store_url, "--no-worker"]
+    proc = _spawn(args, env, log)
+    line = wait_for(
+        lambda: next((x for x in log.read_text().splitlines() if " at http://" in x), None) or proc.poll() is not None,
+        what="the server to listen",
+    )
+    assert isinstance(line, str), log.read_text()
+    return proc, line.split(" at ")[1].split()[0].rstrip("/")
+
+
+def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
+    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+) -> None:
+    rng = random.Random(store_url.split(":")[0] + "serve")
+    root = tmp_path / "served"
+    root.mkdir()
+    env = cli_env(openai.base_url)
+    store = Store.open(store_url)
+    stores.append(store)
+    _, token = store.add_user("ada")
+    headers = {"Authorization": f"Bearer {token}"}
+    proc, url = _serve(store_url, env, root, tmp_path / "serve0.log")
+    body = {"prompt": "write the notes", "max_parallel": 2}
+    FINAL_ANSWER.clear()  # no run ends before its kill lands
+    run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
+    done = 0
+    for kill in range(KILLS_PER_TEST):
+        target = rng.randint(min(done, CHECKPOINTS - 1), min(CHECKPOINTS - 1, done + 2))
+        assert _kill_when(proc, store, target)
+        run = store.get_run(run_id)
+        assert run is not None and run.status == "interrupted"
+        done = len(store.checkpoints(run_id))
+        # a new server resumes the interrupted run when it starts
+        proc, url = _serve(store_url, env, root, tmp_path / f"serve{kill + 1}.log")
+    FINAL_ANSWER.set()
+    try:
+        ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+        assert ended.status == "completed"
+        answer = httpx2.get(f"{url}/api/v1/runs/{run_id}", headers=headers, timeout=30).json()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    stored = stored_result(store, run_id)
+    assert stored is not None
+    assert comparable(stored.to_dict()) == baseline["result"]
+    assert (answer["final"], answer["usage"]) == (baseline["result"]["final"], baseline["result"]["usage"])
+    assert workspace_files(root) == baseline["files"]
+
+
+def test_a_killed_run_reads_interrupted_in_runs_list_and_show(
+    stores: list[Store], openai: OpenAIServer, tmp_path: Path
+) -> None:
+    env = cli_env(openai.base_url)
+    proc = _spawn(["run", "write the notes", *RUN_ARGS, "-w", str(tmp_path)], env, tmp_path / "run.log")
+    store = Store.for_workspace(tmp_path)
+    stores.append(store)
+    assert _kill_when(proc, store, 2)
+    run = only_run(store)
+    assert run is not None
+    listed = subprocess.run(
+        delegate("runs", "list", "--status", "interrupted", "--json", "-w", str(tmp_path)),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert [run_json(listed)["run_id"]] == [run.id]
+    shown = run_json(
+        subprocess.run(
+            delegate("runs", "show", run.id, "--json", "-w", str(tmp_path)),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    )
+    assert shown["status"] == "interrupted"
+    assert shown["usage"]["input_tokens"] >= 0
+    cancelled = subprocess.run(
+        delegate("runs", "cancel", run.id, "-w", str(tmp_path)), env=env, capture_output=True, text=True, timeout=60
+    )
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.strip() == f"run {run.id}: cancelled"
+    resumed = subprocess.run(
+        delegate("run", "--resume", run.id, "--model", "openai:m", "-w", str(tmp_path)),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert resumed.returncode == 2
+    assert (
+        resumed.stderr.strip()
+        == f"error: run {run.id} already ended (cancelled): only an interrupted run can be resumed"
+    )
+
+
+def test_sigterm_and_sighup_cancel_delegate_run_and_record_it(
+    stores: list[Store], openai: OpenAIServer, tmp_path: Path
+) -> None:
+    env = cli_env(openai.base_url)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        root = tmp_path / sig.name
+        root.mkdir()
+        log = tmp_path / f"{sig.name}.log"
+        proc = _spawn(["run", "write the notes", "--model", "openai:m", "-w", str(root)], env, log)
+        store = Store.for_workspace(root)
+        stores.append(store)
+        wait_for(lambda s=store: (r := only_run(s)) is not None and len(s.checkpoints(r.id)) >= 1)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 1, log.read_text()
+        assert log.read_text().strip().endswith("error: cancelled")
+        run = only_run(store)
+        assert run is not None and run.status == "cancelled"

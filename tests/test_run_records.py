@@ -1,0 +1,182 @@
+"""What a run keeps in the store as it goes: text that is always UTF-8, bounded events, a final
+answer stored once, a lease that says whether its process lives, cancellation through the store,
+and the server's view of a run whose process died."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from delegate import Runtime
+from delegate._loop import EVENT_VALUE_LIMIT
+from delegate._runtime import DEFAULT_RUN_TIMEOUT
+from delegate._store import Store
+from delegate.models import ModelRequest, ModelResponse
+from delegate.server import ServerSettings, create_app
+from delegate.testing import FunctionModel, ScriptedModel, call, reply
+from tests.loopback_server import LiveServer
+
+
+def test_text_that_is_not_utf8_is_stored_and_shown_with_escapes(tmp_path: Path) -> None:
+    model = ScriptedModel([call("write_file", path="caf\udce9.md", content="x"), reply("done \ud800 and caf\udce9")])
+    rt = Runtime(model=model, workspace=tmp_path)
+    result = rt.run_sync("write it")
+    assert result.status == "completed"
+    store = Store.for_workspace(tmp_path)
+    run = store.get_run(result.run_id)
+    assert run is not None and run.status == "completed"
+    assert run.final == "done \\ud800 and caf\\xe9"  # an undecodable byte as \xNN, a lone surrogate as \uNNNN
+    started = next(e for e in store.events(result.run_id) if e.type == "tool.started")
+    assert started.data["arguments"]["path"] == "caf\\xe9.md"
+    assert (tmp_path / "caf\udce9.md").read_text() == "x"  # the file itself has the name asked for
+    store.close()
+
+
+def test_a_huge_tool_argument_is_kept_in_events_cut_with_its_full_size(tmp_path: Path) -> None:
+    content = "y" * (20 * 1024 * 1024)
+    rt = Runtime(
+        model=ScriptedModel([call("write_file", path="big.txt", content=content), reply("ok")]), workspace=tmp_path
+    )
+    result = rt.run_sync("write a big file")
+    assert (tmp_path / "big.txt").stat().st_size == len(content)
+    with Store.for_workspace(tmp_path) as store:
+        started = next(e for e in store.events(result.run_id) if e.type == "tool.started")
+    arguments = started.data["arguments"]
+    assert len(arguments["content"]) == EVENT_VALUE_LIMIT
+    assert arguments["content_size"] == len(content) and arguments["truncated"] is True
+
+
+def test_a_final_answer_is_stored_once_in_full(tmp_path: Path) -> None:
+    answer = "z" * (EVENT_VALUE_LIMIT * 4)
+    result = Runtime(model=ScriptedModel([reply(answer)]), workspace=tmp_path).run_sync("answer at length")
+    with Store.for_workspace(tmp_path) as store:
+        run = store.get_run(result.run_id)
+        completed = [e for e in store.events(result.run_id) if e.type == "run.completed"]
+    assert run is not None and run.final == answer
+    assert [len(e.data["final"]) for e in completed] == [EVENT_VALUE_LIMIT]
+    assert completed[0].data["final_size"] == len(answer)
+
+
+def test_runs_have_a_default_timeout_and_end_timed_out(tmp_path: Path) -> None:
+    assert Runtime(model=ScriptedModel([]), workspace=tmp_path).timeout == DEFAULT_RUN_TIMEOUT
+    never = asyncio.Event()
+
+    async def stuck(request: ModelRequest) -> ModelResponse:
+        await never.wait()
+        raise AssertionError("unreachable")
+
+    result = Runtime(model=FunctionModel(stuck), workspace=tmp_path, timeout=0.2).run_sync("wait")
+    assert (result.status, result.stop_reason) == ("timed_out", "timeout")
+    with Store.for_workspace(tmp_path) as store:
+        run = store.get_run(result.run_id)
+    assert run is not None and run.status == "timed_out"
+
+
+def test_a_run_is_cancelled_from_another_store_handle_at_its_next_heartbeat(tmp_path: Path) -> None:
+    asked = threading.Event()
+
+    async def slow(request: ModelRequest) -> ModelResponse:
+        asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    rt = Runtime(model=FunctionModel(slow), workspace=tmp_path)
+    other = Store.for_workspace(tmp_path)  # what `delegate runs cancel` opens in its own process
+
+    def cancel_when_asked() -> None:
+        asked.wait(30)
+        run = other.list_runs(None)[0]
+        assert run.status == "running"
+        other.request_cancel(run.id)
+
+    canceller = threading.Thread(target=cancel_when_asked)
+    canceller.start()
+    result = rt.run_sync("wait for ever")
+    canceller.join()
+    assert result.status == "cancelled"
+    run = other.get_run(result.run_id)
+    assert run is not None and run.status == "cancelled"
+    other.close()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_run_whose_process_died_reads_interrupted_and_its_followers_get_a_terminal_event(
+    store: Store, tmp_path: Path
+) -> None:
+    from delegate._lease import host_identity
+
+    _, token = store.add_user("ada")
+    user = store.user_for_token(token)
+    run = store.create_run(prompt="p", model="openai:m", user_id=user, owner=f"{host_identity()}|{_dead_pid()}|x")
+    assert store.get_run(run.id).status == "interrupted"  # type: ignore[union-attr]
+    config = ServerSettings(workspace=tmp_path, model=lambda name: ScriptedModel([]), run_batches=False)
+    app = create_app(config, store=store)
+    app.state.runs.watch = _no_takeover  # this server leaves it interrupted, for the test to look at
+    with (
+        LiveServer(app) as server,
+        httpx2.Client(base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=20) as api,
+    ):
+        assert api.get(f"/runs/{run.id}").json()["status"] == "interrupted"
+        with api.stream("GET", f"/runs/{run.id}/events") as response:
+            events = list(httpx2.EventSource(response))
+        assert [(e.event, e.json()["data"]["status"]) for e in events] == [("run.completed", "interrupted")]
+        cancelled = api.post(f"/runs/{run.id}/cancel")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        again = api.post(f"/runs/{run.id}/resume")
+        assert again.status_code == 409
+
+
+async def _no_takeover() -> None:
+    await asyncio.Event().wait()
+
+
+def test_a_result_the_database_refuses_fails_its_own_item_and_the_others_are_stored(
+    store_url: str, tmp_path: Path
+) -> None:
+    if not store_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL refuses NUL characters in text; SQLite stores them")
+    from delegate.batch import Batches, BatchWorker
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        prompt = request.messages[-1].text
+        summary = "bad \x00 summary" if "poison" in prompt else f"fine: {prompt[:20]}"
+        return call("complete", summary=summary)
+
+    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, store=False)
+    with Store.open(store_url) as store:
+        batches = Batches(store)
+        items = [{"key": f"k{i}", "prompt": "poison" if i == 3 else f"item {i}"} for i in range(8)]
+        batch = batches.submit("default", subagent_type="explore", title="t", items=items).batch
+
+        async def go() -> None:
+            async with BatchWorker(batches, rt, retry_delay=0.01) as worker:
+                await worker.wait("default", batch.id)
+
+        asyncio.run(go())
+        done = batches.get("default", batch.id)
+        assert done.counts["succeeded"] == 7 and done.counts["failed"] == 1
+        poisoned = batches.item("default", batch.id, "k3")
+        assert poisoned.status == "failed" and "could not be stored" in (poisoned.error or "")
+
+
+def test_of_two_processes_resuming_one_interrupted_run_exactly_one_wins(store: Store) -> None:
+    from delegate._errors import UserError
+    from delegate._lease import host_identity
+
+    run = store.create_run(prompt="p", model="m", owner=f"{host_identity()}|{_dead_pid()}|x")
+    assert store.claim_run(run.id, "elsewhere|1|a").status == "running"
+    with pytest.raises(UserError, match="still running"):
+        store.claim_run(run.id, "elsewhere|2|b")
+    stored = store.get_run(run.id)
+    assert stored is not None and stored.owner == "elsewhere|1|a"
