@@ -125,5 +125,5 @@ def workspace_files(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): p.read_text()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and ".delegate" not in p.parts
+        if p.is_file() and ".delegate" not in p.relative_to(root).parts
     }

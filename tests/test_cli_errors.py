@@ -70,14 +70,14 @@ def test_a_workspace_whose_store_is_a_folder_we_cannot_write_is_refused_in_one_l
 ) -> None:
     (tmp_path / ".delegate").write_text("a file where the store's folder should be")
     line = one_line_error(delegate(["run", "hello", "--model", "openai:m"], env, tmp_path))
-    assert line.startswith("error: cannot use ") and ".delegate" in line
+    assert ".delegate" in line  # names what it cannot use
 
 
 def test_a_corrupt_database_is_refused_in_one_line(env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / ".delegate").mkdir()
     (tmp_path / ".delegate" / "delegate.db").write_bytes(b"this is not a database" * 100)
     line = one_line_error(delegate(["runs", "list"], env, tmp_path))
-    assert line.startswith("error: the database sqlite:///") and "file is not a database" in line
+    assert "is not a SQLite database" in line
 
 
 def test_an_unreachable_database_is_refused_in_one_line(env: dict[str, str], tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_debug_shows_the_traceback(env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / ".delegate" / "delegate.db").write_bytes(b"this is not a database" * 100)
     proc = delegate(["runs", "list", "--debug"], env, tmp_path)
     assert proc.returncode == 1
-    assert "Traceback" in proc.stderr and "StoreError" in proc.stderr
+    assert "Traceback" in proc.stderr and "UserError" in proc.stderr
 
 
 def test_an_unknown_run_is_one_line(env: dict[str, str], tmp_path: Path) -> None:

@@ -176,7 +176,8 @@ def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
     assert stored is not None
     assert comparable(stored.to_dict()) == baseline["result"]
     assert (answer["final"], answer["usage"]) == (baseline["result"]["final"], baseline["result"]["usage"])
-    assert workspace_files(root) == baseline["files"]
+    assert ended.workspace is not None  # the user's own folder of the served workspace
+    assert workspace_files(Path(ended.workspace)) == baseline["files"]
 
 
 def test_a_killed_run_reads_interrupted_in_runs_list_and_show(
