@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
+from delegate import UserError
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
 from delegate._store import Store
@@ -173,3 +175,8 @@ def test_a_batch_refuses_at_submission_what_task_would_refuse_and_stores_nothing
     assert "has 501 characters; at most 500" in done.stderr
     assert "token_budget is 0" in done.stderr
     assert Batches(Store.for_workspace(tmp_path)).list_batches("default") == []
+
+
+def test_an_output_schema_that_is_not_a_json_schema_is_refused_with_the_type_named() -> None:
+    with pytest.raises(UserError, match="subagent type 'pricer': output_schema is not a valid JSON Schema"):
+        Subagent(name="pricer", description="d", output_schema={"type": "money"})

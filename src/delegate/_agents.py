@@ -29,6 +29,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import UserError
 from ._frontmatter import CatalogueWarning, Unreadable, read_front_matter
+from ._record import ResultSchema
 from .models import Model, ModelAliases
 from .tools import BUILTIN_TOOLS, READ_ONLY_TOOLS
 
@@ -144,6 +145,8 @@ class Subagent:
             raise UserError(f"subagent {self.name!r}: max_steps must be at least 1")
         if self.timeout is not None and self.timeout <= 0:
             raise UserError(f"subagent {self.name!r}: timeout must be positive seconds")
+        if self.output_schema is not None:
+            ResultSchema(self.output_schema, self.name)  # a schema that is not one is refused here
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

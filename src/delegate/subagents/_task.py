@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from .._agents import Catalogue, Subagent, tools_for
-from .._errors import ToolError, UserError
+from .._errors import ToolError
 from .._events import Event, EventSink
 from .._frontmatter import CatalogueWarning
 from .._loop import AgentResult, AgentSpec, Compaction, RunBudget, ToolGate, opening_choices, run_agent
@@ -161,10 +161,7 @@ class SubagentRunner:
             model = self._model(definition)
             complete = COMPLETE_TOOL
             if definition.output_schema is not None:
-                try:
-                    complete = typed_complete(ResultSchema(definition.output_schema, definition.name))
-                except UserError as exc:
-                    raise ToolError(f"{exc}; fix its definition") from None
+                complete = typed_complete(ResultSchema(definition.output_schema, definition.name))
             prepared = ([*tools, complete], model)
             self._prepared[definition.name] = prepared
         return prepared
