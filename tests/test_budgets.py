@@ -19,7 +19,7 @@ from delegate._store import Store
 from delegate.server import ServerSettings, create_app
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 from tests.loopback_server import LiveServer
-from tests.test_batch_cli import env_for
+from tests.test_batch_cli import delegate, env_for
 from tests.test_results import close, is_lead, openai_model, tool_results
 from tests.test_server_api import client, read_events, start
 
@@ -139,3 +139,32 @@ def test_post_runs_takes_both_budgets(tmp_path: Path, store: Store) -> None:
     assert {s["stop_reason"] for s in run["subagents"]} == {"run_max_requests"}
     assert len(upstream.requests) == 3
     assert refused.status_code == 422 and "token_budget" in refused.text
+
+
+def test_a_batch_items_budget_caps_what_its_subagent_spends(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        json.dumps({"key": "capped", "prompt": "job", "max_requests": 2})
+        + "\n"
+        + json.dumps({"key": "free", "prompt": "job done"})
+        + "\n"
+    )
+
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        if tool_results(body) and "done" in json.dumps(body["messages"][1]):
+            return Reply(tool_calls=[("complete", {"summary": "finished"})])
+        return Reply(tool_calls=[("list_dir", {})])
+
+    with OpenAIServer(responder) as server:
+        env = env_for(server.base_url)
+        submitted = delegate(
+            ["batch", "submit", str(items), "--type", "general-purpose", "--model", "openai:m", "--max-attempts", "1"],
+            env,
+            tmp_path,
+        )
+        batch_id = submitted.stdout.strip().splitlines()[-1]
+        exported = delegate(["batch", "export", batch_id], env, tmp_path)
+    rows = {row["key"]: row for row in map(json.loads, exported.stdout.splitlines())}
+    assert (rows["capped"]["status"], rows["capped"]["outcome"], rows["capped"]["steps"]) == ("failed", "aborted", 2)
+    assert "model requests" in rows["capped"]["error"]
+    assert (rows["free"]["status"], rows["free"]["steps"]) == ("succeeded", 2)

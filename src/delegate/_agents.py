@@ -131,6 +131,7 @@ class Subagent:
             "project_context": self.project_context,
             "requires_commands": self.requires_commands,
             "first_tool_choice": self.first_tool_choice,
+            "output_schema": None if self.output_schema is None else ResultSchema(self.output_schema, self.name).schema,
             "extra": self.extra,
             "warnings": [w.to_dict() for w in self.warnings],
             "source": self.source,

@@ -70,8 +70,8 @@ class RunBudget:
 
     def why(self, reason: StopReason) -> str:
         if reason == "run_token_budget":
-            return f"the run spent its token budget ({self.tokens:,} of {self.token_budget:,} tokens)"
-        return f"the run made its {self.max_requests:,} model requests (--max-requests)"
+            return f"the run spent its token budget ({self.tokens:,} of {self.token_budget:,} tokens, token_budget)"
+        return f"the run made the {self.max_requests:,} model requests its budget allows (max_requests)"
 
 
 class _BudgetSpent(Exception):
