@@ -338,3 +338,29 @@ async def test_tools_that_talk_to_the_user_are_never_inherited_whatever_their_na
     )
     assert {"ask_clarification", "lookup"} <= lead
     assert "lookup" in subagent and "ask_clarification" not in subagent
+
+
+async def test_the_snapshot_note_promises_only_what_the_request_carries(tmp_path: Path) -> None:
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        if is_lead(body):
+            if not tool_results(body):
+                task = {
+                    "subagent_type": "general-purpose",
+                    "description": "d",
+                    "prompt": "p",
+                    "context_mode": "snapshot",
+                }
+                return Reply(tool_calls=[("task", task)])
+            return Reply(content="done")
+        return Reply(tool_calls=[("complete", {"summary": "ok"})])
+
+    with OpenAIServer(responder) as server:
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False)
+        await rt.run("remember: the colour is teal")
+        await close(rt)
+    [child] = [body for body in server.requests if not is_lead(body)]
+    system, snapshot = child["messages"][0]["content"], child["messages"][1]
+    assert "message that begins 'Parent conversation snapshot'" in system and "named" not in system
+    text = snapshot["content"] if isinstance(snapshot["content"], str) else snapshot["content"][0]["text"]
+    assert snapshot["role"] == "user" and text.startswith("Parent conversation snapshot")
+    assert "the colour is teal" in text
