@@ -41,6 +41,7 @@ class Output:
     steps: int = 1
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5, requests=1))
     acceptance: list[dict[str, Any]] | None = None
+    result: Any = None
     error: str | None = None
 
 
@@ -98,6 +99,8 @@ class Runner:
         run_id: str,
         user_id: str,
         tool_call_id: str | None,
+        token_budget: int | None = None,
+        max_requests: int | None = None,
     ) -> Output:
         assert tool_call_id is not None
         _, _, key, attempt = tool_call_id.split(":")

@@ -31,6 +31,7 @@ class Output:
         self.steps = 1
         self.usage = Usage(input_tokens=1, output_tokens=1, requests=1)
         self.acceptance = None
+        self.result = None
         self.error = None
 
 

@@ -91,9 +91,9 @@ def test_a_malformed_definition_is_a_warning_naming_the_file_and_the_reason(
     assert len(catalogue) == 3 + loaded  # the built-ins, and the file when it could be read
 
 
-def test_inherited_tools_drop_task_and_user_facing_tools_unless_listed() -> None:
-    parent = ["read_file", "task", "ask_user", "present_files", "write_file"]
-    available = [*parent, "complete"]
+def test_inherited_tools_drop_task_and_an_explicit_list_never_gets_it() -> None:
+    parent = ["read_file", "task", "batch_task", "write_file"]
+    available = [*parent, "ask_user", "complete"]
     assert tools_for(Subagent(name="a", description="d"), parent, available) == ["read_file", "write_file"]
     explicit = Subagent(name="b", description="d", tools=["task", "ask_user", "read_file"])
     assert tools_for(explicit, parent, available) == ["ask_user", "read_file"]

@@ -9,17 +9,20 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from delegate._loop import Compaction
 from delegate._record import TaskOutput
 from delegate._runtime import Runtime
 from delegate._store import Store
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.server._runs import run_json
 from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.tools import tool
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 
 DEADLINE = 30.0
@@ -228,3 +231,136 @@ def test_the_lead_is_told_what_a_bad_prompt_is_to_reuse_results_and_not_to_deleg
     assert "bad prompt" in text.lower() and "what we discussed" in text
     assert "do not start another one" in text
     assert "vague" in text
+
+
+def one_task_lead(summary: str, paths: list[str]) -> Callable[[dict[str, Any]], Reply | Fault]:
+    """A lead that delegates once and answers with what it read; the subagent writes `paths`
+    and completes with `summary`."""
+
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        if is_lead(body):
+            if not tool_results(body):
+                return Reply(
+                    tool_calls=[("task", {"subagent_type": "general-purpose", "description": "report", "prompt": "p"})]
+                )
+            return Reply(content=tool_results(body)[0])
+        if not tool_results(body):
+            return Reply(tool_calls=[("write_file", {"path": p, "content": f"# {p}\n"}) for p in paths])
+        return Reply(tool_calls=[("complete", {"summary": summary, "paths": paths})])
+
+    return responder
+
+
+async def test_a_huge_summary_reaches_the_lead_short_and_whole_in_a_file_it_names(tmp_path: Path) -> None:
+    summary = "".join(f"finding {i:06d}. " for i in range(12_500))  # 200,000 characters
+    assert len(summary) == 200_000
+    with OpenAIServer(one_task_lead(summary, ["report.md"])) as server:
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False)
+        result = await rt.run("go")
+        await close(rt)
+    seen = result.final  # the lead's answer is the tool result it read, word for word
+    assert len(seen) <= 2_000
+    [record] = result.subagents
+    assert record.summary == summary  # the record keeps everything
+    assert record.result_file is not None and record.result_file.startswith("subagent-results/")
+    assert [a.relative_path for a in record.artifacts] == [record.result_file, "report.md"]
+    assert f"the whole result is in {record.result_file}" in seen
+    assert "- report.md (" in seen and f"- {record.result_file} (" in seen
+    assert summary.strip() in (tmp_path / record.result_file).read_text()
+
+
+async def test_compaction_keeps_each_results_status_line_and_artifacts_whatever_the_summary(tmp_path: Path) -> None:
+    summary = "x" * 5_000
+    paths = ["out/a.md", "out/b.md", "out/c.md"]
+    compacted: list[str] = []
+
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        system = body["messages"][0]["content"]
+        if system.startswith("You compact a conversation"):
+            return Reply(content="older turns, summarised")
+        if is_lead(body):
+            notes = [m["content"] for m in body["messages"] if m["role"] == "user" and "Preserved" in str(m["content"])]
+            compacted.extend(notes)
+            turn = len([m for m in body["messages"] if m["role"] == "assistant"])
+            if turn == 0:
+                task = {"subagent_type": "general-purpose", "description": "report", "prompt": "p"}
+                return Reply(tool_calls=[("task", task)], prompt_tokens=10)
+            if not notes:
+                return Reply(tool_calls=[("list_dir", {})], prompt_tokens=5_000)
+            return Reply(content="done")
+        return one_task_lead(summary, paths)(body)
+
+    with OpenAIServer(responder) as server:
+        rt = Runtime(
+            model=openai_model(server),
+            workspace=tmp_path,
+            store=False,
+            compaction=Compaction(max_context_tokens=1_000, keep_recent=2),
+        )
+        result = await rt.run("go")
+        await close(rt)
+    assert result.final == "done", (result.status, result.error, result.stop_reason)
+    note = compacted[0]
+    [record] = result.subagents
+    assert f"[completed] general-purpose: report ({record.steps} steps" in note
+    for path in [record.result_file, *paths]:
+        assert f"- {path} (" in note
+
+
+async def test_tools_that_talk_to_the_user_are_never_inherited_whatever_their_name(tmp_path: Path) -> None:
+    @tool(talks_to_user=True)
+    def ask_clarification(question: str) -> str:
+        """Ask the user a question and wait for the answer."""
+        return "blue"
+
+    @tool
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        return word
+
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        if is_lead(body):
+            if not tool_results(body):
+                return Reply(
+                    tool_calls=[("task", {"subagent_type": "general-purpose", "description": "d", "prompt": "p"})]
+                )
+            return Reply(content="done")
+        return Reply(tool_calls=[("complete", {"summary": "ok"})])
+
+    with OpenAIServer(responder) as server:
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, tools=[ask_clarification, lookup])
+        await rt.run("go")
+        await close(rt)
+    lead, subagent = (
+        {t["function"]["name"] for t in body["tools"]}
+        for body in server.requests
+        if body["messages"][-1]["role"] == "user"
+    )
+    assert {"ask_clarification", "lookup"} <= lead
+    assert "lookup" in subagent and "ask_clarification" not in subagent
+
+
+async def test_the_snapshot_note_promises_only_what_the_request_carries(tmp_path: Path) -> None:
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        if is_lead(body):
+            if not tool_results(body):
+                task = {
+                    "subagent_type": "general-purpose",
+                    "description": "d",
+                    "prompt": "p",
+                    "context_mode": "snapshot",
+                }
+                return Reply(tool_calls=[("task", task)])
+            return Reply(content="done")
+        return Reply(tool_calls=[("complete", {"summary": "ok"})])
+
+    with OpenAIServer(responder) as server:
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False)
+        await rt.run("remember: the colour is teal")
+        await close(rt)
+    [child] = [body for body in server.requests if not is_lead(body)]
+    system, snapshot = child["messages"][0]["content"], child["messages"][1]
+    assert "message that begins 'Parent conversation snapshot'" in system and "named" not in system
+    text = snapshot["content"] if isinstance(snapshot["content"], str) else snapshot["content"][0]["text"]
+    assert snapshot["role"] == "user" and text.startswith("Parent conversation snapshot")
+    assert "the colour is teal" in text

@@ -5,6 +5,7 @@ CI installs the browser with `apt-get install -y chromium`; without it these tes
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,3 +154,49 @@ def test_the_batches_view_shows_progress_and_cancels_a_batch(
     expect(row.locator(".counts")).to_contain_text("2 cancelled")
     expect(page.locator("#item-table")).to_contain_text("a")
     expect(page.locator("#item-table tbody tr")).to_have_count(2)
+
+
+async def typed_pricing(request: ModelRequest) -> ModelResponse:
+    """Lead: two pricer subagents in one turn; the first one called answers last. Subagents:
+    complete with a typed result."""
+    if "complete" in {t.name for t in request.tools}:
+        item = request.messages[0].text
+        if item == "mug":
+            await asyncio.sleep(0.3)  # the model of the first subagent is slower than the second's
+        return call("complete", summary=f"priced the {item}", result={"product": item, "price": 4.5})
+    if request.messages[-1].role == "user":
+        return respond(
+            [
+                ("task", {"subagent_type": "pricer", "description": "Price the mug", "prompt": "mug"}),
+                ("task", {"subagent_type": "pricer", "description": "Price the cup", "prompt": "cup"}),
+            ]
+        )
+    return reply("Both priced.")
+
+
+def test_the_page_shows_each_typed_result_in_the_order_the_lead_called_them(
+    browser: sync_api.Browser, tmp_path: Path, store: Store
+) -> None:
+    agents = tmp_path / ".delegate" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "pricer.md").write_text(
+        "---\nname: pricer\ndescription: Prices one product.\noutput_schema:\n  type: object\n"
+        "  properties: {product: {type: string}, price: {type: number}}\n  required: [product, price]\n---\nPrice it.\n"
+    )
+    settings = ServerSettings(workspace=tmp_path, model=lambda _: FunctionModel(typed_pricing), run_batches=False)
+    _, token = store.add_user("alice")
+    with LiveServer(create_app(settings, store=store)) as running:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.goto(f"{running.url}/")
+        sign_in(page, token)
+        page.fill("#prompt", "Price the mug and the cup")
+        page.click("#start-run")
+        sync_api.expect(page.locator("#run-final")).to_have_text("Both priced.", timeout=20_000)
+        mug = page.locator("[data-agent=lead] li").filter(has_text="Price the mug").locator("> .node-summary")
+        sync_api.expect(mug).to_have_text('priced the mug\nResult: {"product":"mug","price":4.5}')
+        page.reload()
+        sync_api.expect(page.locator("[data-agent=lead] [data-agent] > .node-summary")).to_have_count(2)
+        order = page.locator("[data-agent=lead] [data-agent] > .node .desc").all_inner_texts()
+        context.close()
+    assert order == ["Price the mug", "Price the cup"]

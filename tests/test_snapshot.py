@@ -229,7 +229,8 @@ def test_unparsable_arguments_are_shown_as_the_text_the_model_wrote():
 
 
 def test_the_system_note_says_the_snapshot_calls_are_the_parents_and_prove_nothing():
-    assert "parent_context_snapshot" in SNAPSHOT_SYSTEM_NOTE
+    assert "message that begins 'Parent conversation snapshot'" in SNAPSHOT_SYSTEM_NOTE
+    assert "named" not in SNAPSHOT_SYSTEM_NOTE  # providers may drop message names: it promises none
     assert "you did not execute them" in SNAPSHOT_SYSTEM_NOTE
     assert "not evidence that your task is done" in SNAPSHOT_SYSTEM_NOTE
 

@@ -29,12 +29,14 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import UserError
 from ._frontmatter import CatalogueWarning, Unreadable, read_front_matter
+from ._record import ResultSchema
 from .models import Model, ModelAliases
 from .tools import BUILTIN_TOOLS, READ_ONLY_TOOLS
 
-NEVER_INHERITED = frozenset({"task", "batch_task", "batch_status", "cancel_batch", "ask_user", "present_files"})
+NEVER_INHERITED = frozenset({"task", "batch_task", "batch_status", "cancel_batch"})
 """Tools a subagent does not get by inheriting its parent's set. `task` is never given at all (no
-nesting); `ask_user` and `present_files` only when a definition lists them explicitly."""
+nesting). Tools that talk to the user (`Tool.talks_to_user`) are not inherited either, whatever
+their name: the caller leaves them out of `parent_tools`."""
 
 NEVER_GIVEN = frozenset({"task", "batch_task", "batch_status", "cancel_batch"})
 
@@ -104,6 +106,8 @@ class Subagent:
     extra: dict[str, Any] = field(default_factory=dict[str, Any])
     """Front-matter fields delegate does not know, kept as written."""
     warnings: list[CatalogueWarning] = field(default_factory=list[CatalogueWarning])
+    output_schema: dict[str, Any] | type[BaseModel] | None = None
+    """The typed result its `complete` must carry: a JSON Schema, or a pydantic model."""
     source: str = "code"
     """Where it came from: `builtin`, `code`, or its file relative to the folder it came from."""
 
@@ -127,6 +131,7 @@ class Subagent:
             "project_context": self.project_context,
             "requires_commands": self.requires_commands,
             "first_tool_choice": self.first_tool_choice,
+            "output_schema": None if self.output_schema is None else ResultSchema(self.output_schema, self.name).schema,
             "extra": self.extra,
             "warnings": [w.to_dict() for w in self.warnings],
             "source": self.source,
@@ -141,6 +146,8 @@ class Subagent:
             raise UserError(f"subagent {self.name!r}: max_steps must be at least 1")
         if self.timeout is not None and self.timeout <= 0:
             raise UserError(f"subagent {self.name!r}: timeout must be positive seconds")
+        if self.output_schema is not None:
+            ResultSchema(self.output_schema, self.name)  # a schema that is not one is refused here
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -212,6 +219,7 @@ class _FrontMatter(BaseModel):
         default_factory=list[str], validation_alias=AliasChoices("mcp_servers", "mcpServers")
     )
     project_context: bool = True
+    output_schema: dict[str, Any] | None = None
     color: str | None = None  # Claude Code's colour in its UI; accepted and ignored
 
     @field_validator("tools", "skills", mode="before")
@@ -277,6 +285,7 @@ def load_definition(path: Path, *, claude: bool = False, name: str | None = None
             skills=parsed.skills,
             first_tool_choice=parsed.first_tool_choice,
             project_context=parsed.project_context,
+            output_schema=parsed.output_schema,
             mcp_servers=[*parsed.mcp_servers, *inline],
             mcp_inline=inline,
             permission_mode=parsed.permission_mode,
@@ -502,9 +511,9 @@ def _resolve_model(definition: Subagent, aliases: ModelAliases, warnings: list[C
 def tools_for(definition: Subagent, parent_tools: Sequence[str], available: Sequence[str]) -> list[str]:
     """The tool names a subagent of `definition` gets (before `complete` is added).
 
-    Inherited sets drop `task`, the batch tools, and ask-the-user/present-files; an explicit list
-    may name ask-the-user/present-files, never `task`. The tools of the MCP servers it names in
-    `mcp_servers` are added. Names not `available` are dropped.
+    Inherited sets drop `task` and the batch tools (`parent_tools` holds no tool that talks to the
+    user); an explicit list may name a tool that talks to the user, never `task`. The tools of the
+    MCP servers it names in `mcp_servers` are added. Names not `available` are dropped.
     """
     if definition.tools is None:
         names = [n for n in parent_tools if n not in NEVER_INHERITED]

@@ -29,6 +29,59 @@ AgentStatus = EndStatus
 EndReason = StopReason
 
 
+@dataclass(kw_only=True)
+class RunBudget:
+    """What a whole run may spend, the lead and every subagent together: `token_budget` tokens
+    (input and output) and `max_requests` model requests. Once either is spent no new model
+    request starts; requests already under way finish (and count)."""
+
+    token_budget: int | None = None
+    max_requests: int | None = None
+    tokens: int = 0
+    requests: int = 0
+
+    @staticmethod
+    def problems(token_budget: object, max_requests: object) -> list[str]:
+        """What is wrong with these limits (each None, or a whole number of at least 1)."""
+        found: list[str] = []
+        for name, value in (("token_budget", token_budget), ("max_requests", max_requests)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                found.append(f"{name} is {value!r}; use a whole number of at least 1 (or leave it out for no limit)")
+        return found
+
+    @classmethod
+    def of(cls, token_budget: int | None, max_requests: int | None) -> RunBudget | None:
+        """The budget of a run with these limits (None for none); `UserError` for a bad limit."""
+        problems = cls.problems(token_budget, max_requests)
+        if problems:
+            raise UserError("; ".join(problems))
+        if token_budget is None and max_requests is None:
+            return None
+        return cls(token_budget=token_budget, max_requests=max_requests)
+
+    def begin(self) -> StopReason | None:
+        """Count a model request about to start, or start none and say which budget is spent."""
+        if self.token_budget is not None and self.tokens >= self.token_budget:
+            return "run_token_budget"
+        if self.max_requests is not None and self.requests >= self.max_requests:
+            return "run_max_requests"
+        self.requests += 1
+        return None
+
+    def why(self, reason: StopReason) -> str:
+        if reason == "run_token_budget":
+            return f"the run spent its token budget ({self.tokens:,} of {self.token_budget:,} tokens, token_budget)"
+        return f"the run made the {self.max_requests:,} model requests its budget allows (max_requests)"
+
+
+class _BudgetSpent(Exception):
+    """No model request may start: the run's budget is spent (`reason` says which)."""
+
+    def __init__(self, reason: StopReason) -> None:
+        super().__init__(reason)
+        self.reason: StopReason = reason
+
+
 @dataclass(kw_only=True, slots=True)
 class Compaction:
     """When the context passes `max_context_tokens`, older turns are replaced by a summary.
@@ -84,6 +137,8 @@ class AgentSpec:
     token_budget: int | None = None
     max_tokens: int | None = None
     compaction: Compaction | None = None
+    budget: RunBudget | None = None
+    """The run's budget, shared by the lead and its subagents (checked before every model request)."""
     gates: Sequence[ToolGate] = ()
     """Decide turn by turn which of `tools` the model is offered (an active skill's allowed tools,
     deferred tools not yet found with `tool_search`); a call of a hidden tool gets the gate's reason."""
@@ -204,7 +259,11 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             tool_choice=spec.tool_choice(state.steps),
             path_states=path_states(ctx.workspace, state.messages) if _grounds_paths(spec.model) else None,
         )
-        response = await _ask(spec, ctx, request, state)
+        try:
+            response = await _ask(spec, ctx, request, state)
+        except _BudgetSpent as spent:
+            assert spec.budget is not None
+            return state.end("aborted", spent.reason, error=spec.budget.why(spent.reason))
         state.steps += 1
         ctx.steps = state.steps
         step = await _next_step(response, offered, ctx, state, spec.journal)
@@ -267,17 +326,24 @@ def _final(state: _State, text: str) -> AgentResult:
 
 
 async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: _State) -> ModelResponse:
+    """The model's answer of this turn: recorded before an interruption, else asked (if the run's
+    budget lets a request start: `_BudgetSpent` if not)."""
     step = state.steps + 1
     journal = spec.journal
+    budget = spec.budget
     recorded = journal.answer(step) if journal is not None else None
     if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
         response = recorded
     else:
+        if budget is not None and (spent := budget.begin()) is not None:
+            raise _BudgetSpent(spent)
         ctx.event("model.request", {"step": step, "messages": len(request.messages)})
         response = await spec.model.complete(request)
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
+    if budget is not None:
+        budget.tokens += response.usage.total_tokens
     state.context_tokens = response.context_tokens or response.usage.input_tokens + response.usage.output_tokens
     if response.text:
         state.last_text = response.text
@@ -383,6 +449,8 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> None:
     old = messages[1:cut]
     if cut >= len(messages) or not any(m.metadata.get("summary") is None for m in old):
         return
+    if spec.budget is not None and spec.budget.begin() is not None:
+        return  # the run's budget is spent: the next turn ends the agent
     transcript = render_transcript(old)
     request = ModelRequest(
         system=(
@@ -394,6 +462,8 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> None:
     model = spec.compaction.model or spec.model
     response = await model.complete(request)
     state.usage.add(response.usage)
+    if spec.budget is not None:
+        spec.budget.tokens += response.usage.total_tokens
     kept: list[str] = []
     for message in old:
         kept += message.metadata.get("kept", [])

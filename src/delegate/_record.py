@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from ._errors import UserError
 from ._usage import Usage
 
 EndStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
@@ -149,3 +150,48 @@ class TaskOutput:
 
 
 _record: TypeAdapter[TaskOutput] = TypeAdapter(TaskOutput)
+
+
+class ResultSchema:
+    """A type's `output_schema` (a JSON Schema or a pydantic model), checked once when built.
+
+    `check` validates a value and gives it back as JSON data, with the problems found.
+    """
+
+    def __init__(self, spec: dict[str, Any] | type[BaseModel], owner: str) -> None:
+        self.model: type[BaseModel] | None = None
+        if isinstance(spec, type):
+            self.model = spec
+            self.schema: dict[str, Any] = spec.model_json_schema()
+            return
+        if not isinstance(spec, dict):  # pyright: ignore[reportUnnecessaryIsInstance] - front matter is untyped
+            raise UserError(f"subagent type {owner!r}: output_schema must be a JSON Schema object or a pydantic model")
+        from jsonschema import SchemaError, validators
+
+        cls = validators.validator_for(spec)
+        try:
+            cls.check_schema(spec)
+        except SchemaError as exc:
+            problem = exc.message
+            raise UserError(f"subagent type {owner!r}: output_schema is not a valid JSON Schema: {problem}") from None
+        self.schema = spec
+        self._validator = cls(spec)
+
+    def check(self, value: object) -> tuple[Any, list[str]]:
+        if self.model is not None:
+            try:
+                return self.model.model_validate(value).model_dump(mode="json"), []
+            except ValidationError as exc:
+                return None, [
+                    f"result{''.join(f'[{p!r}]' for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)
+                ]
+        errors = sorted(self._validator.iter_errors(cast(Any, value)), key=lambda e: [str(p) for p in e.absolute_path])
+        return value, [f"result{''.join(f'[{p!r}]' for p in e.absolute_path)}: {e.message}" for e in errors]
+
+    def parameter(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The schema as the `result` parameter, and the `$defs` it refers to (hoisted to the top,
+        where `#/$defs/...` references resolve within the tool's parameters)."""
+        schema = dict(self.schema)
+        defs = cast(dict[str, Any], schema.pop("$defs", {}))
+        schema.pop("$schema", None)
+        return schema, defs

@@ -18,7 +18,7 @@ from ._agents import Catalogue, Subagent
 from ._errors import ToolError, UserError
 from ._events import Event, EventSink
 from ._frontmatter import CatalogueWarning
-from ._loop import EVENT_VALUE_LIMIT, AgentResult, AgentSpec, AgentStatus, Compaction, ToolGate, run_agent
+from ._loop import EVENT_VALUE_LIMIT, AgentResult, AgentSpec, AgentStatus, Compaction, RunBudget, ToolGate, run_agent
 from ._messages import Message
 from ._record import StopReason
 from ._recorder import Journal, Recorder
@@ -113,6 +113,9 @@ class Runtime:
     an hour; None for no deadline). With a store, every run holds a lease and checkpoints what its
     lead did as it happens, so a run whose process died reads `interrupted` and `resume` continues
     it (see docs/guarantees.md).
+    `token_budget` and `max_requests` cap what each run spends, the lead and all its subagents
+    together (`run` may set them per run): once spent, no new model request starts and the run
+    ends `aborted`, its stop reason `run_token_budget` or `run_max_requests`.
     """
 
     def __init__(
@@ -136,6 +139,8 @@ class Runtime:
         model_aliases: Mapping[str, str] | Sequence[str] = (),
         max_steps: int = 50,
         timeout: float | None = DEFAULT_RUN_TIMEOUT,
+        token_budget: int | None = None,
+        max_requests: int | None = None,
         max_parallel: int | None = 16,
         max_subagents: int | None = 100,
         permitted_subagents: Sequence[str] | None = None,
@@ -184,6 +189,9 @@ class Runtime:
         self._mcp_tools: list[Tool] | None = None
         self.max_steps = max_steps
         self.timeout = timeout
+        RunBudget.of(token_budget, max_requests)  # refuse bad limits now
+        self.token_budget = token_budget
+        self.max_requests = max_requests
         if max_parallel is not None and max_parallel < 1:
             raise UserError("max_parallel must be at least 1 (or None for no cap)")
         self.max_parallel = max_parallel
@@ -306,8 +314,12 @@ class Runtime:
         sinks: Iterable[EventSink] = (),
         model: str | Model | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
+        token_budget: int | None = None,
+        max_requests: int | None = None,
     ) -> RunResult:
         """Run the lead agent on `prompt` to its final answer.
+
+        `token_budget` and `max_requests` override the runtime's run-wide limits for this run.
 
         `uploaded_files` are files the user uploaded earlier in the conversation: entries with a
         `filename` (and `path`, `size`, `content_type` when known). With them (an empty list too),
@@ -315,6 +327,7 @@ class Runtime:
         """
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
+        budget = self._budget(token_budget, max_requests)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         recorder = Recorder(self.store, [*self.sinks, *sinks])
         lead_model = await self._model_off_loop(model or self._model_spec)
@@ -332,7 +345,7 @@ class Runtime:
                 )
             return []
 
-        return await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin)
+        return await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin, budget)
 
     async def resume(
         self, run_id: str, *, sinks: Iterable[EventSink] = (), model: str | Model | None = None
@@ -357,7 +370,7 @@ class Runtime:
             await asyncio.to_thread(store.claim_run, run_id, recorder.owner, self.user_id)
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        return await self._lead(run.prompt, run_id, recorder, lead_model, None, begin)
+        return await self._lead(run.prompt, run_id, recorder, lead_model, None, begin, self._budget(None, None))
 
     async def _lead(
         self,
@@ -367,9 +380,10 @@ class Runtime:
         lead_model: Model,
         uploaded_files: list[dict[str, Any]] | None,
         begin: Callable[[], Awaitable[list[Checkpoint]]],
+        budget: RunBudget | None,
     ) -> RunResult:
         """Build the lead, then `begin` (record the run, or claim it and read its checkpoints),
-        then run it: nothing is recorded for a lead that cannot be built."""
+        then run it under `budget`: nothing is recorded for a lead that cannot be built."""
         journal = Journal(recorder)
         skills = await asyncio.to_thread(self._skills)
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
@@ -380,7 +394,7 @@ class Runtime:
         if ctx.uploaded_files is not None:
             lead_tools.append(list_uploaded_files)
         own = await self._load_own_mcp(recorder.emit, run_id)
-        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools, context, own)
+        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools, context, own, budget)
         runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
         deferred = mcp_tools if self.tool_search else []
         task = self._task_tool(runner) if self.task_tool and len(self.catalogue) else None
@@ -402,6 +416,7 @@ class Runtime:
             max_steps=self.max_steps,
             timeout=self.timeout,
             compaction=self.compaction,
+            budget=budget,
             gates=gates,
             first_tool_choice=self.first_tool_choice,
             journal=journal,
@@ -457,12 +472,16 @@ class Runtime:
         user_id: str | None = None,
         tool_call_id: str | None = None,
         sinks: Iterable[EventSink] = (),
+        token_budget: int | None = None,
+        max_requests: int | None = None,
     ) -> TaskOutput:
         """Run one subagent directly, with no lead: what a batch worker does for each item.
 
-        Raises `UserError` for an unknown type or bad criteria; anything that happens to the
+        `token_budget` and `max_requests` (default: the runtime's) cap what it spends. Raises
+        `UserError` for an unknown type, bad criteria or a bad limit; anything that happens to the
         subagent itself is in the returned `TaskOutput`.
         """
+        budget = self._budget(token_budget, max_requests)
         visible = self.catalogue.visible(allow_commands=self.workspace.allow_commands)
         definition = visible.get(subagent_type)
         if definition is None:
@@ -476,7 +495,7 @@ class Runtime:
         own = await self._load_own_mcp(ctx.emit, ctx.run_id)
         context = await asyncio.to_thread(project_context, self.workspace)
         model = await self._model_off_loop(self._model_spec)
-        runner = self._runner(ctx, model, inherited, skills, mcp_tools, context, own)
+        runner = self._runner(ctx, model, inherited, skills, mcp_tools, context, own, budget)
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -489,6 +508,12 @@ class Runtime:
             parent=ctx,
             tool_call_id=tool_call_id,
             criteria=criteria,
+        )
+
+    def _budget(self, token_budget: int | None, max_requests: int | None) -> RunBudget | None:
+        return RunBudget.of(
+            self.token_budget if token_budget is None else token_budget,
+            self.max_requests if max_requests is None else max_requests,
         )
 
     def _skills(self) -> SkillCatalogue:
@@ -519,6 +544,7 @@ class Runtime:
         mcp_tools: list[Tool],
         context: str = "",
         own_tools: Sequence[Tool] = (),
+        budget: RunBudget | None = None,
     ) -> SubagentRunner:
         subagent_model = self.model_for(self._subagent_model_spec) if self._subagent_model_spec else None
         return SubagentRunner(
@@ -536,6 +562,7 @@ class Runtime:
             max_parallel=self.max_parallel,
             max_total=self.max_subagents,
             compaction=self.compaction,
+            budget=budget,
             uploaded_files=parent.uploaded_files,
             skills=skills,
             deferred=mcp_tools if self.tool_search else (),

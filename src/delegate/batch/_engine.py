@@ -93,6 +93,8 @@ class ItemOutput(Protocol):
     @property
     def acceptance(self) -> list[dict[str, Any]] | None: ...
     @property
+    def result(self) -> Any: ...
+    @property
     def error(self) -> str | None: ...
 
 
@@ -110,6 +112,8 @@ class ItemRunner(Protocol):
         run_id: str,
         user_id: str,
         tool_call_id: str | None,
+        token_budget: int | None = None,
+        max_requests: int | None = None,
     ) -> ItemOutput: ...
 
 
@@ -416,6 +420,8 @@ class BatchWorker:
                 run_id=info.run_id or f"batch-{info.id}",
                 user_id=info.user_id,
                 tool_call_id=f"batch:{info.id}:{item.key}:{item.attempt}",
+                token_budget=item.token_budget,
+                max_requests=item.max_requests,
             )
             result = _attempt_result(item, output)
         except asyncio.CancelledError:
@@ -550,6 +556,7 @@ def _attempt_result(item: ClaimedItem, output: ItemOutput) -> AttemptResult:
         steps=output.steps,
         usage=output.usage,
         acceptance=safe_json(output.acceptance),
+        result=safe_json(output.result),
         error=None if error is None else safe_text(error),
     )
 

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, cast, get_args
 
-from .._errors import UserError
+from .._errors import ToolError, UserError
+from .._loop import RunBudget
 from .._usage import Usage
+from ..subagents._acceptance import parse_criteria
 
 ItemStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 """An item's status. `succeeded` means the execution finished; its acceptance verdict is separate."""
@@ -43,7 +45,7 @@ MAX_INTERRUPTIONS = 5
 MAX_KEY_CHARS = 256
 MAX_PROMPT_CHARS = 200_000
 MAX_TITLE_CHARS = 500
-MAX_CRITERIA = 50
+ITEM_FIELDS = frozenset({"key", "prompt", "acceptance_criteria", "token_budget", "max_requests"})
 
 
 class BatchNotFoundError(UserError):
@@ -72,11 +74,14 @@ class BatchValidationError(UserError):
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class ItemInput:
-    """One item of a submission: a unique key, the subagent's prompt, and optional acceptance criteria."""
+    """One item of a submission: a unique key, the subagent's prompt, and optional acceptance
+    criteria and budgets (what its subagent may spend: see `Runtime.run_task`)."""
 
     key: str
     prompt: str
     acceptance_criteria: list[str] | None = None
+    token_budget: int | None = None
+    max_requests: int | None = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -146,6 +151,7 @@ class BatchItem:
     steps: int | None = None
     usage: Usage | None = None
     acceptance: list[dict[str, Any]] | None = None
+    result: Any = None
     error: str | None = None
     created_at: datetime | None = None
     started_at: datetime | None = None
@@ -162,6 +168,7 @@ class BatchItem:
             "artifacts": self.artifacts,
             "usage": self.usage.to_dict() if self.usage else None,
             "acceptance": self.acceptance,
+            "result": self.result,
             "error": self.error,
             "outcome": self.outcome,
             "steps": self.steps,
@@ -270,13 +277,15 @@ def _item(raw: object, index: int, problems: list[str], seen: set[str]) -> ItemI
     """One item from code or from JSON (where anything may turn up), or None with its problems noted."""
     if isinstance(raw, ItemInput):
         key, prompt, criteria = raw.key, raw.prompt, raw.acceptance_criteria
+        tokens, requests = raw.token_budget, raw.max_requests
     elif isinstance(raw, Mapping):
         raw = cast(Mapping[str, Any], raw)
-        unknown = sorted(set(raw) - {"key", "prompt", "acceptance_criteria"})
+        unknown = sorted(set(raw) - ITEM_FIELDS)
         if unknown:
             problems.append(f"item {index}: unknown field(s) {', '.join(map(repr, unknown))}")
             return None
         key, prompt, criteria = raw.get("key"), raw.get("prompt"), raw.get("acceptance_criteria")
+        tokens, requests = raw.get("token_budget"), raw.get("max_requests")
     else:
         problems.append(f"item {index}: expected an object with key and prompt")
         return None
@@ -293,28 +302,22 @@ def _item(raw: object, index: int, problems: list[str], seen: set[str]) -> ItemI
         problems.append(f"item {index} ({key!r}): empty prompt")
     elif len(prompt) > MAX_PROMPT_CHARS:
         problems.append(f"item {index} ({key!r}): prompt longer than {MAX_PROMPT_CHARS} characters")
-    checked = _criteria(criteria, index, problems)
+    try:  # the same checks as a `task` call's: what `task` refuses, a batch refuses
+        checked = parse_criteria(criteria) or None
+    except ToolError as exc:
+        problems.append(f"item {index}: {exc}")
+        checked = None
+    problems += [f"item {index}: {p}" for p in RunBudget.problems(tokens, requests)]
     if len(problems) > before:
         return None
     assert isinstance(key, str) and isinstance(prompt, str)
-    return ItemInput(key=key, prompt=prompt, acceptance_criteria=checked)
-
-
-def _criteria(criteria: object, index: int, problems: list[str]) -> list[str] | None:
-    if criteria is None:
-        return None
-    if not isinstance(criteria, list):
-        problems.append(f"item {index}: acceptance_criteria must be a list of strings")
-        return None
-    values: list[str] = []
-    for criterion in criteria:  # pyright: ignore[reportUnknownVariableType]
-        if not isinstance(criterion, str) or not criterion.strip():
-            problems.append(f"item {index}: every acceptance criterion must be a non-empty string")
-            return None
-        values.append(criterion)
-    if len(values) > MAX_CRITERIA:
-        problems.append(f"item {index}: {len(values)} acceptance criteria; the most is {MAX_CRITERIA}")
-    return values or None
+    return ItemInput(
+        key=key,
+        prompt=prompt,
+        acceptance_criteria=checked,
+        token_budget=cast(int | None, tokens),
+        max_requests=cast(int | None, requests),
+    )
 
 
 def _is_int(value: object) -> bool:

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from pydantic_core import to_json
 from sqlalchemy.engine import Connection
 
 from .._usage import Usage
@@ -64,6 +65,8 @@ class ClaimedItem:
     prompt: str
     acceptance_criteria: list[str] | None
     attempt: int
+    token_budget: int | None = None
+    max_requests: int | None = None
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -107,6 +110,7 @@ class AttemptResult:
     steps: int | None = None
     usage: Usage | None = None
     acceptance: list[dict[str, Any]] | None = None
+    result: Any = None
     error: str | None = None
     retry: bool = True
     """False for a failure that another attempt cannot mend (bad input or configuration)."""
@@ -225,7 +229,15 @@ class WorkQueue:
             if slots <= 0:
                 return Claim(items=[], state=state, next_due=next_due)
             due_now = (ITEMS.c.not_before.is_(None)) | (ITEMS.c.not_before <= now_text)
-            columns = (ITEMS.c.id, ITEMS.c.key, ITEMS.c.prompt, ITEMS.c.criteria, ITEMS.c.attempts)
+            columns = (
+                ITEMS.c.id,
+                ITEMS.c.key,
+                ITEMS.c.prompt,
+                ITEMS.c.criteria,
+                ITEMS.c.attempts,
+                ITEMS.c.token_budget,
+                ITEMS.c.max_requests,
+            )
             retries = conn.execute(
                 sa.select(*columns)
                 .where(
@@ -254,6 +266,8 @@ class WorkQueue:
                 prompt=r.prompt,
                 acceptance_criteria=load_json(CRITERIA, r.criteria),
                 attempt=r.attempts + 1,
+                token_budget=r.token_budget,
+                max_requests=r.max_requests,
             )
             for r in chosen
         ]
@@ -410,6 +424,7 @@ _STORE_RESULT = (
                 "steps",
                 "usage",
                 "acceptance",
+                "result",
                 "error",
             )
         }
@@ -427,5 +442,6 @@ def _result_values(result: AttemptResult) -> dict[str, Any]:
         "steps": result.steps,
         "usage": None if result.usage is None else JSON_DICT.dump_json(result.usage.to_dict()).decode(),
         "acceptance": dump_list(result.acceptance),
+        "result": None if result.result is None else to_json(result.result, fallback=str).decode(),
         "error": result.error,
     }

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import from_json
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -51,7 +52,84 @@ class BatchStoreError(StoreError):
 
 
 def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
-    """The schema the queries below use; migration `batch.0001_tables` creates it."""
+    """The schema the queries below use: `batch.0001_tables` creates it, later migrations change it
+    (copy this function into the frozen `_batch_tables_0001` style before changing a table)."""
+    text = sa.Text
+    batches = sa.Table(
+        "batches",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("user_id", text, nullable=False),
+        sa.Column("run_id", text, nullable=True),
+        sa.Column("tool_call_id", text, nullable=True),
+        sa.Column("title", text, nullable=False),
+        sa.Column("subagent_type", text, nullable=False),
+        sa.Column("model", text, nullable=True),
+        sa.Column("max_running", sa.Integer, nullable=False),
+        sa.Column("max_live", sa.Integer, nullable=False),
+        sa.Column("max_attempts", sa.Integer, nullable=False),
+        sa.Column("state", text, nullable=False),
+        # Bumped by resume and retry, so a worker starts a fresh serving session (DBOS workflow).
+        sa.Column("epoch", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("item_count", sa.Integer, nullable=False),
+        sa.Column("created_at", text, nullable=False),
+        sa.Column("finished_at", text, nullable=True),
+        sa.UniqueConstraint("user_id", "run_id", "tool_call_id", name="batches_tool_call"),
+        sa.Index("batches_by_user", "user_id", "created_at"),
+        sa.Index("batches_by_state", "state", "finished_at"),
+    )
+    items = sa.Table(
+        "batch_items",
+        metadata,
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+        sa.Column("batch_id", text, sa.ForeignKey("batches.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("seq", sa.Integer, nullable=False),
+        sa.Column("key", text, nullable=False),
+        sa.Column("prompt", text, nullable=False),
+        sa.Column("criteria", text, nullable=True),
+        sa.Column("status", text, nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("interruptions", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("lease_owner", text, nullable=True),
+        sa.Column("not_before", text, nullable=True),
+        sa.Column("outcome", text, nullable=True),
+        sa.Column("summary", text, nullable=True),
+        sa.Column("artifacts", text, nullable=True),
+        sa.Column("skipped", text, nullable=True),
+        sa.Column("steps", sa.Integer, nullable=True),
+        sa.Column("usage", text, nullable=True),
+        sa.Column("acceptance", text, nullable=True),
+        sa.Column("error", text, nullable=True),
+        sa.Column("created_at", text, nullable=False),
+        # Added by batch.0002_item_results: the typed result (JSON) and the item's run-wide budgets.
+        sa.Column("result", text, nullable=True),
+        sa.Column("token_budget", sa.Integer, nullable=True),
+        sa.Column("max_requests", sa.Integer, nullable=True),
+        sa.Column("started_at", text, nullable=True),
+        sa.Column("finished_at", text, nullable=True),
+        sa.UniqueConstraint("batch_id", "key", name="batch_items_key"),
+        sa.Index("batch_items_by_seq", "batch_id", "seq"),
+        sa.Index("batch_items_by_status", "batch_id", "status", "seq"),
+        sa.Index("batch_items_by_owner", "lease_owner"),
+    )
+    workers = sa.Table(
+        "batch_workers",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("name", text, nullable=False),
+        sa.Column("host", text, nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+        # Free slots at the last heartbeat: workers with none do not count when shares are worked out.
+        sa.Column("free", sa.Integer, nullable=False, server_default="1"),
+        sa.Column("started_at", text, nullable=False),
+        sa.Column("heartbeat_at", text, nullable=False),
+    )
+    return batches, items, workers
+
+
+def _batch_tables_0001(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
+    """The schema as migration `batch.0001_tables` created it (frozen)."""
     text = sa.Text
     batches = sa.Table(
         "batches",
@@ -124,11 +202,19 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
 
 def _m0001_tables(conn: Connection) -> None:
     metadata = sa.MetaData()
-    batch_tables(metadata)
+    _batch_tables_0001(metadata)
     metadata.create_all(conn)
 
 
-BATCH_MIGRATIONS: tuple[Migration, ...] = (Migration("batch.0001_tables", _m0001_tables),)
+def _m0002_item_results(conn: Connection) -> None:
+    for column in ("result TEXT", "token_budget INTEGER", "max_requests INTEGER"):
+        conn.execute(sa.text(f"ALTER TABLE batch_items ADD COLUMN {column}"))
+
+
+BATCH_MIGRATIONS: tuple[Migration, ...] = (
+    Migration("batch.0001_tables", _m0001_tables),
+    Migration("batch.0002_item_results", _m0002_item_results),
+)
 """Our steps for `Store.migrate`; `Batches(store)` applies them."""
 
 BATCHES, ITEMS, WORKERS = batch_tables(sa.MetaData())
@@ -210,6 +296,8 @@ class Batches:
                 "key": item.key,
                 "prompt": item.prompt,
                 "criteria": dump_list(item.acceptance_criteria),
+                "token_budget": item.token_budget,
+                "max_requests": item.max_requests,
                 "status": "queued",
                 "created_at": now,
             }
@@ -501,6 +589,7 @@ def _item(row: sa.Row[Any]) -> BatchItem:
             steps=row.steps,
             usage=usage,
             acceptance=load_json(_json_objects, row.acceptance),
+            result=None if row.result is None else from_json(row.result),
             error=row.error,
             created_at=parse_time(row.created_at),
             started_at=parse_time(row.started_at),

@@ -225,6 +225,12 @@ def run(
         bool,
         typer.Option("--detach-batches", help="Leave the batches the lead submits to `delegate batch worker`."),
     ] = False,
+    token_budget: Annotated[
+        int | None, typer.Option("--token-budget", min=1, help="Tokens the whole run may spend (lead and subagents).")
+    ] = None,
+    max_requests: Annotated[
+        int | None, typer.Option("--max-requests", min=1, help="Model requests the whole run may make.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
 ) -> None:
@@ -252,6 +258,7 @@ def run(
     )
     runtime = settings.build(store=store_option(db))
     runtime.timeout = timeout
+    runtime.token_budget, runtime.max_requests = token_budget, max_requests
     if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
     print_warnings(runtime)

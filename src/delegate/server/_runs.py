@@ -130,6 +130,7 @@ class RunManager:
         model: str | None,
         max_parallel: int | None,
         uploaded_files: list[dict[str, Any]] | None = None,
+        budget: dict[str, int | None] | None = None,
     ) -> str:
         """Start a run in the background; return its id once the run is recorded in the store.
 
@@ -152,7 +153,7 @@ class RunManager:
             )
         self._starting[user_id] += 1  # counted from here, so requests that arrive together are capped too
         try:
-            return await self._start(user_id, prompt, model, max_parallel, uploaded_files)
+            return await self._start(user_id, prompt, model, max_parallel, uploaded_files, budget or {})
         finally:
             self._starting[user_id] -= 1
             if not self._starting[user_id]:
@@ -165,6 +166,7 @@ class RunManager:
         model: str | None,
         max_parallel: int | None,
         uploaded_files: list[dict[str, Any]] | None,
+        budget: dict[str, int | None],
     ) -> str:
         # Off the event loop: a runtime reads definition files, and its model may build a client.
         runtime = await asyncio.to_thread(self.build, user_id, model, max_parallel)
@@ -176,7 +178,14 @@ class RunManager:
         run_id = f"run_{uuid.uuid4().hex[:12]}"
         live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop())
         self.live[run_id] = live
-        go = runtime.run(prompt, run_id=run_id, sinks=[live.emit], uploaded_files=uploaded_files)
+        go = runtime.run(
+            prompt,
+            run_id=run_id,
+            sinks=[live.emit],
+            uploaded_files=uploaded_files,
+            token_budget=budget.get("token_budget"),
+            max_requests=budget.get("max_requests"),
+        )
         live.task = asyncio.create_task(self._drive(live, runtime, go), name=f"delegate-run-{run_id}")
         # The runtime records the run before its first event; answer only then, so that the id we
         # hand out can be read back at once.
@@ -410,6 +419,8 @@ class RunRequest(BaseModel):
     uploaded_files: list[UploadedFile] | None = Field(
         default=None, description="Files uploaded earlier in the conversation: offers list_uploaded_files."
     )
+    token_budget: int | None = Field(default=None, ge=1, description="Tokens the whole run may spend.")
+    max_requests: int | None = Field(default=None, ge=1, description="Model requests the whole run may make.")
 
     @field_validator("prompt")
     @classmethod
@@ -432,7 +443,8 @@ router = APIRouter(prefix="/api/v1", tags=["runs"])
 async def start_run(body: RunRequest, user_id: UserId, runs: Runs) -> JSONResponse:
     """Start a run in the background; follow it with `GET /runs/{id}/events`."""
     uploads = None if body.uploaded_files is None else [f.model_dump(exclude_none=True) for f in body.uploaded_files]
-    run_id = await runs.start(user_id, body.prompt, body.model, body.max_parallel, uploads)
+    budget = {"token_budget": body.token_budget, "max_requests": body.max_requests}
+    run_id = await runs.start(user_id, body.prompt, body.model, body.max_parallel, uploads, budget)
     return JSONResponse({"run_id": run_id, "status": "running"}, 202, headers={"Location": f"/api/v1/runs/{run_id}"})
 
 

@@ -1,4 +1,10 @@
-"""`complete(summary, paths)`: a subagent's stop tool, which validates what it delivers."""
+"""`complete(summary, paths)`: a subagent's stop tool, which validates what it delivers.
+
+A type with an `output_schema` gets `complete(summary, paths, result)` instead (`typed_complete`):
+`result` is checked against the schema, and a result that does not fit goes back to the subagent
+as a tool error listing what is wrong. After `MAX_RESULT_FAILURES` such answers in a row the
+subagent ends `error` (stop reason `invalid_result`).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +12,29 @@ import os
 import stat
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 from pydantic import Field
 
-from .._errors import WorkspaceError
+from .._errors import ToolError, WorkspaceError
+from .._record import ResultSchema
 from .._workspace import Workspace
 from ..tools import PathParam, Tool, ToolContext, ToolReturn
 from ._output import Artifact, Skipped
 
+MAX_RESULT_FAILURES = 3
+"""How many invalid typed results in a row end a subagent with `error`."""
+
 
 @dataclass(kw_only=True, slots=True)
 class Delivery:
+    """What `complete` delivered. `invalid` says why the subagent gave up on its typed result."""
+
     summary: str
     artifacts: list[Artifact] = field(default_factory=list[Artifact])
     skipped: list[Skipped] = field(default_factory=list[Skipped])
+    result: Any = None
+    invalid: str | None = None
 
 
 def validate_paths(workspace: Workspace, paths: list[str]) -> tuple[list[Artifact], list[Skipped]]:
@@ -85,3 +99,63 @@ COMPLETE_TOOL = Tool.from_function(
     ),
     stop=True,
 )
+
+
+def typed_complete(schema: ResultSchema) -> Tool:
+    """The `complete` tool of a type with an `output_schema`: it also takes a validated `result`."""
+    failures: dict[tuple[str, str], int] = {}
+    result_schema, defs = schema.parameter()
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "description": "What you did and found: short, specific."},
+            "result": {**result_schema, "description": "Your result, exactly in the shape this schema requires."},
+            "paths": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Files you wrote for the delegating agent to read (workspace-relative or absolute).",
+            },
+        },
+        "required": ["summary", "result"],
+        "additionalProperties": False,
+        **({"$defs": defs} if defs else {}),
+    }
+
+    def run(ctx: ToolContext, args: dict[str, Any]) -> ToolReturn:
+        summary, paths = args.get("summary"), args.get("paths", [])
+        if not isinstance(summary, str):
+            raise ToolError("summary is required: a string saying what you did")
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in cast(list[object], paths)):
+            raise ToolError("paths must be a list of strings")
+        if "result" in args:
+            value, problems = schema.check(args["result"])
+        else:
+            value, problems = None, ["result is missing: pass it, in the shape of the schema"]
+        key = (ctx.run_id, ctx.agent_id)
+        if problems:
+            tries = failures[key] = failures.get(key, 0) + 1
+            shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+            if tries >= MAX_RESULT_FAILURES:
+                del failures[key]
+                why = f"the result did not match the output schema after {tries} tries: {shown}"
+                return ToolReturn(content=f"Giving up: {why}", data=Delivery(summary=summary, invalid=why))
+            raise ToolError(
+                f"result does not match the output schema: {shown}. Fix it and call complete again "
+                f"({MAX_RESULT_FAILURES - tries} tries left)"
+            )
+        failures.pop(key, None)
+        artifacts, skipped = validate_paths(ctx.workspace, cast(list[str], paths))
+        delivery = Delivery(summary=summary, artifacts=artifacts, skipped=skipped, result=value)
+        return ToolReturn(content=f"Delivered the result and {len(artifacts)} file(s).", data=delivery)
+
+    return Tool(
+        name="complete",
+        description=(
+            "Finish your task and hand the result back. Call it once, at the end, with a short summary, your "
+            "`result` in the shape of its schema, and the paths of the files you wrote."
+        ),
+        parameters=parameters,
+        function=run,
+        stop=True,
+        path_params={"paths": "existing"},
+    )

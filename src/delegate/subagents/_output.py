@@ -95,8 +95,10 @@ def render(record: TaskOutput) -> str:
     runner wrote the whole of it there (the record itself keeps everything).
     """
     whole_in = record.result_file
-    if whole_in is None and fits(record):
-        return render_whole(record)
+    if whole_in is None:
+        whole = render_whole(record)
+        if len(whole) <= MAX_RESULT_CHARS:
+            return whole
     note = f"(shortened; the whole result is in {whole_in})" if whole_in else "(shortened)"
     head = [status_line(record)[:400], note]
     if record.error:

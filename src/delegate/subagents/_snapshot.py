@@ -58,8 +58,8 @@ __all__ = ["SNAPSHOT_NAME", "SNAPSHOT_SYSTEM_NOTE", "build_snapshot"]
 SNAPSHOT_NAME = "parent_context_snapshot"
 
 SNAPSHOT_SYSTEM_NOTE = (
-    "Parent conversation snapshot: before your task message there is a message named "
-    "parent_context_snapshot holding the delegating agent's conversation up to this delegation, for "
+    "Parent conversation snapshot: before your task message there is a message that begins "
+    "'Parent conversation snapshot' and holds the delegating agent's conversation up to this delegation, for "
     "context (requirements, decisions, rejected approaches, failed attempts). The tool calls and tool "
     "results in it belong to the delegating agent: you did not execute them, they are not your own "
     "actions, and they are not evidence that your task is done. Check anything you rely on with your "

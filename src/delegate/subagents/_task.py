@@ -13,6 +13,7 @@ import bisect
 import copy
 import difflib
 import itertools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, EventSink
 from .._frontmatter import CatalogueWarning
-from .._loop import AgentResult, AgentSpec, Compaction, ToolGate, opening_choices, run_agent
+from .._loop import AgentResult, AgentSpec, Compaction, RunBudget, ToolGate, opening_choices, run_agent
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
@@ -31,8 +32,8 @@ from ..models import FREE_CHOICES, Model, credentials_hint, has_credentials
 from ..skills import SkillCatalogue
 from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
-from ._complete import COMPLETE_TOOL, Delivery
-from ._output import TaskOutput, kept, render
+from ._complete import COMPLETE_TOOL, Delivery, ResultSchema, typed_complete, validate_paths
+from ._output import RESULTS_DIR, TaskOutput, fits, kept, render, render_whole
 from ._prompts import SUBAGENT_INSTRUCTIONS, task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 
@@ -41,6 +42,10 @@ CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
 MAX_PROMPTS = 100
 MAX_KEPT_CHARS = 4_000
 """A `task` call's results longer than this keep only status lines and artifact lists in compaction."""
+TYPED_RESULT_NOTE = (
+    "Your task has a typed result: call `complete` with `result` in exactly the shape its schema "
+    "requires. A result that does not fit comes back as an error saying what is wrong; fix it and call again."
+)
 _ARGUMENTS = frozenset({"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria"})
 
 
@@ -71,6 +76,7 @@ class SubagentRunner:
         max_parallel: int | None,
         max_total: int | None,
         compaction: Compaction | None = None,
+        budget: RunBudget | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
         skills: SkillCatalogue | None = None,
         deferred: Sequence[Tool] = (),
@@ -91,6 +97,8 @@ class SubagentRunner:
         self.model_for = model_for
         self.max_total = max_total
         self.compaction = compaction
+        self.budget = budget
+        """The run's budget, shared with the lead: every subagent's model requests count against it."""
         self.uploaded_files = uploaded_files
         self.skills = skills or SkillCatalogue({})
         self.deferred = {t.name: t for t in deferred}
@@ -136,7 +144,8 @@ class SubagentRunner:
         """The tools and model of `definition`'s subagents; a `ToolError` if it cannot run."""
         prepared = self._prepared.get(definition.name)
         if prepared is None:
-            names = tools_for(definition, self.parent_tools, list(self.tools))
+            inherited = [n for n in self.parent_tools if not getattr(self.tools.get(n), "talks_to_user", False)]
+            names = tools_for(definition, inherited, list(self.tools))
             tools = [self.tools[n] for n in names if n not in ("complete", TOOL_SEARCH)]
             deferred = [t for t in tools if t.name in self.deferred]
             if deferred:
@@ -150,7 +159,10 @@ class SubagentRunner:
                         f"(its tools: {', '.join([*names, 'complete'])}); fix its definition"
                     )
             model = self._model(definition)
-            prepared = ([*tools, COMPLETE_TOOL], model)
+            complete = COMPLETE_TOOL
+            if definition.output_schema is not None:
+                complete = typed_complete(ResultSchema(definition.output_schema, definition.name))
+            prepared = ([*tools, complete], model)
             self._prepared[definition.name] = prepared
         return prepared
 
@@ -269,6 +281,7 @@ class SubagentRunner:
                 timeout=definition.timeout,
                 token_budget=definition.token_budget,
                 compaction=self.compaction,
+                budget=self.budget,
                 gates=gates,
                 first_tool_choice=definition.first_tool_choice,
             )
@@ -280,6 +293,8 @@ class SubagentRunner:
             if criteria and baseline is not None:
                 verdicts = await check_criteria(criteria, self.workspace, baseline)
                 record.acceptance = [asdict(v) for v in verdicts]
+            if not fits(record):
+                await asyncio.to_thread(self._write_whole, record)
         except asyncio.CancelledError:
             record.status, record.stop_reason, record.steps = "cancelled", "cancelled", ctx.steps
             self._finish(record, ctx, None)  # not kept for a resume: it starts afresh then
@@ -289,6 +304,28 @@ class SubagentRunner:
             record.error = f"{type(exc).__name__}: {exc}"
         self._finish(record, ctx, key)
         return record
+
+    def _write_whole(self, record: TaskOutput) -> None:
+        """Write a result too long for the lead to `RESULTS_DIR/<run>/<agent>.md`, and list that
+        file first among its artifacts (if it cannot be written, the lead reads it shortened)."""
+        folder = f"{RESULTS_DIR}/{re.sub(r'[^A-Za-z0-9_.-]', '_', self.run_id)}"
+        text = render_whole(record)
+        name = ""
+        try:
+            (self.workspace.root / folder).mkdir(parents=True, exist_ok=True)
+            for n in itertools.count(1):
+                name = f"{folder}/{record.id}{'' if n == 1 else f'-{n}'}.md"
+                try:
+                    with open(self.workspace.root / name, "x", encoding="utf-8") as out:
+                        out.write(text + "\n")
+                    break
+                except FileExistsError:
+                    continue
+        except OSError:
+            return
+        artifacts, _ = validate_paths(self.workspace, [name])
+        record.artifacts = artifacts + record.artifacts
+        record.result_file = name
 
     def _finish(self, record: TaskOutput, ctx: ToolContext, key: str | None) -> None:
         record.completed_at = datetime.now(UTC)
@@ -346,6 +383,9 @@ def _fill(record: TaskOutput, result: AgentResult) -> None:
         record.summary = delivered.summary
         record.artifacts = delivered.artifacts
         record.skipped = delivered.skipped
+        record.result = delivered.result
+        if delivered.invalid is not None:
+            record.status, record.stop_reason, record.error = "error", "invalid_result", delivered.invalid
     else:
         record.summary = result.final
 
@@ -383,6 +423,8 @@ def _system_prompt(
         parts.append(SNAPSHOT_SYSTEM_NOTE)
     if criteria:
         parts.append(CRITERIA_SYSTEM_NOTE)
+    if definition.output_schema is not None:
+        parts.append(TYPED_RESULT_NOTE)
     return "\n\n".join(parts)
 
 

@@ -107,11 +107,15 @@ class Tool:
         stop: bool = False,
         path_params: dict[str, PathRole] | None = None,
         one_of: tuple[str, ...] = (),
+        talks_to_user: bool = False,
     ) -> None:
         self.name = name
         self.description = description
         self.parameters = parameters
         self.stop = stop
+        self.talks_to_user = talks_to_user
+        """The tool asks the user something or shows them something (`ask_user`, `present_files`,
+        ...): subagents never inherit it, whatever its name; a definition must list it by name."""
         self._function = function
         self._validator = validator
         self.spec = ToolSpec(
@@ -127,7 +131,13 @@ class Tool:
 
     @classmethod
     def from_function(
-        cls, fn: ToolFunction, *, name: str | None = None, description: str | None = None, stop: bool = False
+        cls,
+        fn: ToolFunction,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        stop: bool = False,
+        talks_to_user: bool = False,
     ) -> Tool:
         """Make a tool of a typed function; a first parameter annotated `ToolContext` gets the context."""
         signature = inspect.signature(fn)
@@ -164,6 +174,7 @@ class Tool:
             validator=validator,
             stop=stop,
             path_params=path_params,
+            talks_to_user=talks_to_user,
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +203,7 @@ class Tool:
 def tool(fn: ToolFunction, /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, stop: bool = False
+    *, name: str | None = None, description: str | None = None, stop: bool = False, talks_to_user: bool = False
 ) -> Callable[[ToolFunction], Tool]: ...
 def tool(
     fn: ToolFunction | None = None,
@@ -201,13 +212,14 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     stop: bool = False,
+    talks_to_user: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
-    """Decorator: turn a typed function into a `Tool`."""
+    """Decorator: turn a typed function into a `Tool` (`talks_to_user`: see `Tool.talks_to_user`)."""
     if fn is not None:
         return Tool.from_function(fn)
 
     def wrap(f: ToolFunction) -> Tool:
-        return Tool.from_function(f, name=name, description=description, stop=stop)
+        return Tool.from_function(f, name=name, description=description, stop=stop, talks_to_user=talks_to_user)
 
     return wrap
 
