@@ -4,6 +4,7 @@ same script does (final answer, subagent records, usage)."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -245,3 +246,36 @@ def test_sigterm_and_sighup_cancel_delegate_run_and_record_it(
         assert log.read_text().strip().endswith("error: cancelled")
         run = only_run(store)
         assert run is not None and run.status == "cancelled"
+
+
+def test_a_resumed_run_counts_what_it_spent_before_against_its_budget(
+    stores: list[Store], openai: OpenAIServer, tmp_path: Path
+) -> None:
+    """The script makes 15 requests (the lead 3, each subagent 2): under `--max-requests 14` an
+    uninterrupted run ends `aborted` before its last answer, and so must one killed and resumed,
+    whose replayed answers and reused subagents were requests of the same run."""
+    budget = ["--max-requests", "14"]
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    env = cli_env(openai.base_url)
+    uninterrupted = subprocess.run(
+        delegate("run", "write the notes", *RUN_ARGS, *budget, "-w", str(whole)),
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    expected = json.loads(uninterrupted.stdout.strip().splitlines()[-1])
+    assert (expected["status"], expected["stop_reason"]) == ("aborted", "run_max_requests")
+    root = tmp_path / "killed"
+    root.mkdir()
+    store = Store.for_workspace(root)
+    stores.append(store)
+    proc = _spawn(["run", "write the notes", *RUN_ARGS, *budget, "-w", str(root)], env, tmp_path / "run.log")
+    assert _kill_when(proc, store, 1 + SUBAGENTS // 2)  # the lead's first answer and half the subagents
+    run = only_run(store)
+    assert run is not None and run.status == "interrupted"
+    resumed = subprocess.run(
+        delegate("run", "--resume", run.id, *RUN_ARGS[:2], *budget, "--json", "-w", str(root)),
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert (result["status"], result["stop_reason"]) == ("aborted", "run_max_requests")
+    assert result["usage"] == expected["usage"]  # each answer counted once

@@ -334,6 +334,8 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     recorded = journal.answer(step) if journal is not None else None
     if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
         response = recorded
+        if budget is not None:
+            budget.requests += 1  # but it was a request of this run, and counts against its budget
     else:
         if budget is not None and (spent := budget.begin()) is not None:
             raise _BudgetSpent(spent)

@@ -210,6 +210,9 @@ class SubagentRunner:
         reused = self.finished.pop(key, None) if key is not None else None
         if reused is not None:
             next(self._ids)  # keep the numbering of the subagents started after it
+            if self.budget is not None:  # what it spent before the interruption counts against the run's budget
+                self.budget.tokens += reused.usage.total_tokens
+                self.budget.requests += reused.usage.requests
             bisect.insort(self.records, reused, key=lambda r: r.seq)
             return reused
         args = (definition, prompt, description, parent, tool_call_id, criteria, snapshot, seq, key)
