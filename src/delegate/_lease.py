@@ -8,6 +8,7 @@ gone is dead at once, without waiting for its heartbeat to lapse.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import uuid
@@ -16,8 +17,10 @@ from datetime import datetime
 __all__ = ["host_identity", "new_owner", "owner_alive", "process_gone"]
 
 
+@functools.cache
 def host_identity() -> str:
-    """This machine and process namespace: process ids compare only between owners that share it."""
+    """This machine and process namespace: process ids compare only between owners that share it
+    (read once: a process does not change either)."""
     try:
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:
@@ -45,12 +48,18 @@ def new_owner() -> str:
     return f"{host_identity()}|{os.getpid()}|{uuid.uuid4().hex[:8]}"
 
 
-def owner_alive(owner: str | None, heartbeat_at: datetime | None, now: datetime, ttl: float) -> bool:
-    """Whether the owner of a lease still holds it (see the module's docstring)."""
-    if not owner or heartbeat_at is None:
-        return False
+def owner_alive(
+    owner: str | None, heartbeat_at: datetime | None, now: datetime, ttl: float, seen: dict[str, bool] | None = None
+) -> bool:
+    """Whether the owner of a lease still holds it (see the module's docstring). `seen` keeps
+    what was found of each owner's process while many leases are read at once (few owners)."""
+    if not owner or heartbeat_at is None or (now - heartbeat_at).total_seconds() > ttl:
+        return False  # a lapsed heartbeat says enough: no need to look for the process
+    if seen is not None and owner in seen:
+        return seen[owner]
     host, _, rest = owner.partition("|")
     pid, _, _ = rest.partition("|")
-    if host == host_identity() and pid.isdigit() and process_gone(int(pid)):
-        return False
-    return (now - heartbeat_at).total_seconds() <= ttl
+    alive = not (host == host_identity() and pid.isdigit() and process_gone(int(pid)))
+    if seen is not None:
+        seen[owner] = alive
+    return alive

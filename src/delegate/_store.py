@@ -697,7 +697,8 @@ class Store:
         if not live:
             query = query.limit(limit).offset(offset)
         with self.read() as conn:
-            runs = [_decode_run(row) for row in conn.execute(query).mappings()]
+            seen: dict[str, bool] = {}
+            runs = [_decode_run(row, seen) for row in conn.execute(query).mappings()]
         if live:  # which of them is interrupted is decided on reading
             runs = [r for r in runs if r.status == status][offset : offset + limit]
         return runs
@@ -1088,9 +1089,11 @@ def _decode_user(row: sa.RowMapping) -> UserRow:
     return _decode(_user_row, {k: v for k, v in row.items() if k != "token_hash"}, "users", ())
 
 
-def _decode_run(row: sa.RowMapping) -> RunRow:
+def _decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRow:
+    """A stored run; one stored `running` whose owner is gone reads `interrupted` (`seen`: what
+    was found of each owner so far in this listing, see `owner_alive`)."""
     run = _decode(_run_row, row, "runs", ("usage",))
-    if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, _now(), RUN_LEASE_TTL):
+    if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, _now(), RUN_LEASE_TTL, seen):
         run.status = "interrupted"  # stored `running`; its owner is gone
     return run
 
