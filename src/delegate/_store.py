@@ -1040,7 +1040,7 @@ def _insert(
         conn.execute(insert, rows)
         return
     columns = tuple(rows[0])
-    per_statement = _SQLITE_VARIABLES // len(columns)
+    per_statement = min(_SQLITE_ROWS, _SQLITE_VARIABLES // len(columns))
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         for start in range(0, len(rows), per_statement):
@@ -1055,6 +1055,9 @@ def _insert(
 
 _SQLITE_VARIABLES = 32_766
 """SQLite's limit on the parameters of one statement (SQLITE_MAX_VARIABLE_NUMBER, since 3.32)."""
+_SQLITE_ROWS = 500
+"""Rows per statement: measured fastest (3 µs a row, 4-6 µs with 4,000 rows or one at a time);
+the full statements are the same SQL each time, so the driver reuses them prepared."""
 
 
 @functools.lru_cache(maxsize=256)
