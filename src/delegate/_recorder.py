@@ -2,8 +2,9 @@
 
 - Events, checkpoints (the lead's model answers and tool results, finished subagents) and
   subagent records are queued by the event loop and written by one writer thread, each batch in
-  one transaction: whatever piled up while the last one was written goes in the next. The loop
-  never waits for the database; a checkpoint is on disk a transaction after it happened.
+  one transaction: whatever piled up while the last one was written goes in the next (a
+  finished subagent's record and its checkpoint in the same one). The loop never waits
+  for the database, nor for a lock; a checkpoint is on disk a transaction after it happened.
 - The same thread beats for the run's lease (`Store.heartbeat`) every `RUN_HEARTBEAT` seconds,
   and passes on a cancellation asked from another process (`delegate runs cancel`).
 - A batch that cannot be stored (text that is not UTF-8 was made safe before; a database that
