@@ -9,8 +9,10 @@ Reports medians over repeats, each next to its baseline measured in the same run
   same lead with no store; the difference per turn is what recording each answer and tool result
   (and its events) costs the run;
 - fan-out with the default SQLite store on: framework time per subagent at N = 1,000 and 10,000
-  (zero-latency model), and the ratio between them (flatness); the storeless run alongside;
-- 1,000 subagents whose model waits 50 ms, the store on, no cap: the makespan;
+  (zero-latency model), and the ratio between them (flatness); the storeless run alongside, run
+  in turn with it, and the CPU time of both (the writer thread's included), which a machine
+  shared with other work disturbs less than wall time;
+- 1,000 subagents whose model waits 50 ms, the store on, no cap: the makespan (and storeless);
 - resuming a run whose 1,000 subagents had finished when its process was killed (SIGKILL): the
   time from `Runtime.resume` to its end, the lead's last answer included.
 """
@@ -122,6 +124,13 @@ def resume_after_kill(root: Path, n: int) -> float:
     return asyncio.run(go())
 
 
+def fan_out(root: Path, n: int, store: bool) -> tuple[float, float]:
+    """Wall time and CPU time of this process (the writer thread's included) for one fan-out."""
+    cpu = time.process_time()
+    wall = asyncio.run(one_run(root, n, 0.0, store))
+    return wall, time.process_time() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
@@ -147,14 +156,25 @@ def main() -> None:
         sizes = [1000] if args.quick else [1000, 10_000]
         per: dict[int, float] = {}
         for n in sizes:
-            times = [asyncio.run(one_run(fresh(), n, 0.0, True)) for _ in range(repeats if n <= 1000 else 1)]
-            per[n] = statistics.median(times) / n * 1e6
-            bare = statistics.median(asyncio.run(one_run(fresh(), n, 0.0, False)) for _ in range(repeats)) / n * 1e6
-            print(f"fan-out N={n:>6}, SQLite store on: {per[n]:.0f} µs per subagent (no store: {bare:.0f} µs)")
+            # store on and off in turn, so that both see the same load of the machine
+            runs = [(fan_out(fresh(), n, True), fan_out(fresh(), n, False)) for _ in range(repeats if n <= 1000 else 1)]
+            on_wall, on_cpu, off_wall, off_cpu = (
+                statistics.median(r[store][k] for r in runs) / n * 1e6 for store in (0, 1) for k in (0, 1)
+            )
+            per[n] = on_wall
+            print(
+                f"fan-out N={n:>6}, SQLite store on: {on_wall:.0f} µs per subagent, no store: {off_wall:.0f} µs "
+                f"({on_wall / off_wall:.2f}x); CPU time: {on_cpu:.0f} µs and {off_cpu:.0f} µs "
+                f"({on_cpu / off_cpu:.2f}x)"
+            )
         if len(sizes) > 1:
             print(f"flatness with the store on: N=10,000 / N=1,000 = {per[10_000] / per[1000]:.2f}x")
-        makespan = statistics.median(asyncio.run(one_run(fresh(), 1000, 0.05, True)) for _ in range(repeats))
-        print(f"N=1000 subagents, model latency 50 ms, store on: makespan {makespan:.3f} s")
+        spans = [
+            (asyncio.run(one_run(fresh(), 1000, 0.05, True)), asyncio.run(one_run(fresh(), 1000, 0.05, False)))
+            for _ in range(repeats)
+        ]
+        on, off = (statistics.median(s[i] for s in spans) for i in (0, 1))
+        print(f"N=1000 subagents, model latency 50 ms, store on: makespan {on:.3f} s (no store: {off:.3f} s)")
         resumed = statistics.median(resume_after_kill(fresh(), 1000) for _ in range(repeats))
         print(f"resume after SIGKILL of a run with 1,000 finished subagents: {resumed:.3f} s")
 

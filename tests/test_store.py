@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from delegate import Event, Usage, UserError
 from delegate._record import Artifact, Skipped, TaskOutput
-from delegate._store import CORE_MIGRATIONS, Migration, Store, StoreError, _metadata
+from delegate._store import CORE_MIGRATIONS, Checkpoint, Migration, Store, StoreError, _metadata
 
 CORE = [m.name for m in CORE_MIGRATIONS]
 
@@ -290,6 +290,21 @@ class TestEvents:
         numbers = [e.data["n"] for e in store.events(run.id)]
         assert len(numbers) == 160 and len(set(numbers)) == 160
         assert store.events(run.id, after_seq=159) == [store.events(run.id)[-1]]
+
+
+class TestProgress:
+    def test_a_recorders_batch_larger_than_one_statement_is_stored_whole_and_in_order(self, store: Store) -> None:
+        run = store.create_run(prompt="p", model="m")
+        events = [_event(run.id, n) for n in range(1_234)]
+        checkpoints = [Checkpoint(run_id=run.id, kind="tool", key=f"call_{n}", data={"n": n}) for n in range(1_234)]
+        again = Checkpoint(run_id=run.id, kind="tool", key="call_7", data={"n": "second"})
+        ended = _subagent("sub-600", status="completed", summary="done")
+        subagents = [(run.id, _subagent(f"sub-{n}")) for n in range(1_234)] + [(run.id, ended)]
+        store.record(events, [*checkpoints, again], subagents)
+        assert [e.data["n"] for e in store.events(run.id)] == list(range(1_234))
+        assert store.checkpoints(run.id) == checkpoints  # the first of a key wins
+        records = {r.id: r for r in store.subagent_records(run.id)}
+        assert len(records) == 1_234 and records["sub-600"] == ended  # the later record of an id wins
 
 
 class TestSubagents:

@@ -2,8 +2,9 @@
 
 - Events, checkpoints (the lead's model answers and tool results, finished subagents) and
   subagent records are queued by the event loop and written by one writer thread, each batch in
-  one transaction: whatever piled up while the last one was written goes in the next. The loop
-  never waits for the database; a checkpoint is on disk a transaction after it happened.
+  one transaction: whatever piled up while the last one was written goes in the next (a
+  finished subagent's record and its checkpoint in the same one). The loop never waits
+  for the database, nor for a lock; a checkpoint is on disk a transaction after it happened.
 - The same thread beats for the run's lease (`Store.heartbeat`) every `RUN_HEARTBEAT` seconds,
   and passes on a cancellation asked from another process (`delegate runs cancel`).
 - A batch that cannot be stored (text that is not UTF-8 was made safe before; a database that
@@ -20,6 +21,7 @@ import functools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -44,6 +46,8 @@ _tool_result: TypeAdapter[ToolResultPart] = TypeAdapter(ToolResultPart)
 
 _Subagent = tuple[str, TaskOutput]
 """A subagent's record, with its run's id: how the store takes it."""
+_Finished = tuple[str, TaskOutput, "Checkpoint | None"]
+"""A finished subagent as queued: its record and its checkpoint, written together."""
 
 REPLAYED_NEVER = frozenset({"task"})
 """Tools whose results are not replayed on resume: `task` runs again, and its finished subagents
@@ -67,10 +71,11 @@ class Recorder:
         """Called on the event loop with `cancel` (asked from elsewhere) or `lost` (another process
         took the run over)."""
         self.dropped = 0
-        self._events: list[Event] = []
-        self._checkpoints: list[Checkpoint] = []
-        self._subagents: list[_Subagent] = []
-        self._cond = threading.Condition()
+        self._queue: deque[Event | Checkpoint | _Finished] = deque()
+        """What is still to be written, in the order it happened. The loop appends without a lock
+        (a deque's append is atomic); it takes `_cond` only to wake a writer that is `_idle`."""
+        self._cond = threading.Condition(threading.Lock())
+        self._idle = False
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
@@ -79,20 +84,22 @@ class Recorder:
 
     def emit(self, event: Event) -> None:
         if self.store is not None:
-            with self._cond:
-                self._events.append(event)
-                self._cond.notify()
+            self._put(event)
         for sink in self.sinks:
             sink(event)
+
+    def _put(self, item: Event | Checkpoint | _Finished) -> None:
+        self._queue.append(item)
+        if self._idle:  # read after the append: a writer that went idle before it is woken
+            with self._cond:
+                self._cond.notify()
 
     def checkpoint(self, kind: str, key: str, data: dict[str, Any]) -> None:
         if self.store is None:
             return
         from ._store import Checkpoint
 
-        with self._cond:
-            self._checkpoints.append(Checkpoint(run_id=self.run_id, kind=kind, key=key, data=data))
-            self._cond.notify()
+        self._put(Checkpoint(run_id=self.run_id, kind=kind, key=key, data=data))
 
     def subagent_finished(self, key: str | None, record: TaskOutput) -> None:
         """Store a finished subagent's record now, and (with `key`) keep it for a resume."""
@@ -100,12 +107,11 @@ class Recorder:
             return
         from ._store import Checkpoint
 
-        with self._cond:
-            self._subagents.append((self.run_id, record))
-            if key is not None:
-                data = {"record": record.to_dict(), "seq": record.seq}
-                self._checkpoints.append(Checkpoint(run_id=self.run_id, kind="subagent", key=key, data=data))
-            self._cond.notify()
+        checkpoint = None
+        if key is not None:
+            data = {"record": record.to_dict(), "seq": record.seq}
+            checkpoint = Checkpoint(run_id=self.run_id, kind="subagent", key=key, data=data)
+        self._put((self.run_id, record, checkpoint))  # one item: both go in the same transaction
 
     def start(self, run_id: str) -> None:
         """Start writing and beating for `run_id` (already created or claimed with `self.owner`)."""
@@ -149,12 +155,26 @@ class Recorder:
         last_beat = time.monotonic()
         while True:
             with self._cond:
-                if not (self._events or self._checkpoints or self._subagents or self._stopping):
+                self._idle = True  # before looking at the queue: see `_put`
+                if not (self._queue or self._stopping):
                     self._cond.wait(max(0.0, self.heartbeat - (time.monotonic() - last_beat)))
-                events, self._events = self._events, []
-                checkpoints, self._checkpoints = self._checkpoints, []
-                subagents, self._subagents = self._subagents, []
+                self._idle = False
                 stopping = self._stopping
+            events: list[Event] = []
+            checkpoints: list[Checkpoint] = []
+            subagents: list[_Subagent] = []
+            queue = self._queue
+            for _ in range(len(queue)):  # what happened so far, a prefix in order
+                item = queue.popleft()
+                if isinstance(item, Event):
+                    events.append(item)
+                elif isinstance(item, tuple):
+                    run_id, record, checkpoint = item
+                    subagents.append((run_id, record))
+                    if checkpoint is not None:
+                        checkpoints.append(checkpoint)
+                else:
+                    checkpoints.append(item)
             if events or checkpoints or subagents:
                 self._write(events, checkpoints, subagents)
             elif stopping:

@@ -36,6 +36,8 @@ codecs.register_error(_HANDLER, _escape)
 
 def safe_text(text: str) -> str:
     """`text` with every character that cannot be encoded as UTF-8 replaced by an escape."""
+    if text.isascii():  # a flag of the string: no scan, no copy
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
