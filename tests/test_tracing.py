@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from delegate import _tracing
 from delegate._runtime import Runtime
+from delegate._store import Store
 from delegate.models import OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import OpenAIServer, Reply
@@ -72,6 +76,7 @@ async def test_a_run_is_one_trace_with_each_subagent_under_the_task_call_that_st
     assert lead.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert lead.attributes["gen_ai.agent.name"] == "lead"
     assert lead.attributes["gen_ai.provider.name"] == "openai"
+    assert lead.attributes["gen_ai.request.model"] == "gpt-test"
     assert (lead.attributes["gen_ai.usage.input_tokens"], lead.attributes["gen_ai.usage.output_tokens"]) == (300, 40)
     assert lead.resource["service.name"] == "tracing-test"
 
@@ -223,3 +228,55 @@ def test_batch_items_are_traced_each_as_its_own_agent_span(tmp_path: Path) -> No
         assert children == ["chat m", "execute_tool complete"]
         chat = next(s for s in collector.children(agent) if s.name == "chat m")
         assert chat.attributes["gen_ai.usage.input_tokens"] == 12
+
+
+def test_delegate_serve_sends_the_spans_of_its_runs_as_it_shuts_down(tmp_path: Path) -> None:
+    with Store.for_workspace(tmp_path) as store:
+        _, token = store.add_user("alice")
+    with OTLPReceiver() as collector, OpenAIServer(lead_and_two_helpers) as server:
+        env = cli_env(server.base_url, collector, OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint, PYTHONUNBUFFERED="1")
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "delegate", "serve", "--port", str(port), "--workspace", str(tmp_path), *SERVING],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        url, headers = f"http://127.0.0.1:{port}/api/v1", {"Authorization": f"Bearer {token}"}
+        try:
+            run_id = post_when_up(f"{url}/runs", {"prompt": "look at a and b"}, headers, process)["run_id"]
+            deadline = time.monotonic() + 60
+            while httpx2.get(f"{url}/runs/{run_id}", headers=headers).json()["status"] == "running":
+                assert time.monotonic() < deadline, "the run did not end within 60 s"
+                time.sleep(0.1)
+            assert collector.posts == 0  # the export delay is long: nothing is sent while serving
+        finally:
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0, stderr
+        lead = collector.one("invoke_agent lead")
+        assert lead.attributes["gen_ai.conversation.id"] == run_id
+        assert len(collector.named("invoke_agent explore")) == 2
+
+
+SERVING = ["--model", "openai:gpt-test", "--no-worker"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def post_when_up(url: str, body: dict[str, Any], headers: dict[str, str], process: subprocess.Popen[str]) -> Any:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"serve exited early: {process.communicate()}"
+        try:
+            return httpx2.post(url, json=body, headers=headers, timeout=10).json()
+        except httpx2.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("serve did not answer within 30 s")

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("delegate.tracing")
 
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_QUEUE_SIZE = 65_536
 
 
 def wanted(environ: Mapping[str, str] = os.environ) -> bool:
@@ -120,7 +121,10 @@ def _build() -> Tracing | None:
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: "delegate"}))
     provider = TracerProvider(resource=resource)  # shuts down (flushing) at exit
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    # A fan-out of a thousand subagents makes thousands of spans at once: a deeper queue than the
+    # SDK's 2,048 (OTEL_BSP_MAX_QUEUE_SIZE still decides when it is set) keeps them from being dropped.
+    queue = None if os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") else _QUEUE_SIZE
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(), max_queue_size=queue))
     capture = os.environ.get(CAPTURE_CONTENT, "").strip().lower() == "true"
     return Tracing(provider, capture_content=capture)
 
@@ -133,6 +137,11 @@ def _provider(model: str) -> str:
     """`gen_ai.provider.name` of a model string: `openai:gpt-4.1` → `openai`."""
     provider, sep, _ = model.partition(":")
     return provider if sep else model
+
+
+def _request_model(model: str) -> str:
+    """`gen_ai.request.model` of a model string: `openai:gpt-4.1` → `gpt-4.1`."""
+    return model.partition(":")[2] or model
 
 
 def _content(value: Any) -> str:
@@ -202,8 +211,7 @@ class EventSpans:
             "gen_ai.conversation.id": event.run_id,
             "gen_ai.provider.name": _provider(model),
             "gen_ai.system": _provider(model),
-            "gen_ai.request.model": model,
-            "delegate.run.id": event.run_id,
+            "gen_ai.request.model": _request_model(model),
         }
         if call_id and call_id.startswith("batch:"):  # a batch item: `batch:{id}:{key}:{attempt}`
             batch_id, _, rest = call_id[len("batch:") :].partition(":")
@@ -259,7 +267,7 @@ class EventSpans:
 
         agent = self._agents.get(event.agent_id)
         model = self._models.get(event.agent_id, "")
-        request_model = model.partition(":")[2] or model
+        request_model = _request_model(model)
         self._chats[event.agent_id] = self._tracer.start_span(
             f"chat {request_model}",
             context=trace.set_span_in_context(agent) if agent is not None else None,
