@@ -15,11 +15,12 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import _tracing
+from delegate import ModelError, _tracing
 from delegate._runtime import Runtime
 from delegate._store import Store
-from delegate.models import OpenAIModel
+from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import FunctionModel, reply, respond
 from tests.loopback_openai import OpenAIServer, Reply
 from tests.loopback_otlp import OTLPReceiver
 
@@ -280,3 +281,31 @@ def post_when_up(url: str, body: dict[str, Any], headers: dict[str, str], proces
         except httpx2.TransportError:
             time.sleep(0.1)
     raise AssertionError("serve did not answer within 30 s")
+
+
+async def test_a_failed_tool_call_and_a_subagent_whose_model_failed_are_error_spans(
+    tmp_path: Path, collector: OTLPReceiver
+) -> None:
+    def answer(request: ModelRequest) -> ModelResponse:
+        if request.system.startswith(LEAD_INSTRUCTIONS):
+            if len(request.messages) > 1:
+                return reply("done")
+            return respond(
+                [
+                    ("read_file", {"path": "missing.md"}),
+                    ("task", {"subagent_type": "explore", "description": "d", "prompt": "p"}),
+                ]
+            )
+        raise ModelError("the provider is down")
+
+    result = await Runtime(model=FunctionModel(answer), workspace=tmp_path, store=False).run("go")
+    _tracing.flush()
+    assert result.subagents[0].status == "error"
+    read = collector.one("execute_tool read_file")
+    assert (read.status_code, read.attributes["error.type"]) == (STATUS_ERROR, "tool_error")
+    helper = collector.one("invoke_agent explore")
+    assert (helper.status_code, helper.attributes["error.type"]) == (STATUS_ERROR, "error")
+    (chat,) = [c for c in collector.children(helper) if c.name.startswith("chat")]
+    assert chat.status_code == STATUS_ERROR and chat.attributes["gen_ai.provider.name"] == "test"
+    lead = collector.one("invoke_agent lead")
+    assert lead.status_code != STATUS_ERROR and lead.attributes["delegate.agent.status"] == "completed"
