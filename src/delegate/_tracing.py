@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from ._events import Event, EventSink
@@ -158,6 +158,9 @@ class EventSpans:
     """An event sink that turns one run's start/end event pairs into spans."""
 
     def __init__(self, tracer: Tracer, *, capture_content: bool) -> None:
+        from opentelemetry import trace
+
+        self._otel = trace
         self._tracer = tracer
         self._capture = capture_content
         self._agents: dict[str, Span] = {}
@@ -167,6 +170,17 @@ class EventSpans:
         self._started_by: dict[str, tuple[str | None, str | None]] = {}
         """Per subagent, the agent and tool call that started it (from `subagent.started`)."""
         self._prompt = ""
+        self._handlers: dict[str, Callable[[Event], None]] = {
+            "run.started": self._run_started,
+            "subagent.started": self._subagent_started,
+            "agent.started": self._agent_started,
+            "agent.completed": self._agent_completed,
+            "model.request": self._chat_started,
+            "model.response": self._chat_completed,
+            "tool.started": self._tool_started,
+            "tool.completed": self._tool_completed,
+            "run.completed": self._run_completed,
+        }
 
     def __call__(self, event: Event) -> None:
         try:
@@ -175,30 +189,21 @@ class EventSpans:
             _log.exception("could not turn a %s event into a span", event.type)
 
     def _on(self, event: Event) -> None:
-        kind = event.type
-        if kind == "run.started":
-            self._prompt = str(event.data.get("prompt", ""))
-        elif kind == "subagent.started":
-            self._started_by[event.agent_id] = (event.parent_agent_id, event.tool_call_id)
-        elif kind == "agent.started":
-            self._agent_started(event)
-        elif kind == "agent.completed":
-            self._agent_completed(event)
-        elif kind == "model.request":
-            self._chat_started(event)
-        elif kind == "model.response":
-            self._chat_completed(event)
-        elif kind == "tool.started":
-            self._tool_started(event)
-        elif kind == "tool.completed":
-            self._tool_completed(event)
-        elif kind == "run.completed":
-            for agent_id in list(self._agents):
-                self._end_agent(agent_id, event.ts, "interrupted")
+        handler = self._handlers.get(event.type)
+        if handler is not None:
+            handler(event)
+
+    def _run_started(self, event: Event) -> None:
+        self._prompt = str(event.data.get("prompt", ""))
+
+    def _subagent_started(self, event: Event) -> None:
+        self._started_by[event.agent_id] = (event.parent_agent_id, event.tool_call_id)
+
+    def _run_completed(self, event: Event) -> None:
+        for agent_id in list(self._agents):  # left open: the run ended without them
+            self._end_agent(agent_id, event.ts, "interrupted")
 
     def _agent_started(self, event: Event) -> None:
-        from opentelemetry import trace
-
         name = str(event.data.get("name", event.agent_id))
         model = str(event.data.get("model", ""))
         self._models[event.agent_id] = model
@@ -225,8 +230,8 @@ class EventSpans:
             )
         self._agents[event.agent_id] = self._tracer.start_span(
             f"invoke_agent {name}",
-            context=trace.set_span_in_context(parent) if parent is not None else None,
-            kind=trace.SpanKind.INTERNAL,
+            context=self._otel.set_span_in_context(parent) if parent is not None else None,
+            kind=self._otel.SpanKind.INTERNAL,
             attributes=attributes,
             start_time=_ns(event.ts),
         )
@@ -242,8 +247,6 @@ class EventSpans:
 
     def _end_agent(self, agent_id: str, ts: float, status: str, error: str = "") -> None:
         """End `agent_id`'s span, and first any of its calls left open (cancelled, or a model error)."""
-        from opentelemetry.trace import StatusCode
-
         if agent_id in self._chats:
             self._end(self._chats.pop(agent_id), ts, status if status != "completed" else "interrupted")
         for key in [k for k in self._tools if k[0] == agent_id]:
@@ -252,26 +255,22 @@ class EventSpans:
         span.set_attribute("delegate.agent.status", status)
         if status != "completed":
             span.set_attribute("error.type", status or "interrupted")
-            span.set_status(StatusCode.ERROR, error or None)
+            span.set_status(self._otel.StatusCode.ERROR, error or None)
         span.end(end_time=_ns(ts))
 
     def _end(self, span: Span, ts: float, error_type: str) -> None:
-        from opentelemetry.trace import StatusCode
-
         span.set_attribute("error.type", error_type)
-        span.set_status(StatusCode.ERROR)
+        span.set_status(self._otel.StatusCode.ERROR)
         span.end(end_time=_ns(ts))
 
     def _chat_started(self, event: Event) -> None:
-        from opentelemetry import trace
-
         agent = self._agents.get(event.agent_id)
         model = self._models.get(event.agent_id, "")
         request_model = _request_model(model)
         self._chats[event.agent_id] = self._tracer.start_span(
             f"chat {request_model}",
-            context=trace.set_span_in_context(agent) if agent is not None else None,
-            kind=trace.SpanKind.CLIENT,
+            context=self._otel.set_span_in_context(agent) if agent is not None else None,
+            kind=self._otel.SpanKind.CLIENT,
             attributes={
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": _provider(model),
@@ -299,8 +298,6 @@ class EventSpans:
         span.end(end_time=_ns(event.ts))
 
     def _tool_started(self, event: Event) -> None:
-        from opentelemetry import trace
-
         if event.tool_call_id is None:
             return
         name = str(event.data.get("name", ""))
@@ -316,15 +313,13 @@ class EventSpans:
             attributes["gen_ai.tool.call.arguments"] = _content(event.data.get("arguments", {}))
         self._tools[(event.agent_id, event.tool_call_id)] = self._tracer.start_span(
             f"execute_tool {name}",
-            context=trace.set_span_in_context(agent) if agent is not None else None,
-            kind=trace.SpanKind.INTERNAL,
+            context=self._otel.set_span_in_context(agent) if agent is not None else None,
+            kind=self._otel.SpanKind.INTERNAL,
             attributes=attributes,
             start_time=_ns(event.ts),
         )
 
     def _tool_completed(self, event: Event) -> None:
-        from opentelemetry.trace import StatusCode
-
         span = self._tools.pop((event.agent_id, event.tool_call_id or ""), None)
         if span is None:
             return
@@ -332,5 +327,5 @@ class EventSpans:
             span.set_attribute("gen_ai.tool.call.result", _content(event.data.get("content", "")))
         if event.data.get("is_error"):
             span.set_attribute("error.type", "tool_error")
-            span.set_status(StatusCode.ERROR)
+            span.set_status(self._otel.StatusCode.ERROR)
         span.end(end_time=_ns(event.ts))
