@@ -309,3 +309,19 @@ async def test_a_failed_tool_call_and_a_subagent_whose_model_failed_are_error_sp
     assert chat.status_code == STATUS_ERROR and chat.attributes["gen_ai.provider.name"] == "test"
     lead = collector.one("invoke_agent lead")
     assert lead.status_code != STATUS_ERROR and lead.attributes["delegate.agent.status"] == "completed"
+
+
+def test_an_endpoint_without_the_otel_extra_warns_once_and_the_run_goes_on(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['opentelemetry.exporter.otlp.proto.http.trace_exporter'] = None  # as if not installed\n"
+        "from delegate import Runtime\n"
+        "from delegate.testing import ScriptedModel, reply\n"
+        f"rt = Runtime(model=ScriptedModel([reply('hi'), reply('again')]), workspace={str(tmp_path)!r}, store=False)\n"
+        "print(rt.run_sync('hello').final, rt.run_sync('hello').final)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "hi again"
+    assert done.stderr.count("pip install 'delegate[otel]'") == 1
