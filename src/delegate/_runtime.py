@@ -14,6 +14,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import _tracing
 from ._agents import Catalogue, Subagent
 from ._errors import ToolError, UserError
 from ._events import Event, EventSink
@@ -329,7 +330,7 @@ class Runtime:
             raise UserError("the prompt is empty: say what the agent should do")
         budget = self._budget(token_budget, max_requests)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
-        recorder = Recorder(self.store, [*self.sinks, *sinks])
+        recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
         lead_model = await self._model_off_loop(model or self._model_spec)
 
         async def begin() -> list[Checkpoint]:
@@ -360,7 +361,7 @@ class Runtime:
         store = self.store
         if store is None:
             raise UserError("resuming a run needs the store it was recorded in (store=False keeps nothing)")
-        recorder = Recorder(store, [*self.sinks, *sinks])
+        recorder = Recorder(store, [*self.sinks, *sinks, *_tracing.sinks()])
         run = await asyncio.to_thread(store.get_run, run_id, self.user_id)
         if run is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
@@ -486,7 +487,7 @@ class Runtime:
         definition = visible.get(subagent_type)
         if definition is None:
             raise UserError(f"unknown subagent type {subagent_type!r}; available: {', '.join(visible.names())}")
-        fan_out = [*self.sinks, *sinks]
+        fan_out = [*self.sinks, *sinks, *_tracing.sinks()]
         skills = await asyncio.to_thread(self._skills)
         task_id = run_id or f"task_{uuid.uuid4().hex[:12]}"
         ctx = self._context(task_id, "batch", lambda e: _fan(fan_out, e), user_id, skills)

@@ -11,6 +11,7 @@ def main() -> None:
     refuses) is one line on stderr and exit code 2; `--debug` or `DELEGATE_DEBUG=1` shows the
     traceback instead."""
     from .._errors import StoreError, UserError
+    from .._tracing import flush as flush_traces
     from . import _agents, _batch, _demo, _runs, _serve
     from ._main import app
 
@@ -29,6 +30,8 @@ def main() -> None:
             raise
         print(f"error: {_message(exc)}", file=sys.stderr)
         sys.exit(2)
+    finally:
+        flush_traces()  # spans still queued reach the collector before the process ends
 
 
 def _message(exc: BaseException) -> str:

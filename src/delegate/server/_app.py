@@ -40,6 +40,7 @@ from .._frontmatter import CatalogueWarning
 from .._runtime import Runtime
 from .._settings import RuntimeSettings
 from .._store import Store, StoreBusyError
+from .._tracing import flush as flush_traces
 from .._workspace import CommandPolicy
 from ..mcp import MCPServerConfig
 from ..models import PROVIDERS, Model, resolve_model
@@ -171,6 +172,7 @@ def create_app(
             await batches.stop_worker()
             if owns_store:
                 store.close()
+            await asyncio.to_thread(flush_traces)  # the spans of the last runs, before the server exits
 
     app = FastAPI(
         title="delegate",

@@ -1,0 +1,327 @@
+"""OpenTelemetry traces in the GenAI conventions, sent to a real OTLP/HTTP receiver on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from delegate import ModelError, _tracing
+from delegate._runtime import Runtime
+from delegate._store import Store
+from delegate.models import ModelRequest, ModelResponse, OpenAIModel
+from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import FunctionModel, reply, respond
+from tests.loopback_openai import OpenAIServer, Reply
+from tests.loopback_otlp import OTLPReceiver
+
+SPAN_KIND_INTERNAL, SPAN_KIND_CLIENT = 1, 3
+STATUS_ERROR = 2
+
+
+def lead_and_two_helpers(body: dict[str, Any]) -> Reply:
+    """The lead starts two subagents in one turn (two `task` calls, run in parallel), then answers;
+    each subagent lists the folder and completes."""
+    system = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+    last = body["messages"][-1]
+    if system.startswith(LEAD_INSTRUCTIONS):
+        if last["role"] == "user":
+            return Reply(
+                tool_calls=[
+                    ("task", {"subagent_type": "explore", "description": f"look {n}", "prompt": f"SECRET-{n}"})
+                    for n in ("a", "b")
+                ],
+                prompt_tokens=100,
+                completion_tokens=30,
+            )
+        return Reply(content="ANSWER-TEXT both looked", prompt_tokens=200, completion_tokens=10)
+    if last["role"] == "user":
+        return Reply(tool_calls=[("list_dir", {"path": "."})], prompt_tokens=20, completion_tokens=4)
+    return Reply(tool_calls=[("complete", {"summary": "looked"})], prompt_tokens=30, completion_tokens=6)
+
+
+@pytest.fixture
+def collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[OTLPReceiver]:
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "tracing-test")
+        yield receiver
+
+
+async def traced_run(tmp_path: Path, prompt: str = "look at a and b") -> None:
+    with OpenAIServer(lead_and_two_helpers) as server:
+        model = OpenAIModel("gpt-test", base_url=server.base_url, api_key="k")
+        result = await Runtime(model=model, workspace=tmp_path, store=False).run(prompt)
+        await model.aclose()
+    assert [s.status for s in result.subagents] == ["completed", "completed"]
+    _tracing.flush()
+
+
+async def test_a_run_is_one_trace_with_each_subagent_under_the_task_call_that_started_it(
+    tmp_path: Path, collector: OTLPReceiver
+) -> None:
+    await traced_run(tmp_path)
+    lead = collector.one("invoke_agent lead")
+    assert lead.parent_span_id == ""
+    assert lead.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert lead.attributes["gen_ai.agent.name"] == "lead"
+    assert lead.attributes["gen_ai.provider.name"] == "openai"
+    assert lead.attributes["gen_ai.request.model"] == "gpt-test"
+    assert (lead.attributes["gen_ai.usage.input_tokens"], lead.attributes["gen_ai.usage.output_tokens"]) == (300, 40)
+    assert lead.resource["service.name"] == "tracing-test"
+
+    tasks = collector.named("execute_tool task")
+    assert len(tasks) == 2
+    assert {t.parent_span_id for t in tasks} == {lead.span_id}
+    helpers = collector.named("invoke_agent explore")
+    assert len(helpers) == 2
+    # each subagent is the only child agent of its own task call, in the lead's trace
+    for task in tasks:
+        (helper,) = [c for c in collector.children(task) if c.name == "invoke_agent explore"]
+        assert helper.trace_id == lead.trace_id
+        assert task.start_ns <= helper.start_ns <= helper.end_ns <= task.end_ns
+        assert task.attributes["gen_ai.tool.name"] == "task"
+        assert task.attributes["gen_ai.tool.call.id"].startswith("call_")
+    assert {h.parent_span_id for h in helpers} == {t.span_id for t in tasks}
+    # the two subagents ran in parallel: their spans overlap in time
+    first, second = sorted(helpers, key=lambda s: s.start_ns)
+    assert second.start_ns < first.end_ns
+
+    for helper in helpers:
+        (chat_1, chat_2) = sorted((c for c in collector.children(helper) if c.name == "chat gpt-test"), key=start)
+        assert chat_1.kind == SPAN_KIND_CLIENT
+        assert chat_1.attributes["gen_ai.operation.name"] == "chat"
+        assert chat_1.attributes["gen_ai.request.model"] == "gpt-test"
+        assert chat_1.attributes["gen_ai.provider.name"] == chat_1.attributes["gen_ai.system"] == "openai"
+        assert (chat_1.attributes["gen_ai.usage.input_tokens"], chat_1.attributes["gen_ai.usage.output_tokens"]) == (
+            20,
+            4,
+        )
+        assert chat_2.attributes["gen_ai.usage.input_tokens"] == 30
+        tools = sorted((c for c in collector.children(helper) if c.name.startswith("execute_tool")), key=start)
+        assert [t.attributes["gen_ai.tool.name"] for t in tools] == ["list_dir", "complete"]
+        assert chat_1.end_ns <= tools[0].start_ns <= tools[0].end_ns <= chat_2.start_ns
+    lead_chats = [c for c in collector.children(lead) if c.name == "chat gpt-test"]
+    assert [c.attributes["gen_ai.response.finish_reasons"] for c in sorted(lead_chats, key=start)] == [
+        ["tool_calls"],
+        ["stop"],
+    ]
+
+
+def start(span: Any) -> int:
+    return span.start_ns
+
+
+CONTENT_KEYS = {
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+}
+
+
+async def test_message_content_is_left_out_of_spans_by_default(tmp_path: Path, collector: OTLPReceiver) -> None:
+    await traced_run(tmp_path, prompt="PROMPT-TEXT look")
+    assert collector.spans
+    for span in collector.spans:
+        assert not CONTENT_KEYS & set(span.attributes), span.name
+        assert not any(text in json.dumps(span.attributes) for text in ("PROMPT-TEXT", "SECRET-a", "ANSWER-TEXT"))
+
+
+async def test_message_content_is_captured_when_the_convention_variable_says_so(
+    tmp_path: Path, collector: OTLPReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    await traced_run(tmp_path, prompt="PROMPT-TEXT look")
+    lead = collector.one("invoke_agent lead")
+    assert json.loads(lead.attributes["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "PROMPT-TEXT look"}]}
+    ]
+    tasks = collector.named("execute_tool task")
+    arguments = sorted(json.loads(t.attributes["gen_ai.tool.call.arguments"])["prompt"] for t in tasks)
+    assert arguments == ["SECRET-a", "SECRET-b"]
+    assert all("looked" in t.attributes["gen_ai.tool.call.result"] for t in tasks)
+    final = max((c for c in collector.children(lead) if c.name == "chat gpt-test"), key=start)
+    output = json.loads(final.attributes["gen_ai.output.messages"])
+    assert output == [{"role": "assistant", "parts": [{"type": "text", "content": "ANSWER-TEXT both looked"}]}]
+
+
+async def test_no_spans_are_sent_when_the_sdk_is_disabled(
+    tmp_path: Path, collector: OTLPReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert _tracing.sinks() == []
+    await traced_run(tmp_path)
+    assert collector.posts == 0
+
+
+def test_without_an_endpoint_a_run_imports_no_opentelemetry(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from delegate import Runtime\n"
+        "from delegate.testing import ScriptedModel, reply\n"
+        f"rt = Runtime(model=ScriptedModel([reply('hi')]), workspace={str(tmp_path)!r}, store=False)\n"
+        "assert rt.run_sync('hello').final == 'hi'\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "delegate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def cli_env(base_url: str, collector: OTLPReceiver, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_", "OTEL_"))}
+    # a long export delay: only the flush at exit can send the spans in time
+    return env | {"OPENAI_BASE_URL": base_url, "OTEL_BSP_SCHEDULE_DELAY": "600000"} | extra
+
+
+def test_delegate_run_sends_its_spans_before_it_exits(tmp_path: Path) -> None:
+    with OTLPReceiver() as collector, OpenAIServer(lead_and_two_helpers) as server:
+        traces = f"{collector.endpoint}/v1/traces"
+        env = cli_env(server.base_url, collector, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=traces)
+        done = cli(["run", "look at a and b", "--model", "openai:gpt-test", "--json"], env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        run_id = json.loads(done.stdout)["run_id"]
+        lead = collector.one("invoke_agent lead")
+        assert lead.resource["service.name"] == "delegate"
+        assert lead.attributes["gen_ai.conversation.id"] == run_id
+        assert len(collector.named("invoke_agent explore")) == 2
+        assert all(s.trace_id == lead.trace_id for s in collector.spans)
+
+
+def test_batch_items_are_traced_each_as_its_own_agent_span(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"key": f"item-{i}", "prompt": f"look {i}"}) + "\n" for i in range(3)))
+
+    def complete(body: dict[str, Any]) -> Reply:
+        return Reply(tool_calls=[("complete", {"summary": "looked"})], prompt_tokens=12, completion_tokens=3)
+
+    with OTLPReceiver() as collector, OpenAIServer(complete) as server:
+        env = cli_env(server.base_url, collector, OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint)
+        done = cli(["batch", "submit", str(items), "--type", "explore", "--model", "openai:m"], env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        batch_id = done.stdout.strip().splitlines()[-1]
+        agents = collector.named("invoke_agent explore")
+    assert sorted(a.attributes["delegate.batch.item.key"] for a in agents) == ["item-0", "item-1", "item-2"]
+    assert {a.attributes["delegate.batch.id"] for a in agents} == {batch_id}
+    assert all(a.attributes["delegate.batch.item.attempt"] == 1 for a in agents)
+    assert len({a.trace_id for a in agents}) == 3
+    for agent in agents:
+        assert agent.parent_span_id == ""
+        children = sorted(s.name for s in collector.children(agent))
+        assert children == ["chat m", "execute_tool complete"]
+        chat = next(s for s in collector.children(agent) if s.name == "chat m")
+        assert chat.attributes["gen_ai.usage.input_tokens"] == 12
+
+
+def test_delegate_serve_sends_the_spans_of_its_runs_as_it_shuts_down(tmp_path: Path) -> None:
+    with Store.for_workspace(tmp_path) as store:
+        _, token = store.add_user("alice")
+    with OTLPReceiver() as collector, OpenAIServer(lead_and_two_helpers) as server:
+        env = cli_env(server.base_url, collector, OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint, PYTHONUNBUFFERED="1")
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "delegate", "serve", "--port", str(port), "--workspace", str(tmp_path), *SERVING],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        url, headers = f"http://127.0.0.1:{port}/api/v1", {"Authorization": f"Bearer {token}"}
+        try:
+            run_id = post_when_up(f"{url}/runs", {"prompt": "look at a and b"}, headers, process)["run_id"]
+            deadline = time.monotonic() + 60
+            while httpx2.get(f"{url}/runs/{run_id}", headers=headers).json()["status"] == "running":
+                assert time.monotonic() < deadline, "the run did not end within 60 s"
+                time.sleep(0.1)
+            assert collector.posts == 0  # the export delay is long: nothing is sent while serving
+        finally:
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0, stderr
+        lead = collector.one("invoke_agent lead")
+        assert lead.attributes["gen_ai.conversation.id"] == run_id
+        assert len(collector.named("invoke_agent explore")) == 2
+
+
+SERVING = ["--model", "openai:gpt-test", "--no-worker"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def post_when_up(url: str, body: dict[str, Any], headers: dict[str, str], process: subprocess.Popen[str]) -> Any:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"serve exited early: {process.communicate()}"
+        try:
+            return httpx2.post(url, json=body, headers=headers, timeout=10).json()
+        except httpx2.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("serve did not answer within 30 s")
+
+
+async def test_a_failed_tool_call_and_a_subagent_whose_model_failed_are_error_spans(
+    tmp_path: Path, collector: OTLPReceiver
+) -> None:
+    def answer(request: ModelRequest) -> ModelResponse:
+        if request.system.startswith(LEAD_INSTRUCTIONS):
+            if len(request.messages) > 1:
+                return reply("done")
+            return respond(
+                [
+                    ("read_file", {"path": "missing.md"}),
+                    ("task", {"subagent_type": "explore", "description": "d", "prompt": "p"}),
+                ]
+            )
+        raise ModelError("the provider is down")
+
+    result = await Runtime(model=FunctionModel(answer), workspace=tmp_path, store=False).run("go")
+    _tracing.flush()
+    assert result.subagents[0].status == "error"
+    read = collector.one("execute_tool read_file")
+    assert (read.status_code, read.attributes["error.type"]) == (STATUS_ERROR, "tool_error")
+    helper = collector.one("invoke_agent explore")
+    assert (helper.status_code, helper.attributes["error.type"]) == (STATUS_ERROR, "error")
+    (chat,) = [c for c in collector.children(helper) if c.name.startswith("chat")]
+    assert chat.status_code == STATUS_ERROR and chat.attributes["gen_ai.provider.name"] == "test"
+    lead = collector.one("invoke_agent lead")
+    assert lead.status_code != STATUS_ERROR and lead.attributes["delegate.agent.status"] == "completed"
+
+
+def test_an_endpoint_without_the_otel_extra_warns_once_and_the_run_goes_on(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['opentelemetry.exporter.otlp.proto.http.trace_exporter'] = None  # as if not installed\n"
+        "from delegate import Runtime\n"
+        "from delegate.testing import ScriptedModel, reply\n"
+        f"rt = Runtime(model=ScriptedModel([reply('hi'), reply('again')]), workspace={str(tmp_path)!r}, store=False)\n"
+        "print(rt.run_sync('hello').final, rt.run_sync('hello').final)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "hi again"
+    assert done.stderr.count("pip install 'delegate[otel]'") == 1
