@@ -345,6 +345,8 @@ class Runtime:
                     workspace=str(self.workspace.root),
                     owner=recorder.owner,
                     uploaded_files=uploaded_files,
+                    token_budget=token_budget,
+                    max_requests=max_requests,
                 )
             return []
 
@@ -358,7 +360,8 @@ class Runtime:
         The lead's answers and tool results recorded before are replayed, not asked or run again;
         subagents that finished are reused, the others start afresh; usage counts each answer
         once. The model is `model`, else this runtime's, else the one the run was started with; the
-        uploaded files are the ones it was started with.
+        uploaded files and the run-wide budgets given to `run` are the ones it was started with
+        (a budget it was not given is this runtime's, as for `run`).
         Raises `UserError` if the run is unknown, still running, or ended.
         """
         store = self.store
@@ -374,7 +377,7 @@ class Runtime:
             await asyncio.to_thread(store.claim_run, run_id, recorder.owner, self.user_id)
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        budget = self._budget(None, None)
+        budget = self._budget(run.token_budget, run.max_requests)
         return await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, budget)
 
     async def _lead(

@@ -165,6 +165,10 @@ class RunRow:
     uploaded_files: list[dict[str, Any]] | None = None
     """The files uploaded earlier in the conversation the run was started with (None: it offers no
     `list_uploaded_files`), given back to it when it resumes."""
+    token_budget: int | None = None
+    """The run-wide budgets given for this run (`Runtime.run`, `POST /runs`; None: the runtime's),
+    kept for its resume."""
+    max_requests: int | None = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -355,9 +359,14 @@ def _lease_columns() -> list[sa.Column[Any]]:
     ]
 
 
-def _uploads_column() -> sa.Column[Any]:
-    """The column migration core.0005 adds to `runs`: its uploaded files, JSON (NULL: none)."""
-    return sa.Column("uploaded_files", sa.Text)
+def _resume_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0005 adds to `runs`: what the run was started with besides its
+    prompt and model, for its resume: its uploaded files (JSON, NULL: none) and run-wide budgets."""
+    return [
+        sa.Column("uploaded_files", sa.Text),
+        sa.Column("token_budget", sa.BigInteger),
+        sa.Column("max_requests", sa.BigInteger),
+    ]
 
 
 def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
@@ -376,7 +385,7 @@ def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
 
 _metadata = sa.MetaData()
 _users, _runs, _events, _subagents = _core_tables(_metadata)
-for _column in [*_lease_columns(), _uploads_column()]:
+for _column in [*_lease_columns(), *_resume_columns()]:
     _runs.append_column(_column)
 _checkpoints = _checkpoint_table(_metadata)
 _migrations = sa.Table(
@@ -424,8 +433,9 @@ def _m0004_run_leases(conn: Connection) -> None:
     _checkpoint_table(metadata).create(conn)
 
 
-def _m0005_run_uploads(conn: Connection) -> None:
-    conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN uploaded_files TEXT")
+def _m0005_run_resume_inputs(conn: Connection) -> None:
+    for column in _resume_columns():
+        conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
 
 
 CORE_MIGRATIONS: tuple[Migration, ...] = (
@@ -433,7 +443,7 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0002_subagent_results", _m0002_subagent_results),
     Migration("core.0003_user_tokens", _m0003_user_tokens),
     Migration("core.0004_run_leases", _m0004_run_leases),
-    Migration("core.0005_run_uploads", _m0005_run_uploads),
+    Migration("core.0005_run_resume_inputs", _m0005_run_resume_inputs),
 )
 
 
@@ -615,10 +625,12 @@ class Store:
         run_id: str | None = None,
         owner: str | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
+        token_budget: int | None = None,
+        max_requests: int | None = None,
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
         process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
-        `uploaded_files` are kept for the run's resume."""
+        `uploaded_files` and the run-wide budgets are kept for the run's resume."""
         now = _now()
         owner = owner or new_owner()
         run = RunRow(
@@ -632,6 +644,8 @@ class Store:
             owner=owner,
             heartbeat_at=now,
             uploaded_files=uploaded_files,
+            token_budget=token_budget,
+            max_requests=max_requests,
         )
         with self.write() as conn:
             conn.execute(_runs.insert().values(_run_values(run)))
