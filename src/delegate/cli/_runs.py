@@ -107,8 +107,7 @@ def runs_events(
         bool, typer.Option("--follow", "-f", help="Go on printing new events until the run ends (or its process dies).")
     ] = False,
 ) -> None:
-    """A run's events in order: what its lead and subagents did. With --follow, tails a live run,
-    whichever process runs it."""
+    """A run's events in order; --follow tails a live run, whichever process runs it."""
     from .._follow import stored_events
 
     store = open_store(workspace, db)
@@ -138,8 +137,7 @@ def runs_events(
 
 @runs_app.command("export")
 def runs_export(run_id: RunId, workspace: Workspace = Path("."), db: Db = None) -> None:
-    """One JSON document: the run (what `runs show --json` prints, with its prompt, model and
-    times), its subagent records and every event, numbered."""
+    """The run, its subagent records and every event, as one JSON document."""
     from .._runtime import stored_result
 
     store = open_store(workspace, db)

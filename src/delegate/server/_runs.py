@@ -218,7 +218,8 @@ class RunManager:
 
     async def take_over(self) -> list[str]:
         """Resume every interrupted run started by a server (oldest first): at start, and then
-        now and then, so on PostgreSQL a run whose server died is taken over by another one."""
+        now and then, so on PostgreSQL a run whose server died is taken over by another one (or
+        by a `delegate batch worker`, which runs this same manager for it)."""
         resumed: list[str] = []
         for run in await asyncio.to_thread(self.store.interrupted_runs):
             if run.user_id is None or run.id in self.live:
