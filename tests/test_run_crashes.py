@@ -181,6 +181,43 @@ def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
     assert workspace_files(Path(ended.workspace)) == baseline["files"]
 
 
+def test_a_batch_worker_takes_over_the_run_of_a_killed_server_and_ends_it_as_uninterrupted(
+    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "served"
+    root.mkdir()
+    env = cli_env(openai.base_url)
+    store = Store.open(store_url)
+    stores.append(store)
+    _, token = store.add_user("ada")
+    proc, url = _serve(store_url, env, root, tmp_path / "serve.log")
+    body = {"prompt": "write the notes", "max_parallel": 2}
+    FINAL_ANSWER.clear()  # the run cannot end before its server is killed
+    headers = {"Authorization": f"Bearer {token}"}
+    run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
+    assert _kill_when(proc, store, 1 + SUBAGENTS // 2)
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "interrupted"
+    worker = _spawn(
+        ["batch", "worker", "--model", "openai:m", "-w", str(root), "--db", store_url], env, tmp_path / "worker.log"
+    )
+    try:
+        wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status == "running", what="the takeover")
+        FINAL_ANSWER.set()
+        ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+    finally:
+        FINAL_ANSWER.set()
+        worker.send_signal(signal.SIGINT)
+        worker.wait(timeout=30)
+    assert ended.status == "completed", (tmp_path / "worker.log").read_text()
+    stored = stored_result(store, run_id)
+    assert stored is not None
+    assert comparable(stored.to_dict()) == baseline["result"]
+    assert ended.workspace == str(root.resolve() / ".delegate" / "users" / ended.user_id)
+    assert workspace_files(Path(ended.workspace)) == baseline["files"]
+    assert not (root / "report.md").exists()  # nothing of the user's run lands in the operator's workspace
+
+
 def test_a_killed_run_reads_interrupted_in_runs_list_and_show(
     stores: list[Store], openai: OpenAIServer, tmp_path: Path
 ) -> None:

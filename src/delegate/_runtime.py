@@ -329,6 +329,7 @@ class Runtime:
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         budget = self._budget(token_budget, max_requests)
+        uploaded_files = uploads_state(uploaded_files)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
         lead_model = await self._model_off_loop(model or self._model_spec)
@@ -343,6 +344,9 @@ class Runtime:
                     model=lead_model.name,
                     workspace=str(self.workspace.root),
                     owner=recorder.owner,
+                    uploaded_files=uploaded_files,
+                    token_budget=token_budget,
+                    max_requests=max_requests,
                 )
             return []
 
@@ -355,7 +359,9 @@ class Runtime:
 
         The lead's answers and tool results recorded before are replayed, not asked or run again;
         subagents that finished are reused, the others start afresh; usage counts each answer
-        once. The model is `model`, else this runtime's, else the one the run was started with.
+        once. The model is `model`, else this runtime's, else the one the run was started with; the
+        uploaded files and the run-wide budgets given to `run` are the ones it was started with
+        (a budget it was not given is this runtime's, as for `run`).
         Raises `UserError` if the run is unknown, still running, or ended.
         """
         store = self.store
@@ -371,7 +377,8 @@ class Runtime:
             await asyncio.to_thread(store.claim_run, run_id, recorder.owner, self.user_id)
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        return await self._lead(run.prompt, run_id, recorder, lead_model, None, begin, self._budget(None, None))
+        budget = self._budget(run.token_budget, run.max_requests)
+        return await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, budget)
 
     async def _lead(
         self,

@@ -162,6 +162,13 @@ class RunRow:
     """Another process asked for the run to be cancelled; its owner does so at its next beat."""
     stop_reason: str | None = None
     steps: int = 0
+    uploaded_files: list[dict[str, Any]] | None = None
+    """The files uploaded earlier in the conversation the run was started with (None: it offers no
+    `list_uploaded_files`), given back to it when it resumes."""
+    token_budget: int | None = None
+    """The run-wide budgets given for this run (`Runtime.run`, `POST /runs`; None: the runtime's),
+    kept for its resume."""
+    max_requests: int | None = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -352,6 +359,16 @@ def _lease_columns() -> list[sa.Column[Any]]:
     ]
 
 
+def _resume_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0005 adds to `runs`: what the run was started with besides its
+    prompt and model, for its resume: its uploaded files (JSON, NULL: none) and run-wide budgets."""
+    return [
+        sa.Column("uploaded_files", sa.Text),
+        sa.Column("token_budget", sa.BigInteger),
+        sa.Column("max_requests", sa.BigInteger),
+    ]
+
+
 def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     """What a run did so far, for resuming it: one row per model answer, tool result or subagent."""
     return sa.Table(
@@ -368,7 +385,7 @@ def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
 
 _metadata = sa.MetaData()
 _users, _runs, _events, _subagents = _core_tables(_metadata)
-for _column in _lease_columns():
+for _column in [*_lease_columns(), *_resume_columns()]:
     _runs.append_column(_column)
 _checkpoints = _checkpoint_table(_metadata)
 _migrations = sa.Table(
@@ -416,11 +433,17 @@ def _m0004_run_leases(conn: Connection) -> None:
     _checkpoint_table(metadata).create(conn)
 
 
+def _m0005_run_resume_inputs(conn: Connection) -> None:
+    for column in _resume_columns():
+        conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
     Migration("core.0003_user_tokens", _m0003_user_tokens),
     Migration("core.0004_run_leases", _m0004_run_leases),
+    Migration("core.0005_run_resume_inputs", _m0005_run_resume_inputs),
 )
 
 
@@ -601,9 +624,13 @@ class Store:
         workspace: str | None = None,
         run_id: str | None = None,
         owner: str | None = None,
+        uploaded_files: list[dict[str, Any]] | None = None,
+        token_budget: int | None = None,
+        max_requests: int | None = None,
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
-        process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id."""
+        process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
+        `uploaded_files` and the run-wide budgets are kept for the run's resume."""
         now = _now()
         owner = owner or new_owner()
         run = RunRow(
@@ -616,6 +643,9 @@ class Store:
             created_at=now,
             owner=owner,
             heartbeat_at=now,
+            uploaded_files=uploaded_files,
+            token_budget=token_budget,
+            max_requests=max_requests,
         )
         with self.write() as conn:
             conn.execute(_runs.insert().values(_run_values(run)))
@@ -1080,6 +1110,7 @@ def _run_values(run: RunRow) -> dict[str, Any]:
     values["completed_at"] = None if run.completed_at is None else _iso(run.completed_at)
     values["heartbeat_at"] = None if run.heartbeat_at is None else _iso(run.heartbeat_at)
     values["cancel_requested"] = int(run.cancel_requested)
+    values["uploaded_files"] = None if run.uploaded_files is None else _json_text(run.uploaded_files)
     return values
 
 
@@ -1130,7 +1161,7 @@ def _decode_user(row: sa.RowMapping) -> UserRow:
 def _decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRow:
     """A stored run; one stored `running` whose owner is gone reads `interrupted` (`seen`: what
     was found of each owner so far in this listing, see `owner_alive`)."""
-    run = _decode(_run_row, row, "runs", ("usage",))
+    run = _decode(_run_row, row, "runs", ("usage",) if row["uploaded_files"] is None else ("usage", "uploaded_files"))
     if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, _now(), RUN_LEASE_TTL, seen):
         run.status = "interrupted"  # stored `running`; its owner is gone
     return run

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .._runtime import Runtime
     from .._settings import RuntimeSettings
     from ..batch import Batch, Batches, BatchWorker, ServeInfo
+    from ..server._runs import RunManager
 
 T = TypeVar("T")
 batch_app = typer.Typer(
@@ -118,6 +119,18 @@ def runner_factory(settings: RuntimeSettings) -> Callable[[ServeInfo], Runtime]:
         return settings.build(user_id=info.user_id, model=info.model, store=False)
 
     return build
+
+
+def run_takeover(settings: RuntimeSettings, batches: Batches) -> RunManager:
+    """The server's run manager, used here only to take over interrupted runs of `delegate serve`
+    (`RunManager.watch`): each runs as its owner would on the server, with the run's own model, in
+    its user's own workspace (`RuntimeSettings.build`), recorded in the worker's store."""
+    from ..server._runs import RunManager
+
+    def build(user_id: str, model: str | None, max_parallel: int | None) -> Runtime:
+        return settings.build(user_id=user_id, model=model, max_parallel=max_parallel, store=batches.store)
+
+    return RunManager(batches.store, build)
 
 
 def settings_or_fail(workspace: Path, **flags: Any) -> RuntimeSettings:
@@ -370,25 +383,26 @@ def worker(
     db: Db = None,
 ) -> None:
     """Run queued and interrupted items of every batch, here or on any machine sharing the database,
-    until stopped (Ctrl-C or SIGTERM)."""
+    until stopped (Ctrl-C or SIGTERM). Runs of `delegate serve` whose process died are taken over
+    too, as a server does (at start, then every 5 s)."""
     import signal
 
     from ..batch import BatchWorker
 
     batches = open_batches(workspace, db)
-    factory = runner_factory(
-        settings_or_fail(
-            workspace,
-            model=model,
-            agents=agents,
-            skills=skills,
-            mcp_config=mcp_config,
-            allow_commands=allow_commands,
-            allow_network=allow_network,
-            command_env=command_env,
-            unsandboxed=unsandboxed_commands,
-        )
+    settings = settings_or_fail(
+        workspace,
+        model=model,
+        agents=agents,
+        skills=skills,
+        mcp_config=mcp_config,
+        allow_commands=allow_commands,
+        allow_network=allow_network,
+        command_env=command_env,
+        unsandboxed=unsandboxed_commands,
     )
+    factory = runner_factory(settings)
+    runs = run_takeover(settings, batches)
 
     async def serve() -> None:
         async with BatchWorker(batches, factory, concurrency=concurrency) as running:
@@ -396,7 +410,12 @@ def worker(
             stopping: list[asyncio.Task[None]] = []
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, lambda: stopping.append(asyncio.create_task(running.stop())))
+            takeover = asyncio.create_task(runs.watch(), name="delegate-run-takeover")
             typer.echo("Batch worker running; Ctrl-C stops it (interrupted items run again later).", err=True)
-            await running.serve_forever()
+            try:
+                await running.serve_forever()
+            finally:
+                takeover.cancel()
+                await runs.close()
 
     asyncio.run(serve())

@@ -1,14 +1,19 @@
-"""`delegate runs list|show|cancel`: runs as the store has them, from any process.
+"""`delegate runs list|show|events|export|cancel`: runs as the store has them, from any process.
 
 A run whose process died reads `interrupted` (`delegate run --resume ID` continues it); `cancel`
 works from another process: the run's owner stops at its next heartbeat, and an interrupted run
-is recorded `cancelled` at once.
+is recorded `cancelled` at once. `events --follow` tails a run that another process runs, until
+it ends (or its process dies).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,12 +22,18 @@ import typer
 from ._main import Db, Workspace, fail, open_store
 
 if TYPE_CHECKING:
-    from .._store import RunRow
+    from .._events import Event
+    from .._store import RunRow, Store
 
 runs_app = typer.Typer(help="Runs of the lead agent, as the store has them.", no_args_is_help=True)
 
+RunId = Annotated[str, typer.Argument(help="The run's id.")]
 CANCEL_WAIT = 10.0
 """How long `delegate runs cancel` waits for a running run to record its cancellation."""
+FOLLOW_INTERVAL = 0.2
+"""How often `delegate runs events --follow` looks for new events in the store."""
+TEXT_DATA = 160
+"""Characters of an event's data shown on a line of `delegate runs events` (`--json` gives all)."""
 
 _STATUSES = ("running", "interrupted", "completed", "error", "cancelled", "aborted", "timed_out")
 _SHOWN = ", ".join(_STATUSES)
@@ -63,7 +74,7 @@ def runs_list(
 
 @runs_app.command("show")
 def runs_show(
-    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    run_id: RunId,
     workspace: Workspace = Path("."),
     db: Db = None,
     as_json: Annotated[bool, typer.Option("--json", help="The same JSON object as `delegate run --json`.")] = False,
@@ -86,9 +97,71 @@ def runs_show(
         typer.echo(result.final)
 
 
+@runs_app.command("events")
+def runs_events(
+    run_id: RunId,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON Lines, one event a line.")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Go on printing new events until the run ends (or its process dies).")
+    ] = False,
+) -> None:
+    """A run's events in order; --follow tails a live run, whichever process runs it."""
+    from .._follow import stored_events
+
+    store = open_store(workspace, db)
+    _known(store, run_id)
+    show = _json_line if as_json else _text_line
+    if not follow:
+        for seq, event in _all_events(store, run_id):
+            typer.echo(show(seq, event))
+        return
+
+    async def tail() -> None:
+        step = stored_events(store, run_id, 0)
+        while True:
+            found, done = await step()
+            for seq, event in found:
+                typer.echo(show(seq, event))
+            if done:
+                return
+            if not found:
+                await asyncio.sleep(FOLLOW_INTERVAL)
+
+    try:
+        asyncio.run(tail())
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+@runs_app.command("export")
+def runs_export(run_id: RunId, workspace: Workspace = Path("."), db: Db = None) -> None:
+    """The run, its subagent records and every event, as one JSON document."""
+    from .._runtime import stored_result
+
+    store = open_store(workspace, db)
+    run = _known(store, run_id)
+    result = stored_result(store, run_id)
+    assert result is not None
+    head = result.to_dict() | {
+        "prompt": run.prompt,
+        "model": run.model,
+        "created_at": run.created_at.isoformat(),
+        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
+        "uploaded_files": run.uploaded_files,
+    }
+    # Written as it is read, a page of events at a time: a run of any length is exported whole.
+    out = sys.stdout
+    out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "events": [')
+    for seq, event in _all_events(store, run_id):
+        out.write(("" if seq == 1 else ", ") + _json_line(seq, event))
+    out.write("]}\n")
+
+
 @runs_app.command("cancel")
 def runs_cancel(
-    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    run_id: RunId,
     workspace: Workspace = Path("."),
     db: Db = None,
 ) -> None:
@@ -117,3 +190,33 @@ def _summary(run: RunRow) -> dict[str, Any]:
         "created_at": run.created_at.isoformat(),
         "completed_at": run.completed_at.isoformat() if run.completed_at else None,
     }
+
+
+def _known(store: Store, run_id: str) -> RunRow:
+    run = store.get_run(run_id)
+    if run is None:
+        fail(f"no run {run_id!r}: list the runs with `delegate runs list`")
+    return run
+
+
+def _all_events(store: Store, run_id: str) -> Iterator[tuple[int, Event]]:
+    """Every stored event of the run with its number, read a page at a time."""
+    from .._follow import PAGE
+
+    seq = 0
+    while page := store.events(run_id, seq, PAGE):
+        for event in page:
+            seq += 1
+            yield seq, event
+
+
+def _json_line(seq: int, event: Event) -> str:
+    return json.dumps({"seq": seq, **event.to_dict()}, ensure_ascii=False)
+
+
+def _text_line(seq: int, event: Event) -> str:
+    """`seq time agent type data`, the data cut to one short line."""
+    at = datetime.fromtimestamp(event.ts, UTC).strftime("%H:%M:%S.%f")[:-3]
+    data = json.dumps(event.data, ensure_ascii=False).replace("\n", " ")
+    data = data if len(data) <= TEXT_DATA else data[: TEXT_DATA - 1] + "…"
+    return f"{seq:>5} {at} {event.agent_id} {event.type} {data}"

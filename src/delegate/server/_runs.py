@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._errors import UserError
 from .._events import Event
+from .._follow import stored_events
 from .._runtime import Runtime
 from .._store import RUN_LEASE_TTL, Store
 from ._auth import ApiError, UserId, app_store
@@ -217,7 +218,8 @@ class RunManager:
 
     async def take_over(self) -> list[str]:
         """Resume every interrupted run started by a server (oldest first): at start, and then
-        now and then, so on PostgreSQL a run whose server died is taken over by another one."""
+        now and then, so on PostgreSQL a run whose server died is taken over by another one (or
+        by a `delegate batch worker`, which runs this same manager for it)."""
         resumed: list[str] = []
         for run in await asyncio.to_thread(self.store.interrupted_runs):
             if run.user_id is None or run.id in self.live:
@@ -314,33 +316,8 @@ class RunManager:
 
     async def _follow_store(self, run_id: str, after: int) -> AsyncIterator[tuple[int, Event | None]]:
         """A run that is not live here (it ended, or another process runs it): poll the store."""
-        seq = after
-
-        async def step() -> tuple[list[tuple[int, Event]], bool]:
-            nonlocal seq
-            found: list[tuple[int, Event]] = []
-            for event in await asyncio.to_thread(self.store.events, run_id, seq, 500):  # a page at a time
-                seq += 1
-                found.append((seq, event))
-                if event.type == "run.completed":
-                    return found, True
-            if found:
-                return found, False  # read on at once
-            run = await asyncio.to_thread(self.store.get_run, run_id)
-            if run is not None and run.status == "interrupted" and seq >= run.event_count:
-                # its process died: say so, rather than keep the follower waiting for ever
-                return [(seq, interrupted_event(run_id))], True
-            return found, run is None or (run.status != "running" and seq >= run.event_count)
-
-        async for item in poll(step, interval=POLL_INTERVAL):
+        async for item in poll(stored_events(self.store, run_id, after), interval=POLL_INTERVAL):
             yield item if item is not None else (0, None)
-
-
-def interrupted_event(run_id: str) -> Event:
-    """The terminal event a follower gets for a run whose process died (not stored: the run may
-    be resumed, and go on with events numbered after the last stored one)."""
-    data = {"status": "interrupted", "final": "", "error": "the process running it stopped; it can be resumed"}
-    return Event(type="run.completed", run_id=run_id, agent_id="lead", data=data)
 
 
 def run_sse(seq: int, event: Event | None) -> bytes:

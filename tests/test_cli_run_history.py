@@ -1,0 +1,196 @@
+"""`delegate runs events` and `delegate runs export` through the real CLI, in subprocesses, against
+real stores: a run's events as text or JSON Lines, tailed live from another process until the
+run ends or its process dies, and the whole run as one JSON document."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delegate._store import Store
+from tests.durable_support import (
+    FINAL_ANSWER,
+    RUN_ARGS,
+    SUBAGENTS,
+    cli_env,
+    delegate,
+    keyed_responder,
+    only_run,
+    run_json,
+    wait_for,
+)
+from tests.loopback_openai import OpenAIServer
+
+
+@pytest.fixture
+def openai() -> Iterator[OpenAIServer]:
+    FINAL_ANSWER.set()
+    try:
+        with OpenAIServer(keyed_responder) as server:
+            yield server
+    finally:
+        FINAL_ANSWER.set()  # never leave a responder thread waiting
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(delegate(*args), env=env, capture_output=True, text=True, timeout=120)
+
+
+def _finished_run(openai: OpenAIServer, root: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    env = cli_env(openai.base_url)
+    result = run_json(_cli(env, "run", "write the notes", *RUN_ARGS, "-w", str(root)))
+    assert result["status"] == "completed"
+    return env, result
+
+
+def _stored(root: Path, run_id: str) -> list[dict[str, Any]]:
+    with Store.for_workspace(root) as store:
+        return [{"seq": n, **e.to_dict()} for n, e in enumerate(store.events(run_id), 1)]
+
+
+def test_runs_events_prints_a_run_s_events_in_order_as_json_lines_or_one_line_each(
+    openai: OpenAIServer, tmp_path: Path
+) -> None:
+    env, result = _finished_run(openai, tmp_path)
+    proc = _cli(env, "runs", "events", result["run_id"], "--json", "-w", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events == _stored(tmp_path, result["run_id"])
+    assert events[0]["type"] == "run.started" and events[-1]["type"] == "run.completed"
+    assert sum(e["type"] == "subagent.completed" for e in events) == SUBAGENTS
+    text = _cli(env, "runs", "events", result["run_id"], "-w", str(tmp_path))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [str(e["seq"]) for e in events]
+    assert [line.split()[3] for line in lines] == [e["type"] for e in events]
+    assert lines[-1].split()[2] == "lead" and '"status": "completed"' in lines[-1]
+
+
+def test_runs_export_is_the_run_its_subagents_and_every_event_in_one_json_document(
+    openai: OpenAIServer, tmp_path: Path
+) -> None:
+    env, result = _finished_run(openai, tmp_path)
+    proc = _cli(env, "runs", "export", result["run_id"], "-w", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    exported = json.loads(proc.stdout)
+    shown = run_json(_cli(env, "runs", "show", result["run_id"], "--json", "-w", str(tmp_path)))
+    assert {k: v for k, v in exported.items() if k in shown} == shown  # what `runs show --json` prints
+    assert (exported["prompt"], exported["model"]) == ("write the notes", "openai:m")
+    assert exported["completed_at"] >= exported["created_at"]
+    assert len(exported["subagents"]) == SUBAGENTS and exported["final"] == result["final"]
+    assert exported["events"] == _stored(tmp_path, result["run_id"])
+
+
+def test_runs_events_and_export_of_an_unknown_run_say_how_to_find_one(tmp_path: Path) -> None:
+    env = cli_env("http://127.0.0.1:9")
+    for command in ("events", "export"):
+        proc = _cli(env, "runs", command, "run_nope", "-w", str(tmp_path))
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == "error: no run 'run_nope': list the runs with `delegate runs list`"
+        assert proc.stdout == ""
+
+
+class _Lines:
+    """The lines a process prints, read by a thread, so a test waits on them with a deadline."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with self.proc.stdout:
+            for line in self.proc.stdout:
+                self.lines.put(line)
+        self.lines.put(None)
+
+    def until(self, condition: Any, timeout: float = 60) -> list[dict[str, Any]]:
+        """Events read until one meets `condition` (included)."""
+        seen: list[dict[str, Any]] = []
+        while True:
+            line = self.lines.get(timeout=timeout)
+            assert line is not None, f"the follower ended after {seen}"
+            seen.append(json.loads(line))
+            if condition(seen[-1]):
+                return seen
+
+    def rest(self) -> list[dict[str, Any]]:
+        """Every event printed until the follower ends."""
+        seen: list[dict[str, Any]] = []
+        while (line := self.lines.get(timeout=60)) is not None:
+            seen.append(json.loads(line))
+        return seen
+
+
+def _follow(env: dict[str, str], store: Store, root: Path) -> tuple[subprocess.Popen[str], _Lines, str]:
+    """Start `delegate run` (it waits before its last answer) and a follower of its run."""
+    FINAL_ANSWER.clear()
+    run = subprocess.Popen(
+        delegate("run", "write the notes", *RUN_ARGS, "-w", str(root)),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    run_id = wait_for(lambda: (r := only_run(store)) is not None and r.id, what="the run to be recorded")
+    follower = subprocess.Popen(
+        delegate("runs", "events", run_id, "--json", "--follow", "-w", str(root)),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    return run, _Lines(follower), run_id
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    with Store.open(store_url) as opened:
+        yield opened
+
+
+def test_runs_events_follow_tails_a_run_of_another_process_until_it_ends(
+    openai: OpenAIServer, store: Store, store_url: str, tmp_path: Path
+) -> None:
+    env = cli_env(openai.base_url, db=store_url)
+    run, lines, run_id = _follow(env, store, tmp_path)
+    try:
+        early = lines.until(lambda e: e["type"] == "subagent.completed")
+        current = store.get_run(run_id)
+        assert current is not None and current.status == "running"  # printed while the run goes on
+        FINAL_ANSWER.set()
+        events = early + lines.rest()
+    finally:
+        FINAL_ANSWER.set()
+        assert run.wait(timeout=120) == 0
+    assert lines.proc.wait(timeout=30) == 0
+    assert events[-1]["type"] == "run.completed" and events[-1]["data"]["status"] == "completed"
+    assert events == [{"seq": n, **e.to_dict()} for n, e in enumerate(store.events(run_id), 1)]
+
+
+def test_runs_events_follow_ends_with_interrupted_when_the_run_s_process_dies(
+    openai: OpenAIServer, store: Store, store_url: str, tmp_path: Path
+) -> None:
+    env = cli_env(openai.base_url, db=store_url)
+    run, lines, run_id = _follow(env, store, tmp_path)
+    try:
+        early = lines.until(lambda e: e["type"] == "subagent.completed")
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+        events = early + lines.rest()
+    finally:
+        FINAL_ANSWER.set()
+    assert lines.proc.wait(timeout=30) == 0
+    last = events[-1]
+    assert (last["type"], last["data"]["status"]) == ("run.completed", "interrupted")
+    stored = [{"seq": n, **e.to_dict()} for n, e in enumerate(store.events(run_id), 1)]
+    assert events[:-1] == stored  # every stored event, then the terminal one (not stored)

@@ -1,0 +1,99 @@
+"""What a run was started with besides its prompt and model (its uploaded files, its run-wide
+budgets) it keeps when it is resumed after its process died."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from delegate import RunResult, Runtime
+from delegate._store import RunRow, Store
+from delegate.models import ModelRequest, ModelResponse
+from delegate.testing import FunctionModel, call, reply
+from tests.durable_support import wait_for
+
+UPLOADS = [{"filename": "q3.csv", "path": "uploads/q3.csv", "size": 2048, "content_type": "text/csv"}]
+FIRST_PROCESS = """
+import asyncio, json, sys
+from delegate import Runtime
+from delegate.testing import FunctionModel, call
+
+async def answer(request):
+    if not any(m.role == "assistant" for m in request.messages):
+        return call("write_file", path="started.txt", content="x")
+    await asyncio.Event().wait()  # killed here, its first answer and tool result recorded
+
+runtime = Runtime(model=FunctionModel(answer), workspace=sys.argv[1], store=sys.argv[2])
+runtime.run_sync("look at my uploads", uploaded_files=json.loads(sys.argv[3]), max_requests=json.loads(sys.argv[4]))
+"""
+
+
+def lists_the_uploads(request: ModelRequest) -> ModelResponse:
+    """After the replayed first turn: list the uploads if the tool is offered, then say what it saw."""
+    last = request.messages[-1]
+    if last.role == "tool" and last.tool_results[0].name == "write_file":
+        tools = {t.name for t in request.tools}
+        return call("list_uploaded_files") if "list_uploaded_files" in tools else reply("no uploads tool")
+    return reply(last.tool_results[0].content)
+
+
+def _killed_after_its_first_turn(store_url: str, workspace: Path, uploads: str, max_requests: str = "null") -> RunRow:
+    """Start the run in a process of its own with `uploads` and `max_requests` (JSON), SIGKILL it
+    once its first turn is recorded; the run as stored then."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", FIRST_PROCESS, str(workspace), store_url, uploads, max_requests],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    with Store.open(store_url) as store:
+        try:
+            found = wait_for(
+                lambda: (runs := store.list_runs(None)) and len(store.checkpoints(runs[0].id)) >= 2 and runs[0],
+                what="the first turn's checkpoints",
+            )
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+        run = store.get_run(found.id)
+    assert run is not None and run.status == "interrupted"
+    return run
+
+
+def _resumed(store_url: str, workspace: Path, run_id: str) -> RunResult:
+    async def resume() -> RunResult:
+        async with Runtime(model=FunctionModel(lists_the_uploads), workspace=workspace, store=store_url) as runtime:
+            return await runtime.resume(run_id)
+
+    return asyncio.run(resume())
+
+
+def test_a_resumed_run_offers_the_files_it_was_started_with(store_url: str, tmp_path: Path) -> None:
+    run = _killed_after_its_first_turn(store_url, tmp_path, json.dumps(UPLOADS))
+    assert run.uploaded_files == UPLOADS
+    assert _resumed(store_url, tmp_path, run.id).final == "- q3.csv (2,048 bytes, text/csv) at uploads/q3.csv"
+
+
+def test_a_run_started_without_uploads_resumes_without_the_uploads_tool(store_url: str, tmp_path: Path) -> None:
+    run = _killed_after_its_first_turn(store_url, tmp_path, "null")
+    assert run.uploaded_files is None
+    assert _resumed(store_url, tmp_path, run.id).final == "no uploads tool"
+
+
+def test_a_run_started_with_an_empty_upload_list_resumes_with_the_uploads_tool(store_url: str, tmp_path: Path) -> None:
+    run = _killed_after_its_first_turn(store_url, tmp_path, "[]")
+    assert run.uploaded_files == []
+    assert _resumed(store_url, tmp_path, run.id).final == "No files have been uploaded in this conversation."
+
+
+def test_a_resumed_run_keeps_the_request_budget_it_was_started_with(store_url: str, tmp_path: Path) -> None:
+    """Started with `max_requests=2` (as `POST /runs` does), it made one request before it was
+    killed; resumed by a runtime with no budget of its own, it may make one more, not three."""
+    run = _killed_after_its_first_turn(store_url, tmp_path, json.dumps(UPLOADS), max_requests="2")
+    assert (run.token_budget, run.max_requests) == (None, 2)
+    result = _resumed(store_url, tmp_path, run.id)
+    assert (result.status, result.stop_reason) == ("aborted", "run_max_requests")
+    assert result.final == ""
