@@ -135,7 +135,7 @@ def test_post_runs_takes_both_budgets(tmp_path: Path, store: Store) -> None:
             run = api.get(f"/runs/{run_id}").json()
             refused = api.post("/runs", json={"prompt": "go", "token_budget": 0})
         asyncio.run(model.aclose())
-    assert run["status"] == "aborted"
+    assert (run["status"], run["stop_reason"]) == ("aborted", "run_max_requests")
     assert {s["stop_reason"] for s in run["subagents"]} == {"run_max_requests"}
     assert len(upstream.requests) == 3
     assert refused.status_code == 422 and "token_budget" in refused.text

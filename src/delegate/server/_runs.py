@@ -346,6 +346,8 @@ def run_json(store: Store, run_id: str, user_id: str) -> dict[str, Any] | None:
         "prompt": run.prompt,
         "model": run.model,
         "final": run.final,
+        "stop_reason": run.stop_reason,
+        "steps": run.steps,
         "error": run.error,
         "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
         "created_at": run.created_at.isoformat(),
