@@ -129,6 +129,12 @@ def test_a_batch_with_an_unknown_model_is_refused(alice: httpx2.Client) -> None:
     assert alice.get("/batches").json()["batches"] == []
 
 
+def test_a_batch_may_name_its_model_by_an_alias_as_definitions_do(alice: httpx2.Client) -> None:
+    response = alice.post("/batches", json={"subagent_type": "explore", "items": items(1), "model": "sonnet"})
+    assert response.status_code in (200, 201), response.text
+    assert [b["id"] for b in alice.get("/batches").json()["batches"]] == [response.json()["id"]]
+
+
 def test_pause_resume_and_cancel_change_the_batch_and_a_cancelled_batch_stays_so(alice: httpx2.Client) -> None:
     batch_id = submit(alice)["id"]
     assert alice.post(f"/batches/{batch_id}/pause").json()["status"] == "paused"

@@ -43,7 +43,7 @@ from .._store import Store, StoreBusyError
 from .._tracing import flush as flush_traces
 from .._workspace import CommandPolicy
 from ..mcp import MCPServerConfig
-from ..models import PROVIDERS, Model, resolve_model
+from ..models import PROVIDERS, Model, ModelAliases, resolve_model
 from ._auth import ApiError, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
@@ -155,7 +155,7 @@ def create_app(
         store,
         runtime_for=runtime_for,
         known_types=usable_types,
-        check_model=_model_checker(settings.model),
+        check_model=_model_checker(settings.model, ModelAliases.load(operator.root, operator.model_aliases)),
         max_prompt_chars=settings.limits.max_prompt_chars,
     )
 
@@ -241,13 +241,16 @@ _PAGE_HEADERS = {
 }
 
 
-def _model_checker(default: str | Model | ModelFactory | None) -> Callable[[str], None]:
-    """A check that raises `UserError` unless a model string names a model this server can build."""
+def _model_checker(default: str | Model | ModelFactory | None, aliases: ModelAliases) -> Callable[[str], None]:
+    """A check that raises `UserError` unless a model string names a model this server can build
+    (an alias such as `sonnet` counts as the model it stands for, as in definitions)."""
 
     def check(spec: str) -> None:
         if callable(default) and not isinstance(default, Model):
             default(spec)
             return
+        with contextlib.suppress(UserError):  # not an alias: the checks below say what is wrong
+            spec = aliases.resolve(spec)[0]
         provider, _, name = spec.partition(":")
         if not (provider in PROVIDERS and (name or provider == "local")):
             resolve_model(spec)  # raises the error that says what to fix; a good spec builds no client
