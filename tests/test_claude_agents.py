@@ -76,10 +76,11 @@ def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path, cle
         "claude-sonnet-4-5-20250929",
     )
     assert reviewer.permission_mode == "acceptEdits"
+    assert reviewer.command_rules.to_dict() == {"allow": ["git diff:*"], "deny": []}
     assert set(reasons(catalogue, "code-reviewer.md")) >= {
-        "tool 'Bash(git diff:*)': the pattern is not enforced; it gets Bash",
         "tool(s) delegate cannot serve: WebFetch, WebSearch, TodoWrite; it runs without them",
     }
+    assert not any("Bash" in reason for reason in reasons(catalogue, "code-reviewer.md"))
     architect = catalogue.definitions["architect"]  # permissionMode: plan means read-only tools
     assert architect.tools == ["read_file", "list_dir", "find_files", "grep"]
     assert architect.extra == {"category": "engineering", "version": 1.2}
@@ -244,9 +245,12 @@ def test_agents_show_prints_a_definition_as_resolved(workspace: Path) -> None:
     assert row["tools"] == ["read_file", "grep", "find_files", "bash"]
     assert row["unavailable_tools"] == ["WebFetch", "WebSearch", "TodoWrite"]
     assert (row["max_steps"], row["timeout"]) == (12, 600.0)
-    assert len(row["warnings"]) == 3
+    assert row["command_rules"] == {"allow": ["git diff:*"], "deny": []}
+    assert len(row["warnings"]) == 2
     shown = run_cli(["agents", "show", "seo-meta-optimizer", "--model-alias", "sonnet=openai:gpt-4.1"], workspace)
     assert "model:             sonnet → openai:gpt-4.1" in shown.stdout
+    reviewer = run_cli(["agents", "show", "code-reviewer"], workspace)
+    assert "commands allowed:  git diff:*" in reviewer.stdout
     missing = run_cli(["agents", "show", "nope"], workspace)
     assert missing.returncode == 2 and "no subagent type 'nope'; available: general-purpose" in missing.stderr
 
@@ -362,3 +366,46 @@ def test_an_empty_tools_line_inherits_as_claude_code_does(tmp_path: Path) -> Non
     (agents / "b.md").write_text("---\nname: b\ndescription: Strict YAML.\ntools:\n---\n")
     catalogue = Catalogue.build(workspace=tmp_path)
     assert (catalogue.definitions["a"].tools, catalogue.definitions["b"].tools) == (None, None)
+
+
+async def test_bash_rules_of_a_claude_type_decide_which_commands_it_may_run(tmp_path: Path) -> None:
+    from delegate.models import ModelRequest, ModelResponse
+    from delegate.testing import FunctionModel, call, reply
+
+    agents = tmp_path / ".claude/agents"
+    agents.mkdir(parents=True)
+    (agents / "echoer.md").write_text(
+        "---\nname: echoer\ndescription: Echoes.\ntools: Read, Bash(echo:*), Bash(printf ok)\n"
+        "disallowedTools: Bash(echo secret:*)\n---\nEcho.\n"
+    )
+    commands = [
+        "echo hi && printf ok",  # each part allowed
+        "echo hi; ls",  # ls is not
+        "echo secret plans",  # refused by the deny rule
+        "echo $(id)",  # cannot be checked
+    ]
+    outputs: list[str] = []
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if request.system.startswith(LEAD_INSTRUCTIONS):
+            if len(request.messages) == 1:
+                return call("task", subagent_type="echoer", description="echo", prompt="Echo.")
+            return reply("done")
+        done = len(outputs)
+        if done:
+            outputs[-1] = request.messages[-1].tool_results[0].content
+        if done == len(commands):
+            return call("complete", summary="echoed")
+        outputs.append("")
+        return call("bash", command=commands[done])
+
+    async with Runtime(model=FunctionModel(answer), workspace=tmp_path, allow_commands=True, store=False) as rt:
+        await rt.run("Echo.")
+    assert outputs[0].startswith("hi\nok")
+    assert outputs[1] == (
+        "Error: the command was not run: 'ls' is not among the commands this subagent type may run: "
+        "Bash(echo:*), Bash(printf ok)"
+    )
+    assert outputs[2].endswith("'echo secret plans' is refused by this subagent type's rule Bash(echo secret:*)")
+    assert "command substitution" in outputs[3]
+    assert not (tmp_path / "secret").exists()

@@ -225,3 +225,31 @@ async def test_commands_see_only_allowed_variables_and_never_the_runtimes_creden
     assert "sk-secret" not in result.output and "u:p@h/db" not in result.output
     assert "hidden-value" not in result.output
     assert "sk-secret" not in result.output and "u:p@h/db" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        ("git diff --stat", True),
+        ("git diff", True),
+        ("git diffx", False),  # a prefix rule matches whole words
+        ("npm test", True),
+        ("npm test -- -x", False),  # an exact rule matches only itself
+        ("npm run build", True),  # a `*` pattern matches the whole command
+        ("git diff && npm test", True),
+        ("git diff; rm -rf src", False),  # every part of a line must be allowed
+        ("git diff | rm -rf src", False),
+        ("git diff 2>&1 > out.txt", True),  # a redirection is not a separator
+        ('git diff "a;b"', True),  # nor is a quoted `;`
+        ("git diff $(rm -rf src)", False),  # substitution cannot be checked
+        ("git diff `rm -rf src`", False),
+        ("X=1 git diff", False),
+        ("$GIT diff", False),
+        ("git diff 'unclosed", False),
+    ],
+)
+def test_command_rules_allow_only_lines_whose_every_command_matches(command: str, allowed: bool) -> None:
+    from delegate._command_rules import CommandRules
+
+    rules = CommandRules(allow=("git diff:*", "npm test", "npm run *"))
+    assert (rules.refusal(command) is None) == allowed

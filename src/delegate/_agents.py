@@ -27,6 +27,7 @@ from typing import Any, Literal, cast
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ._command_rules import CommandRules
 from ._errors import UserError
 from ._frontmatter import CatalogueWarning, Unreadable, read_front_matter
 from ._record import ResultSchema
@@ -59,6 +60,9 @@ CLAUDE_UNSERVED = frozenset({
     "ReadMcpResourceTool",
 })  # fmt: skip
 """Claude Code's tools that delegate has no counterpart for: listed in a warning, never served."""
+
+_BASH_RULE = re.compile(r"Bash\((.*)\)", re.DOTALL)
+"""A `Bash(...)` entry of a tool list: its rule is group 1."""
 
 PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk"]
 PERMISSION_MODES: tuple[str, ...] = ("default", "acceptEdits", "bypassPermissions", "plan", "dontAsk")
@@ -97,6 +101,8 @@ class Subagent:
     """Servers this type defines itself (`.mcp.json` entries), started for it alone; honoured only
     from what agents cannot write (code, `--agents` folders outside the workspace)."""
     permission_mode: str | None = None
+    command_rules: CommandRules = field(default_factory=CommandRules)
+    """The `Bash(...)` rules of its `tools` (what it may run) and `disallowedTools` (what it may not)."""
     unavailable_tools: list[str] = field(default_factory=list[str])
     """Tools its file names that delegate cannot serve (Claude's `WebFetch`, ...)."""
     model_fallback: bool = False
@@ -128,6 +134,7 @@ class Subagent:
             "skills": self.skills,
             "mcp_servers": self.mcp_servers,
             "permission_mode": self.permission_mode,
+            "command_rules": self.command_rules.to_dict(),
             "project_context": self.project_context,
             "requires_commands": self.requires_commands,
             "first_tool_choice": self.first_tool_choice,
@@ -264,6 +271,11 @@ def load_definition(path: Path, *, claude: bool = False, name: str | None = None
         warnings.append(CatalogueWarning(shown, f"unknown field(s) {', '.join(sorted(extra))}: kept, not used"))
     tools, unavailable = _map_tools(parsed.tools, shown, warnings, claude=claude)
     disallowed = _map_tools(parsed.disallowed_tools, shown, [], claude=False)[0] or []
+    allow, deny = _bash_rules(parsed.tools), _bash_rules(parsed.disallowed_tools)
+    if _names_bash(parsed.tools):
+        allow = ()  # plain Bash allows every command
+    if deny and not _names_bash(parsed.disallowed_tools):
+        disallowed.remove("bash")  # a rule refuses some commands, not the tool
     if parsed.permission_mode == "plan":
         tools = [t for t in (tools if tools is not None else READ_ONLY_TOOLS) if t in READ_ONLY_TOOLS]
     if unavailable:
@@ -289,6 +301,7 @@ def load_definition(path: Path, *, claude: bool = False, name: str | None = None
             mcp_servers=[*parsed.mcp_servers, *inline],
             mcp_inline=inline,
             permission_mode=parsed.permission_mode,
+            command_rules=CommandRules(allow=allow, deny=deny),
             unavailable_tools=unavailable,
             extra=extra,
             warnings=warnings,
@@ -356,18 +369,33 @@ def _inline_servers(
     return inline
 
 
+def _bash_rules(names: list[str] | None) -> tuple[str, ...]:
+    """The rules inside each `Bash(...)` of a tool list, in order."""
+    return tuple(
+        rule
+        for name in names or ()
+        if (match := _BASH_RULE.fullmatch(name.strip())) and (rule := match.group(1).strip())
+    )
+
+
+def _names_bash(names: list[str] | None) -> bool:
+    """Whether a tool list names the bash tool itself (`Bash` or `bash`), not a rule of it."""
+    return any(CLAUDE_TOOL_NAMES.get(name.strip(), name.strip()) == "bash" for name in names or ())
+
+
 def _map_tools(
     names: list[str] | None, shown: str, warnings: list[CatalogueWarning], *, claude: bool
 ) -> tuple[list[str] | None, list[str]]:
     """Claude Code's tool names mapped to delegate's; `(tools, unavailable)`. A Claude name with a
-    pattern (`Bash(git:*)`) maps to its tool, with a warning that the pattern is not enforced."""
+    pattern maps to its tool: `Bash(git diff:*)` is enforced (see `_bash_rules`), other tools'
+    patterns are not, with a warning."""
     if names is None:
         return None, []
     tools: list[str] = []
     unavailable: list[str] = []
     for written in names:
         base = written.split("(", 1)[0].strip()
-        if base != written:
+        if base != written and not _BASH_RULE.fullmatch(written.strip()):
             warnings.append(CatalogueWarning(shown, f"tool {written!r}: the pattern is not enforced; it gets {base}"))
         mapped = CLAUDE_TOOL_NAMES.get(base, base)
         if base in CLAUDE_UNSERVED or (claude and mapped not in BUILTIN_TOOLS and not base.startswith("mcp__")):

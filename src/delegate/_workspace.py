@@ -19,6 +19,7 @@ import posixpath
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from ._command_rules import CommandRules
 from ._errors import UserError, WorkspaceError
 
 HIDDEN = (".delegate",)
@@ -43,13 +44,15 @@ class CommandPolicy:
 
     `network` lets commands reach the network; `env` names variables of ours they may see besides
     `COMMAND_ENV`; `sandbox=False` runs them unconfined, as the operator's own user (say so loudly).
-    `bwrap` is the bubblewrap program (a name looked up on PATH, or a path).
+    `bwrap` is the bubblewrap program (a name looked up on PATH, or a path). `rules` are the
+    `Bash(...)` rules of the subagent type that runs the commands (see `_command_rules.py`).
     """
 
     sandbox: bool = True
     network: bool = False
     env: tuple[str, ...] = ()
     bwrap: str = "bwrap"
+    rules: CommandRules = field(default_factory=CommandRules)
 
 
 @dataclass(frozen=True, slots=True)

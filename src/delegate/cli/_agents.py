@@ -121,6 +121,11 @@ def _lines(row: dict[str, Any]) -> list[tuple[str, str]]:
         ("permission mode", row["permission_mode"] or "default"),
         ("project context", "yes" if row["project_context"] else "no"),
     ]
+    rules = row["command_rules"]
+    if rules["allow"]:
+        lines.append(("commands allowed", ", ".join(rules["allow"])))
+    if rules["deny"]:
+        lines.append(("commands refused", ", ".join(rules["deny"])))
     if row["extra"]:
         lines.append(("other fields", ", ".join(f"{k}={v!r}" for k, v in row["extra"].items())))
     lines += [

@@ -15,7 +15,7 @@ import difflib
 import itertools
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
@@ -248,10 +248,13 @@ class SubagentRunner:
             model=model.name,
             seq=seq,
         )
+        workspace = self.workspace
+        if definition.command_rules:  # its Bash(...) rules, for its commands only
+            workspace = replace(workspace, commands=replace(workspace.commands, rules=definition.command_rules))
         ctx = ToolContext(
             run_id=self.run_id,
             agent_id=agent_id,
-            workspace=self.workspace,
+            workspace=workspace,
             emit=self.emit,
             parent_agent_id=parent.agent_id,
             parent_tool_call_id=tool_call_id,

@@ -66,6 +66,9 @@ async def bash(
     """
     if not ctx.workspace.allow_commands:
         raise ToolError("commands are not allowed in this workspace; the runtime must allow them (--allow-commands)")
+    refusal = ctx.workspace.commands.rules.refusal(command)
+    if refusal is not None:
+        raise ToolError(f"the command was not run: {refusal}")
     result = await run_command(command, ctx.workspace, timeout=timeout)
     output = result.output or "(no output)"
     if result.timed_out:
