@@ -16,7 +16,8 @@ import sqlalchemy as sa
 
 from delegate import Event, Usage, UserError
 from delegate._record import Artifact, Skipped, TaskOutput
-from delegate._store import CORE_MIGRATIONS, Checkpoint, Migration, Store, StoreError, _metadata
+from delegate._store import Checkpoint, Migration, Store, StoreError
+from delegate._store._schema import CORE_MIGRATIONS, _metadata
 
 CORE = [m.name for m in CORE_MIGRATIONS]
 

@@ -20,7 +20,7 @@ import httpx2
 import pytest
 import sqlalchemy as sa
 
-import delegate._store
+import delegate._store._db
 from delegate._store import Store
 from delegate.batch import Batches
 from delegate.models import _local
@@ -38,8 +38,8 @@ sys.stdin.read()
 @pytest.fixture
 def short_lock_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """The store waits 3 s for a lock (10 s by default), so the test does not take 10 s."""
-    monkeypatch.setattr(delegate._store, "SQLITE_BUSY_TIMEOUT_MS", 3000)
-    monkeypatch.setattr(delegate._store, "LOCK_TIMEOUT_MS", 3000)
+    monkeypatch.setattr(delegate._store._db, "SQLITE_BUSY_TIMEOUT_MS", 3000)
+    monkeypatch.setattr(delegate._store._db, "LOCK_TIMEOUT_MS", 3000)
 
 
 @pytest.fixture

@@ -1,0 +1,274 @@
+"""The store's schema: the core tables as the queries use them, the frozen `0001_core` tables, and
+the core migrations that take a database from one to the other (`Store.migrate` runs them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One named schema step. `apply` runs inside the migration transaction; never edit a released one."""
+
+    name: str
+    apply: Callable[[Connection], None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema. `_core_tables` is the schema the queries (`_store.py`, `_db.py`) use, and migration 0001
+# creates it. When a later migration changes a table, first copy today's function into 0001 so it
+# stays frozen (on a fresh database 0001 runs before the change; the tests fail loudly if this is
+# forgotten).
+
+
+def _core_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table, sa.Table]:
+    text = sa.Text  # every column without nullable=False may hold NULL
+    users = sa.Table(
+        "users",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("name", text, nullable=False, unique=True),
+        sa.Column("token_hash", text, nullable=False, unique=True),
+        sa.Column("created_at", text, nullable=False),
+        # Added by core.0003_user_tokens: when the current token was made; set while revoked.
+        sa.Column("token_created_at", text),
+        sa.Column("revoked_at", text),
+    )
+    runs = sa.Table(
+        "runs",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("user_id", text, sa.ForeignKey("users.id")),
+        sa.Column("prompt", text, nullable=False),
+        sa.Column("model", text, nullable=False),
+        sa.Column("status", text, nullable=False),
+        sa.Column("final", text),
+        sa.Column("usage", text, nullable=False),
+        sa.Column("error", text),
+        sa.Column("created_at", text, nullable=False),
+        sa.Column("completed_at", text),
+        sa.Column("workspace", text),
+        # The number of the run's last event: bumped by each add_events, which takes the run's row
+        # lock doing so, so concurrent writers on PostgreSQL number a run's events in turn.
+        sa.Column("event_count", sa.Integer, nullable=False, server_default="0"),
+        sa.Index("runs_by_user", "user_id", "created_at"),
+    )
+    events = sa.Table(
+        "events",
+        metadata,
+        # BIGINT on PostgreSQL; on SQLite only INTEGER PRIMARY KEY is the autoincrementing rowid.
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("seq", sa.Integer, nullable=False),
+        sa.Column("type", text, nullable=False),
+        sa.Column("ts", sa.Double, nullable=False),
+        sa.Column("agent_id", text, nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("tool_call_id", text),
+        sa.Column("data", text, nullable=False),
+        sa.UniqueConstraint("run_id", "seq", name="events_run_seq"),
+    )
+    subagents = sa.Table(
+        "subagents",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("type", text, nullable=False),
+        sa.Column("description", text, nullable=False),
+        sa.Column("tool_call_id", text),
+        sa.Column("status", text, nullable=False),
+        sa.Column("stop_reason", text),
+        sa.Column("steps", sa.Integer, nullable=False),
+        sa.Column("usage", text, nullable=False),
+        sa.Column("summary", text, nullable=False),
+        sa.Column("artifacts", text, nullable=False),
+        sa.Column("skipped", text, nullable=False),
+        sa.Column("acceptance", text, nullable=False),
+        sa.Column("error", text),
+        sa.Column("started_at", text, nullable=False),
+        sa.Column("completed_at", text),
+        # Added by 0002_subagent_results: the model, the typed result (JSON), the file holding the
+        # whole result, and the place in the order the lead called the run's subagents.
+        sa.Column("model", text),
+        sa.Column("result", text),
+        sa.Column("result_file", text),
+        sa.Column("seq", sa.Integer),
+        sa.Index("subagents_by_run", "run_id", "started_at"),
+    )
+    return users, runs, events, subagents
+
+
+def _core_tables_0001(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table, sa.Table]:
+    """The schema as `0001_core` created it (frozen)."""
+    text = sa.Text
+    users = sa.Table(
+        "users",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("name", text, nullable=False, unique=True),
+        sa.Column("token_hash", text, nullable=False, unique=True),
+        sa.Column("created_at", text, nullable=False),
+    )
+    runs = sa.Table(
+        "runs",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("user_id", text, sa.ForeignKey("users.id")),
+        sa.Column("prompt", text, nullable=False),
+        sa.Column("model", text, nullable=False),
+        sa.Column("status", text, nullable=False),
+        sa.Column("final", text),
+        sa.Column("usage", text, nullable=False),
+        sa.Column("error", text),
+        sa.Column("created_at", text, nullable=False),
+        sa.Column("completed_at", text),
+        sa.Column("workspace", text),
+        # The number of the run's last event: bumped by each add_events, which takes the run's row
+        # lock doing so, so concurrent writers on PostgreSQL number a run's events in turn.
+        sa.Column("event_count", sa.Integer, nullable=False, server_default="0"),
+        sa.Index("runs_by_user", "user_id", "created_at"),
+    )
+    events = sa.Table(
+        "events",
+        metadata,
+        # BIGINT on PostgreSQL; on SQLite only INTEGER PRIMARY KEY is the autoincrementing rowid.
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("seq", sa.Integer, nullable=False),
+        sa.Column("type", text, nullable=False),
+        sa.Column("ts", sa.Double, nullable=False),
+        sa.Column("agent_id", text, nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("tool_call_id", text),
+        sa.Column("data", text, nullable=False),
+        sa.UniqueConstraint("run_id", "seq", name="events_run_seq"),
+    )
+    subagents = sa.Table(
+        "subagents",
+        metadata,
+        sa.Column("id", text, primary_key=True),
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("type", text, nullable=False),
+        sa.Column("description", text, nullable=False),
+        sa.Column("tool_call_id", text),
+        sa.Column("status", text, nullable=False),
+        sa.Column("stop_reason", text),
+        sa.Column("steps", sa.Integer, nullable=False),
+        sa.Column("usage", text, nullable=False),
+        sa.Column("summary", text, nullable=False),
+        sa.Column("artifacts", text, nullable=False),
+        sa.Column("skipped", text, nullable=False),
+        sa.Column("acceptance", text, nullable=False),
+        sa.Column("error", text),
+        sa.Column("started_at", text, nullable=False),
+        sa.Column("completed_at", text),
+        sa.Index("subagents_by_run", "run_id", "started_at"),
+    )
+    return users, runs, events, subagents
+
+
+def _lease_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0004 adds to `runs`: the lease of the process running it, and
+    how the lead ended (with `final`, what `delegate run --json` prints)."""
+    return [
+        sa.Column("owner", sa.Text),
+        sa.Column("heartbeat_at", sa.Text),
+        sa.Column("cancel_requested", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("stop_reason", sa.Text),
+        sa.Column("steps", sa.Integer, nullable=False, server_default="0"),
+    ]
+
+
+def _resume_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0005 adds to `runs`: what the run was started with besides its
+    prompt and model, for its resume: its uploaded files (JSON, NULL: none) and run-wide budgets."""
+    return [
+        sa.Column("uploaded_files", sa.Text),
+        sa.Column("token_budget", sa.BigInteger),
+        sa.Column("max_requests", sa.BigInteger),
+    ]
+
+
+def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
+    """What a run did so far, for resuming it: one row per model answer, tool result or subagent."""
+    return sa.Table(
+        "checkpoints",
+        metadata,
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+        sa.Column("run_id", sa.Text, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("kind", sa.Text, nullable=False),
+        sa.Column("key", sa.Text, nullable=False),
+        sa.Column("data", sa.Text, nullable=False),
+        sa.UniqueConstraint("run_id", "kind", "key", name="checkpoints_run_key"),
+    )
+
+
+_metadata = sa.MetaData()
+users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
+for _column in [*_lease_columns(), *_resume_columns()]:
+    runs_table.append_column(_column)
+checkpoints_table = _checkpoint_table(_metadata)
+migrations_table = sa.Table(
+    "migrations",
+    sa.MetaData(),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("applied_at", sa.Text, nullable=False),
+)
+
+
+def _m0001_core(conn: Connection) -> None:
+    metadata = sa.MetaData()
+    _core_tables_0001(metadata)
+    metadata.create_all(conn)
+
+
+def _m0002_subagent_results(conn: Connection) -> None:
+    for column in ("model TEXT", "result TEXT", "result_file TEXT", "seq INTEGER"):
+        conn.execute(sa.text(f"ALTER TABLE subagents ADD COLUMN {column}"))
+
+
+def _m0003_user_tokens(conn: Connection) -> None:
+    """Tokens that can be revoked and replaced: when the current token was made, and whether the
+    user is revoked (`delegate users revoke|token`)."""
+    conn.exec_driver_sql("ALTER TABLE users ADD COLUMN token_created_at TEXT")
+    conn.exec_driver_sql("ALTER TABLE users ADD COLUMN revoked_at TEXT")
+    conn.execute(users_table.update().values(token_created_at=users_table.c.created_at))
+
+
+claim_event_numbers = (
+    runs_table.update()
+    .where(runs_table.c.id == sa.bindparam("run_id"))
+    .values(event_count=runs_table.c.event_count + sa.bindparam("n"))
+    .returning(runs_table.c.event_count)
+)
+"""Reserve `n` event numbers of a run; returns the last one (None for an unknown run)."""
+
+
+def _m0004_run_leases(conn: Connection) -> None:
+    for column in _lease_columns():
+        default = f" DEFAULT {column.server_default.arg} NOT NULL" if column.server_default is not None else ""  # type: ignore[attr-defined]
+        conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}{default}")
+    metadata = sa.MetaData()
+    sa.Table("runs", metadata, sa.Column("id", sa.Text, primary_key=True))  # for the foreign key
+    _checkpoint_table(metadata).create(conn)
+
+
+def _m0005_run_resume_inputs(conn: Connection) -> None:
+    for column in _resume_columns():
+        conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
+CORE_MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_core", _m0001_core),
+    Migration("core.0002_subagent_results", _m0002_subagent_results),
+    Migration("core.0003_user_tokens", _m0003_user_tokens),
+    Migration("core.0004_run_leases", _m0004_run_leases),
+    Migration("core.0005_run_resume_inputs", _m0005_run_resume_inputs),
+)

@@ -1,0 +1,509 @@
+"""The `Store` class: one handle on the database, with its transactions, migrations and queries."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import sqlite3
+import uuid
+from collections.abc import Generator, Iterable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from .._errors import StoreError, UserError
+from .._events import Event
+from .._lease import new_owner
+from .._record import TaskOutput
+from .._text import safe_text
+from .._usage import Usage
+from ._db import (
+    busy_is_ours,
+    engine_url,
+    insert_events,
+    insert_rows,
+    pg_on_connect,
+    sqlite_on_begin,
+    sqlite_on_connect,
+    upsert_subagents,
+)
+from ._rows import (
+    FINAL_STATUSES,
+    Checkpoint,
+    RunRow,
+    RunStatus,
+    UserRow,
+    checkpoint_values,
+    decode_checkpoint,
+    decode_event,
+    decode_run,
+    decode_subagent,
+    decode_user,
+    event_values,
+    iso,
+    run_values,
+    subagent_values,
+    usage_adapter,
+    utc_now,
+)
+from ._schema import (
+    CORE_MIGRATIONS,
+    Migration,
+    checkpoints_table,
+    events_table,
+    migrations_table,
+    runs_table,
+    subagents_table,
+    users_table,
+)
+
+_MIGRATION_LOCK = 0x64656C6567617465  # "delegate" in ASCII: the PostgreSQL advisory lock key
+
+
+def _hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Store:
+    """Users, runs, events and subagent records in one database. Thread-safe; build one per process."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(delegate_write=True)
+        if engine.dialect.name == "sqlite" and not event.contains(engine, "connect", sqlite_on_connect):
+            event.listen(engine, "connect", sqlite_on_connect)
+            event.listen(engine, "begin", sqlite_on_begin)
+        if engine.dialect.name == "postgresql" and not event.contains(engine, "connect", pg_on_connect):
+            event.listen(engine, "connect", pg_on_connect)
+
+    @classmethod
+    def open(cls, url: str | os.PathLike[str], *, migrate: bool = True) -> Self:
+        """Open `sqlite:///PATH`, a plain file path, or `postgresql://...`; apply the core migrations.
+
+        The SQLite file's folder is created if missing.
+        """
+        store = cls(sa.create_engine(engine_url(url)))
+        if migrate:
+            store.migrate()
+        return store
+
+    @classmethod
+    def for_workspace(cls, root: str | os.PathLike[str], *, migrate: bool = True) -> Self:
+        """The workspace's own store, `<root>/.delegate/delegate.db`."""
+        return cls.open(Path(root) / ".delegate" / "delegate.db", migrate=migrate)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def write(self) -> Generator[Connection]:
+        """A write transaction (`BEGIN IMMEDIATE` on SQLite), committed when the block ends.
+
+        Raises `StoreBusyError` when another process holds the lock past the wait (nothing written),
+        and `StoreError` for a database that cannot be reached or used (a constraint that a row
+        breaks stays SQLAlchemy's `IntegrityError`, for the caller to turn into its own message).
+        """
+        with self._database_errors(), busy_is_ours(), self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Generator[Connection]:
+        """A read-only transaction: one consistent snapshot on SQLite, rolled back at the end."""
+        with self._database_errors(), busy_is_ours(), self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _database_errors(self) -> Generator[None]:
+        try:
+            yield
+        except IntegrityError:
+            raise
+        except (SQLAlchemyError, sqlite3.Error, UnicodeError, OSError) as exc:
+            where = self.engine.url.render_as_string(hide_password=True)
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise StoreError(f"the database {where} cannot be used: {reason}") from exc
+
+    # -- migrations -------------------------------------------------------------------------------
+
+    def migrate(self, extra: Sequence[Migration] = ()) -> list[str]:
+        """Apply the core migrations, then `extra`, each one not yet recorded; return the names applied.
+
+        All of it is one transaction, under a lock (`BEGIN IMMEDIATE` on SQLite, an advisory lock
+        on PostgreSQL), so processes that start together apply each migration exactly once.
+        """
+        steps = [*CORE_MIGRATIONS, *extra]
+        names = [m.name for m in steps]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"migration names must be unique; repeated: {', '.join(duplicated)}")
+        applied_now: list[str] = []
+        if self._all_applied(names):
+            return applied_now  # no write lock taken: a busy store does not stop a server from opening
+        with self.write() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+            migrations_table.create(conn, checkfirst=True)
+            done = set(conn.scalars(sa.select(migrations_table.c.name)))
+            for step in steps:
+                if step.name in done:
+                    continue
+                step.apply(conn)
+                conn.execute(migrations_table.insert().values(name=step.name, applied_at=iso(utc_now())))
+                applied_now.append(step.name)
+        return applied_now
+
+    def _all_applied(self, names: list[str]) -> bool:
+        with self.read() as conn:
+            if not sa.inspect(conn).has_table(migrations_table.name):
+                return False
+            return set(names) <= set(conn.scalars(sa.select(migrations_table.c.name)))
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the migrations recorded in this database, in the order they were applied."""
+        with self.read() as conn:
+            query = sa.select(migrations_table.c.name).order_by(migrations_table.c.applied_at, migrations_table.c.name)
+            return list(conn.scalars(query))
+
+    # -- users ----------------------------------------------------------------------------------
+
+    def add_user(self, name: str) -> tuple[str, str]:
+        """Create a user of the HTTP API; return `(user_id, token)`. Only the token's hash is kept."""
+        name = name.strip()
+        if not name:
+            raise UserError("a user needs a name: pass a non-empty NAME")
+        user_id = uuid.uuid4().hex
+        token = secrets.token_urlsafe(32)
+        now = iso(utc_now())
+        values = {"id": user_id, "name": name, "token_hash": _hash_token(token), "created_at": now}
+        values["token_created_at"] = now
+        try:
+            with self.write() as conn:
+                conn.execute(users_table.insert().values(values))
+        except IntegrityError:
+            raise UserError(f"a user named {name!r} already exists: pick another name") from None
+        return user_id, token
+
+    def user_for_token(self, token: str) -> str | None:
+        """The id of the user holding `token`, or None for an unknown or revoked token."""
+        query = sa.select(users_table.c.id).where(
+            users_table.c.token_hash == _hash_token(token), users_table.c.revoked_at.is_(None)
+        )
+        with self.read() as conn:
+            return conn.scalar(query)
+
+    def list_users(self) -> list[UserRow]:
+        """Every user of the HTTP API, by name (tokens are never stored, only their hashes)."""
+        query = sa.select(users_table).order_by(users_table.c.name)
+        with self.read() as conn:
+            return [decode_user(row) for row in conn.execute(query).mappings()]
+
+    def revoke_user(self, name: str) -> UserRow:
+        """Refuse the user's tokens from now on (its runs and batches are kept); raises `UserError`
+        for an unknown name. `new_token` gives the user a working token again."""
+        now = iso(utc_now())
+        # The hash is replaced too, so the old token can never come back.
+        values = {"revoked_at": now, "token_hash": _hash_token(secrets.token_urlsafe(32))}
+        return self._change_user(name, values, keep_revoked=True)
+
+    def new_token(self, name: str) -> tuple[UserRow, str]:
+        """A new token for the user (printed once); the old one stops working at once, and a
+        revoked user is let in again. Raises `UserError` for an unknown name."""
+        token = secrets.token_urlsafe(32)
+        values = {"token_hash": _hash_token(token), "token_created_at": iso(utc_now()), "revoked_at": None}
+        return self._change_user(name, values, keep_revoked=False), token
+
+    def _change_user(self, name: str, values: dict[str, Any], *, keep_revoked: bool) -> UserRow:
+        name = name.strip()
+        with self.write() as conn:
+            query = users_table.update().where(users_table.c.name == name)
+            if keep_revoked:  # revoking twice keeps the first time
+                values = {**values, "revoked_at": sa.func.coalesce(users_table.c.revoked_at, values["revoked_at"])}
+            row = conn.execute(query.values(values).returning(*users_table.c)).mappings().first()
+        if row is None:
+            raise UserError(f"no user named {name!r}: `delegate users list` shows them")
+        return decode_user(row)
+
+    # -- runs -------------------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        prompt: str,
+        model: str,
+        user_id: str | None = None,
+        workspace: str | None = None,
+        run_id: str | None = None,
+        owner: str | None = None,
+        uploaded_files: list[dict[str, Any]] | None = None,
+        token_budget: int | None = None,
+        max_requests: int | None = None,
+    ) -> RunRow:
+        """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
+        process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
+        `uploaded_files` and the run-wide budgets are kept for the run's resume."""
+        now = utc_now()
+        owner = owner or new_owner()
+        run = RunRow(
+            id=run_id or uuid.uuid4().hex,
+            user_id=user_id,
+            prompt=safe_text(prompt),
+            model=model,
+            status="running",
+            workspace=workspace,
+            created_at=now,
+            owner=owner,
+            heartbeat_at=now,
+            uploaded_files=uploaded_files,
+            token_budget=token_budget,
+            max_requests=max_requests,
+        )
+        with self.write() as conn:
+            conn.execute(runs_table.insert().values(run_values(run)))
+        return run
+
+    def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        final: str | None = None,
+        usage: Usage | None = None,
+        error: str | None = None,
+        *,
+        owner: str | None = None,
+        stop_reason: str | None = None,
+        steps: int = 0,
+    ) -> bool:
+        """Record how a run ended. The first call wins: False if the run had already finished, or if
+        `owner` is given and no longer holds the run's lease (another process took the run over).
+
+        Raises `StoreError` for an unknown run.
+        """
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"finish_run needs a final status, not {status!r}")
+        with self.write() as conn:
+            values = {"stop_reason": stop_reason, "steps": steps}
+            return self._finish(conn, run_id, status, final, usage, error, owner, values)
+
+    def _finish(
+        self,
+        conn: Connection,
+        run_id: str,
+        status: RunStatus,
+        final: str | None,
+        usage: Usage | None,
+        error: str | None,
+        owner: str | None,
+        extra: dict[str, Any],
+    ) -> bool:
+        values = {
+            **extra,
+            "status": status,
+            "final": None if final is None else safe_text(final),
+            "usage": usage_adapter.dump_json(usage or Usage()).decode(),
+            "error": None if error is None else safe_text(error),
+            "completed_at": iso(utc_now()),
+            "owner": None,
+        }
+        where = [runs_table.c.id == run_id, runs_table.c.status.in_(("running", "interrupted"))]
+        if owner is not None:
+            where.append(runs_table.c.owner == owner)
+        if conn.execute(runs_table.update().where(*where).values(values)).rowcount == 1:
+            return True
+        if conn.scalar(sa.select(runs_table.c.id).where(runs_table.c.id == run_id)) is None:
+            raise StoreError(f"no run {run_id!r} in the store")
+        return False
+
+    def get_run(self, run_id: str, user_id: str | None = None) -> RunRow | None:
+        """The run, or None if there is none, or if `user_id` is given and the run is another user's.
+
+        A `running` run whose owner is gone reads `interrupted`.
+        """
+        query = sa.select(runs_table).where(runs_table.c.id == run_id)
+        if user_id is not None:
+            query = query.where(runs_table.c.user_id == user_id)
+        with self.read() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else decode_run(row)
+
+    def list_runs(
+        self, user_id: str | None = None, *, limit: int = 50, offset: int = 0, status: RunStatus | None = None
+    ) -> list[RunRow]:
+        """Runs, newest first: `user_id`'s own, or every run when it is None; only `status` ones if given."""
+        query = sa.select(runs_table).order_by(runs_table.c.created_at.desc(), runs_table.c.id.desc())
+        if user_id is not None:
+            query = query.where(runs_table.c.user_id == user_id)
+        live = status in ("running", "interrupted")
+        if status is not None:
+            query = query.where(
+                runs_table.c.status.in_(("running", "interrupted")) if live else runs_table.c.status == status
+            )
+        if not live:
+            query = query.limit(limit).offset(offset)
+        with self.read() as conn:
+            seen: dict[str, bool] = {}
+            runs = [decode_run(row, seen) for row in conn.execute(query).mappings()]
+        if live:  # which of them is interrupted is decided on reading
+            runs = [r for r in runs if r.status == status][offset : offset + limit]
+        return runs
+
+    def heartbeat(self, run_id: str, owner: str, usage: Usage | None = None) -> tuple[bool, bool]:
+        """Renew `owner`'s lease of a run (and store its usage so far); return `(held, cancel_requested)`.
+
+        `held` is False when the run ended or another process took it over: stop working on it.
+        """
+        values: dict[str, Any] = {"heartbeat_at": iso(utc_now())}
+        if usage is not None:
+            values["usage"] = usage_adapter.dump_json(usage).decode()
+        with self.write() as conn:
+            update = runs_table.update().where(
+                runs_table.c.id == run_id, runs_table.c.owner == owner, runs_table.c.status == "running"
+            )
+            held = conn.execute(update.values(values)).rowcount == 1
+            cancel = held and bool(
+                conn.scalar(sa.select(runs_table.c.cancel_requested).where(runs_table.c.id == run_id))
+            )
+        return held, cancel
+
+    def claim_run(self, run_id: str, owner: str, user_id: str | None = None) -> RunRow:
+        """Take over an interrupted run for `owner`, to resume it; `UserError` if it cannot be resumed.
+
+        Exactly one of several processes claiming the same run at once wins.
+        """
+        run = self.get_run(run_id, user_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
+        if run.status == "running":
+            raise UserError(f"run {run_id} is still running (in process {run.owner}): it cannot be resumed")
+        if run.status != "interrupted":
+            raise UserError(f"run {run_id} already ended ({run.status}): only an interrupted run can be resumed")
+        values = {"owner": owner, "heartbeat_at": iso(utc_now()), "status": "running", "cancel_requested": 0}
+        taken = [runs_table.c.id == run_id, runs_table.c.status == "running"]
+        taken.append(runs_table.c.owner == run.owner if run.owner is not None else runs_table.c.owner.is_(None))
+        with self.write() as conn:
+            if conn.execute(runs_table.update().where(*taken).values(values)).rowcount != 1:
+                raise UserError(f"run {run_id} was just taken over by another process")
+        run.status, run.owner, run.cancel_requested = "running", owner, False
+        return run
+
+    def request_cancel(self, run_id: str, user_id: str | None = None) -> RunRow:
+        """Cancel a run from any process: an interrupted run is recorded `cancelled` at once; a
+        running one is asked to stop (its owner does so at its next heartbeat). `UserError` if it ended."""
+        run = self.get_run(run_id, user_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
+        if run.status == "interrupted":
+            with self.write() as conn:
+                where = [runs_table.c.id == run_id, runs_table.c.status == "running"]
+                if run.owner is not None:
+                    where.append(runs_table.c.owner == run.owner)
+                conn.execute(
+                    runs_table.update()
+                    .where(*where)
+                    .values(status="cancelled", owner=None, error="cancelled", completed_at=iso(utc_now()))
+                )
+        elif run.status == "running":
+            with self.write() as conn:
+                update = runs_table.update().where(runs_table.c.id == run_id, runs_table.c.status == "running")
+                conn.execute(update.values(cancel_requested=1))
+        else:
+            raise UserError(f"run {run_id} already ended ({run.status}): nothing to cancel")
+        found = self.get_run(run_id, user_id)
+        assert found is not None
+        return found
+
+    def interrupted_runs(self, user_id: str | None = None) -> list[RunRow]:
+        """Runs whose process is gone, oldest first: what a restarted server resumes."""
+        return list(reversed(self.list_runs(user_id, status="interrupted", limit=10_000)))
+
+    # -- progress: events, checkpoints and subagent records together --------------------------
+
+    def record(
+        self,
+        events: Sequence[Event] = (),
+        checkpoints: Sequence[Checkpoint] = (),
+        subagents: Sequence[tuple[str, TaskOutput]] = (),
+    ) -> None:
+        """Store a run's progress in one transaction: what a run's recorder writes as it goes.
+        `subagents` are `(run_id, record)` pairs.
+
+        Checkpoints already stored (same run, kind and key) are kept as they were: the first wins.
+        """
+        event_rows = [event_values(ev) for ev in events]
+        checkpoint_rows = [checkpoint_values(c) for c in checkpoints]
+        subagent_rows = [subagent_values(run_id, r) for run_id, r in subagents]
+        with self.write() as conn:
+            if event_rows:
+                insert_events(conn, event_rows)
+            if checkpoint_rows:
+                insert_rows(conn, checkpoints_table, checkpoint_rows, conflict="nothing")
+            if subagent_rows:
+                upsert_subagents(conn, subagent_rows)
+
+    def checkpoints(self, run_id: str) -> list[Checkpoint]:
+        """A run's checkpoints, in the order they were stored."""
+        query = (
+            sa.select(checkpoints_table).where(checkpoints_table.c.run_id == run_id).order_by(checkpoints_table.c.id)
+        )
+        with self.read() as conn:
+            return [decode_checkpoint(row) for row in conn.execute(query).mappings()]
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def add_events(self, events: Iterable[Event]) -> None:
+        """Append events in one transaction; each run's events are numbered 1, 2, 3, ... in order.
+
+        Built for batches: thousands of events go in one `executemany`. Each run must exist.
+        """
+        rows = [event_values(ev) for ev in events]
+        if rows:
+            with self.write() as conn:
+                insert_events(conn, rows)
+
+    def events(self, run_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
+        """A run's events in order, from number `after_seq + 1` on (numbers start at 1, no gaps).
+
+        A reader that has seen `n` events asks for `after_seq=n` to get only the new ones.
+        """
+        query = (
+            sa.select(events_table)
+            .where(events_table.c.run_id == run_id, events_table.c.seq > after_seq)
+            .order_by(events_table.c.seq)
+            .limit(limit)
+        )
+        with self.read() as conn:
+            return [decode_event(row) for row in conn.execute(query).mappings()]
+
+    # -- subagents --------------------------------------------------------------------------------
+
+    def add_subagent_records(self, run_id: str, records: Iterable[TaskOutput]) -> None:
+        """Store a run's subagent records (`TaskOutput.to_dict`'s shape), each checked first.
+
+        A record whose id is already stored replaces it, so a subagent can be recorded when it
+        starts and again when it ends, and recording the same end twice stores it once.
+        """
+        rows = [subagent_values(run_id, r) for r in records]
+        if rows:
+            with self.write() as conn:
+                upsert_subagents(conn, rows)
+
+    def subagent_records(self, run_id: str) -> list[TaskOutput]:
+        """A run's subagent records, in the order the lead called them (`TaskOutput.seq`)."""
+        query = (
+            sa.select(subagents_table)
+            .where(subagents_table.c.run_id == run_id)
+            .order_by(subagents_table.c.seq, subagents_table.c.started_at, subagents_table.c.id)
+        )
+        with self.read() as conn:
+            return [decode_subagent(run_id, row) for row in conn.execute(query).mappings()]
