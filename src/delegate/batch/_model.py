@@ -14,7 +14,7 @@ from typing import Any, Literal, cast, get_args
 from .._errors import ToolError, UserError
 from .._loop import RunBudget
 from .._usage import Usage
-from ..subagents._acceptance import parse_criteria
+from ..subagents import parse_criteria
 
 ItemStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 """An item's status. `succeeded` means the execution finished; its acceptance verdict is separate."""

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .._runtime import Runtime
     from .._settings import RuntimeSettings
     from ..batch import Batch, Batches, BatchWorker, ServeInfo
-    from ..server._runs import RunManager
+    from ..server import RunManager
 
 T = TypeVar("T")
 batch_app = typer.Typer(
@@ -125,7 +125,7 @@ def run_takeover(settings: RuntimeSettings, batches: Batches) -> RunManager:
     """The server's run manager, used here only to take over interrupted runs of `delegate serve`
     (`RunManager.watch`): each runs as its owner would on the server, with the run's own model, in
     its user's own workspace (`RuntimeSettings.build`), recorded in the worker's store."""
-    from ..server._runs import RunManager
+    from ..server import RunManager
 
     def build(user_id: str, model: str | None, max_parallel: int | None) -> Runtime:
         return settings.build(user_id=user_id, model=model, max_parallel=max_parallel, store=batches.store)

@@ -1,6 +1,6 @@
 """MCP servers' tools, and deferred tools an agent loads with `tool_search`."""
 
-from ..tools._mcp import MCPServerConfig, MCPTools
+from ._client import MCPServerConfig, MCPTools
 from ._config import load_mcp_config, server_config
 from ._deferred import LOADED, TOOL_SEARCH, DeferredGate, deferred_index, rank, search_tool
 

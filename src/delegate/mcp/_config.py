@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._errors import UserError
-from ..tools._mcp import MCPServerConfig
+from ._client import MCPServerConfig
 
 
 def load_mcp_config(path: str | Path) -> list[MCPServerConfig]:

@@ -12,5 +12,15 @@ uvicorn.Server(uvicorn_config(app)).run()     # with the header and idle timeout
 
 from ._app import ModelFactory, RunOptions, RuntimeFactory, ServerSettings, create_app
 from ._limits import Limits, uvicorn_config
+from ._runs import RunManager
 
-__all__ = ["Limits", "ModelFactory", "RunOptions", "RuntimeFactory", "ServerSettings", "create_app", "uvicorn_config"]
+__all__ = [
+    "Limits",
+    "ModelFactory",
+    "RunManager",
+    "RunOptions",
+    "RuntimeFactory",
+    "ServerSettings",
+    "create_app",
+    "uvicorn_config",
+]

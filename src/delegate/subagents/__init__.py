@@ -1,5 +1,6 @@
 """The subagent layer: the `task` tool, `complete`, snapshots, acceptance checks, prompts."""
 
+from ._acceptance import parse_criteria
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
@@ -16,6 +17,7 @@ __all__ = [
     "SubagentRunner",
     "TaskOutput",
     "TaskStatus",
+    "parse_criteria",
     "project_context",
     "task_tool",
 ]

@@ -46,7 +46,7 @@ from typing import Literal, cast
 
 from .._errors import ToolError, WorkspaceError
 from .._workspace import Workspace
-from ..tools._shell import run_command
+from ..tools import run_command
 
 __all__ = [
     "CRITERIA_HEADER",

@@ -27,7 +27,7 @@ from .._loop import AgentResult, AgentSpec, Compaction, RunBudget, ToolGate, ope
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
-from ..mcp._deferred import TOOL_SEARCH, DeferredGate, deferred_index, search_tool
+from ..mcp import TOOL_SEARCH, DeferredGate, deferred_index, search_tool
 from ..models import FREE_CHOICES, Model, credentials_hint, has_credentials
 from ..skills import SkillCatalogue
 from ..tools import Tool, ToolContext, ToolReturn

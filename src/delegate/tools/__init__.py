@@ -1,15 +1,13 @@
 """Tool machinery and the built-in workspace tools."""
 
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
-from ._mcp import MCPServerConfig, MCPTools
+from ._shell import run_command
 from ._tool import PathParam, Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
 from ._uploads import list_uploaded_files, uploads_state
 
 __all__ = [
     "BUILTIN_TOOLS",
     "READ_ONLY_TOOLS",
-    "MCPServerConfig",
-    "MCPTools",
     "PathParam",
     "Tool",
     "ToolContext",
@@ -18,6 +16,7 @@ __all__ = [
     "builtin_tools",
     "list_uploaded_files",
     "run_blocking",
+    "run_command",
     "tool",
     "uploads_state",
 ]

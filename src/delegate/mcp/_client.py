@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from .._errors import ToolError, UserError
-from ._tool import Tool, ToolContext, ToolReturn
+from ..tools import Tool, ToolContext, ToolReturn
 
 if TYPE_CHECKING:
     from mcp import Client
