@@ -12,7 +12,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,32 +77,24 @@ def first_user_text(body: dict[str, Any]) -> str:
     return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
 
 
-def release_team() -> Callable[[dict[str, Any]], Reply]:
-    """The lead starts 'notes' and 'scan' in one turn (they meet at a barrier, so they are live at
-    the same time), then 'review' alone, then answers FINAL. A prompt with 'hostile' is answered
-    HOSTILE at once; a batch item lists the folder and completes."""
-    both_live = threading.Barrier(2, timeout=20)
+class ReleaseTeam:
+    """The model of every agent. The lead starts 'notes' and 'scan' in one turn (they meet at a
+    barrier, so they are live at the same time), then 'review' alone, then answers FINAL. A prompt
+    with 'hostile' is answered HOSTILE at once; a batch item lists the folder and completes.
+    'scan' completes only once `scan_may_finish` is set (it is, unless a test clears it)."""
 
-    def respond(body: dict[str, Any]) -> Reply:
+    def __init__(self) -> None:
+        self.both_live = threading.Barrier(2, timeout=20)
+        self.scan_may_finish = threading.Event()
+        self.scan_may_finish.set()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
         first = body["messages"][-1]["role"] == "user"
         task = first_user_text(body)
         if system_of(body).startswith(LEAD_INSTRUCTIONS):
-            results = sum(1 for m in body["messages"] if m["role"] == "tool")
-            if "hostile" in task:
-                return Reply(content=HOSTILE)
-            if first:
-                return Reply(
-                    content="Two things at once.",
-                    tool_calls=[("task", NOTES_TASK), ("task", SCAN_TASK)],
-                    prompt_tokens=120,
-                    completion_tokens=30,
-                )
-            time.sleep(0.15)  # the lead's model thinking: the review starts clearly after the others
-            if results == 2:
-                return Reply(tool_calls=[("task", REVIEW_TASK)], prompt_tokens=200, completion_tokens=20)
-            return Reply(content=FINAL, prompt_tokens=260, completion_tokens=90)
+            return self.lead(body, task, first)
         if task in ("notes", "scan") and first:
-            both_live.wait()
+            self.both_live.wait()
         time.sleep(0.2)  # each subagent's model takes a moment
         if task == "notes":
             if first:
@@ -111,15 +103,37 @@ def release_team() -> Callable[[dict[str, Any]], Reply]:
             return Reply(tool_calls=[("complete", {"summary": summary, "paths": ["notes.md"]})])
         if first:
             return Reply(tool_calls=[("list_dir", {"path": "."})], prompt_tokens=40, completion_tokens=6)
+        if task == "scan":
+            assert self.scan_may_finish.wait(30), "the test never let 'scan' finish"
         return Reply(tool_calls=[("complete", {"summary": f"{task}: the script is `scripts/release.sh`"})])
 
-    return respond
+    def lead(self, body: dict[str, Any], task: str, first: bool) -> Reply:
+        results = sum(1 for m in body["messages"] if m["role"] == "tool")
+        if "hostile" in task:
+            return Reply(content=HOSTILE)
+        if first:
+            return Reply(
+                content="Two things at once.",
+                tool_calls=[("task", NOTES_TASK), ("task", SCAN_TASK)],
+                prompt_tokens=120,
+                completion_tokens=30,
+            )
+        time.sleep(0.15)  # the lead's model thinking: the review starts clearly after the others
+        if results == 2:
+            return Reply(tool_calls=[("task", REVIEW_TASK)], prompt_tokens=200, completion_tokens=20)
+        return Reply(content=FINAL, prompt_tokens=260, completion_tokens=90)
 
 
 @pytest.fixture
-def model_server() -> Iterator[OpenAIServer]:
-    with OpenAIServer(release_team()) as server:
+def team() -> ReleaseTeam:
+    return ReleaseTeam()
+
+
+@pytest.fixture
+def model_server(team: ReleaseTeam) -> Iterator[OpenAIServer]:
+    with OpenAIServer(team) as server:
         yield server
+        team.scan_may_finish.set()
 
 
 @pytest.fixture
@@ -163,6 +177,7 @@ def page(browser: sync_api.Browser, server: LiveServer, store: Store) -> Iterato
 
 
 def shoot(page: sync_api.Page, tmp_path: Path, name: str) -> None:
+    page.evaluate("window.scrollTo(0, 0)")  # the sticky header at the top of a full-page picture
     page.screenshot(path=str(tmp_path / name), full_page=True)
     shots = os.environ.get("DELEGATE_WEB_SCREENSHOTS")
     if shots:
@@ -220,7 +235,7 @@ def test_picking_a_subagent_shows_its_calls_with_arguments_results_and_times(
     lead_calls.nth(1).get_by_role("button", name="open sub2").click()
     expect(detail.locator(".detail-head")).to_contain_text("sub2")
     expect(detail.locator("li.call .call-name").first).to_have_text("list_dir")
-    expect(detail.locator("li.call .call-result").first).to_contain_text("notes.md")
+    expect(detail.locator("li.call .call-result").first).to_contain_text("./")  # the folder listed
     assert page.url.endswith("/sub2")  # the pick is in the address: a reload shows it again
     shoot(page, tmp_path, "web-drilldown.png")
 
@@ -317,3 +332,26 @@ def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_
     for n in range(6):
         expect(page.locator(f"#item-timeline [data-item=pkg-{n}] .tl-bar")).to_have_class("tl-bar succeeded")
     shoot(page, tmp_path, "web-batch.png")
+
+
+def test_a_live_run_shows_running_bars_and_calls_and_the_files_of_subagents_done_so_far(
+    page: sync_api.Page, team: ReleaseTeam
+) -> None:
+    team.scan_may_finish.clear()
+    page.fill("#prompt", "How are releases made?")
+    page.click("#start-run")
+    expect(page.locator("#timeline [data-agent=sub1] .tl-bar")).to_have_class("tl-bar completed", timeout=20_000)
+    expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar running")
+    expect(page.locator("#timeline [data-agent=lead] .tl-bar")).to_have_class("tl-bar running")
+    expect(page.locator("#run-status")).to_have_text("running")
+    page.click("#timeline [data-agent=sub2]")
+    detail = page.locator("#agent-detail")
+    expect(detail.locator(".detail-head .badge")).to_have_text("running")
+    expect(detail.locator("li.call .call-name")).to_have_text(["list_dir"])
+    expect(detail.locator("li.call .call-result")).to_contain_text("./")
+    page.click("#timeline [data-agent=sub1]")  # finished while the run goes on: its file is there already
+    expect(detail.locator(".file-list li .file-size")).to_have_text(f"{len(NOTES)} B")
+    team.scan_may_finish.set()
+    expect(page.locator("#run-status")).to_have_text("completed", timeout=20_000)
+    expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar completed")
+    expect(page.locator("#timeline .tl-bar.running")).to_have_count(0)

@@ -52,6 +52,7 @@ function newTree(runId, selected) {
     byCall: new Map(), // the lead's task call id -> the subagent it started
     preview: null,
     drawing: false,
+    detailStale: false,
     timer: null,
     recordTimer: null,
   };
@@ -118,7 +119,7 @@ function drawAgent(agent) {
   agent.dom.row.replaceChildren(...parts.filter(Boolean));
   agent.dom.row.classList.toggle("selected", agent.id === tree.selected);
   drawSummary(agent);
-  redraw();
+  redraw(agent.id === tree.selected);
 }
 
 // The summary under a subagent in the tree: its Markdown, then its typed result as JSON, or why
@@ -341,15 +342,19 @@ function selectAgent(id) {
   redraw();
 }
 
-// Draw the timeline and the picked agent again, once per frame however many events came.
-function redraw() {
+// Draw the timeline (and, if `detail`, the picked agent) again, once per frame however many
+// events came.
+function redraw(detail = true) {
+  tree.detailStale = tree.detailStale || detail;
   if (tree.drawing) return;
   tree.drawing = true;
+  const shown = tree;
   requestAnimationFrame(() => {
-    if (!tree) return;
+    if (tree !== shown) return;
     tree.drawing = false;
     drawTimeline();
-    drawDetail();
+    if (tree.detailStale) drawDetail();
+    tree.detailStale = false;
   });
 }
 
@@ -361,14 +366,22 @@ function drawTimeline() {
   const rows = agents.map((a) => ({
     id: a.id,
     label: a.id,
-    sub: a.type || (a.id === "lead" ? "lead" : ""),
+    sub: a.type,
     start: a.started,
     end: a.ended ?? (tree.done ? to : null),
     status: a.status,
     note: `${fmt.format(tokens(a.usage))} tok`,
   }));
   Timeline.draw($("timeline"), rows, { from, to, selected: tree.selected, onPick: pickAgent, attr: "data-agent" });
-  if (!tree.done && !tree.timer) tree.timer = setInterval(() => (setStats(), redraw()), 1000);
+  if (!tree.done && !tree.timer) tree.timer = setInterval(tick, 1000);
+}
+
+// Once a second while the run goes on: running bars and times grow.
+function tick() {
+  if (!tree || tree.done) return;
+  setStats();
+  const picked = tree.agents.get(tree.selected);
+  redraw(Boolean(picked && picked.status === "running"));
 }
 
 function since(ts) {
