@@ -355,3 +355,54 @@ def test_a_live_run_shows_running_bars_and_calls_and_the_files_of_subagents_done
     expect(page.locator("#run-status")).to_have_text("completed", timeout=20_000)
     expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar completed")
     expect(page.locator("#timeline .tl-bar.running")).to_have_count(0)
+
+
+PAYLOADS = [
+    "<script>window.__pwned = 1</script>",
+    "<img src=x onerror=window.__pwned=1>",
+    "[a](javascript:window.__pwned=1) [b](JaVaScRiPt:alert(1)) [c]( javascript:alert(1)) [d](vbscript:x)",
+    "[e](&#106;avascript:alert(1)) [f](data:text/html;base64,PHNjcmlwdD4=) [g](//evil.example/x)",
+    '<https://x.example" onmouseover="window.__pwned=1> and https://y.example/"onclick="alert(1)',
+    '![pic](https://x.example/y.png" onerror="window.__pwned=1) ![p](javascript:alert(1))',
+    "```html\n<script>window.__pwned = 1</script>\n```\n    <iframe src=javascript:alert(1)>",
+    "| <b>x</b> | y |\n|---|:-:|\n| <i onclick=alert(1)>z</i> | [w](javascript:alert(1)) |",
+    "> <style>body { display: none }</style>\n> > <object data=x>",
+    "*<svg onload=window.__pwned=1>* **<a href=javascript:alert(1)>x</a>** `<b>` ~~<u>~~",
+    '[x](https://ok.example "title" onclick=alert(1)) [y](mailto:a@b.example)',
+    "- <details open ontoggle=window.__pwned=1>\n  1. <form action=javascript:alert(1)><button>go",
+    "# <h1 onclick=alert(1)>\n***\n" + "[" * 3000 + "*_`" * 3000,
+]
+
+
+def test_the_markdown_renderer_makes_only_inert_elements_of_any_text(page: sync_api.Page) -> None:
+    found = page.evaluate(
+        """(payloads) => {
+            const tags = new Set(["DIV", "P", "H1", "H2", "H3", "H4", "H5", "H6", "UL", "OL", "LI", "PRE",
+              "CODE", "BLOCKQUOTE", "HR", "A", "STRONG", "EM", "DEL", "BR", "SPAN", "TABLE", "THEAD",
+              "TBODY", "TR", "TH", "TD"]);
+            const attrs = new Set(["class", "href", "rel", "target", "start", "style", "data-lang"]);
+            const bad = [];
+            const hrefs = [];
+            for (const text of payloads) {
+              const root = Markdown.render(text);
+              document.body.append(root);
+              for (const e of root.querySelectorAll("*")) {
+                if (!tags.has(e.tagName)) bad.push(e.tagName);
+                for (const a of e.attributes) if (!attrs.has(a.name)) bad.push(`${e.tagName}[${a.name}]`);
+                if (e.hasAttribute("href")) hrefs.push(e.getAttribute("href"));
+              }
+              root.remove();
+            }
+            return { bad, hrefs, pwned: window.__pwned ?? null };
+        }""",
+        PAYLOADS,
+    )
+    assert found["bad"] == []
+    assert found["pwned"] is None
+    assert found["hrefs"] == [
+        "https://x.example/",  # a bare URL, up to the quote
+        "https://y.example/%22onclick=%22alert",
+        "https://x.example/y.png%22",
+        "https://ok.example/",
+        "mailto:a@b.example",
+    ]

@@ -10,7 +10,7 @@ const Markdown = (() => {
   const SAFE_SCHEMES = new Set(["http:", "https:", "mailto:"]);
 
   const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([^`]*)$/;
-  const HEADING = /^ {0,3}(#{1,6})(?:\s+(.*?))?\s*#*\s*$/;
+  const HEADING = /^ {0,3}(#{1,6})(?=\s|$)(.*)$/;
   const RULE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
   const QUOTE = /^ {0,3}> ?(.*)$/;
   const ITEM = /^( {0,12})([-*+]|\d{1,9}[.)])(\s+|$)(.*)$/;
@@ -60,7 +60,7 @@ const Markdown = (() => {
   // Find the `]` that closes the `[` at `open` (brackets nest), or -1.
   function closingBracket(text, open) {
     let depth = 0;
-    for (let i = open; i < text.length; i++) {
+    for (let i = open; i < text.length && i < open + WINDOW; i++) {
       const c = text[i];
       if (c === "\\") i++;
       else if (c === "[") depth++;
@@ -133,7 +133,9 @@ const Markdown = (() => {
         continue;
       }
       if (c === "`") {
-        const run = /^`+/.exec(text.slice(i))[0];
+        let n = i;
+        while (text[n] === "`") n++;
+        const run = text.slice(i, n);
         const end = text.indexOf(run, i + run.length);
         if (end >= 0 && end < i + WINDOW && text[end + run.length] !== "`") {
           let code = text.slice(i + run.length, end).replace(/\n/g, " ");
@@ -347,7 +349,7 @@ const Markdown = (() => {
       const heading = HEADING.exec(line);
       if (heading) {
         const h = node(`h${heading[1].length}`);
-        h.append(...inline(heading[2] || "", depth));
+        h.append(...inline(heading[2].trim().replace(/(^|\s)#+$/, "").trim(), depth));
         out.push(h);
         i++;
         continue;
