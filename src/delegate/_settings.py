@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._agents import Catalogue, Subagent
-from ._workspace import CommandPolicy
+from ._workspace import CommandPolicy, Workspace
 from .mcp import MCPServerConfig
 from .models import Model, ModelAliases
 from .skills import SkillCatalogue
@@ -71,6 +71,11 @@ class RuntimeSettings:
         if not user_id.replace("-", "").replace("_", "").isalnum():
             raise ValueError(f"user id {user_id!r} cannot name a folder")
         return self.root / USERS_FOLDER / user_id
+
+    def workspace_view(self, user_id: str | None) -> Workspace:
+        """The view of the files a user's agents work in (without the skills a run mounts): what
+        the server lets that user read back, such as the files its subagents delivered."""
+        return Workspace(root=self.user_root(user_id) or self.root, commands=self.commands)
 
     def catalogue(self, user_id: str | None = None) -> Catalogue:
         """The subagent types a user's runs can start (the operator's, shadowed by the user's own),

@@ -47,6 +47,7 @@ from ..models import PROVIDERS, Model, ModelAliases, resolve_model
 from ._auth import ApiError, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
+from ._files import router as files_router
 from ._limits import BodyLimit, Limits
 from ._readiness import ModelReadiness
 from ._runs import RunManager
@@ -187,6 +188,7 @@ def create_app(
     app.state.runs = runs
     app.state.batches = batches
     app.state.catalogue = catalogue
+    app.state.workspace_for = operator.workspace_view
     app.state.allow_commands = settings.allow_commands
     app.state.limits = settings.limits
     app.add_middleware(BodyLimit, limits=settings.limits)  # outside routing: before parsing and auth
@@ -194,6 +196,7 @@ def create_app(
     app.include_router(runs_router)
     app.include_router(agents_router)
     app.include_router(batches_router)
+    app.include_router(files_router)
     page = string.Template((_HERE / "templates" / "index.html").read_text(encoding="utf-8"))
     html = page.substitute(version=settings.version or "0")
 

@@ -339,7 +339,7 @@ def run_json(store: Store, run_id: str, user_id: str) -> dict[str, Any] | None:
     run = store.get_run(run_id, user_id)
     if run is None:
         return None
-    subagents = store.subagent_records(run_id) if run.status != "running" else []
+    subagents = store.subagent_records(run_id)  # while it runs: those finished so far
     return {
         "run_id": run.id,
         "status": run.status,

@@ -167,10 +167,12 @@ let current = { view: "", id: "" };
 
 function route() {
   if (!token()) return signOut();
-  const [, view = "runs", raw = ""] = location.hash.replace(/^#/, "").split("/");
+  const [, view = "runs", raw = "", rawSub = ""] = location.hash.replace(/^#/, "").split("/");
   let id = "";
+  let sub = "";
   try {
     id = decodeURIComponent(raw); // ids travel URL-encoded in the hash
+    sub = decodeURIComponent(rawSub); // the agent picked in a run
   } catch {
     id = ""; // a malformed hash shows the list
   }
@@ -179,9 +181,12 @@ function route() {
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === name);
   const changed = current.view !== name || current.id !== id;
   current = { view: name, id };
-  if (!changed) return;
+  if (!changed) {
+    if (name === "runs" && id) selectAgent(sub);
+    return;
+  }
   stopFollowing();
-  if (name === "runs") showRuns(current.id);
+  if (name === "runs") showRuns(current.id, sub);
   if (name === "batches") showBatches(current.id);
   if (name === "agents") showAgents();
 }
@@ -192,256 +197,9 @@ let batchTimer = null;
 function stopFollowing() {
   if (following) following.abort();
   following = null;
+  closeRun();
   if (batchTimer) clearInterval(batchTimer);
   batchTimer = null;
-}
-
-// -- runs --------------------------------------------------------------------------------------
-
-async function loadRuns() {
-  const { runs } = await api("GET", "/runs?limit=30");
-  const list = $("run-list");
-  list.replaceChildren(
-    ...runs.map((r) =>
-      el(
-        "li",
-        {},
-        el(
-          "a",
-          { href: `#/runs/${encodeURIComponent(r.run_id)}`, class: r.run_id === current.id ? "active" : "" },
-          el("span", { class: "title", text: r.prompt }),
-          el("span", { class: "sub" }, badge(r.status), el("span", { text: when(r.created_at) })),
-        ),
-      ),
-    ),
-  );
-  $("run-list-empty").hidden = runs.length > 0;
-}
-
-function showRuns(runId) {
-  loadRuns().catch(() => {});
-  $("run-empty").hidden = Boolean(runId);
-  $("run-detail").hidden = !runId;
-  if (runId) openRun(runId);
-}
-
-// The tree of agents of the run on screen, rebuilt from its events.
-let tree = null;
-
-function newTree(runId) {
-  tree = { runId, agents: new Map(), input: 0, output: 0, subagents: 0, done: false };
-  $("agent-tree").replaceChildren();
-  $("event-log").replaceChildren();
-  $("event-count").textContent = "0";
-  $("run-final").replaceChildren(el("span", { class: "muted", text: "The answer appears when the run ends." }));
-  setStats();
-}
-
-function agentNode(id, parentId) {
-  let agent = tree.agents.get(id);
-  if (agent) return agent;
-  agent = { id, name: id, type: "", description: "", status: "running", steps: 0, usage: null, summary: "" };
-  const li = el("li", { "data-agent": id });
-  const row = el("div", { class: "node" });
-  const summary = el("div", { class: "node-summary", hidden: true });
-  const children = el("ul");
-  li.append(row, summary, children);
-  agent.dom = { li, row, summary, children };
-  const parent = parentId && tree.agents.get(parentId);
-  (parent ? parent.dom.children : $("agent-tree")).append(li);
-  tree.agents.set(id, agent);
-  return agent;
-}
-
-function drawAgent(agent) {
-  const meta = [
-    `${agent.steps} step${agent.steps === 1 ? "" : "s"}`,
-    `${fmt.format(tokens(agent.usage))} tokens`,
-  ].join(" · ");
-  const parts = [
-    el("span", { class: `dot ${agent.status}`, title: agent.status }),
-    el("span", { class: "name", text: agent.id }),
-    agent.type ? el("span", { class: "type", text: agent.type }) : null,
-    el("span", { class: "desc", text: agent.description }),
-    el("span", { class: "meta", text: meta }),
-    badge(agent.status),
-  ];
-  agent.dom.row.replaceChildren(...parts.filter(Boolean));
-  agent.dom.summary.textContent = agent.summary;
-  agent.dom.summary.hidden = !agent.summary;
-}
-
-function setStats() {
-  $("stat-in").textContent = fmt.format(tree.input);
-  $("stat-out").textContent = fmt.format(tree.output);
-  $("stat-subagents").textContent = fmt.format(tree.subagents);
-}
-
-function setStatus(status) {
-  const node = $("run-status");
-  node.className = `badge ${status}`;
-  node.textContent = status.replace("_", " ");
-  $("cancel-run").hidden = status !== "running";
-}
-
-function onRunEvent(type, ev) {
-  if (!tree || ev.run_id !== tree.runId) return;
-  const data = ev.data || {};
-  const log = $("event-log");
-  log.append(el("li", { text: `${type}  ${ev.agent_id}${ev.tool_call_id ? "  " + ev.tool_call_id : ""}` }));
-  $("event-count").textContent = String(log.childElementCount);
-  switch (type) {
-    case "run.started": {
-      const lead = agentNode("lead");
-      lead.description = "the agent you asked";
-      $("stat-model").textContent = data.model || "–";
-      drawAgent(lead);
-      break;
-    }
-    case "subagent.started": {
-      const agent = agentNode(ev.agent_id, ev.parent_agent_id || "lead");
-      agent.type = data.type || "";
-      agent.description = data.description || "";
-      tree.subagents += 1;
-      setStats();
-      drawAgent(agent);
-      break;
-    }
-    case "agent.started": {
-      drawAgent(agentNode(ev.agent_id, ev.parent_agent_id || "lead"));
-      break;
-    }
-    case "model.response": {
-      const agent = agentNode(ev.agent_id, ev.parent_agent_id || "lead");
-      agent.steps = data.step || agent.steps + 1;
-      const usage = data.usage || {};
-      agent.usage = {
-        input_tokens: ((agent.usage && agent.usage.input_tokens) || 0) + (usage.input_tokens || 0),
-        output_tokens: ((agent.usage && agent.usage.output_tokens) || 0) + (usage.output_tokens || 0),
-      };
-      tree.input += usage.input_tokens || 0;
-      tree.output += usage.output_tokens || 0;
-      setStats();
-      drawAgent(agent);
-      break;
-    }
-    case "subagent.heartbeat": {
-      const agent = agentNode(ev.agent_id, ev.parent_agent_id || "lead");
-      if (data.usage) agent.usage = data.usage;
-      drawAgent(agent);
-      break;
-    }
-    case "subagent.completed":
-    case "agent.completed": {
-      const agent = agentNode(ev.agent_id, ev.parent_agent_id || "lead");
-      agent.status = data.status || agent.status;
-      if (typeof data.steps === "number") agent.steps = data.steps;
-      if (data.usage) agent.usage = data.usage;
-      if (data.error) agent.summary = data.error;
-      drawAgent(agent);
-      break;
-    }
-    case "run.completed": {
-      tree.done = true;
-      setStatus(data.status || "completed");
-      const final = $("run-final");
-      if (data.final) final.textContent = data.final;
-      else final.replaceChildren(el("span", { class: "muted", text: data.error || "The run ended without an answer." }));
-      if (data.usage) {
-        tree.input = data.usage.input_tokens || 0;
-        tree.output = data.usage.output_tokens || 0;
-        setStats();
-      }
-      loadRecord(tree.runId);
-      loadRuns().catch(() => {});
-      break;
-    }
-  }
-}
-
-// The stored record of a finished run: each subagent's summary, typed result and final status,
-// in the order the lead called them.
-async function loadRecord(runId) {
-  try {
-    const run = await api("GET", `/runs/${encodeURIComponent(runId)}`);
-    if (!tree || tree.runId !== runId) return;
-    for (const s of run.subagents || []) {
-      const agent = agentNode(s.id, s.parent_agent_id || "lead");
-      agent.type = s.type;
-      agent.description = s.description;
-      agent.status = s.status;
-      agent.steps = s.steps;
-      agent.usage = s.usage;
-      agent.summary = s.summary || s.error || "";
-      if (s.result !== null && s.result !== undefined) {
-        agent.summary = [agent.summary, `Result: ${JSON.stringify(s.result)}`].filter(Boolean).join("\n");
-      }
-      agent.dom.li.parentNode.append(agent.dom.li);
-      drawAgent(agent);
-    }
-    if (run.error) showError("run-detail-error", run.error);
-  } catch (err) {
-    showError("run-detail-error", err.message);
-  }
-}
-
-async function openRun(runId) {
-  newTree(runId);
-  showError("run-detail-error", "");
-  $("run-id").textContent = runId;
-  $("run-prompt").textContent = "";
-  let run;
-  try {
-    run = await api("GET", `/runs/${encodeURIComponent(runId)}`);
-  } catch (err) {
-    showError("run-detail-error", err.message);
-    return;
-  }
-  if (!tree || tree.runId !== runId) return;
-  $("run-prompt").textContent = run.prompt;
-  $("stat-model").textContent = run.model || "–";
-  setStatus(run.status);
-  following = new AbortController();
-  followEvents(
-    `/runs/${encodeURIComponent(runId)}/events`,
-    onRunEvent,
-    (type) => type === "run.completed",
-    following.signal,
-  );
-}
-
-async function startRun(event) {
-  event.preventDefault();
-  showError("run-error", "");
-  const body = { prompt: $("prompt").value };
-  const model = $("model").value.trim();
-  const parallel = $("max-parallel").value.trim();
-  if (model) body.model = model;
-  if (parallel) body.max_parallel = Number(parallel);
-  const button = $("start-run");
-  button.disabled = true;
-  try {
-    const { run_id } = await api("POST", "/runs", body);
-    $("prompt").value = "";
-    location.hash = `#/runs/${encodeURIComponent(run_id)}`;
-  } catch (err) {
-    showError("run-error", err.message);
-  } finally {
-    button.disabled = false;
-  }
-}
-
-async function cancelRun() {
-  if (!tree) return;
-  $("cancel-run").disabled = true;
-  try {
-    const run = await api("POST", `/runs/${encodeURIComponent(tree.runId)}/cancel`);
-    setStatus(run.status);
-  } catch (err) {
-    showError("run-detail-error", err.message);
-  } finally {
-    $("cancel-run").disabled = false;
-  }
 }
 
 // -- batches -----------------------------------------------------------------------------------
@@ -582,11 +340,33 @@ async function loadItems(batchId) {
       ),
     ),
   );
+  drawItemTimeline(items);
   $("items-prev").disabled = itemPage.offset === 0;
   $("items-next").disabled = items.length < itemPage.limit;
   $("items-page").textContent = items.length
     ? `items ${itemPage.offset + 1}–${itemPage.offset + items.length}`
     : "no items";
+}
+
+// One bar per item shown, from its (last) start to its end, on the clock.
+function drawItemTimeline(items) {
+  const time = (iso) => (iso ? Date.parse(iso) / 1000 : null);
+  const started = items.filter((i) => i.started_at);
+  $("item-timeline-wrap").hidden = !started.length;
+  if (!started.length) return $("item-timeline").replaceChildren();
+  const now = Date.now() / 1000;
+  const from = Math.min(...started.map((i) => time(i.started_at)));
+  const to = Math.max(...started.map((i) => time(i.finished_at) ?? now));
+  const rows = items.map((i) => ({
+    id: i.key,
+    label: i.key,
+    sub: i.attempts > 1 ? `${i.attempts} attempts` : "",
+    start: time(i.started_at),
+    end: i.status === "running" ? null : time(i.finished_at),
+    status: i.status,
+    note: i.usage ? `${fmt.format(tokens(i.usage))} tok` : "",
+  }));
+  Timeline.draw($("item-timeline"), rows, { from, to, clockAxis: true, attr: "data-item" });
 }
 
 // The key goes in the body, never in the path: a key such as ".." would be resolved away as a dot

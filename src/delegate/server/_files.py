@@ -1,0 +1,113 @@
+"""`GET /api/v1/files?path=`: a bounded, read-only look at one file of the caller's own workspace.
+
+The web page previews the files a subagent delivered with it. The path is resolved through the
+caller's `Workspace` view, the same one its agents work in (in `delegate serve`, the folder
+`<workspace>/.delegate/users/<user id>/`), so a path outside it, a link that leads out of it, and
+its hidden `.delegate/` are refused before anything is opened, whether or not they exist. Only a
+regular file is read, and only its first `limit` bytes: a FIFO or a device never blocks the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from .._errors import WorkspaceError
+from .._workspace import Workspace
+from ._auth import ApiError, UserId
+
+PREVIEW_BYTES = 64 * 1024
+"""How much of a file a preview holds unless the caller asks for less (or more, up to `MAX_PREVIEW_BYTES`)."""
+MAX_PREVIEW_BYTES = 1024 * 1024
+
+WorkspaceFor = Callable[[str], Workspace]
+"""The workspace view of a user's agents, by user id (set by `create_app`)."""
+
+
+def preview(workspace: Workspace, path: str, limit: int) -> dict[str, Any]:
+    """The file at `path` of `workspace`: its size and time, and its first `limit` bytes as text
+    (None for a binary file). An `ApiError` if it is outside the view, missing, or not a file."""
+    try:
+        real = workspace.resolve(path)
+    except WorkspaceError:
+        raise ApiError(
+            403,
+            "outside_workspace",
+            f"path {path!r} is not in your workspace: name a file relative to it, as a run's artifacts are",
+        ) from None
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(real, flags)  # `real` has no links left: one swapped in since is refused here
+    except FileNotFoundError:
+        raise ApiError(404, "not_found", f"no file {path!r} in your workspace") from None
+    except OSError as exc:
+        raise ApiError(422, "not_a_file", f"{path!r} cannot be read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise ApiError(422, "not_a_file", f"{path!r} is {kind}: name a file")
+        data = _read(fd, limit)
+    finally:
+        os.close(fd)
+    text = _text(data, truncated=info.st_size > len(data))
+    return {
+        "path": workspace.relative(real),
+        "size": info.st_size,
+        "modified_at": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+        "binary": text is None,
+        "text": text,
+        "truncated": text is not None and info.st_size > len(data),
+    }
+
+
+def _read(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _text(data: bytes, *, truncated: bool) -> str | None:
+    """`data` as UTF-8 text, or None if it is not text (a NUL byte, bytes that are not UTF-8). A
+    character cut in two at the end of a truncated preview is left out."""
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if truncated and exc.start >= len(data) - 3 and exc.reason == "unexpected end of data":
+            return data[: exc.start].decode("utf-8", errors="strict")
+        return None
+
+
+def _workspace_for(request: Request) -> WorkspaceFor:
+    return cast(WorkspaceFor, request.app.state.workspace_for)
+
+
+router = APIRouter(prefix="/api/v1", tags=["files"])
+
+
+@router.get("/files")
+async def file_preview(
+    user_id: UserId,
+    workspace_for: Annotated[WorkspaceFor, Depends(_workspace_for)],
+    path: Annotated[str, Query(min_length=1, max_length=4096, description="A path relative to your workspace.")],
+    limit: Annotated[int, Query(ge=1, le=MAX_PREVIEW_BYTES, description="The most bytes of text to send.")] = (
+        PREVIEW_BYTES
+    ),
+) -> dict[str, Any]:
+    """A file of the caller's workspace (one a subagent delivered, say): its size, its time, and a
+    preview of its first `limit` bytes as text (`text` is null for a binary file)."""
+    return await asyncio.to_thread(preview, workspace_for(user_id), path, limit)

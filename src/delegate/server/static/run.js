@@ -1,0 +1,593 @@
+// The run view: the run's agents as a tree and a timeline, the calls of the agent picked, the
+// files its subagents delivered, and the final answer. All of it is rebuilt from the run's
+// events (the same stream live and after a reload) and its stored record (GET /runs/{id}).
+"use strict";
+
+const ARG_CHARS = 4000; // the most characters of one call's arguments shown
+const PREVIEW_CHARS = 64 * 1024;
+
+async function loadRuns() {
+  const { runs } = await api("GET", "/runs?limit=30");
+  const list = $("run-list");
+  list.replaceChildren(
+    ...runs.map((r) =>
+      el(
+        "li",
+        {},
+        el(
+          "a",
+          { href: `#/runs/${encodeURIComponent(r.run_id)}`, class: r.run_id === current.id ? "active" : "" },
+          el("span", { class: "title", text: r.prompt }),
+          el("span", { class: "sub" }, badge(r.status), el("span", { text: when(r.created_at) })),
+        ),
+      ),
+    ),
+  );
+  $("run-list-empty").hidden = runs.length > 0;
+}
+
+function showRuns(runId, agentId) {
+  loadRuns().catch(() => {});
+  $("run-empty").hidden = Boolean(runId);
+  $("run-detail").hidden = !runId;
+  if (runId) openRun(runId, agentId);
+}
+
+// The run on screen, rebuilt from its events.
+let tree = null;
+
+function newTree(runId, selected) {
+  closeRun();
+  tree = {
+    runId,
+    agents: new Map(),
+    input: 0,
+    output: 0,
+    subagents: 0,
+    start: null,
+    end: null,
+    last: null,
+    done: false,
+    selected: selected || "lead",
+    byCall: new Map(), // the lead's task call id -> the subagent it started
+    preview: null,
+    drawing: false,
+    detailStale: false,
+    timer: null,
+    recordTimer: null,
+  };
+  $("agent-tree").replaceChildren();
+  $("timeline").replaceChildren();
+  $("event-log").replaceChildren();
+  $("event-count").textContent = "0";
+  $("run-final").replaceChildren(el("span", { class: "muted", text: "The answer appears when the run ends." }));
+  setStats();
+}
+
+// Stop what keeps the run on screen up to date (its clock and record refresh).
+function closeRun() {
+  if (!tree) return;
+  clearInterval(tree.timer);
+  clearTimeout(tree.recordTimer);
+  tree.timer = null;
+}
+
+function agentNode(id, parentId) {
+  let agent = tree.agents.get(id);
+  if (agent) return agent;
+  agent = {
+    id,
+    type: "",
+    description: "",
+    status: "running",
+    steps: 0,
+    usage: null,
+    summary: "",
+    result: undefined,
+    error: "",
+    started: null,
+    ended: null,
+    entries: [],
+    calls: new Map(),
+    artifacts: [],
+  };
+  const li = el("li", { "data-agent": id });
+  const row = el("div", { class: "node", onclick: () => pickAgent(id) });
+  const summary = el("div", { class: "node-summary", hidden: true });
+  const children = el("ul");
+  li.append(row, summary, children);
+  agent.dom = { li, row, summary, children };
+  const parent = parentId && tree.agents.get(parentId);
+  (parent ? parent.dom.children : $("agent-tree")).append(li);
+  tree.agents.set(id, agent);
+  return agent;
+}
+
+const plural = (n, word) => `${fmt.format(n)} ${word}${n === 1 ? "" : "s"}`;
+
+function drawAgent(agent) {
+  const meta = [plural(agent.steps, "step"), `${fmt.format(tokens(agent.usage))} tokens`];
+  if (agent.artifacts.length) meta.push(plural(agent.artifacts.length, "file"));
+  const parts = [
+    el("span", { class: `dot ${agent.status}`, title: agent.status }),
+    el("span", { class: "name", text: agent.id }),
+    agent.type ? el("span", { class: "type", text: agent.type }) : null,
+    el("span", { class: "desc", text: agent.description }),
+    el("span", { class: "meta", text: meta.join(" · ") }),
+    badge(agent.status),
+  ];
+  agent.dom.row.replaceChildren(...parts.filter(Boolean));
+  agent.dom.row.classList.toggle("selected", agent.id === tree.selected);
+  drawSummary(agent);
+  redraw(agent.id === tree.selected);
+}
+
+// The summary under a subagent in the tree: its Markdown, then its typed result as JSON, or why
+// it failed. Drawn again only when it changed.
+function drawSummary(agent) {
+  const key = JSON.stringify([agent.summary, agent.result ?? null]);
+  if (agent.dom.summary.dataset.key === key) return;
+  agent.dom.summary.dataset.key = key;
+  const parts = [];
+  if (agent.summary) parts.push(Markdown.render(agent.summary));
+  if (agent.result !== null && agent.result !== undefined) {
+    parts.push("\n", el("div", { class: "node-result mono", text: `Result: ${JSON.stringify(agent.result)}` }));
+  }
+  agent.dom.summary.replaceChildren(...parts);
+  agent.dom.summary.hidden = !parts.length;
+}
+
+function setStats() {
+  $("stat-in").textContent = fmt.format(tree.input);
+  $("stat-out").textContent = fmt.format(tree.output);
+  $("stat-total").textContent = fmt.format(tree.input + tree.output);
+  $("stat-subagents").textContent = fmt.format(tree.subagents);
+  const end = tree.end ?? (tree.done ? tree.last : Date.now() / 1000);
+  $("stat-time").textContent = tree.start === null ? "–" : Timeline.seconds(Math.max(0, end - tree.start));
+}
+
+function setStatus(status) {
+  const node = $("run-status");
+  node.className = `badge ${status}`;
+  node.textContent = status.replace("_", " ");
+  $("cancel-run").hidden = status !== "running";
+}
+
+// -- events --------------------------------------------------------------------------------
+
+function onRunEvent(type, ev) {
+  if (!tree || ev.run_id !== tree.runId) return;
+  const data = ev.data || {};
+  const log = $("event-log");
+  log.append(el("li", { text: `${type}  ${ev.agent_id}${ev.tool_call_id ? "  " + ev.tool_call_id : ""}` }));
+  $("event-count").textContent = String(log.childElementCount);
+  if (type !== "run.completed" || data.status !== "interrupted") tree.last = Math.max(tree.last ?? ev.ts, ev.ts);
+  const parent = ev.parent_agent_id || "lead";
+  switch (type) {
+    case "run.started": {
+      const lead = agentNode("lead");
+      lead.description = "the agent you asked";
+      if (tree.start === null) tree.start = lead.started = ev.ts;
+      $("stat-model").textContent = data.model || "–";
+      drawAgent(lead);
+      break;
+    }
+    case "subagent.started": {
+      const agent = agentNode(ev.agent_id, parent);
+      agent.type = data.type || "";
+      agent.description = data.description || "";
+      agent.started = ev.ts;
+      if (ev.tool_call_id) tree.byCall.set(ev.tool_call_id, ev.agent_id);
+      tree.subagents += 1;
+      setStats();
+      drawAgent(agent);
+      break;
+    }
+    case "agent.started": {
+      const agent = agentNode(ev.agent_id, parent);
+      if (agent.started === null) agent.started = ev.ts;
+      drawAgent(agent);
+      break;
+    }
+    case "model.response": {
+      const agent = agentNode(ev.agent_id, parent);
+      agent.steps = data.step || agent.steps + 1;
+      const usage = data.usage || {};
+      agent.usage = {
+        input_tokens: ((agent.usage && agent.usage.input_tokens) || 0) + (usage.input_tokens || 0),
+        output_tokens: ((agent.usage && agent.usage.output_tokens) || 0) + (usage.output_tokens || 0),
+      };
+      agent.entries.push({ kind: "turn", ts: ev.ts, step: data.step, text: data.text || "", usage, tools: data.tool_calls });
+      tree.input += usage.input_tokens || 0;
+      tree.output += usage.output_tokens || 0;
+      setStats();
+      drawAgent(agent);
+      break;
+    }
+    case "tool.started": {
+      const agent = agentNode(ev.agent_id, parent);
+      const call = { kind: "call", id: ev.tool_call_id, ts: ev.ts, name: data.name, args: data.arguments, end: null };
+      agent.entries.push(call);
+      if (ev.tool_call_id) agent.calls.set(ev.tool_call_id, call);
+      drawAgent(agent);
+      break;
+    }
+    case "tool.completed": {
+      const agent = agentNode(ev.agent_id, parent);
+      const call = agent.calls.get(ev.tool_call_id);
+      if (call) Object.assign(call, { end: ev.ts, content: data.content, size: data.size, error: data.is_error });
+      drawAgent(agent);
+      break;
+    }
+    case "compaction":
+    case "warning": {
+      const agent = agentNode(ev.agent_id, parent);
+      const text = type === "warning" ? data.reason || JSON.stringify(data) : `context compacted: ${data.messages_before} → ${data.messages_after} messages`;
+      agent.entries.push({ kind: "note", ts: ev.ts, text });
+      drawAgent(agent);
+      break;
+    }
+    case "subagent.heartbeat": {
+      const agent = agentNode(ev.agent_id, parent);
+      if (data.usage) agent.usage = data.usage;
+      drawAgent(agent);
+      break;
+    }
+    case "subagent.completed":
+    case "agent.completed": {
+      const agent = agentNode(ev.agent_id, parent);
+      agent.status = data.status || agent.status;
+      if (type === "subagent.completed" || agent.id === "lead") agent.ended = ev.ts;
+      if (typeof data.steps === "number") agent.steps = data.steps;
+      if (data.usage) agent.usage = data.usage;
+      if (data.error) agent.summary = agent.error = data.error;
+      if (Array.isArray(data.artifacts) && !agent.artifacts.length) {
+        agent.artifacts = data.artifacts.map((path) => ({ relative_path: path, size: null }));
+      }
+      if (type === "subagent.completed") soonRecord();
+      drawAgent(agent);
+      break;
+    }
+    case "run.completed": {
+      tree.done = true;
+      const lead = agentNode("lead");
+      lead.status = data.status || "completed";
+      tree.end = lead.ended = data.status === "interrupted" ? tree.last : ev.ts;
+      setStatus(lead.status);
+      showFinal(data.final, data.error);
+      if (data.usage) {
+        tree.input = data.usage.input_tokens || 0;
+        tree.output = data.usage.output_tokens || 0;
+      }
+      setStats();
+      drawAgent(lead);
+      clearInterval(tree.timer);
+      loadRecord(tree.runId);
+      loadRuns().catch(() => {});
+      break;
+    }
+  }
+}
+
+function showFinal(final, error) {
+  const box = $("run-final");
+  if (final) box.replaceChildren(Markdown.render(final));
+  else box.replaceChildren(el("span", { class: "muted", text: error || "The run ended without an answer." }));
+}
+
+// Read the stored records again a moment after subagents finish (their files' sizes, summaries).
+function soonRecord() {
+  if (tree.recordTimer || tree.done) return;
+  const runId = tree.runId;
+  tree.recordTimer = setTimeout(() => {
+    if (!tree || tree.runId !== runId) return;
+    tree.recordTimer = null;
+    loadRecord(runId);
+  }, 700);
+}
+
+// The stored record of the run: each finished subagent's summary, typed result, files and final
+// status, in the order the lead called them.
+async function loadRecord(runId) {
+  try {
+    const run = await api("GET", `/runs/${encodeURIComponent(runId)}`);
+    if (!tree || tree.runId !== runId) return;
+    for (const s of run.subagents || []) {
+      const agent = agentNode(s.id, s.parent_agent_id || "lead");
+      Object.assign(agent, {
+        type: s.type,
+        description: s.description,
+        status: s.status,
+        steps: s.steps,
+        usage: s.usage,
+        result: s.result,
+        error: s.error || "",
+        artifacts: s.artifacts || [],
+        skipped: s.skipped || [],
+        record: s,
+      });
+      agent.summary = s.summary || s.error || "";
+      if (agent.started === null && s.started_at) agent.started = Date.parse(s.started_at) / 1000;
+      if (agent.ended === null && s.completed_at) agent.ended = Date.parse(s.completed_at) / 1000;
+      agent.dom.li.parentNode.append(agent.dom.li);
+      drawAgent(agent);
+    }
+    if (run.status !== "running" && run.final && run.final.length > ($("run-final").textContent || "").length) {
+      showFinal(run.final, run.error); // an answer longer than an event holds
+    }
+    if (run.error) showError("run-detail-error", run.error);
+  } catch (err) {
+    showError("run-detail-error", err.message);
+  }
+}
+
+// -- timeline and drill-down ----------------------------------------------------------------
+
+function pickAgent(id) {
+  if (!tree || !tree.agents.has(id)) return;
+  const hash = `#/runs/${encodeURIComponent(tree.runId)}/${encodeURIComponent(id)}`;
+  if (location.hash !== hash) history.replaceState(null, "", hash);
+  selectAgent(id);
+}
+
+function selectAgent(id) {
+  if (!tree) return;
+  const before = tree.agents.get(tree.selected);
+  tree.selected = id || "lead";
+  tree.preview = null;
+  if (before) before.dom.row.classList.remove("selected");
+  const agent = tree.agents.get(tree.selected);
+  if (agent) agent.dom.row.classList.add("selected");
+  if (agent && agent.id !== "lead" && !agent.record && agent.status !== "running") soonRecord();
+  redraw();
+}
+
+// Draw the timeline (and, if `detail`, the picked agent) again, once per frame however many
+// events came.
+function redraw(detail = true) {
+  tree.detailStale = tree.detailStale || detail;
+  if (tree.drawing) return;
+  tree.drawing = true;
+  const shown = tree;
+  requestAnimationFrame(() => {
+    if (tree !== shown) return;
+    tree.drawing = false;
+    drawTimeline();
+    if (tree.detailStale) drawDetail();
+    tree.detailStale = false;
+  });
+}
+
+function drawTimeline() {
+  const agents = [...tree.agents.values()];
+  const from = tree.start ?? Math.min(...agents.map((a) => a.started ?? Infinity));
+  if (!Number.isFinite(from)) return;
+  const to = tree.end ?? (tree.done ? tree.last : Math.max(Date.now() / 1000, tree.last ?? from));
+  const rows = agents.map((a) => ({
+    id: a.id,
+    label: a.id,
+    sub: a.type,
+    start: a.started,
+    end: a.ended ?? (tree.done ? to : null),
+    status: a.status,
+    note: `${fmt.format(tokens(a.usage))} tok`,
+  }));
+  Timeline.draw($("timeline"), rows, { from, to, selected: tree.selected, onPick: pickAgent, attr: "data-agent" });
+  if (!tree.done && !tree.timer) tree.timer = setInterval(tick, 1000);
+}
+
+// Once a second while the run goes on: running bars and times grow.
+function tick() {
+  if (!tree || tree.done) return;
+  setStats();
+  const picked = tree.agents.get(tree.selected);
+  redraw(Boolean(picked && picked.status === "running"));
+}
+
+function since(ts) {
+  return tree.start === null || ts === null || ts === undefined ? "" : `+${Timeline.seconds(Math.max(0, ts - tree.start))}`;
+}
+
+function bounded(text, limit) {
+  if (text.length <= limit) return text;
+  return `${text.slice(0, limit)}\n… ${fmt.format(text.length - limit)} more characters`;
+}
+
+function argsText(args) {
+  if (args === undefined || args === null) return "";
+  const text = JSON.stringify(args, null, 2);
+  return bounded(text === "{}" ? "(no arguments)" : text, ARG_CHARS);
+}
+
+function drawCall(agent, call) {
+  const sub = call.name === "task" && agent.id === "lead" ? tree.byCall.get(call.id) : null;
+  const head = el(
+    "div",
+    { class: "call-head" },
+    el("span", { class: "call-time", text: since(call.ts) }),
+    el("span", { class: "call-name", text: call.name }),
+    el("span", { class: "call-dur", text: call.end === null ? "running" : Timeline.seconds(call.end - call.ts) }),
+    call.error ? el("span", { class: "badge error", text: "error" }) : null,
+    sub ? el("button", { type: "button", class: "link", text: `open ${sub}`, onclick: () => pickAgent(sub) }) : null,
+  );
+  const parts = [head, el("pre", { class: "call-args", text: argsText(call.args) })];
+  if (call.end !== null) {
+    const content = call.content || "";
+    parts.push(el("pre", { class: `call-result${call.error ? " error" : ""}`, text: content || "(empty result)" }));
+    if (typeof call.size === "number" && call.size > content.length) {
+      parts.push(el("div", { class: "call-size", text: `first ${fmt.format(content.length)} of ${fmt.format(call.size)} characters` }));
+    }
+  }
+  return el("li", { class: `call${call.error ? " failed" : ""}`, "data-call": call.id || "" }, ...parts);
+}
+
+function drawTurn(turn) {
+  const tok = tokens(turn.usage);
+  return el(
+    "li",
+    { class: "turn", "data-step": String(turn.step || "") },
+    el("span", { class: "call-time", text: since(turn.ts) }),
+    el("span", { class: "turn-label", text: `step ${turn.step || "?"}` }),
+    el("span", { class: "turn-text", text: turn.text || (turn.tools && turn.tools.length ? `calls ${turn.tools.join(", ")}` : "") }),
+    el("span", { class: "turn-tokens", text: `${fmt.format(tok)} tokens` }),
+  );
+}
+
+function drawDetail() {
+  const agent = tree.agents.get(tree.selected);
+  const box = $("agent-detail");
+  if (!agent) {
+    box.replaceChildren(el("p", { class: "muted", text: "Pick an agent in the timeline or the tree to see its calls." }));
+    return;
+  }
+  const list = box.querySelector(".calls");
+  const scroll = list ? list.scrollTop : 0;
+  const usage = agent.usage || {};
+  const end = agent.ended ?? (tree.done ? tree.end : Date.now() / 1000);
+  const facts = [
+    agent.started === null ? "" : Timeline.seconds(Math.max(0, end - agent.started)),
+    plural(agent.steps, "step"),
+    `${fmt.format(usage.input_tokens || 0)} in · ${fmt.format(usage.output_tokens || 0)} out tokens`,
+  ].filter(Boolean);
+  const parts = [
+    el(
+      "div",
+      { class: "detail-head" },
+      el("span", { class: `dot ${agent.status}` }),
+      el("span", { class: "name", text: agent.id }),
+      agent.type ? el("span", { class: "type", text: agent.type }) : null,
+      badge(agent.status),
+      el("span", { class: "meta", text: facts.join(" · ") }),
+    ),
+    agent.description ? el("p", { class: "detail-desc", text: agent.description }) : null,
+  ];
+  const record = agent.record;
+  if (record && record.summary) parts.push(el("h4", { text: "Summary" }), Markdown.render(record.summary));
+  if (agent.error) parts.push(el("p", { class: "error", text: agent.error }));
+  if (record && record.result !== null && record.result !== undefined) {
+    parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: bounded(JSON.stringify(record.result, null, 2), ARG_CHARS) }));
+  }
+  if (agent.artifacts.length || (agent.skipped && agent.skipped.length)) parts.push(drawFiles(agent));
+  const calls = agent.entries.map((e) => (e.kind === "call" ? drawCall(agent, e) : e.kind === "turn" ? drawTurn(e) : el("li", { class: "note", text: e.text })));
+  parts.push(
+    el("h4", { text: `Turns (${plural(agent.entries.filter((e) => e.kind === "call").length, "tool call")})` }),
+    calls.length ? el("ol", { class: "calls" }, ...calls) : el("p", { class: "muted small", text: "No turn yet." }),
+  );
+  box.replaceChildren(...parts.filter(Boolean));
+  const again = box.querySelector(".calls");
+  if (again) again.scrollTop = scroll;
+}
+
+function drawFiles(agent) {
+  const rows = agent.artifacts.map((a) =>
+    el(
+      "li",
+      { "data-path": a.relative_path },
+      el("span", { class: "file-path mono", text: a.relative_path }),
+      el("span", { class: "file-size", text: a.size === null || a.size === undefined ? "" : bytes(a.size) }),
+      el("button", { type: "button", class: "small", text: "Preview", onclick: () => previewFile(agent.id, a.relative_path) }),
+    ),
+  );
+  for (const s of agent.skipped || []) {
+    rows.push(el("li", { class: "skipped" }, el("span", { class: "file-path mono", text: s.path }), el("span", { class: "muted small", text: `not delivered: ${s.reason}` })));
+  }
+  const box = el("div", { class: "files" }, el("h4", { text: "Files delivered" }), el("ul", { class: "file-list" }, ...rows));
+  const shown = tree.preview;
+  if (shown && shown.agent === agent.id) box.append(drawPreview(shown));
+  return box;
+}
+
+function bytes(n) {
+  if (n < 1024) return `${fmt.format(n)} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+function drawPreview(shown) {
+  const head = el("div", { class: "preview-head" }, el("span", { class: "mono", text: shown.path }));
+  if (shown.error) return el("div", { class: "preview" }, head, el("p", { class: "error", text: shown.error }));
+  if (!shown.file) return el("div", { class: "preview" }, head, el("p", { class: "muted small", text: "Loading…" }));
+  const f = shown.file;
+  head.append(el("span", { class: "muted small", text: `${bytes(f.size)}${f.truncated ? ` · the first ${bytes(f.text.length)} shown` : ""}` }));
+  const body = f.binary
+    ? el("p", { class: "muted small", text: "A binary file: no preview." })
+    : el("pre", { class: "preview-text", text: f.text });
+  return el("div", { class: "preview" }, head, body);
+}
+
+async function previewFile(agentId, path) {
+  const runId = tree.runId;
+  tree.preview = { agent: agentId, path, file: null };
+  redraw();
+  let shown;
+  try {
+    const file = await api("GET", `/files?${new URLSearchParams({ path, limit: PREVIEW_CHARS })}`);
+    shown = { agent: agentId, path, file };
+  } catch (err) {
+    shown = { agent: agentId, path, error: err.message };
+  }
+  if (!tree || tree.runId !== runId || !tree.preview || tree.preview.path !== path) return;
+  tree.preview = shown;
+  redraw();
+}
+
+// -- open, start, cancel --------------------------------------------------------------------
+
+async function openRun(runId, agentId) {
+  newTree(runId, agentId);
+  showError("run-detail-error", "");
+  $("run-id").textContent = runId;
+  $("run-prompt").textContent = "";
+  let run;
+  try {
+    run = await api("GET", `/runs/${encodeURIComponent(runId)}`);
+  } catch (err) {
+    showError("run-detail-error", err.message);
+    return;
+  }
+  if (!tree || tree.runId !== runId) return;
+  $("run-prompt").textContent = run.prompt;
+  $("stat-model").textContent = run.model || "–";
+  setStatus(run.status);
+  following = new AbortController();
+  followEvents(
+    `/runs/${encodeURIComponent(runId)}/events`,
+    onRunEvent,
+    (type) => type === "run.completed",
+    following.signal,
+  );
+}
+
+async function startRun(event) {
+  event.preventDefault();
+  showError("run-error", "");
+  const body = { prompt: $("prompt").value };
+  const model = $("model").value.trim();
+  const parallel = $("max-parallel").value.trim();
+  if (model) body.model = model;
+  if (parallel) body.max_parallel = Number(parallel);
+  const button = $("start-run");
+  button.disabled = true;
+  try {
+    const { run_id } = await api("POST", "/runs", body);
+    $("prompt").value = "";
+    location.hash = `#/runs/${encodeURIComponent(run_id)}`;
+  } catch (err) {
+    showError("run-error", err.message);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function cancelRun() {
+  if (!tree) return;
+  $("cancel-run").disabled = true;
+  try {
+    const run = await api("POST", `/runs/${encodeURIComponent(tree.runId)}/cancel`);
+    setStatus(run.status);
+  } catch (err) {
+    showError("run-detail-error", err.message);
+  } finally {
+    $("cancel-run").disabled = false;
+  }
+}
