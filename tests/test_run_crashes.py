@@ -316,3 +316,82 @@ def test_a_resumed_run_counts_what_it_spent_before_against_its_budget(
     result = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert (result["status"], result["stop_reason"]) == ("aborted", "run_max_requests")
     assert result["usage"] == expected["usage"]  # each answer counted once
+
+
+def _stop_gracefully(proc: subprocess.Popen[str], sig: signal.Signals, log: Path) -> None:
+    """Send `sig` and wait for the process to shut down (uvicorn raises SIGTERM again once it has)."""
+    proc.send_signal(sig)
+    assert proc.wait(timeout=30) in (0, -signal.SIGTERM), log.read_text()
+
+
+def _left_interrupted(store: Store, run_id: str) -> None:
+    """The run reads `interrupted` with its lease let go (so at once from any machine, not only
+    once its heartbeat lapses), and no subagent of it was recorded as cancelled."""
+    run = store.get_run(run_id)
+    assert run is not None and (run.status, run.owner) == ("interrupted", None)
+    assert {s.status for s in store.subagent_records(run_id)} <= {"completed"}
+
+
+def test_a_server_stopped_with_sigterm_leaves_its_run_interrupted_and_the_next_server_finishes_it(
+    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "served"
+    root.mkdir()
+    env = cli_env(openai.base_url)
+    store = Store.open(store_url)
+    stores.append(store)
+    _, token = store.add_user("ada")
+    headers = {"Authorization": f"Bearer {token}"}
+    proc, url = _serve(store_url, env, root, tmp_path / "serve0.log")
+    FINAL_ANSWER.clear()  # the run cannot end before its server is stopped
+    body = {"prompt": "write the notes", "max_parallel": 2}
+    run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
+    wait_for(lambda: len(store.checkpoints(run_id)) >= 1 + SUBAGENTS // 2, what="half the subagents")
+    _stop_gracefully(proc, signal.SIGTERM, tmp_path / "serve0.log")
+    _left_interrupted(store, run_id)
+    proc, url = _serve(store_url, env, root, tmp_path / "serve1.log")  # resumes it at start
+    FINAL_ANSWER.set()
+    try:
+        ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+    finally:
+        _stop_gracefully(proc, signal.SIGTERM, tmp_path / "serve1.log")
+    assert ended.status == "completed", (tmp_path / "serve1.log").read_text()
+    stored = stored_result(store, run_id)
+    assert stored is not None
+    assert comparable(stored.to_dict()) == baseline["result"]
+    assert ended.workspace is not None
+    assert workspace_files(Path(ended.workspace)) == baseline["files"]
+
+
+def test_a_batch_worker_stopped_with_sigint_leaves_the_run_it_took_over_interrupted_for_the_next_worker(
+    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "served"
+    root.mkdir()
+    env = cli_env(openai.base_url)
+    store = Store.open(store_url)
+    stores.append(store)
+    _, token = store.add_user("ada")
+    proc, url = _serve(store_url, env, root, tmp_path / "serve.log")
+    FINAL_ANSWER.clear()  # the run cannot end before the worker is stopped
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"prompt": "write the notes", "max_parallel": 2}
+    run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
+    assert _kill_when(proc, store, 1)  # the server dies; a worker takes its run over
+    worker_args = ["batch", "worker", "--model", "openai:m", "-w", str(root), "--db", store_url]
+    worker = _spawn(worker_args, env, tmp_path / "worker0.log")
+    wait_for(lambda: len(store.checkpoints(run_id)) >= 1 + SUBAGENTS // 2, what="half the subagents")
+    _stop_gracefully(worker, signal.SIGINT, tmp_path / "worker0.log")
+    _left_interrupted(store, run_id)
+    worker = _spawn(worker_args, env, tmp_path / "worker1.log")
+    FINAL_ANSWER.set()
+    try:
+        ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+    finally:
+        _stop_gracefully(worker, signal.SIGINT, tmp_path / "worker1.log")
+    assert ended.status == "completed", (tmp_path / "worker1.log").read_text()
+    stored = stored_result(store, run_id)
+    assert stored is not None
+    assert comparable(stored.to_dict()) == baseline["result"]
+    assert ended.workspace is not None
+    assert workspace_files(Path(ended.workspace)) == baseline["files"]

@@ -252,13 +252,14 @@ def test_cancel_stops_a_live_run_and_records_its_subagents_as_cancelled(
     assert "already ended (cancelled)" in again.json()["error"]["message"]
 
 
-def test_stopping_the_server_cancels_its_live_runs_and_records_them(
+def test_stopping_the_server_leaves_its_live_runs_interrupted_for_the_next_one_to_resume(
     workspace: Path, store: Store, tokens: dict[str, str]
 ) -> None:
     with serving(workspace, store, stuck_subagents) as server, client(server, tokens["alice"]) as api:
         run_id = start(api)
     run = store.get_run(run_id)
-    assert run is not None and run.status == "cancelled"
+    assert run is not None and (run.status, run.owner, run.stop_reason) == ("interrupted", None, None)
+    assert [r.id for r in store.interrupted_runs()] == [run_id]
 
 
 @pytest.mark.parametrize(

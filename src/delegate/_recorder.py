@@ -129,12 +129,7 @@ class Recorder:
         store = self.store
         if store is None:
             return True
-        thread = self._thread
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        if thread is not None:
-            await asyncio.to_thread(thread.join)
+        await self._stop_writing()
         return await asyncio.to_thread(
             functools.partial(
                 store.finish_run,
@@ -148,6 +143,24 @@ class Recorder:
                 steps=steps,
             )
         )
+
+    async def release(self, usage: Usage) -> bool:
+        """Write what is left, then let the run's lease go, leaving it `interrupted` (to be resumed)
+        with its usage so far; False if another process holds it now."""
+        store = self.store
+        if store is None:
+            return True
+        await self._stop_writing()
+        return await asyncio.to_thread(store.release_run, self.run_id, self.owner, usage)
+
+    async def _stop_writing(self) -> None:
+        """Let the writer write what is queued, and end."""
+        thread = self._thread
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if thread is not None:
+            await asyncio.to_thread(thread.join)
 
     # -- on the writer thread ---------------------------------------------------------------
 

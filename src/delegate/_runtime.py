@@ -19,9 +19,9 @@ from ._agents import Catalogue, Subagent
 from ._errors import ToolError, UserError
 from ._events import Event, EventSink
 from ._frontmatter import CatalogueWarning
-from ._loop import EVENT_VALUE_LIMIT, AgentResult, AgentSpec, AgentStatus, Compaction, RunBudget, ToolGate, run_agent
+from ._loop import EVENT_VALUE_LIMIT, AgentResult, AgentSpec, Compaction, RunBudget, ToolGate, run_agent
 from ._messages import Message
-from ._record import StopReason
+from ._record import Status, StopReason
 from ._recorder import Journal, Recorder
 from ._usage import Usage
 from ._workspace import CommandPolicy, Workspace
@@ -47,7 +47,8 @@ class RunResult:
     """What a run gives back: the final answer, total usage, and one record per subagent."""
 
     run_id: str
-    status: AgentStatus
+    status: Status
+    """How the lead ended (an `AgentStatus`), or `interrupted` when `Runtime.interrupt` stopped it."""
     final: str
     usage: Usage
     lead_usage: Usage
@@ -79,7 +80,7 @@ def stored_result(store: Store, run_id: str, user_id: str | None = None) -> RunR
         return None
     return RunResult(
         run_id=run.id,
-        status=run.status,  # type: ignore[arg-type]  # a stored run may also be running or interrupted
+        status=run.status,
         final=run.final or "",
         usage=run.usage,
         lead_usage=Usage(),
@@ -210,6 +211,8 @@ class Runtime:
         self.timezone = timezone or _local_timezone()
         self.heartbeat_interval = heartbeat_interval
         self._store_option = store
+        self._stops: dict[str, Callable[[str], None]] = {}
+        """How to stop each run of this runtime that is going: see `interrupt`."""
         self._store: Store | None = None
         self._owns_store = False
         self._batches: Batches | None = None
@@ -285,6 +288,18 @@ class Runtime:
         if self._store is not None and self._owns_store:
             self._store.close()
             self._store, self._batches = None, None
+
+    def interrupt(self) -> int:
+        """Stop every run of this runtime that is going, leaving each `interrupted`, to be resumed
+        (what `delegate serve` and `delegate batch worker` do when they are stopped: nobody
+        cancelled those runs). What each did so far is stored, and its lease let go, so it reads
+        `interrupted` at once everywhere and the next server or worker resumes it; its subagents
+        that had not finished start afresh then. Each such `run` returns with status
+        `interrupted`. Returns how many runs it stopped."""
+        stops = list(self._stops.values())
+        for stop in stops:
+            stop("interrupt")
+        return len(stops)
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -439,23 +454,36 @@ class Runtime:
         recorder.emit(Event(type="run.started", run_id=run_id, agent_id="lead", data=started))
         for warning in (*self.catalogue.warnings, *skills.warnings):
             recorder.emit(Event(type="warning", run_id=run_id, agent_id="lead", data=warning.to_dict()))
-        agent = asyncio.create_task(run_agent(spec, ctx, [*([slash] if slash else []), Message.user(prompt)]))
+        return await self._drive(spec, ctx, [*([slash] if slash else []), Message.user(prompt)], recorder, runner)
+
+    async def _drive(
+        self, spec: AgentSpec, ctx: ToolContext, messages: list[Message], recorder: Recorder, runner: SubagentRunner
+    ) -> RunResult:
+        """Run the lead to its end, or until it is stopped: cancelled (by our caller, or from
+        another process), taken over by another process, or interrupted (see `interrupt`)."""
+        run_id = ctx.run_id
+        agent = asyncio.create_task(run_agent(spec, ctx, messages))
         stopped: list[str] = []
 
         def stop(why: str) -> None:
-            stopped.append(why)
-            agent.cancel()
+            if not stopped:
+                stopped.append(why)
+                runner.interrupting = why == "interrupt"
+                agent.cancel()
 
         recorder.on_stop = stop
+        self._stops[run_id] = stop
         beat = asyncio.create_task(_heartbeat(runner, recorder, ctx, self.heartbeat_interval))
         try:
             result = await agent
         except asyncio.CancelledError:
-            if not agent.done():  # our caller cancelled us (Ctrl-C, a signal, the server)
+            if not agent.done():  # our caller cancelled us (Ctrl-C, a signal)
                 agent.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await agent
             cancelled = _result(run_id, _cancelled(ctx), runner)
+            if stopped == ["interrupt"]:
+                return await _interrupted(recorder, replace(cancelled, status="interrupted", stop_reason="interrupted"))
             await _finish(recorder, cancelled)
             if not stopped:
                 raise
@@ -465,6 +493,7 @@ class Runtime:
             raise
         finally:
             beat.cancel()
+            self._stops.pop(run_id, None)
         outcome = _result(run_id, result, runner)
         await _finish(recorder, outcome)
         return outcome
@@ -737,6 +766,18 @@ async def _finish(recorder: Recorder, result: RunResult) -> None:
     await recorder.finish(
         result.status, final, result.usage, result.error, stop_reason=result.stop_reason, steps=result.steps
     )
+
+
+async def _interrupted(recorder: Recorder, result: RunResult) -> RunResult:
+    """Store what the run did so far and let its lease go, leaving it `interrupted`; its followers
+    get the terminal event of an interrupted run (not stored: the run goes on when resumed)."""
+    from ._follow import interrupted_event
+
+    await recorder.release(result.usage)
+    event = interrupted_event(result.run_id)
+    for sink in recorder.sinks:
+        sink(event)
+    return result
 
 
 def _inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:

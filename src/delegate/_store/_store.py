@@ -376,6 +376,18 @@ class Store:
             )
         return held, cancel
 
+    def release_run(self, run_id: str, owner: str, usage: Usage | None = None) -> bool:
+        """Let go of `owner`'s lease of a running run (storing its usage so far), so that it reads
+        `interrupted` at once, from any process, and can be resumed; False if `owner` did not hold it."""
+        values: dict[str, Any] = {"owner": None}
+        if usage is not None:
+            values["usage"] = usage_adapter.dump_json(usage).decode()
+        with self.write() as conn:
+            update = runs_table.update().where(
+                runs_table.c.id == run_id, runs_table.c.owner == owner, runs_table.c.status == "running"
+            )
+            return conn.execute(update.values(values)).rowcount == 1
+
     def claim_run(self, run_id: str, owner: str, user_id: str | None = None) -> RunRow:
         """Take over an interrupted run for `owner`, to resume it; `UserError` if it cannot be resumed.
 

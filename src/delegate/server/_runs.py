@@ -53,6 +53,7 @@ class LiveRun:
     """The number of events stored before this process took the run on (a resumed run's): the
     first event in `events` is number `base + 1`."""
     task: asyncio.Task[None] | None = None
+    runtime: Runtime | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
     done: bool = False
     _waiters: list[asyncio.Future[None]] = field(default_factory=list[asyncio.Future[None]])
@@ -177,7 +178,7 @@ class RunManager:
             await runtime.aclose()
             raise
         run_id = f"run_{uuid.uuid4().hex[:12]}"
-        live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop())
+        live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop(), runtime=runtime)
         self.live[run_id] = live
         go = runtime.run(
             prompt,
@@ -206,7 +207,7 @@ class RunManager:
         if run is None:
             raise UserError(f"no run {run_id!r}: list yours with GET /api/v1/runs")
         runtime = self.build(user_id, run.model, None)
-        live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop())
+        live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop(), runtime=runtime)
         live.base = run.event_count
         self.live[run_id] = live
         go = runtime.resume(run_id, sinks=[live.emit])
@@ -290,10 +291,13 @@ class RunManager:
             run = found
 
     async def close(self) -> None:
-        """Cancel every live run (each records itself as cancelled) and wait for them."""
+        """Stop every live run, leaving it `interrupted` (what it did so far stored, its lease let
+        go: nobody cancelled it), so the next server or worker resumes it; wait for them. A run
+        still being set up is cancelled before it starts."""
         tasks = [live.task for live in self.live.values() if live.task is not None]
-        for task in tasks:
-            task.cancel()
+        for live in self.live.values():
+            if live.task is not None and not (live.runtime is not None and live.runtime.interrupt()):
+                live.task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=CANCEL_WAIT)
 

@@ -113,6 +113,9 @@ class SubagentRunner:
         self.records: list[TaskOutput] = []
         """The records of the subagents that ended, in the order they were called (`seq`)."""
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
+        self.interrupting = False
+        """Set when the run is stopped to be resumed later (`Runtime.interrupt`): a subagent
+        cancelled then ends `interrupted`, and is not recorded, as if its process had died."""
         self.started = 0
         self._semaphore = asyncio.Semaphore(max_parallel) if max_parallel else None
         self._ids = itertools.count(1)
@@ -302,8 +305,9 @@ class SubagentRunner:
             if not fits(record):
                 await asyncio.to_thread(self._write_whole, record)
         except asyncio.CancelledError:
-            record.status, record.stop_reason, record.steps = "cancelled", "cancelled", ctx.steps
-            self._finish(record, ctx, None)  # not kept for a resume: it starts afresh then
+            why = "interrupted" if self.interrupting else "cancelled"
+            record.status, record.stop_reason, record.steps = why, why, ctx.steps
+            self._finish(record, ctx, None, stored=not self.interrupting)  # not kept for a resume: it starts afresh
             raise
         except Exception as exc:  # a crash of this subagent is its own result, never its siblings'
             record.status, record.stop_reason, record.steps = "error", "crash", ctx.steps
@@ -333,11 +337,11 @@ class SubagentRunner:
         record.artifacts = artifacts + record.artifacts
         record.result_file = name
 
-    def _finish(self, record: TaskOutput, ctx: ToolContext, key: str | None) -> None:
+    def _finish(self, record: TaskOutput, ctx: ToolContext, key: str | None, *, stored: bool = True) -> None:
         record.completed_at = datetime.now(UTC)
         self.live.pop(record.id, None)
         bisect.insort(self.records, record, key=lambda r: r.seq)
-        if self.on_finish is not None:
+        if self.on_finish is not None and stored:
             self.on_finish(key, record)
         self._event(
             record,
