@@ -24,7 +24,8 @@ from delegate.server import ServerSettings, create_app
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import OpenAIServer, Reply
 from tests.loopback_server import LiveServer
-from tests.test_server_web import ARGS, CHROMIUM, sign_in
+from tests.test_server_web import CHROMIUM, sign_in
+from tests.test_server_web import browser as browser  # the module's Chromium (a fixture)
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (pip install playwright)")
 pytestmark = pytest.mark.skipif(
@@ -101,6 +102,11 @@ class ReleaseTeam:
                 return Reply(tool_calls=[("write_file", {"path": "notes.md", "content": NOTES})])
             summary = "Wrote **notes.md**:\n\n- one fix\n- <script>window.__pwned = 'summary'</script>"
             return Reply(tool_calls=[("complete", {"summary": summary, "paths": ["notes.md"]})])
+        if task.startswith("item"):
+            path = f"changes/{task.replace(' ', '-')}.md"
+            if first:
+                return Reply(tool_calls=[("write_file", {"path": path, "content": f"# {task}\n\n- <b>2</b> fixes\n"})])
+            return Reply(tool_calls=[("complete", {"summary": f"**{task}**: 2 fixes, in `{path}`", "paths": [path]})])
         if first:
             return Reply(tool_calls=[("list_dir", {"path": "."})], prompt_tokens=40, completion_tokens=6)
         if task == "scan":
@@ -150,14 +156,6 @@ def server(tmp_path: Path, store: Store, model_server: OpenAIServer) -> Iterator
     settings = ServerSettings(workspace=tmp_path, model=model)
     with LiveServer(create_app(settings, store=store)) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[sync_api.Browser]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -320,7 +318,7 @@ def test_hostile_markdown_in_a_final_answer_renders_inert(page: sync_api.Page, t
 
 def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_path: Path) -> None:
     page.click("nav >> text=Batches")
-    page.select_option("#batch-type", "explore")
+    page.select_option("#batch-type", "general-purpose")
     page.fill("#batch-title", "Changelog per package")
     page.fill("#batch-running", "2")
     page.fill("#batch-items", "\n".join(json.dumps({"key": f"pkg-{n}", "prompt": f"item {n}"}) for n in range(6)))
@@ -331,6 +329,14 @@ def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_
     expect(bars).to_have_count(6)
     for n in range(6):
         expect(page.locator(f"#item-timeline [data-item=pkg-{n}] .tl-bar")).to_have_class("tl-bar succeeded")
+    page.click("#item-timeline [data-item=pkg-2]")  # or its row in the table
+    detail = page.locator("#item-detail")
+    expect(detail.locator(".detail-head")).to_contain_text("pkg-2")
+    expect(detail.locator(".md strong")).to_have_text("item 2")
+    expect(detail.locator(".file-list .file-path")).to_have_text("changes/item-2.md")
+    detail.get_by_role("button", name="Preview").click()
+    expect(detail.locator(".preview-text")).to_have_text("# item 2\n\n- <b>2</b> fixes\n")
+    expect(page.locator("#item-table tr.selected")).to_contain_text("pkg-2")
     shoot(page, tmp_path, "web-batch.png")
 
 

@@ -119,6 +119,7 @@ function badge(status) {
 }
 
 const fmt = new Intl.NumberFormat();
+const plural = (n, word) => `${fmt.format(n)} ${word}${n === 1 ? "" : "s"}`;
 const tokens = (usage) => (usage ? (usage.input_tokens || 0) + (usage.output_tokens || 0) : 0);
 
 function showError(id, message) {
@@ -315,16 +316,25 @@ async function loadItems(batchId) {
   const status = $("item-filter").value;
   const query = new URLSearchParams({ status, offset: itemPage.offset, limit: itemPage.limit });
   const { items } = await api("GET", `/batches/${encodeURIComponent(batchId)}/items?${query}`);
+  itemsShown = items;
   const body = $("item-table").querySelector("tbody");
   body.replaceChildren(
     ...items.map((item) =>
       el(
         "tr",
-        {},
+        {
+          class: `clickable${item.key === pickedItem.key ? " selected" : ""}`,
+          "data-key": item.key,
+          onclick: () => pickItem(item.key),
+        },
         el("td", { class: "mono", text: item.key }),
         el("td", {}, badge(item.status)),
         el("td", { text: String(item.attempts) }),
-        el("td", { class: "clip", text: item.error || item.summary || "", title: item.error || item.summary || "" }),
+        el(
+          "td",
+          { class: "clip", title: item.error || item.summary || "" },
+          item.error ? el("span", { class: "error-text", text: item.error }) : Markdown.render(item.summary || ""),
+        ),
         el(
           "td",
           { class: "cell-actions" },
@@ -333,7 +343,10 @@ async function loadItems(batchId) {
                 type: "button",
                 class: "small",
                 text: "Retry",
-                onclick: () => retryItem(batchId, item.key),
+                onclick: (e) => {
+                  e.stopPropagation();
+                  retryItem(batchId, item.key);
+                },
               })
             : null,
         ),
@@ -341,11 +354,71 @@ async function loadItems(batchId) {
     ),
   );
   drawItemTimeline(items);
+  drawItemDetail();
   $("items-prev").disabled = itemPage.offset === 0;
   $("items-next").disabled = items.length < itemPage.limit;
   $("items-page").textContent = items.length
     ? `items ${itemPage.offset + 1}–${itemPage.offset + items.length}`
     : "no items";
+}
+
+// The item picked in the table or the timeline: what it gave back, and the files it delivered.
+let itemsShown = [];
+let pickedItem = { key: "", preview: null };
+
+function pickItem(key) {
+  pickedItem = { key, preview: null };
+  for (const row of $("item-table").querySelectorAll("tbody tr")) row.classList.toggle("selected", row.dataset.key === key);
+  for (const row of $("item-timeline").querySelectorAll(".tl-row")) row.classList.toggle("selected", row.dataset.item === key);
+  drawItemDetail();
+}
+
+function drawItemDetail() {
+  const box = $("item-detail");
+  const item = itemsShown.find((i) => i.key === pickedItem.key);
+  box.hidden = !item;
+  if (!item) return box.replaceChildren();
+  const usage = item.usage;
+  const took = item.started_at && item.finished_at ? (Date.parse(item.finished_at) - Date.parse(item.started_at)) / 1000 : null;
+  const facts = [
+    took === null ? "" : Timeline.seconds(took),
+    plural(item.attempts, "attempt"),
+    typeof item.steps === "number" ? plural(item.steps, "step") : "",
+    usage ? `${fmt.format(usage.input_tokens || 0)} in · ${fmt.format(usage.output_tokens || 0)} out tokens` : "",
+  ];
+  const parts = [
+    el(
+      "div",
+      { class: "detail-head" },
+      el("span", { class: "name mono", text: item.key }),
+      badge(item.status),
+      el("span", { class: "meta", text: facts.filter(Boolean).join(" · ") }),
+    ),
+    el("p", { class: "detail-desc", text: item.prompt }),
+  ];
+  if (item.summary) parts.push(el("h4", { text: "Summary" }), Markdown.render(item.summary));
+  if (item.error) parts.push(el("p", { class: "error", text: item.error }));
+  if (item.acceptance && item.acceptance.length) {
+    const verdicts = item.acceptance.map((v) =>
+      el("li", {}, el("b", { text: `${v.result}: ` }), `${v.criterion}`, el("span", { class: "muted small", text: ` (${v.evidence})` })),
+    );
+    parts.push(el("h4", { text: "Acceptance" }), el("ul", { class: "verdicts" }, ...verdicts));
+  }
+  if (item.result !== null && item.result !== undefined) {
+    parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: JSON.stringify(item.result, null, 2) }));
+  }
+  if ((item.artifacts || []).length || (item.skipped || []).length) {
+    const key = item.key;
+    const preview = (path) =>
+      loadPreview(path, (shown) => {
+        if (pickedItem.key !== key) return;
+        if ((shown.file || shown.error) && (!pickedItem.preview || pickedItem.preview.path !== path)) return;
+        pickedItem.preview = shown;
+        drawItemDetail();
+      });
+    parts.push(filesBox(item.artifacts || [], item.skipped, pickedItem.preview, preview));
+  }
+  box.replaceChildren(...parts);
 }
 
 // One bar per item shown, from its (last) start to its end, on the clock.
@@ -366,7 +439,7 @@ function drawItemTimeline(items) {
     status: i.status,
     note: i.usage ? `${fmt.format(tokens(i.usage))} tok` : "",
   }));
-  Timeline.draw($("item-timeline"), rows, { from, to, clockAxis: true, attr: "data-item" });
+  Timeline.draw($("item-timeline"), rows, { from, to, clockAxis: true, attr: "data-item", selected: pickedItem.key, onPick: pickItem });
 }
 
 // The key goes in the body, never in the path: a key such as ".." would be resolved away as a dot
@@ -390,6 +463,7 @@ async function showBatches(batchId) {
   $("batch-detail").hidden = !batchId;
   if (!batchId) return;
   itemPage = { offset: 0, limit: 50 };
+  pickedItem = { key: "", preview: null };
   $("batch-heading").textContent = `Items of ${batchId}`;
   loadItems(batchId).catch((err) => showError("batch-action-error", err.message));
   followBatch(batchId);

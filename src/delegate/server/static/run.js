@@ -4,7 +4,6 @@
 "use strict";
 
 const ARG_CHARS = 4000; // the most characters of one call's arguments shown
-const PREVIEW_CHARS = 64 * 1024;
 
 async function loadRuns() {
   const { runs } = await api("GET", "/runs?limit=30");
@@ -103,7 +102,6 @@ function agentNode(id, parentId) {
   return agent;
 }
 
-const plural = (n, word) => `${fmt.format(n)} ${word}${n === 1 ? "" : "s"}`;
 
 function drawAgent(agent) {
   const meta = [plural(agent.steps, "step"), `${fmt.format(tokens(agent.usage))} tokens`];
@@ -479,56 +477,20 @@ function drawDetail() {
 }
 
 function drawFiles(agent) {
-  const rows = agent.artifacts.map((a) =>
-    el(
-      "li",
-      { "data-path": a.relative_path },
-      el("span", { class: "file-path mono", text: a.relative_path }),
-      el("span", { class: "file-size", text: a.size === null || a.size === undefined ? "" : bytes(a.size) }),
-      el("button", { type: "button", class: "small", text: "Preview", onclick: () => previewFile(agent.id, a.relative_path) }),
-    ),
-  );
-  for (const s of agent.skipped || []) {
-    rows.push(el("li", { class: "skipped" }, el("span", { class: "file-path mono", text: s.path }), el("span", { class: "muted small", text: `not delivered: ${s.reason}` })));
-  }
-  const box = el("div", { class: "files" }, el("h4", { text: "Files delivered" }), el("ul", { class: "file-list" }, ...rows));
-  const shown = tree.preview;
-  if (shown && shown.agent === agent.id) box.append(drawPreview(shown));
-  return box;
+  const shown = tree.preview && tree.preview.agent === agent.id ? tree.preview : null;
+  return filesBox(agent.artifacts, agent.skipped, shown, (path) => previewFile(agent.id, path));
 }
 
-function bytes(n) {
-  if (n < 1024) return `${fmt.format(n)} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
-}
-
-function drawPreview(shown) {
-  const head = el("div", { class: "preview-head" }, el("span", { class: "mono", text: shown.path }));
-  if (shown.error) return el("div", { class: "preview" }, head, el("p", { class: "error", text: shown.error }));
-  if (!shown.file) return el("div", { class: "preview" }, head, el("p", { class: "muted small", text: "Loading…" }));
-  const f = shown.file;
-  head.append(el("span", { class: "muted small", text: `${bytes(f.size)}${f.truncated ? ` · the first ${bytes(f.text.length)} shown` : ""}` }));
-  const body = f.binary
-    ? el("p", { class: "muted small", text: "A binary file: no preview." })
-    : el("pre", { class: "preview-text", text: f.text });
-  return el("div", { class: "preview" }, head, body);
-}
-
-async function previewFile(agentId, path) {
+function previewFile(agentId, path) {
   const runId = tree.runId;
-  tree.preview = { agent: agentId, path, file: null };
-  redraw();
-  let shown;
-  try {
-    const file = await api("GET", `/files?${new URLSearchParams({ path, limit: PREVIEW_CHARS })}`);
-    shown = { agent: agentId, path, file };
-  } catch (err) {
-    shown = { agent: agentId, path, error: err.message };
-  }
-  if (!tree || tree.runId !== runId || !tree.preview || tree.preview.path !== path) return;
-  tree.preview = shown;
-  redraw();
+  loadPreview(path, (shown) => {
+    if (!tree || tree.runId !== runId || tree.selected !== agentId) return;
+    if (shown.file || shown.error) {
+      if (!tree.preview || tree.preview.path !== path) return; // another file was picked since
+    }
+    tree.preview = { agent: agentId, ...shown };
+    redraw();
+  });
 }
 
 // -- open, start, cancel --------------------------------------------------------------------

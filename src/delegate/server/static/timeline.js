@@ -25,17 +25,16 @@ const Timeline = (() => {
 
   // Draw `rows` ({id, label, sub, start, end, status, note}; times in seconds since the epoch, `end`
   // null while running) into `container`, from `from` to `to`. `onPick(id)` is called on a click;
-  // the row whose id is `selected` is marked. `clockAxis` labels the axis's start with its time of
-  // day (the other ticks are always seconds since then).
+  // the row whose id is `selected` is marked. `clockAxis` says when the axis starts, as a time of
+  // day (its ticks are seconds since then).
   function draw(container, rows, { from, to, selected, onPick, clockAxis, attr = "data-row" }) {
     const span = Math.max(to - from, 0.001);
     const step = STEPS.find((s) => span / s <= 8) || STEPS[STEPS.length - 1];
     const axis = div("tl-axis");
-    axis.append(div("tl-label"));
+    axis.append(div("tl-label tl-sub", clockAxis ? `from ${clock(from)}` : ""));
     const ticks = div("tl-track tl-ticks");
     for (let t = 0; t <= span + 1e-9; t += step) {
-      const label = t === 0 ? (clockAxis ? clock(from) : "0") : `${clockAxis ? "+" : ""}${seconds(t)}`;
-      const tick = div("tl-tick", label);
+      const tick = div("tl-tick", t === 0 ? "0" : `${clockAxis ? "+" : ""}${seconds(t)}`);
       tick.style.left = `${(100 * t) / span}%`;
       ticks.append(tick);
     }
