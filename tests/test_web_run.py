@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from delegate._store import Store
-from delegate.models import OpenAIModel
 from delegate.server import ServerSettings, create_app
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.loopback_openai import OpenAIServer, Reply
@@ -149,11 +148,14 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
-def server(tmp_path: Path, store: Store, model_server: OpenAIServer) -> Iterator[LiveServer]:
-    def model(_: str | None) -> OpenAIModel:
-        return OpenAIModel("loopback-model", base_url=model_server.base_url, api_key="test")
-
-    settings = ServerSettings(workspace=tmp_path, model=model)
+def server(
+    tmp_path: Path, store: Store, model_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LiveServer]:
+    """The server as an operator runs it: `openai:` models, the base URL and key from the environment
+    (each run's runtime builds its model, and closes it when the run ends)."""
+    monkeypatch.setenv("OPENAI_BASE_URL", model_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    settings = ServerSettings(workspace=tmp_path, model="openai:loopback-model")
     with LiveServer(create_app(settings, store=store)) as running:
         yield running
 

@@ -431,6 +431,19 @@ function drawTurn(turn) {
   );
 }
 
+// An entry's element, made again only when the entry changed (a call ended, its subagent
+// started): a lead with a thousand calls is not redrawn whole at every event.
+function entryNode(agent, entry) {
+  const key = entry.kind === "call" ? `${entry.end}|${tree.byCall.get(entry.id) || ""}` : "";
+  if (!entry.node || entry.nodeKey !== key) {
+    if (entry.kind === "call") entry.node = drawCall(agent, entry);
+    else if (entry.kind === "turn") entry.node = drawTurn(entry);
+    else entry.node = el("li", { class: "note", text: entry.text });
+    entry.nodeKey = key;
+  }
+  return entry.node;
+}
+
 function drawDetail() {
   const agent = tree.agents.get(tree.selected);
   const box = $("agent-detail");
@@ -466,7 +479,7 @@ function drawDetail() {
     parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: bounded(JSON.stringify(record.result, null, 2), ARG_CHARS) }));
   }
   if (agent.artifacts.length || (agent.skipped && agent.skipped.length)) parts.push(drawFiles(agent));
-  const calls = agent.entries.map((e) => (e.kind === "call" ? drawCall(agent, e) : e.kind === "turn" ? drawTurn(e) : el("li", { class: "note", text: e.text })));
+  const calls = agent.entries.map((e) => entryNode(agent, e));
   parts.push(
     el("h4", { text: `Turns (${plural(agent.entries.filter((e) => e.kind === "call").length, "tool call")})` }),
     calls.length ? el("ol", { class: "calls" }, ...calls) : el("p", { class: "muted small", text: "No turn yet." }),
