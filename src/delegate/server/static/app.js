@@ -119,6 +119,13 @@ function badge(status) {
 }
 
 const fmt = new Intl.NumberFormat();
+const ARG_CHARS = 4000; // the most characters of one call's arguments (or a typed result) shown
+
+function bounded(text, limit) {
+  if (text.length <= limit) return text;
+  return `${text.slice(0, limit)}\n… ${fmt.format(text.length - limit)} more characters`;
+}
+
 const plural = (n, word) => `${fmt.format(n)} ${word}${n === 1 ? "" : "s"}`;
 const tokens = (usage) => (usage ? (usage.input_tokens || 0) + (usage.output_tokens || 0) : 0);
 
@@ -368,8 +375,12 @@ let pickedItem = { key: "", preview: null };
 
 function pickItem(key) {
   pickedItem = { key, preview: null };
-  for (const row of $("item-table").querySelectorAll("tbody tr")) row.classList.toggle("selected", row.dataset.key === key);
-  for (const row of $("item-timeline").querySelectorAll(".tl-row")) row.classList.toggle("selected", row.dataset.item === key);
+  for (const row of $("item-table").querySelectorAll("tbody tr")) {
+    row.classList.toggle("selected", row.dataset.key === key);
+  }
+  for (const row of $("item-timeline").querySelectorAll(".tl-row")) {
+    row.classList.toggle("selected", row.dataset.item === key);
+  }
   drawItemDetail();
 }
 
@@ -379,7 +390,8 @@ function drawItemDetail() {
   box.hidden = !item;
   if (!item) return box.replaceChildren();
   const usage = item.usage;
-  const took = item.started_at && item.finished_at ? (Date.parse(item.finished_at) - Date.parse(item.started_at)) / 1000 : null;
+  const took =
+    item.started_at && item.finished_at ? (Date.parse(item.finished_at) - Date.parse(item.started_at)) / 1000 : null;
   const facts = [
     took === null ? "" : Timeline.seconds(took),
     plural(item.attempts, "attempt"),
@@ -400,12 +412,19 @@ function drawItemDetail() {
   if (item.error) parts.push(el("p", { class: "error", text: item.error }));
   if (item.acceptance && item.acceptance.length) {
     const verdicts = item.acceptance.map((v) =>
-      el("li", {}, el("b", { text: `${v.result}: ` }), `${v.criterion}`, el("span", { class: "muted small", text: ` (${v.evidence})` })),
+      el(
+        "li",
+        {},
+        el("b", { text: `${v.result}: ` }),
+        `${v.criterion}`,
+        el("span", { class: "muted small", text: ` (${v.evidence})` }),
+      ),
     );
     parts.push(el("h4", { text: "Acceptance" }), el("ul", { class: "verdicts" }, ...verdicts));
   }
   if (item.result !== null && item.result !== undefined) {
-    parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: JSON.stringify(item.result, null, 2) }));
+    const result = bounded(JSON.stringify(item.result, null, 2), ARG_CHARS);
+    parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: result }));
   }
   if ((item.artifacts || []).length || (item.skipped || []).length) {
     const key = item.key;
@@ -439,7 +458,8 @@ function drawItemTimeline(items) {
     status: i.status,
     note: i.usage ? `${fmt.format(tokens(i.usage))} tok` : "",
   }));
-  Timeline.draw($("item-timeline"), rows, { from, to, clockAxis: true, attr: "data-item", selected: pickedItem.key, onPick: pickItem });
+  const how = { from, to, clockAxis: true, attr: "data-item", selected: pickedItem.key, onPick: pickItem };
+  Timeline.draw($("item-timeline"), rows, how);
 }
 
 // The key goes in the body, never in the path: a key such as ".." would be resolved away as a dot

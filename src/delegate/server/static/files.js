@@ -34,7 +34,8 @@ function filesBox(artifacts, skipped, preview, onPreview) {
       ),
     );
   }
-  const box = el("div", { class: "files" }, el("h4", { text: "Files delivered" }), el("ul", { class: "file-list" }, ...rows));
+  const list = el("ul", { class: "file-list" }, ...rows);
+  const box = el("div", { class: "files" }, el("h4", { text: "Files delivered" }), list);
   if (preview) box.append(previewBox(preview));
   return box;
 }

@@ -3,8 +3,6 @@
 // events (the same stream live and after a reload) and its stored record (GET /runs/{id}).
 "use strict";
 
-const ARG_CHARS = 4000; // the most characters of one call's arguments shown
-
 async function loadRuns() {
   const { runs } = await api("GET", "/runs?limit=30");
   const list = $("run-list");
@@ -195,7 +193,8 @@ function onRunEvent(type, ev) {
         input_tokens: ((agent.usage && agent.usage.input_tokens) || 0) + (usage.input_tokens || 0),
         output_tokens: ((agent.usage && agent.usage.output_tokens) || 0) + (usage.output_tokens || 0),
       };
-      agent.entries.push({ kind: "turn", ts: ev.ts, step: data.step, text: data.text || "", usage, tools: data.tool_calls });
+      const turn = { kind: "turn", ts: ev.ts, step: data.step, text: data.text || "", usage, tools: data.tool_calls };
+      agent.entries.push(turn);
       tree.input += usage.input_tokens || 0;
       tree.output += usage.output_tokens || 0;
       setStats();
@@ -220,7 +219,10 @@ function onRunEvent(type, ev) {
     case "compaction":
     case "warning": {
       const agent = agentNode(ev.agent_id, parent);
-      const text = type === "warning" ? data.reason || JSON.stringify(data) : `context compacted: ${data.messages_before} → ${data.messages_after} messages`;
+      const text =
+        type === "warning"
+          ? data.reason || JSON.stringify(data)
+          : `context compacted: ${data.messages_before} → ${data.messages_after} messages`;
       agent.entries.push({ kind: "note", ts: ev.ts, text });
       drawAgent(agent);
       break;
@@ -383,12 +385,8 @@ function tick() {
 }
 
 function since(ts) {
-  return tree.start === null || ts === null || ts === undefined ? "" : `+${Timeline.seconds(Math.max(0, ts - tree.start))}`;
-}
-
-function bounded(text, limit) {
-  if (text.length <= limit) return text;
-  return `${text.slice(0, limit)}\n… ${fmt.format(text.length - limit)} more characters`;
+  if (tree.start === null || ts === null || ts === undefined) return "";
+  return `+${Timeline.seconds(Math.max(0, ts - tree.start))}`;
 }
 
 function argsText(args) {
@@ -413,7 +411,8 @@ function drawCall(agent, call) {
     const content = call.content || "";
     parts.push(el("pre", { class: `call-result${call.error ? " error" : ""}`, text: content || "(empty result)" }));
     if (typeof call.size === "number" && call.size > content.length) {
-      parts.push(el("div", { class: "call-size", text: `first ${fmt.format(content.length)} of ${fmt.format(call.size)} characters` }));
+      const cut = `first ${fmt.format(content.length)} of ${fmt.format(call.size)} characters`;
+      parts.push(el("div", { class: "call-size", text: cut }));
     }
   }
   return el("li", { class: `call${call.error ? " failed" : ""}`, "data-call": call.id || "" }, ...parts);
@@ -426,7 +425,7 @@ function drawTurn(turn) {
     { class: "turn", "data-step": String(turn.step || "") },
     el("span", { class: "call-time", text: since(turn.ts) }),
     el("span", { class: "turn-label", text: `step ${turn.step || "?"}` }),
-    el("span", { class: "turn-text", text: turn.text || (turn.tools && turn.tools.length ? `calls ${turn.tools.join(", ")}` : "") }),
+    el("span", { class: "turn-text", text: turn.text || (turn.tools?.length ? `calls ${turn.tools.join(", ")}` : "") }),
     el("span", { class: "turn-tokens", text: `${fmt.format(tok)} tokens` }),
   );
 }
@@ -448,7 +447,8 @@ function drawDetail() {
   const agent = tree.agents.get(tree.selected);
   const box = $("agent-detail");
   if (!agent) {
-    box.replaceChildren(el("p", { class: "muted", text: "Pick an agent in the timeline or the tree to see its calls." }));
+    const hint = "Pick an agent in the timeline or the tree: its calls show here.";
+    box.replaceChildren(el("p", { class: "muted", text: hint }));
     return;
   }
   const list = box.querySelector(".calls");
@@ -476,7 +476,8 @@ function drawDetail() {
   if (record && record.summary) parts.push(el("h4", { text: "Summary" }), Markdown.render(record.summary));
   if (agent.error) parts.push(el("p", { class: "error", text: agent.error }));
   if (record && record.result !== null && record.result !== undefined) {
-    parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: bounded(JSON.stringify(record.result, null, 2), ARG_CHARS) }));
+    const result = bounded(JSON.stringify(record.result, null, 2), ARG_CHARS);
+    parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: result }));
   }
   if (agent.artifacts.length || (agent.skipped && agent.skipped.length)) parts.push(drawFiles(agent));
   const calls = agent.entries.map((e) => entryNode(agent, e));
