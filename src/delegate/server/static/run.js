@@ -309,7 +309,7 @@ async function loadRecord(runId) {
       agent.summary = s.summary || s.error || "";
       if (agent.started === null && s.started_at) agent.started = Date.parse(s.started_at) / 1000;
       if (agent.ended === null && s.completed_at) agent.ended = Date.parse(s.completed_at) / 1000;
-      agent.dom.li.parentNode.append(agent.dom.li);
+      if (run.status !== "running") agent.dom.li.parentNode.append(agent.dom.li); // in call order, once all are in
       drawAgent(agent);
     }
     if (run.status !== "running" && run.final && run.final.length > ($("run-final").textContent || "").length) {
