@@ -237,6 +237,10 @@ def test_picking_a_subagent_shows_its_calls_with_arguments_results_and_times(
     expect(detail.locator("li.call .call-name").first).to_have_text("list_dir")
     expect(detail.locator("li.call .call-result").first).to_contain_text("./")  # the folder listed
     assert page.url.endswith("/sub2")  # the pick is in the address: a reload shows it again
+    page.focus("#timeline [data-agent=sub3]")
+    page.keyboard.press("Enter")  # a timeline row is picked with the keyboard too
+    expect(detail.locator(".detail-head")).to_contain_text("sub3")
+    page.click("#timeline [data-agent=sub2]")
     shoot(page, tmp_path, "web-drilldown.png")
 
 

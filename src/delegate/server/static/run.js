@@ -89,7 +89,13 @@ function agentNode(id, parentId) {
     artifacts: [],
   };
   const li = el("li", { "data-agent": id });
-  const row = el("div", { class: "node", onclick: () => pickAgent(id) });
+  const row = el("div", { class: "node", tabindex: "0", role: "button", onclick: () => pickAgent(id) });
+  row.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      pickAgent(id);
+    }
+  });
   const summary = el("div", { class: "node-summary", hidden: true });
   const children = el("ul");
   li.append(row, summary, children);

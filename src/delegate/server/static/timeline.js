@@ -57,7 +57,15 @@ const Timeline = (() => {
       line.append(label, track, div("tl-note", row.note || ""));
       if (onPick) {
         line.classList.add("clickable");
+        line.tabIndex = 0;
+        line.setAttribute("role", "button");
         line.addEventListener("click", () => onPick(row.id));
+        line.addEventListener("keydown", (e) => {
+          if (e.key === "Enter" || e.key === " ") {
+            e.preventDefault();
+            onPick(row.id);
+          }
+        });
       }
       return line;
     });
