@@ -418,3 +418,21 @@ def test_the_markdown_renderer_makes_only_inert_elements_of_any_text(page: sync_
         "https://ok.example/",
         "mailto:a@b.example",
     ]
+
+
+def test_cancelling_a_run_ends_its_bars_with_the_status_of_each_agent(page: sync_api.Page, team: ReleaseTeam) -> None:
+    team.scan_may_finish.clear()
+    page.fill("#prompt", "How are releases made?")
+    page.click("#start-run")
+    expect(page.locator("#timeline [data-agent=sub1] .tl-bar")).to_have_class("tl-bar completed", timeout=20_000)
+    expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar running")
+    page.click("#cancel-run")
+    expect(page.locator("#run-status")).to_have_text("cancelled")
+    expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar cancelled")
+    expect(page.locator("#timeline [data-agent=lead] .tl-bar")).to_have_class("tl-bar cancelled")
+    expect(page.locator("#timeline [data-agent=sub1] .tl-bar")).to_have_class("tl-bar completed")
+    page.click("#timeline [data-agent=lead]")
+    durations = page.locator("#agent-detail li.call .call-dur")
+    expect(durations).to_have_count(2)
+    expect(durations.nth(1)).to_have_text("no result")  # the task of sub2, cut short
+    assert durations.nth(0).inner_text().endswith(("ms", " s"))  # the task of sub1 had ended

@@ -48,6 +48,7 @@ function newTree(runId, selected) {
     selected: selected || "lead",
     byCall: new Map(), // the lead's task call id -> the subagent it started
     preview: null,
+    final: "",
     drawing: false,
     detailStale: false,
     timer: null,
@@ -106,7 +107,6 @@ function agentNode(id, parentId) {
   return agent;
 }
 
-
 function drawAgent(agent) {
   const meta = [plural(agent.steps, "step"), `${fmt.format(tokens(agent.usage))} tokens`];
   if (agent.artifacts.length) meta.push(plural(agent.artifacts.length, "file"));
@@ -128,8 +128,8 @@ function drawAgent(agent) {
 // it failed. Drawn again only when it changed.
 function drawSummary(agent) {
   const key = JSON.stringify([agent.summary, agent.result ?? null]);
-  if (agent.dom.summary.dataset.key === key) return;
-  agent.dom.summary.dataset.key = key;
+  if (agent.summaryKey === key) return;
+  agent.summaryKey = key;
   const parts = [];
   if (agent.summary) parts.push(Markdown.render(agent.summary));
   if (agent.result !== null && agent.result !== undefined) {
@@ -276,6 +276,7 @@ function onRunEvent(type, ev) {
 }
 
 function showFinal(final, error) {
+  tree.final = final || "";
   const box = $("run-final");
   if (final) box.replaceChildren(Markdown.render(final));
   else box.replaceChildren(el("span", { class: "muted", text: error || "The run ended without an answer." }));
@@ -318,7 +319,7 @@ async function loadRecord(runId) {
       if (run.status !== "running") agent.dom.li.parentNode.append(agent.dom.li); // in call order, once all are in
       drawAgent(agent);
     }
-    if (run.status !== "running" && run.final && run.final.length > ($("run-final").textContent || "").length) {
+    if (run.status !== "running" && run.final && run.final !== tree.final) {
       showFinal(run.final, run.error); // an answer longer than an event holds
     }
     if (run.error) showError("run-detail-error", run.error);
@@ -403,12 +404,13 @@ function argsText(args) {
 
 function drawCall(agent, call) {
   const sub = call.name === "task" && agent.id === "lead" ? tree.byCall.get(call.id) : null;
+  const took = call.end !== null ? Timeline.seconds(call.end - call.ts) : tree.done ? "no result" : "running";
   const head = el(
     "div",
     { class: "call-head" },
     el("span", { class: "call-time", text: since(call.ts) }),
     el("span", { class: "call-name", text: call.name }),
-    el("span", { class: "call-dur", text: call.end === null ? "running" : Timeline.seconds(call.end - call.ts) }),
+    el("span", { class: "call-dur", text: took }),
     call.error ? el("span", { class: "badge error", text: "error" }) : null,
     sub ? el("button", { type: "button", class: "link", text: `open ${sub}`, onclick: () => pickAgent(sub) }) : null,
   );
@@ -439,7 +441,7 @@ function drawTurn(turn) {
 // An entry's element, made again only when the entry changed (a call ended, its subagent
 // started): a lead with a thousand calls is not redrawn whole at every event.
 function entryNode(agent, entry) {
-  const key = entry.kind === "call" ? `${entry.end}|${tree.byCall.get(entry.id) || ""}` : "";
+  const key = entry.kind === "call" ? `${entry.end}|${tree.byCall.get(entry.id) || ""}|${tree.done}` : "";
   if (!entry.node || entry.nodeKey !== key) {
     if (entry.kind === "call") entry.node = drawCall(agent, entry);
     else if (entry.kind === "turn") entry.node = drawTurn(entry);
