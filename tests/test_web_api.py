@@ -129,6 +129,25 @@ def test_a_folder_or_a_fifo_is_not_read_and_says_why(server: LiveServer, store: 
     assert unauthorised.status_code == 401
 
 
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({}, "path: Field required"),
+        ({"path": ""}, "path: String should have at least 1 character"),
+        ({"path": "a.txt", "limit": 0}, "limit: Input should be greater than or equal to 1"),
+        ({"path": "a.txt", "limit": 2_000_000}, "limit: Input should be less than or equal to 1048576"),
+    ],
+)
+def test_a_bad_preview_request_says_what_to_fix(
+    server: LiveServer, store: Store, params: dict[str, Any], problem: str
+) -> None:
+    _, token = store.add_user("alice")
+    with api(server, token) as client:
+        refused = client.get("/files", params=params)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["problems"] == [problem]
+
+
 release = threading.Event()
 """Lets the 'stuck' subagent of `one_quick_one_stuck` complete."""
 

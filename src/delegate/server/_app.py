@@ -318,7 +318,9 @@ def _error_handlers(app: FastAPI) -> None:
 
 def _problem(error: Any) -> str:
     """One validation error as `where: what`, e.g. `prompt: Field required` or `limit: ...`."""
-    loc = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path")]
+    loc = [str(part) for part in error.get("loc", ())]
+    if loc and loc[0] in ("body", "query", "path", "header"):  # where it was; a field may be named `path`
+        loc = loc[1:]
     message = str(error.get("msg", "invalid"))
     if error.get("type") == "json_invalid":
         return f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'parse error')})"
