@@ -43,8 +43,7 @@ class LlamaCpp:
         if tokens > self.n_ctx:
             self.refused.append(tokens)
             message = (
-                f"request ({tokens} tokens) exceeds the available context size ({self.n_ctx} tokens), "
-                "try increasing it"
+                f"request ({tokens} tokens) exceeds the available context size ({self.n_ctx} tokens), try increasing it"
             )
             error = {
                 "code": 400,
