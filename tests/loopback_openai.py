@@ -60,6 +60,8 @@ class Fault:
     status: int
     message: str = "simulated failure"
     retry_after: float | None = None
+    error: dict[str, Any] | None = None
+    """The whole error object to send, as a server of its own would (llama.cpp's has `n_ctx`)."""
 
 
 Answer = Reply | Fault | Html
@@ -234,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_fault(self, fault: Fault) -> None:
         kind = "rate_limit_exceeded" if fault.status == 429 else "server_error" if fault.status >= 500 else "error"
         headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
-        payload = {"error": {"message": fault.message, "type": kind, "code": kind, "param": None}}
+        payload = {"error": fault.error or {"message": fault.message, "type": kind, "code": kind, "param": None}}
         self._send_json(fault.status, payload, headers)
 
     def _send_completion(self, body: dict[str, Any], reply: Reply) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._agents import Catalogue, Subagent
     from ._errors import (
+        ContextOverflowError,
         DelegateError,
         ModelError,
         ModelOutputError,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     )
     from ._events import Event, EventSink
     from ._frontmatter import CatalogueWarning
+    from ._guard import LoopGuard
     from ._loop import Compaction
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
     from ._runtime import RunResult, Runtime
@@ -50,8 +52,10 @@ _WHERE = {
     "CatalogueWarning": "._frontmatter",
     "Compaction": "._loop",
     "DelegateError": "._errors",
+    "ContextOverflowError": "._errors",
     "Event": "._events",
     "EventSink": "._events",
+    "LoopGuard": "._guard",
     "MediaPart": "._messages",
     "Message": "._messages",
     "Model": ".models",
@@ -108,9 +112,11 @@ __all__ = [
     "Catalogue",
     "CatalogueWarning",
     "Compaction",
+    "ContextOverflowError",
     "DelegateError",
     "Event",
     "EventSink",
+    "LoopGuard",
     "MediaPart",
     "Message",
     "Model",

@@ -6,8 +6,10 @@ DelegateError
 │                         the model reads and can act on. The run goes on.
 ├── ModelError            a provider call failed for good (after retries, or at its deadline);
 │   │                     ends that agent with status "error", and only that agent.
-│   └── ModelOutputError  every attempt's answer was not whole: a cut stream, no finish reason,
-│                         a body that is not the provider's protocol.
+│   ├── ModelOutputError  every attempt's answer was not whole: a cut stream, no finish reason,
+│   │                     a body that is not the provider's protocol.
+│   └── ContextOverflowError  the request was longer than the model's context window (`limit`,
+│                         when the server said it); the loop cuts the conversation and asks again.
 ├── RunError              for callers of their own code: a run that ended without an answer,
 │   └── RunCancelled      with its `run_id`. delegate itself reports how a run ended in
 │                         `RunResult.status` and never raises these.
@@ -45,6 +47,15 @@ class ModelError(DelegateError):
 
 class ModelOutputError(ModelError):
     """The model's server answered, but never with a whole answer: cut text never counts."""
+
+
+class ContextOverflowError(ModelError):
+    """The server refused the request as longer than the model's context window; `limit` is that
+    window in tokens when the server said it."""
+
+    def __init__(self, message: str, *, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class RunError(DelegateError):

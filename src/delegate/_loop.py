@@ -6,7 +6,13 @@ Each turn ends in one of three step results, dispatched exhaustively:
 - `Stop`: a stop tool (such as a subagent's `complete`) succeeded; its return is the answer.
 - `RunAgain`: tool results were appended; ask the model again.
 
-The loop also ends on the step limit, the token budget, the timeout and cancellation.
+The loop also ends on the step limit, the token budget, the timeout, cancellation and the loop
+guard (`_guard.py`: the same call failing again and again, or turns in a row without progress).
+
+Every request fits the model's context window (`delegate.models.context_window`): the
+conversation is compacted once it passes `COMPACT_AT` of the window (unless `compaction` says
+otherwise), and what still does not fit is cut before sending (`_fit.py`). A server that refuses a
+request as too long anyway tells its window; the loop holds to it and asks again.
 """
 
 from __future__ import annotations
@@ -17,12 +23,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, assert_never
 
-from ._errors import ModelError, ToolError, UserError, WorkspaceError
+from ._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
+from ._fit import cut_text, fit_request
+from ._guard import LoopGuard, LoopWatch
 from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ._record import EndStatus, StopReason
 from ._usage import Usage
 from ._workspace import Workspace
-from .models import FREE_CHOICES, Model, ModelRequest, ModelResponse, PathState, ToolChoice, ToolSpec, mentioned_paths
+from .models import (
+    FREE_CHOICES,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    PathState,
+    ToolChoice,
+    ToolSpec,
+    context_window,
+    estimate_tokens,
+    mentioned_paths,
+)
 from .tools import Tool, ToolContext, ToolReturn
 
 AgentStatus = EndStatus
@@ -87,12 +106,25 @@ class Compaction:
     """When the context passes `max_context_tokens`, older turns are replaced by a summary.
 
     The first message (the task) and the last `keep_recent` messages stay as they are. `model`
-    writes the summary; `None` means the agent's own model.
+    writes the summary; `None` means the agent's own model. Without one, an agent compacts at
+    `COMPACT_AT` of its model's context window; with one, at whichever comes first.
     """
 
     max_context_tokens: int
     keep_recent: int = 6
     model: Model | None = None
+
+
+DEFAULT_GUARD = LoopGuard()
+COMPACT_AT = 0.7
+"""The share of the context window past which an agent's conversation is compacted."""
+OVERFLOW_RETRIES = 2
+"""How many times a request the server refused as too long is cut down further and sent again."""
+
+
+def reply_reserve(window: int, max_tokens: int | None) -> int:
+    """The tokens of the window kept free for the model's reply."""
+    return max_tokens or min(window // 8, 8192)
 
 
 class Journal(Protocol):
@@ -148,6 +180,10 @@ class AgentSpec:
     """The tool choice of the first turn (`auto`, `required`, or the name of the tool to call), or
     of each of the first turns in order; later turns are `auto`. A weak model then delegates
     instead of answering, or takes the steps its work needs in their order."""
+    context_window: int | None = None
+    """Tokens the model reads at once, over what the model says (see `delegate.models.context_window`)."""
+    guard: LoopGuard | None = DEFAULT_GUARD
+    """Ends the agent when it goes round in circles (see `_guard.py`); None: never."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]
@@ -202,10 +238,15 @@ Step = Final | Stop | RunAgain
 @dataclass(kw_only=True, slots=True)
 class _State:
     messages: list[Message]
+    window: int
+    """The model's context window, lowered when the server says it is smaller."""
+    watch: LoopWatch | None = None
     steps: int = 0
     context_tokens: int = 0
     last_text: str = ""
     usage: Usage = field(default_factory=Usage)
+    progressed: set[str] = field(default_factory=set[str])
+    """The ids of this turn's calls whose tools said they changed something."""
 
     def end(self, status: AgentStatus, reason: EndReason, **extra: object) -> AgentResult:
         return AgentResult(
@@ -221,7 +262,9 @@ class _State:
 
 async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
     """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
-    state = _State(messages=list(messages), usage=ctx.usage)
+    window = context_window(spec.model, spec.context_window)
+    watch = LoopWatch(spec.guard, advice=str(getattr(spec.model, "when_stuck", "") or "")) if spec.guard else None
+    state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
     ctx.event("agent.started", {"name": spec.name, "model": spec.model.name})
     timeout = asyncio.timeout(spec.timeout)
     try:
@@ -248,19 +291,9 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             return state.end("aborted", "max_steps", error=f"reached the step limit ({spec.max_steps})")
         if spec.token_budget is not None and state.usage.total_tokens >= spec.token_budget:
             return state.end("aborted", "token_budget", error=f"spent the token budget ({spec.token_budget})")
-        if spec.compaction is not None and state.context_tokens > spec.compaction.max_context_tokens:
-            await compact(spec, ctx, state)
         offered, offered_specs = (tools, specs) if not spec.gates else _gated(spec.gates, tools, state.messages)
-        request = ModelRequest(
-            system=spec.instructions,
-            messages=list(state.messages),
-            tools=offered_specs,
-            max_tokens=spec.max_tokens,
-            tool_choice=spec.tool_choice(state.steps),
-            path_states=path_states(ctx.workspace, state.messages) if _grounds_paths(spec.model) else None,
-        )
         try:
-            response = await _ask(spec, ctx, request, state)
+            response = await _answer(spec, ctx, state, offered_specs)
         except _BudgetSpent as spent:
             assert spec.budget is not None
             return state.end("aborted", spent.reason, error=spec.budget.why(spent.reason))
@@ -273,9 +306,55 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             case Stop(result=stop):
                 return state.end("completed", "stop_tool", stop_return=stop)
             case RunAgain():
-                continue
+                stuck = _watch(state)
+                if stuck is not None:
+                    reason, error = stuck
+                    ctx.event("agent.stuck", {"stop_reason": reason, "error": error})
+                    return state.end("aborted", reason, error=error)
             case _:
                 assert_never(step)
+
+
+async def _answer(spec: AgentSpec, ctx: ToolContext, state: _State, offered: list[ToolSpec]) -> ModelResponse:
+    """This turn's answer, to a request that fits the context window: compacted when the
+    conversation passes `COMPACT_AT` of it, cut down when it still does not fit, and cut further
+    when the server refuses it as too long all the same."""
+    for attempt in range(OVERFLOW_RETRIES + 1):
+        request = ModelRequest(
+            system=spec.instructions,
+            messages=list(state.messages),
+            tools=offered,
+            max_tokens=spec.max_tokens,
+            tool_choice=spec.tool_choice(state.steps),
+            path_states=path_states(ctx.workspace, state.messages) if _grounds_paths(spec.model) else None,
+        )
+        limit = state.window - reply_reserve(state.window, spec.max_tokens)
+        threshold = int(state.window * COMPACT_AT)
+        if spec.compaction is not None:
+            threshold = min(threshold, spec.compaction.max_context_tokens)
+        if max(state.context_tokens, estimate_tokens(request)) > threshold and await compact(spec, ctx, state):
+            request.messages = list(state.messages)
+        fitted = fit_request(request, limit)
+        if fitted is not request:
+            ctx.event("context.cut", {"estimated_tokens": estimate_tokens(request), "limit": limit})
+        try:
+            return await _ask(spec, ctx, fitted, state)
+        except ContextOverflowError as exc:
+            if attempt == OVERFLOW_RETRIES:
+                raise
+            smaller = exc.limit if exc.limit and exc.limit < state.window else int(state.window * 0.75)
+            ctx.event("context.overflow", {"window": state.window, "now": smaller, "error": str(exc)[:300]})
+            state.window = smaller
+            state.context_tokens = max(state.context_tokens, state.window)  # compact now, if it can
+    raise AssertionError("unreachable")
+
+
+def _watch(state: _State) -> tuple[StopReason, str] | None:
+    """What the loop guard says of the turn that just ran (its calls, then their results)."""
+    if state.watch is None or len(state.messages) < 2:
+        return None
+    calls, results = state.messages[-2].tool_calls, state.messages[-1].tool_results
+    return state.watch.after_turn(calls, results, state.progressed)
 
 
 def _grounds_paths(model: Model) -> bool:
@@ -375,6 +454,7 @@ async def _next_step(
     else:
         outcomes = await asyncio.gather(*(_call_tool(call, tools, ctx, journal) for call in calls))
     state.messages.append(Message(role="tool", parts=[part for part, _ in outcomes]))
+    state.progressed = {part.tool_call_id for part, returned in outcomes if returned is not None and returned.progress}
     for part, returned in outcomes:
         if returned is not None and not part.is_error and tools[part.name].stop:
             return Stop(returned)
@@ -437,23 +517,26 @@ async def _invoke(call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext) 
     return await found.run(ctx.for_call(call.id), call.arguments)
 
 
-async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> None:
-    """Replace the older turns by a summary written by the compaction model.
+async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
+    """Replace the older turns by a summary written by the compaction model; whether it did.
 
     Kept: the first message, and the recent messages from an assistant turn on (so no tool result
-    loses its call). Tool results' `keep` texts are carried into the summary word for word.
+    loses its call). Tool results' `keep` texts are carried into the summary word for word. The
+    transcript the summariser reads is cut to fit the window.
     """
-    assert spec.compaction is not None
+    compaction = spec.compaction or Compaction(max_context_tokens=int(state.window * COMPACT_AT))
     messages = state.messages
-    cut = max(1, len(messages) - spec.compaction.keep_recent)
+    cut = max(1, len(messages) - compaction.keep_recent)
     while cut < len(messages) and messages[cut].role != "assistant":
         cut += 1
     old = messages[1:cut]
     if cut >= len(messages) or not any(m.metadata.get("summary") is None for m in old):
-        return
+        return False
     if spec.budget is not None and spec.budget.begin() is not None:
-        return  # the run's budget is spent: the next turn ends the agent
-    transcript = render_transcript(old)
+        return False  # the run's budget is spent: the next turn ends the agent
+    model = compaction.model or spec.model
+    room = context_window(model) if compaction.model is not None else state.window
+    transcript = cut_text(render_transcript(old), int((room - reply_reserve(room, None) - 200) * 2.5))
     request = ModelRequest(
         system=(
             "You compact a conversation for an agent that will go on with it. Write a faithful summary: "
@@ -461,7 +544,6 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> None:
         ),
         messages=[Message.user(transcript)],
     )
-    model = spec.compaction.model or spec.model
     response = await model.complete(request)
     state.usage.add(response.usage)
     if spec.budget is not None:
@@ -483,6 +565,7 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> None:
     state.messages = [messages[0], note, *messages[cut:]]
     state.context_tokens = 0
     ctx.event("compaction", {"messages_before": len(messages), "messages_after": len(state.messages)})
+    return True
 
 
 def render_transcript(messages: list[Message]) -> str:

@@ -30,6 +30,8 @@ StopReason = Literal[
     "stop_tool",
     "max_steps",
     "token_budget",
+    "no_progress",
+    "repeated_failure",
     "run_token_budget",
     "run_max_requests",
     "timeout",
@@ -40,7 +42,9 @@ StopReason = Literal[
     "interrupted",
 ]
 """Why an agent stopped: its answer (`final_answer`; a subagent's `complete`, `stop_tool`), one of
-its own limits (`max_steps`, `token_budget`, `timeout`), a run-wide budget (`run_token_budget`,
+its own limits (`max_steps`, `token_budget`, `timeout`), the loop guard (`no_progress`: turns in
+a row that did nothing new; `repeated_failure`: the same call failing again and again; see
+`_guard.py`), a run-wide budget (`run_token_budget`,
 `run_max_requests`), `cancelled`, a model that failed (`model_error`), a typed result the subagent
 could not get right (`invalid_result`), a crash of the subagent (`crash`), or its process dying
 (`interrupted`)."""

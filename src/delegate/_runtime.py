@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -19,7 +20,17 @@ from ._agents import Catalogue, Subagent
 from ._errors import ToolError, UserError
 from ._events import Event, EventSink
 from ._frontmatter import CatalogueWarning
-from ._loop import EVENT_VALUE_LIMIT, AgentResult, AgentSpec, Compaction, RunBudget, ToolGate, run_agent
+from ._guard import LoopGuard
+from ._loop import (
+    DEFAULT_GUARD,
+    EVENT_VALUE_LIMIT,
+    AgentResult,
+    AgentSpec,
+    Compaction,
+    RunBudget,
+    ToolGate,
+    run_agent,
+)
 from ._messages import Message
 from ._record import Status, StopReason
 from ._recorder import Journal, Recorder
@@ -30,7 +41,7 @@ from .models import Model, ModelAliases, ToolChoice, resolve_model
 from .skills import SkillCatalogue
 from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, project_context, task_tool
 from .subagents._acceptance import parse_criteria
-from .subagents._prompts import type_listing
+from .subagents._prompts import shaped_opening, type_listing
 from .tools import Tool, ToolContext, builtin_tools, list_uploaded_files, uploads_state
 
 if TYPE_CHECKING:
@@ -118,6 +129,10 @@ class Runtime:
     `token_budget` and `max_requests` cap what each run spends, the lead and all its subagents
     together (`run` may set them per run): once spent, no new model request starts and the run
     ends `aborted`, its stop reason `run_token_budget` or `run_max_requests`.
+
+    `context_window` overrides every model's context window (default: what each model says, see
+    `delegate.models.context_window`): compaction starts from it. `loop_guard` ends an agent that
+    goes round in circles (the same call failing 3 times, or 10 turns without progress; None: never).
     """
 
     def __init__(
@@ -150,6 +165,8 @@ class Runtime:
         task_tool: bool = True,
         batch_tools: bool | None = None,
         compaction: Compaction | None = None,
+        context_window: int | None = None,
+        loop_guard: LoopGuard | None = DEFAULT_GUARD,
         first_tool_choice: ToolChoice | Sequence[ToolChoice] = "auto",
         store: Store | str | bool | None = None,
         sinks: Iterable[EventSink] = (),
@@ -203,6 +220,12 @@ class Runtime:
         self.batch_tools = batch_tools
         """Offer the lead `batch_task`, `batch_status`, `cancel_batch`: None means when there is a store."""
         self.compaction = compaction
+        if context_window is not None and context_window < 1024:
+            raise UserError(f"context_window={context_window}: give the model's window in tokens, at least 1024")
+        self.context_window = context_window
+        """Tokens every agent's model reads at once, over what each model says (None: theirs)."""
+        self.loop_guard = loop_guard
+        """Ends an agent that goes round in circles (see `delegate._guard`); None: never."""
         self.first_tool_choice = first_tool_choice
         """The tool choice of the lead's first turn, or of its first turns (see `AgentSpec`)."""
         self.sinks = list(sinks)
@@ -426,22 +449,28 @@ class Runtime:
             lead_tools.append(search_tool(deferred, types))
         if task is not None:
             lead_tools.append(task)
-        lead_tools += self._batch_tools(lead_model)
+        lead_tools += await asyncio.to_thread(self._batch_tools, lead_model, prompt)
         gates: list[ToolGate] = [g for g in (skills.gate(ctx.workspace, None),) if g]
         if deferred:
             gates.append(DeferredGate(deferred, auto_promote=self.auto_promote))
         index = deferred_index(t.name for t in deferred) if deferred else ""
+        names = [t.name for t in lead_tools]
+        first, steps = await shaped_opening(lead_model, ctx.workspace, prompt, names, self.first_tool_choice)
         spec = AgentSpec(
             name="lead",
-            instructions="\n\n".join(p for p in (self._lead_instructions(), context, skills.index(None), index) if p),
+            instructions="\n\n".join(
+                p for p in (self._lead_instructions(), context, skills.index(None), index, steps) if p
+            ),
             model=lead_model,
             tools=lead_tools,
             max_steps=self.max_steps,
             timeout=self.timeout,
             compaction=self.compaction,
+            context_window=self.context_window,
+            guard=self.loop_guard,
             budget=budget,
             gates=gates,
-            first_tool_choice=self.first_tool_choice,
+            first_tool_choice=first,
             journal=journal,
         )
         checkpoints = await begin()
@@ -599,6 +628,8 @@ class Runtime:
             max_parallel=self.max_parallel,
             max_total=self.max_subagents,
             compaction=self.compaction,
+            context_window=self.context_window,
+            guard=self.loop_guard,
             budget=budget,
             uploaded_files=parent.uploaded_files,
             skills=skills,
@@ -679,7 +710,9 @@ class Runtime:
         """The batches the lead's `batch_task` submits to (None until a run offers the tool)."""
         return self._batches
 
-    def _batch_tools(self, lead_model: Model) -> list[Tool]:
+    def _batch_tools(self, lead_model: Model, prompt: str) -> list[Tool]:
+        """The lead's batch tools. A weak model (one that grounds its calls) is offered them only
+        when the task asks for a batch or one exists: otherwise it calls them for nothing."""
         wanted = self.batch_tools if self.batch_tools is not None else self._store_option is not False
         store = self.store if wanted else None
         if store is None:
@@ -688,12 +721,15 @@ class Runtime:
 
         if self._batches is None:
             self._batches = Batches(store)
+        existing = [b.id for b in self._batches.list_batches(self.user_id or "default", limit=20)]
+        if getattr(lead_model, "grounds_paths", False) and not existing and not _ASKS_FOR_BATCH.search(prompt):
+            return []
         visible = self.catalogue.visible(
             allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents
         )
         spec = self._subagent_model_spec
         model = spec if isinstance(spec, str) else (spec.name if spec is not None else lead_model.name)
-        return batch_tools(self._batches, known_types=visible.names(), model=model)
+        return batch_tools(self._batches, known_types=visible.names(), model=model, known_batches=existing)
 
     def warnings(self) -> list[CatalogueWarning]:
         """What is wrong with the definition and skill files this runtime reads: what
@@ -704,6 +740,9 @@ class Runtime:
         if self.instructions:
             return f"{LEAD_INSTRUCTIONS}\n\n{self.instructions}"
         return LEAD_INSTRUCTIONS
+
+
+_ASKS_FOR_BATCH = re.compile(r"\bbatch", re.IGNORECASE)
 
 
 def _fan(sinks: list[EventSink], event: Event) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._agents import Catalogue, Subagent
+from ._guard import LoopGuard
+from ._loop import DEFAULT_GUARD
 from ._workspace import CommandPolicy, Workspace
 from .mcp import MCPServerConfig
 from .models import Model, ModelAliases
@@ -58,6 +60,10 @@ class RuntimeSettings:
     commands: CommandPolicy = field(default_factory=CommandPolicy)
     max_parallel: int | None = 16
     max_steps: int = 50
+    context_window: int | None = None
+    """Tokens every model reads at once, over what each model says (`--context-window`)."""
+    loop_guard: LoopGuard | None = DEFAULT_GUARD
+    """When an agent going round in circles is ended (`--max-repeated-failures`, `--max-idle-steps`)."""
     subagents: Iterable[Subagent] = ()
 
     @property
@@ -119,6 +125,8 @@ class RuntimeSettings:
             model_aliases=self.model_aliases,
             max_parallel=max_parallel or self.max_parallel,
             max_steps=self.max_steps,
+            context_window=self.context_window,
+            loop_guard=self.loop_guard,
             store=store,
             user_id=user_id,
         )

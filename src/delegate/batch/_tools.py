@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import ToolError, UserError
+from ..models import IdChoice
 from ..tools import Tool, ToolContext, ToolReturn
 from ._model import MAX_ITEMS, MAX_LIVE_ITEMS, MAX_RUNNING_ITEMS, ItemInput
 from ._store import Batches
@@ -34,10 +35,22 @@ class BatchItemArg(BaseModel):
     ] = None
 
 
-def batch_tools(batches: Batches, *, known_types: KnownTypes = None, model: str | None = None) -> list[Tool]:
+BATCH_ID = r"\b[0-9a-f]{16}\b"
+"""What a batch id looks like, for grounding `batch_id` in the ids a conversation names."""
+
+
+def batch_tools(
+    batches: Batches,
+    *,
+    known_types: KnownTypes = None,
+    model: str | None = None,
+    known_batches: Iterable[str] = (),
+) -> list[Tool]:
     """The three tools, bound to `batches`. `known_types` (or a function giving them) limits
     `subagent_type` to the catalogue the lead may use; None accepts any type. `model` is recorded
-    with each batch submitted, and the workers that run it use it (not their own default)."""
+    with each batch submitted, and the workers that run it use it (not their own default).
+    `known_batches` are the ids of batches that exist: with the ids the conversation names, what
+    a constrained model may put in `batch_id` (see `ToolSpec.id_params`)."""
 
     async def batch_task(
         ctx: ToolContext,
@@ -112,4 +125,11 @@ def batch_tools(batches: Batches, *, known_types: KnownTypes = None, model: str 
             raise ToolError(str(exc)) from None
         return ToolReturn(content=f"Cancelled. {batch.render()}", data=batch.to_dict())
 
-    return [Tool.from_function(f) for f in (batch_task, batch_status, cancel_batch)]
+    tools = [Tool.from_function(f) for f in (batch_task, batch_status, cancel_batch)]
+    batch_ids = IdChoice(known=tuple(known_batches), pattern=BATCH_ID)
+    for one in tools[1:]:
+        one.spec.id_params = {"batch_id": batch_ids}
+    listed = known_types() if callable(known_types) else known_types
+    if listed is not None:
+        tools[0].spec.id_params = {"subagent_type": IdChoice(known=tuple(listed))}
+    return tools

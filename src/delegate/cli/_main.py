@@ -24,6 +24,7 @@ from .._text import safe_json, safe_text
 
 if TYPE_CHECKING:
     from .._events import Event, EventSink
+    from .._guard import LoopGuard
     from .._runtime import RunResult, Runtime
     from .._settings import RuntimeSettings
     from .._store import Store
@@ -111,6 +112,15 @@ def runtime_settings(
         commands=policy,
         **more,
     )
+
+
+def loop_guard(repeated_failures: int, idle_steps: int) -> LoopGuard | None:
+    """The guard's flags as a `LoopGuard` (0 switches a rule off; both off: no guard)."""
+    from .._guard import LoopGuard
+
+    if not repeated_failures and not idle_steps:
+        return None
+    return LoopGuard(repeated_failures=repeated_failures or None, idle_steps=idle_steps or None)
 
 
 def command_policy(allow_commands: bool, network: bool, env: list[str] | None, unsandboxed: bool) -> CommandPolicy:
@@ -231,6 +241,23 @@ def run(
     max_requests: Annotated[
         int | None, typer.Option("--max-requests", min=1, help="Model requests the whole run may make.")
     ] = None,
+    context_window: Annotated[
+        int | None,
+        typer.Option(
+            "--context-window",
+            min=1024,
+            envvar="DELEGATE_CONTEXT_WINDOW",
+            help="Tokens the model reads at once (default: what the model says, or the table of known models).",
+        ),
+    ] = None,
+    max_repeated_failures: Annotated[
+        int,
+        typer.Option("--max-repeated-failures", min=0, help="End an agent when one call failed this often (0: off)."),
+    ] = 3,
+    max_idle_steps: Annotated[
+        int,
+        typer.Option("--max-idle-steps", min=0, help="End an agent after N turns without progress (0: off)."),
+    ] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
 ) -> None:
@@ -255,6 +282,8 @@ def run(
         subagent_model=subagent_model,
         model_aliases=model_alias or [],
         max_steps=max_steps,
+        context_window=context_window,
+        loop_guard=loop_guard(max_repeated_failures, max_idle_steps),
     )
     runtime = settings.build(store=store_option(db))
     runtime.timeout = timeout

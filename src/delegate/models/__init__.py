@@ -13,6 +13,7 @@ from .._errors import UserError
 from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
 from ._base import (
     FREE_CHOICES,
+    IdChoice,
     Model,
     ModelRequest,
     ModelResponse,
@@ -24,6 +25,13 @@ from ._base import (
 )
 from ._constrained import mentioned_paths
 from ._retry import DEFAULT_DEADLINE, RetryPolicy
+from ._window import (
+    DEFAULT_CONTEXT_WINDOW,
+    KNOWN_CONTEXT_WINDOWS,
+    context_window,
+    estimate_tokens,
+    known_context_window,
+)
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicModel
@@ -31,9 +39,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_ALIASES",
+    "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_DEADLINE",
     "FREE_CHOICES",
+    "KNOWN_CONTEXT_WINDOWS",
     "AnthropicModel",
+    "IdChoice",
     "Model",
     "ModelAliases",
     "ModelRequest",
@@ -45,8 +56,11 @@ __all__ = [
     "StopReason",
     "ToolChoice",
     "ToolSpec",
+    "context_window",
     "credentials_hint",
+    "estimate_tokens",
     "has_credentials",
+    "known_context_window",
     "mentioned_paths",
     "resolve_model",
 ]
@@ -90,7 +104,7 @@ def resolve_model(spec: str | Model | None) -> Model:
     if provider == "local":
         from ._local import local_model
 
-        return local_model()
+        return local_model(name or None)
     raise UserError(
         f"unknown model provider in {spec!r}: use one of "
         + ", ".join(f"'{p}:<model>'" if p != "local" else "'local'" for p in PROVIDERS)

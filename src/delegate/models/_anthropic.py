@@ -52,6 +52,7 @@ from ._retry import (
     status_failure,
     transport_failure,
 )
+from ._window import known_context_window
 
 __all__ = ["AnthropicModel", "to_anthropic_messages", "to_anthropic_tools"]
 
@@ -79,7 +80,8 @@ class AnthropicModel:
 
     `timeout` bounds each connect and each read; `deadline` bounds the whole call (every attempt,
     every read of a stream, every wait between attempts). A failed call, or an answer that is not
-    whole, is tried again as `retry` says (see `RetryPolicy`).
+    whole, is tried again as `retry` says (see `RetryPolicy`). `context_window` overrides the
+    table of known models' windows (see `delegate.models`).
     """
 
     def __init__(
@@ -96,10 +98,13 @@ class AnthropicModel:
         retry: RetryPolicy | None = None,
         timeout: float = 600.0,
         deadline: float = DEFAULT_DEADLINE,
+        context_window: int | None = None,
     ) -> None:
         if not model:
             raise UserError("an Anthropic model needs a name, for example 'anthropic:claude-sonnet-4-5'")
         self.model = model
+        self.context_window = context_window or known_context_window(model)
+        """Tokens the model reads at once (default: the table of known models)."""
         self.max_tokens = max_tokens
         self.stream = stream
         self.thinking = thinking
@@ -181,6 +186,8 @@ class AnthropicModel:
             params["tools"] = to_anthropic_tools(request.tools)
             if request.tool_choice == "required":
                 params["tool_choice"] = {"type": "any"}
+            elif request.tool_choice == "none":
+                params["tool_choice"] = {"type": "none"}
             elif request.tool_choice != "auto":
                 params["tool_choice"] = {"type": "tool", "name": request.tool_choice}
         if self.thinking is not None:

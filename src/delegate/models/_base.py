@@ -17,6 +17,16 @@ PathState = Literal["file", "absent", "other"]
 path that leaves the workspace)."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IdChoice:
+    """The values an id parameter may take (a batch id, a subagent type): the ones that exist now
+    (`known`), and ids of this kind that the conversation mentions (`pattern`, a regular
+    expression: a batch submitted during the run is named in `batch_task`'s result)."""
+
+    known: tuple[str, ...] = ()
+    pattern: str | None = None
+
+
 @dataclass(kw_only=True, slots=True)
 class ToolSpec:
     """What a model is told of a tool: its name, what it does, and a JSON schema of its input."""
@@ -28,6 +38,10 @@ class ToolSpec:
     """Parameters that name workspace paths, and whether the file must already exist or be new
     (never sent to a provider). A constrained model may only fill them with paths its
     conversation mentions: see `_constrained.py`."""
+    id_params: dict[str, IdChoice] = field(default_factory=dict[str, IdChoice])
+    """Parameters that name something that must exist (never sent to a provider). A constrained
+    model may only fill them with one of its `IdChoice`'s values, so it cannot invent one: see
+    `_constrained.py`."""
     one_of: tuple[str, ...] = ()
     """Optional parameters of which a call must give one (`task`'s `prompts` or `prompt`). JSON
     Schema says this with a top-level `anyOf`, which providers refuse in tool schemas; the tool
@@ -35,10 +49,10 @@ class ToolSpec:
 
 
 ToolChoice = str
-"""`auto` (the model chooses), `required` (it must call some tool), or the name of the one tool
-it must call."""
+"""`auto` (the model chooses), `required` (it must call some tool), `none` (it must answer, calling
+no tool), or the name of the one tool it must call."""
 
-FREE_CHOICES = ("auto", "required")
+FREE_CHOICES = ("auto", "required", "none")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -49,7 +63,8 @@ class ModelRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     tool_choice: ToolChoice = "auto"
-    """`required`: the answer must call a tool (no text-only answer); a tool's name: that tool."""
+    """`required`: the answer must call a tool (no text-only answer); `none`: it must not; a tool's
+    name: that tool."""
     path_states: Mapping[str, PathState] | None = None
     """What the workspace holds at each path the conversation mentions, for a model that grounds
     path arguments in it (one whose `grounds_paths` is true; the loop fills it only for those).

@@ -15,6 +15,10 @@ names a file, a `new` one names nothing yet. So the model reads only real files 
 creates only files it was told to, and never writes over a file. A tool left with no path to take
 is not offered; lists of paths (`complete`'s `paths`) take any mentioned file. Without path
 states, only the mention and the earlier calls count.
+
+Ids are grounded the same way (`ToolSpec.id_params`): a batch id or a subagent type is one of those
+that exist (`IdChoice.known`) or that the conversation names (`IdChoice.pattern`), and a tool with
+no id to take is not offered (a tiny model called `batch_status` 50 times with ids it made up).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from .._messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
-from ._base import FREE_CHOICES, PathRole, PathState, ToolChoice, ToolSpec
+from ._base import FREE_CHOICES, IdChoice, PathRole, PathState, ToolChoice, ToolSpec
 
 States = Mapping[str, PathState] | None
 
@@ -67,12 +71,14 @@ def constrained_format(
     """
     mentioned = mentioned_paths(messages)
     used = _used_paths(messages, tools)
+    said = _said(messages)
 
     def grounded(specs: list[ToolSpec]) -> list[tuple[ToolSpec, dict[str, Any]]]:
         each = [(spec, _ground(spec, mentioned, used, states)) for spec in specs]
+        each = [(spec, _ground_ids(spec, parameters, said)) for spec, parameters in each if parameters is not None]
         return [(spec, parameters) for spec, parameters in each if parameters is not None]
 
-    kept = grounded(_offered(tools, choice))
+    kept = grounded(_offered(tools, choice)) if choice != "none" else []
     if not kept and choice not in FREE_CHOICES:  # the named tool has no path to take: any other will do
         kept = grounded(tools)
     defs: dict[str, Any] = {}
@@ -81,7 +87,7 @@ def constrained_format(
         for spec, parameters in kept
         for variant in _variants(spec, parameters)
     ]
-    if choice == "auto" or not options:
+    if choice in ("auto", "none") or not options:
         options.append(_option(FINAL_ANSWER, _FINAL_SCHEMA))
     schema: dict[str, Any] = {"anyOf": options}
     if defs:
@@ -106,6 +112,8 @@ def constrained_instructions(tools: list[ToolSpec], choice: ToolChoice = "auto")
         )
     elif choice == "required":
         lines.append("Now call one of these tools.")
+    elif choice == "none":
+        lines.append(f'Now call "{FINAL_ANSWER}" with "text" set to your final answer, in your own words.')
     else:
         lines.append(f'Now call "{choice}".')
     return "\n".join(lines)
@@ -173,6 +181,46 @@ def _ground(spec: ToolSpec, mentioned: list[str], used: set[str], states: States
     return {**spec.parameters, "properties": properties}
 
 
+def _said(messages: list[Message]) -> str:
+    """The text of the user's messages and the tool results, where ids are named."""
+    texts: list[str] = []
+    for message in messages:
+        for part in message.parts:
+            if message.role == "user" and isinstance(part, TextPart):
+                texts.append(part.text)
+            elif isinstance(part, ToolResultPart):
+                texts.append(part.content)
+    return "\n".join(texts)
+
+
+def _ground_ids(spec: ToolSpec, parameters: dict[str, Any], said: str) -> dict[str, Any] | None:
+    """`parameters` with each id parameter narrowed to the ids that exist or were named, or None
+    when a required one has none to take."""
+    if not spec.id_params:
+        return parameters
+    properties = dict(cast(dict[str, Any], parameters.get("properties", {})))
+    required = cast(list[str], parameters.get("required", []))
+    for name, choice in spec.id_params.items():
+        schema = cast(dict[str, Any] | None, properties.get(name))
+        if schema is None:
+            continue
+        values = _ids(choice, said)
+        if values:
+            properties[name] = {**schema, "enum": values}
+        elif name in required:
+            return None
+        else:
+            del properties[name]
+    return {**parameters, "properties": properties}
+
+
+def _ids(choice: IdChoice, said: str) -> list[str]:
+    found = dict.fromkeys(choice.known)
+    if choice.pattern:
+        found.update(dict.fromkeys(re.findall(choice.pattern, said)))
+    return list(found)
+
+
 def _variants(spec: ToolSpec, parameters: dict[str, Any]) -> list[dict[str, Any]]:
     """`parameters` once per parameter of `spec.one_of`, each time with that one required and the
     others left out: a small model given both mixes them up."""
@@ -209,7 +257,11 @@ def lean_specs(tools: list[ToolSpec]) -> list[ToolSpec]:
 def _lean(spec: ToolSpec) -> ToolSpec:
     properties = cast(dict[str, Any], spec.parameters.get("properties", {}))
     required = set(cast(list[str], spec.parameters.get("required", [])))
-    kept = {k: v for k, v in properties.items() if k in required or k in spec.one_of or k in spec.path_params}
+    kept = {
+        k: v
+        for k, v in properties.items()
+        if k in required or k in spec.one_of or k in spec.path_params or k in spec.id_params
+    }
     if len(kept) == len(properties):
         return spec
     return replace(spec, parameters={**spec.parameters, "properties": kept})

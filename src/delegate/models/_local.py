@@ -8,6 +8,11 @@ llama.cpp's OpenAI-compatible HTTP server on a free loopback port, and our `open
 to it in constrained mode: a 135M model cannot be trusted to emit tool calls, but llama.cpp can
 force its reply to match a JSON schema that names one tool and its arguments.
 
+`local:/path/to/model.gguf` (or `DELEGATE_LOCAL_MODEL`) runs a GGUF file of the user's through the
+same server, in the same constrained mode; its context window is the one its metadata gives
+(`<architecture>.context_length`), capped at `CONTEXT_TOKENS`, and read back from the server's
+`/props` once it runs.
+
 The server is process-wide on purpose: it holds the loaded model (about 250 MB of memory), every
 `local` model of the process shares it, and it is stopped at exit. A process that forks after
 starting it has children that can only leave through `os._exit` (as `multiprocessing` children
@@ -19,6 +24,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -28,10 +34,11 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .._errors import UserError
 from ._base import Model
+from ._gguf import read_gguf
 
 __all__ = [
     "SMOLLM2",
@@ -42,6 +49,9 @@ __all__ = [
     "local_model_ready",
     "prepare_local_model",
 ]
+
+LOCAL_MODEL_ENV = "DELEGATE_LOCAL_MODEL"
+"""Names a GGUF file that `local` runs instead of SmolLM2."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -202,7 +212,8 @@ def _mb(size: int) -> str:
 # -- the server --
 
 CONTEXT_TOKENS = 8192
-"""The context of one conversation (SmolLM2 was trained on 8k)."""
+"""The context of one conversation (SmolLM2 was trained on 8k), and the most a GGUF file of the
+user's is given (a longer context costs memory for every token of it)."""
 PROMPT_CACHE_MB = 256
 """Memory for llama.cpp's prompt cache. The server decodes one request at a time (2 cores gain
 nothing from more) and keeps the states of recent conversations here: when the lead and its
@@ -238,6 +249,8 @@ shorter and on topic in our trials. DRY penalises repeated sequences, not single
 class _Running:
     server: Any
     base_url: str
+    context: int
+    """The server's `n_ctx`: the context window of its model."""
 
 
 _servers: dict[Path, _Running] = {}
@@ -245,39 +258,71 @@ _servers_lock = threading.Lock()
 _fetch_lock = threading.Lock()
 
 
-def local_model() -> Model:
-    """The `local` model: fetches and caches the weights if needed, starts the server once per process."""
+_WHEN_STUCK = (
+    "The embedded 135M model often does this: for real work use a real model, e.g. --model openai:gpt-4.1-mini "
+    "(OPENAI_API_KEY) or --model anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY), or a larger local one with "
+    "--model local:/path/to/model.gguf"
+)
+_WHEN_STUCK_FILE = (
+    "A small local model often does this: try a larger GGUF file, or a real model, e.g. --model "
+    "openai:gpt-4.1-mini (OPENAI_API_KEY) or --model anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY)"
+)
+
+
+def local_model(path: str | Path | None = None) -> Model:
+    """The `local` model: SmolLM2 (its weights fetched and cached if needed), or the GGUF file at
+    `path` (default: `DELEGATE_LOCAL_MODEL`), served by the process's llama.cpp server (started
+    once). Raises `UserError` for a path that is not a GGUF file."""
     from ._openai import OpenAIModel
 
-    with _fetch_lock:  # threads that want the model at once download it once
-        weights = ensure_weights()
-    base_url = local_server_url(weights)
-    return OpenAIModel(SMOLLM2.name, base_url=base_url, api_key="local", constrained_tools=True, lean_tools=True)
+    path = path or os.environ.get(LOCAL_MODEL_ENV) or None
+    if path is None:
+        with _fetch_lock:  # threads that want the model at once download it once
+            weights = ensure_weights()
+        name, context, advice = SMOLLM2.name, CONTEXT_TOKENS, _WHEN_STUCK
+    else:
+        info = read_gguf(Path(path).expanduser().resolve())
+        weights, name, advice = info.path, info.path.stem, _WHEN_STUCK_FILE
+        context = min(info.context_length or CONTEXT_TOKENS, CONTEXT_TOKENS)
+    running = _server(weights, context)
+    model = OpenAIModel(
+        name,
+        base_url=running.base_url,
+        api_key="local",
+        constrained_tools=True,
+        lean_tools=True,
+        context_window=running.context,
+    )
+    model.when_stuck = advice
+    return model
 
 
 def local_model_ready(weights: Weights = SMOLLM2) -> bool:
     """Whether `local_model()` returns at once: this process's server for the weights is running.
     Never blocks (a server may check it on its event loop)."""
-    return cache_dir() / weights.filename in _servers
+    own = os.environ.get(LOCAL_MODEL_ENV)
+    return (Path(own).expanduser().resolve() if own else cache_dir() / weights.filename) in _servers
 
 
 def prepare_local_model() -> None:
     """Fetch the weights if needed and start the server: what `local_model()` waits for the first
     time, done ahead (in a thread of its own: it can take minutes). Raises `UserError`."""
-    with _fetch_lock:
-        weights = ensure_weights()
-    local_server_url(weights)
+    local_model()
 
 
 def local_server_url(weights: Path) -> str:
     """The `/v1` base URL of the process's llama.cpp server for `weights`, started on first call."""
+    return _server(weights, CONTEXT_TOKENS).base_url
+
+
+def _server(weights: Path, context: int) -> _Running:
     with _servers_lock:
         running = _servers.get(weights)
         if running is None:
             if not _servers:
                 atexit.register(stop_local_servers)
-            running = _servers[weights] = _start(weights)
-        return running.base_url
+            running = _servers[weights] = _start(weights, context)
+        return running
 
 
 def stop_local_servers() -> None:
@@ -289,7 +334,7 @@ def stop_local_servers() -> None:
         del each.server  # the C++ destructor ends the loop and joins its threads
 
 
-def _start(weights: Path) -> _Running:
+def _start(weights: Path, context: int) -> _Running:
     try:
         xllamacpp: Any = importlib.import_module("xllamacpp")  # untyped, and optional
     except ImportError as exc:
@@ -300,7 +345,7 @@ def _start(weights: Path) -> _Running:
     params.model.path = str(weights)
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # llama.cpp binds a free port and reports it in `listening_address`
-    params.n_ctx = CONTEXT_TOKENS
+    params.n_ctx = context
     params.n_parallel = 1
     params.cache_ram_mib = PROMPT_CACHE_MB
     params.n_predict = MAX_REPLY_TOKENS
@@ -313,9 +358,10 @@ def _start(weights: Path) -> _Running:
     try:
         server = xllamacpp.Server(params)
         _wait_for_the_loop(server.listening_address)
-    except (RuntimeError, OSError) as exc:
+        served = _served_context(server.listening_address)
+    except (RuntimeError, OSError, ValueError) as exc:
         raise UserError(f"the local model's server did not start ({exc}). {_USE_A_REAL_MODEL}") from exc
-    return _Running(server=server, base_url=f"{server.listening_address}/v1")
+    return _Running(server=server, base_url=f"{server.listening_address}/v1", context=served or context)
 
 
 def _wait_for_the_loop(address: str) -> None:
@@ -327,3 +373,12 @@ def _wait_for_the_loop(address: str) -> None:
     """
     with urllib.request.urlopen(f"{address}/slots", timeout=120) as answer:
         answer.read()
+
+
+def _served_context(address: str) -> int | None:
+    """The context window the server gives a conversation (`n_ctx` of its `/props`)."""
+    with urllib.request.urlopen(f"{address}/props", timeout=60) as answer:
+        props: object = json.loads(answer.read())
+    settings = cast(dict[str, object], props).get("default_generation_settings") if isinstance(props, dict) else None
+    n_ctx: object = cast(dict[str, object], settings).get("n_ctx") if isinstance(settings, dict) else None
+    return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None

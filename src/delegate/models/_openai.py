@@ -39,6 +39,7 @@ from ._retry import (
     status_failure,
     transport_failure,
 )
+from ._window import known_context_window
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -72,6 +73,10 @@ class OpenAIModel:
     by a JSON schema the server must follow (see `_constrained.py`), for small local models;
     `lean_tools` then also leaves out the optional arguments that name no path, so the tools'
     defaults apply (the local model does this).
+
+    `context_window` is how many tokens the model reads at once (default: the table of known
+    models in `delegate.models`, else what the loop assumes); the loop compacts and cuts the
+    conversation to fit it.
     """
 
     def __init__(
@@ -87,8 +92,13 @@ class OpenAIModel:
         stream: bool = True,
         constrained_tools: bool = False,
         lean_tools: bool = False,
+        context_window: int | None = None,
     ) -> None:
         self.model = model
+        self.context_window = context_window or known_context_window(model)
+        self.when_stuck = ""
+        """What to tell a user whose agent went round in circles on this model (the local model
+        says: use a real one)."""
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
         self.deadline = check_deadline(deadline)
@@ -156,8 +166,8 @@ class OpenAIModel:
             )
         elif request.tools:
             params["tools"] = [_tool(spec) for spec in request.tools]
-            if request.tool_choice == "required":
-                params["tool_choice"] = "required"
+            if request.tool_choice in ("required", "none"):
+                params["tool_choice"] = request.tool_choice
             elif request.tool_choice != "auto":
                 params["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
         if request.max_tokens is not None:
@@ -251,7 +261,7 @@ def _classify(exc: Exception, where: str) -> Failure | None:
     if isinstance(exc, openai.APIStatusError):
         detail = _detail(exc.body, exc.message)
         hint = "Check OPENAI_API_KEY (and OPENAI_BASE_URL, if you use another server)."
-        return status_failure(where, exc.status_code, detail, exc.response.headers, hint)
+        return status_failure(where, exc.status_code, detail, exc.response.headers, hint, exc.body)
     if isinstance(exc, _StreamError):
         retryable = any(word in exc.kind for word in _STREAM_ERRORS_WORTH_RETRYING)
         return Failure(f"{where} reported an error in the stream ({exc.kind or 'no type'}): {exc}", retryable)

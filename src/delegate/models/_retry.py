@@ -29,7 +29,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .._errors import ModelError, ModelOutputError, UserError
+from .._errors import ContextOverflowError, ModelError, ModelOutputError, UserError
+from ._window import overflow_limit
 
 __all__ = [
     "DEFAULT_DEADLINE",
@@ -92,6 +93,10 @@ class Failure:
     message: str
     retryable: bool
     retry_after: float | None = None
+    overflow: bool = False
+    """The request was longer than the model's context window (never retried as it is)."""
+    limit: int | None = None
+    """That window, when the server said it."""
 
 
 def excerpt(body: object) -> str:
@@ -140,6 +145,8 @@ async def call_with_retries(
             failure = Failure(str(exc), retryable=True) if isinstance(exc, BadAnswer) else classify(exc)
             if failure is None:
                 raise
+            if failure.overflow:
+                raise ContextOverflowError(f"{name}: {failure.message}", limit=failure.limit) from exc
             if not failure.retryable:
                 raise ModelError(f"{name}: {failure.message}") from exc
             error = ModelOutputError if isinstance(exc, BadAnswer) else ModelError
@@ -161,10 +168,13 @@ def _tries(count: int) -> str:
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
-def status_failure(where: str, status: int, detail: str, headers: Mapping[str, str], key_hint: str) -> Failure:
+def status_failure(
+    where: str, status: int, detail: str, headers: Mapping[str, str], key_hint: str, body: object = None
+) -> Failure:
     """What an HTTP error status means: credentials refused, worth another try, or a bad request.
 
-    An `x-should-retry` header (both APIs send it) overrides the status's verdict.
+    An `x-should-retry` header (both APIs send it) overrides the status's verdict. A refusal of a
+    request longer than the context window (`body` is the error object) says so, with the window.
     """
     if status in (401, 403):
         return Failure(f"{where} refused the credentials (HTTP {status}): {detail}. {key_hint}", retryable=False)
@@ -174,7 +184,8 @@ def status_failure(where: str, status: int, detail: str, headers: Mapping[str, s
         retryable = verdict == "true"
     if retryable:
         return Failure(f"{where} answered HTTP {status}: {detail}", retryable=True, retry_after=retry_after(headers))
-    return Failure(f"{where} rejected the request (HTTP {status}): {detail}", retryable=False)
+    overflow, limit = overflow_limit(status, detail, body)
+    return Failure(f"{where} rejected the request (HTTP {status}): {detail}", False, overflow=overflow, limit=limit)
 
 
 def transport_failure(

@@ -255,6 +255,8 @@ def _model_checker(default: str | Model | ModelFactory | None, aliases: ModelAli
         with contextlib.suppress(UserError):  # not an alias: the checks below say what is wrong
             spec = aliases.resolve(spec)[0]
         provider, _, name = spec.partition(":")
+        if provider == "local" and name:  # a file of the server's: not for an HTTP user to name
+            raise UserError("model 'local:<path>' names a model file on the server: use 'local', or ask its operator")
         if not (provider in PROVIDERS and (name or provider == "local")):
             resolve_model(spec)  # raises the error that says what to fix; a good spec builds no client
 

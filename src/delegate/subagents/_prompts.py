@@ -3,6 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Collection, Mapping, Sequence
+
+from .._loop import path_states
+from .._messages import Message
+from .._workspace import Workspace
+from ..models import Model, PathState, ToolChoice
+
 LEAD_INSTRUCTIONS = """\
 You are the lead agent of a team. You work in a workspace folder shared with your subagents, using \
 your tools to read and write files. For work that spans several files or several independent \
@@ -78,3 +86,69 @@ format, and what not to do. A bad prompt has a vague goal, refers to "what we di
 subagent cannot see it), or does not say what to deliver. Parallel subagents share the workspace, so \
 give each one its own output file names. When the deliverable is a file, list it in `acceptance_criteria` (for example \
 "file:reports/a.md non-empty") and it is checked in code when the subagent ends."""
+
+
+MAX_INPUTS = 3
+"""A task that names more files to read than this is not a one-file task."""
+
+
+def opening_turns(
+    states: Mapping[str, PathState], tools: Collection[str], *, finish: ToolChoice = "none"
+) -> tuple[list[ToolChoice], str]:
+    """The first turns of a weak model's agent, chosen for its task's shape, and a note of them
+    for its instructions (nothing when the task has no shape we know).
+
+    `states` says what the workspace holds at each path the task names. A one-file task (files to
+    read, at most `MAX_INPUTS`, and one new file to write: a summary, a list of steps, a title) is
+    done in order: read each, write the new file, then `finish` (`none`: answer; a subagent's
+    `complete`). A question about files (none to write) reads them, then answers. A task that asks
+    for several new files delegates once, one subagent per file (`task`). Small models copy the
+    steps they are told far better than they plan them; the grammar then holds each step's path
+    to the task's files.
+    """
+    inputs = [path for path, state in states.items() if state == "file"]
+    outputs = [path for path, state in states.items() if state == "absent"]
+    reads = ["read_file"] * len(inputs)
+    if not 1 <= len(inputs) <= MAX_INPUTS or "read_file" not in tools:
+        inputs = []
+    ending = (
+        "call complete with a one-line summary and the path you wrote"
+        if finish == "complete"
+        else ("answer in one line, saying what you wrote")
+    )
+    if inputs and len(outputs) == 1 and "write_file" in tools:
+        note = (
+            f"Your steps: read {_listed(inputs)} with read_file; then write {outputs[0]} with write_file, its "
+            f"content what the task asks for, in your own words, from what you read; then {ending}."
+        )
+        return [*reads, "write_file", finish], note
+    if inputs and not outputs:
+        return [*reads, finish], f"Your steps: read {_listed(inputs)} with read_file; then answer the task from it."
+    if len(outputs) > 1 and "task" in tools:
+        note = (
+            "Your first step: call task once, with one prompt per file to write, each naming its inputs and its file."
+        )
+        return ["task"], note
+    return [], ""
+
+
+async def shaped_opening(
+    model: Model,
+    workspace: Workspace,
+    prompt: str,
+    tools: Collection[str],
+    given: ToolChoice | Sequence[ToolChoice],
+    *,
+    finish: ToolChoice = "none",
+) -> tuple[ToolChoice | Sequence[ToolChoice], str]:
+    """An agent's first tool choices and a note of its steps: what it was `given`, unless that is
+    `auto` and its model is weak (it grounds its calls), which then gets `opening_turns`."""
+    if given != "auto" or not getattr(model, "grounds_paths", False):
+        return given, ""
+    states = await asyncio.to_thread(path_states, workspace, [Message.user(prompt)])
+    opening, steps = opening_turns(states, tools, finish=finish)
+    return (opening or given), steps
+
+
+def _listed(paths: list[str]) -> str:
+    return paths[0] if len(paths) == 1 else ", ".join(paths[:-1]) + f" and {paths[-1]}"

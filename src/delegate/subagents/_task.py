@@ -23,18 +23,28 @@ from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, EventSink
 from .._frontmatter import CatalogueWarning
-from .._loop import AgentResult, AgentSpec, Compaction, RunBudget, ToolGate, opening_choices, run_agent
+from .._guard import LoopGuard
+from .._loop import (
+    DEFAULT_GUARD,
+    AgentResult,
+    AgentSpec,
+    Compaction,
+    RunBudget,
+    ToolGate,
+    opening_choices,
+    run_agent,
+)
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
 from ..mcp import TOOL_SEARCH, DeferredGate, deferred_index, search_tool
-from ..models import FREE_CHOICES, Model, credentials_hint, has_credentials
+from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
 from ..skills import SkillCatalogue
 from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
 from ._complete import COMPLETE_TOOL, Delivery, ResultSchema, typed_complete, validate_paths
 from ._output import RESULTS_DIR, TaskOutput, fits, kept, render, render_whole
-from ._prompts import SUBAGENT_INSTRUCTIONS, task_description, type_listing
+from ._prompts import SUBAGENT_INSTRUCTIONS, shaped_opening, task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 
 ContextMode = Literal["isolated", "snapshot"]
@@ -76,6 +86,8 @@ class SubagentRunner:
         max_parallel: int | None,
         max_total: int | None,
         compaction: Compaction | None = None,
+        context_window: int | None = None,
+        guard: LoopGuard | None = DEFAULT_GUARD,
         budget: RunBudget | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
         skills: SkillCatalogue | None = None,
@@ -97,6 +109,8 @@ class SubagentRunner:
         self.model_for = model_for
         self.max_total = max_total
         self.compaction = compaction
+        self.context_window = context_window
+        self.guard = guard
         self.budget = budget
         """The run's budget, shared with the lead: every subagent's model requests count against it."""
         self.uploaded_files = uploaded_files
@@ -274,6 +288,9 @@ class SubagentRunner:
             deferred = [t for t in tools if t.name in self.deferred]
             if deferred:
                 gates.append(DeferredGate(deferred, auto_promote=self.auto_promote))
+            names = [t.name for t in tools]
+            given = definition.first_tool_choice
+            first, steps = await shaped_opening(model, self.workspace, prompt, names, given, finish="complete")
             spec = AgentSpec(
                 name=definition.name,
                 instructions=_system_prompt(
@@ -283,6 +300,7 @@ class SubagentRunner:
                     context=self.project_context if definition.project_context else "",
                     skills=self.skills.index(definition.skills),
                     deferred=deferred_index(t.name for t in deferred) if deferred else "",
+                    steps=steps,
                 ),
                 model=model,
                 tools=tools,
@@ -290,9 +308,11 @@ class SubagentRunner:
                 timeout=definition.timeout,
                 token_budget=definition.token_budget,
                 compaction=self.compaction,
+                context_window=self.context_window,
+                guard=self.guard,
                 budget=self.budget,
                 gates=gates,
-                first_tool_choice=definition.first_tool_choice,
+                first_tool_choice=first,
             )
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
             slash = self.skills.slash_command(prompt, definition.skills)
@@ -408,6 +428,7 @@ def _as_stop(tool: Tool) -> Tool:
         function=lambda ctx, args: tool.run(ctx, args),
         stop=True,
         path_params=tool.spec.path_params,
+        id_params=tool.spec.id_params,
         one_of=tool.spec.one_of,
     )
 
@@ -423,12 +444,19 @@ def _resolve(
 
 
 def _system_prompt(
-    definition: Subagent, *, criteria: bool, snapshot: bool, context: str = "", skills: str = "", deferred: str = ""
+    definition: Subagent,
+    *,
+    criteria: bool,
+    snapshot: bool,
+    context: str = "",
+    skills: str = "",
+    deferred: str = "",
+    steps: str = "",
 ) -> str:
     parts = [SUBAGENT_INSTRUCTIONS, *([context] if context else [])]
     if definition.instructions:
         parts.append(f"Instructions for the {definition.name} agent:\n{definition.instructions}")
-    parts += [part for part in (skills, deferred) if part]
+    parts += [part for part in (skills, deferred, steps) if part]
     if snapshot:
         parts.append(SNAPSHOT_SYSTEM_NOTE)
     if criteria:
@@ -538,7 +566,8 @@ def task_tool(
             )
         # What compaction keeps: all of it while short, else each result's status line and artifacts.
         keep = text if len(text) <= MAX_KEPT_CHARS else "\n".join(kept(o) for o in outputs)
-        return ToolReturn(content=text, keep=keep, data=outputs)
+        delivered = any(o.status == "completed" and o.artifacts for o in outputs)
+        return ToolReturn(content=text, keep=keep, data=outputs, progress=delivered)
 
     return Tool(
         name="task",
@@ -546,6 +575,7 @@ def task_tool(
         parameters=schema,
         function=run_task,
         one_of=("prompts", "prompt"),
+        id_params={"subagent_type": IdChoice(known=tuple(name for name, _ in types))},
     )
 
 

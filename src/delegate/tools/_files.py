@@ -176,6 +176,7 @@ def _write_file(workspace: Workspace, path: str, content: str) -> ToolReturn:
     return ToolReturn(
         content=f"{verb} {rel} ({len(data):,} byte{'' if len(data) == 1 else 's'} written)",
         data={"path": rel, "bytes": len(data), "created": not existed},
+        progress=True,
     )
 
 
@@ -234,6 +235,7 @@ def _edit_file(workspace: Workspace, path: str, old: str, new: str, replace_all:
     return ToolReturn(
         content=f"edited {rel}: replaced {what}\n{_snippet(updated, start, len(new))}",
         data={"path": rel, "replacements": count},
+        progress=True,
     )
 
 

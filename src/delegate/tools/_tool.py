@@ -29,7 +29,7 @@ from .._events import Event, EventSink, EventType
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
-from ..models import PathRole, ToolSpec
+from ..models import IdChoice, PathRole, ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +42,15 @@ class PathParam:
 
 @dataclass(kw_only=True, slots=True)
 class ToolReturn:
-    """A tool's answer. `content` goes to the model; `keep` survives compaction; `data` is for code."""
+    """A tool's answer. `content` goes to the model; `keep` survives compaction; `data` is for code;
+    `progress` tells the loop guard that the call changed something."""
 
     content: str
     keep: str | None = None
     data: Any = None
+    progress: bool = False
+    """The call changed something (wrote a file, ran a subagent that delivered): the loop guard
+    counts it as progress even when the same call was made before."""
 
 
 @dataclass(kw_only=True)
@@ -108,6 +112,7 @@ class Tool:
         path_params: dict[str, PathRole] | None = None,
         one_of: tuple[str, ...] = (),
         talks_to_user: bool = False,
+        id_params: dict[str, IdChoice] | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -123,6 +128,7 @@ class Tool:
             description=description,
             parameters=parameters,
             path_params=dict(path_params or {}),
+            id_params=dict(id_params or {}),
             one_of=one_of,
         )
 

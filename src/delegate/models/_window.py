@@ -1,0 +1,135 @@
+"""How many tokens a model can read at once (its context window), and how big a request is.
+
+Every model knows its window: a model object may say it (`context_window`: the local server reads
+it from llama.cpp, `OpenAIModel(context_window=...)` and `AnthropicModel(context_window=...)` take
+it), else the table below of known provider models gives it, else `DEFAULT_CONTEXT_WINDOW`. The
+loop starts compacting from it and cuts a request down before sending when it would still not fit
+(see `_loop.py`), so no run dies of context overflow.
+
+The table is conservative on purpose: where a family's models differ, or a larger window is a
+beta, it gives the smaller figure. Cutting a little early costs a summary; overflowing costs the run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, cast
+
+from .._messages import Message
+from ._base import Model, ModelRequest
+
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "KNOWN_CONTEXT_WINDOWS",
+    "context_window",
+    "estimate_tokens",
+    "known_context_window",
+    "overflow_limit",
+]
+
+DEFAULT_CONTEXT_WINDOW = 32_768
+"""The window of a model that neither says its own nor is in the table (a model behind vLLM or
+Ollama, say). A server that refuses a request as too long tells its real window, and the loop
+then holds to that."""
+
+KNOWN_CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
+    # OpenAI (model names without the provider; the longest matching prefix wins)
+    ("gpt-3.5-turbo", 16_385),
+    ("gpt-4", 8_192),
+    ("gpt-4-32k", 32_768),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-4o", 128_000),
+    ("chatgpt-4o", 128_000),
+    ("gpt-4.1", 1_000_000),
+    ("gpt-4.5", 128_000),
+    ("gpt-5", 272_000),  # 400k in all, of which at most 128k are the reply: 272k of input
+    ("o1", 200_000),
+    ("o1-mini", 128_000),
+    ("o1-preview", 128_000),
+    ("o3", 200_000),
+    ("o3-mini", 200_000),
+    ("o4-mini", 200_000),
+    # Anthropic: every Claude 3, 3.5, 3.7, 4 and 4.5 model reads 200k (1M is a beta of some)
+    ("claude-", 200_000),
+    ("claude-2", 100_000),
+    ("claude-instant", 100_000),
+)
+"""Known models' windows by name prefix: the longest prefix that a name starts with wins
+(`gpt-4o-mini` takes `gpt-4o`, `gpt-4` alone takes 8,192)."""
+
+
+def known_context_window(name: str) -> int | None:
+    """The window of model `name` (`gpt-4o`, `openai:gpt-4o`, `anthropic:claude-sonnet-4-5`) from
+    the table, or None when it is not there."""
+    bare = name.split(":", 1)[1] if ":" in name else name
+    bare = bare.rsplit("/", 1)[-1].lower()  # `openai/gpt-4o` as routers name it
+    best: tuple[int, int] | None = None
+    for prefix, window in KNOWN_CONTEXT_WINDOWS:
+        if bare.startswith(prefix) and (best is None or len(prefix) > best[0]):
+            best = (len(prefix), window)
+    return best[1] if best else None
+
+
+def context_window(model: Model, override: int | None = None) -> int:
+    """The tokens `model` can read at once: `override` (the runtime's setting), else what the
+    model says (`context_window`), else the table, else `DEFAULT_CONTEXT_WINDOW`."""
+    if override:
+        return override
+    own = getattr(model, "context_window", None)
+    if isinstance(own, int) and own > 0:
+        return own
+    return known_context_window(model.name) or DEFAULT_CONTEXT_WINDOW
+
+
+CHARS_PER_TOKEN = 3.0
+"""A conservative guess: English prose runs about 4 characters a token with the tokenizers of
+today's models, JSON and paths nearer 3. Guessing low cuts a little early, never too late."""
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """About how many tokens `request` takes to read: its system prompt, messages and tool schemas."""
+    chars = len(request.system) + sum(message_chars(m) for m in request.messages)
+    chars += sum(len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
+    return int(chars / CHARS_PER_TOKEN) + 8 * len(request.messages) + 16
+
+
+def message_chars(message: Message) -> int:
+    """The characters of one message a model reads (media counted as a fixed 1,000 tokens)."""
+    total = 0
+    for part in message.parts:
+        match part.kind:
+            case "text" | "reasoning":
+                total += len(part.text)
+            case "tool_call":
+                total += len(part.name) + len(part.raw_arguments or json.dumps(part.arguments, ensure_ascii=False))
+            case "tool_result":
+                total += len(part.name) + len(part.content) + 16
+            case "media":
+                total += int(1000 * CHARS_PER_TOKEN)
+    return total
+
+
+_LIMIT = re.compile(
+    r"(?:context (?:size|length|window)[^0-9]{0,24}?|>\s*)(\d[\d,]*)\s*(?:tokens|maximum)", re.IGNORECASE
+)
+_OVERFLOW = re.compile(
+    r"context (?:size|length|window)|prompt is too long|too many tokens|context_length_exceeded|"
+    r"exceed_context_size|maximum context",
+    re.IGNORECASE,
+)
+
+
+def overflow_limit(status: int, detail: str, body: Any = None) -> tuple[bool, int | None]:
+    """Whether an error answer says the request was longer than the model's window, and that
+    window when it says it. Recognises llama.cpp (`exceeds the available context size (8192
+    tokens)`, with `n_ctx`), vLLM and OpenAI (`maximum context length is 4096 tokens`), and
+    Anthropic (`prompt is too long: 210000 tokens > 200000 maximum`)."""
+    if status not in (400, 413, 422) or not _OVERFLOW.search(detail):
+        return False, None
+    if isinstance(body, dict):
+        n_ctx = cast(dict[str, Any], body).get("n_ctx")
+        if isinstance(n_ctx, int) and n_ctx > 0:
+            return True, n_ctx
+    found = _LIMIT.findall(detail)
+    return True, (int(found[0].replace(",", "")) if found else None)
