@@ -79,7 +79,7 @@ class Server:
         command = [sys.executable, __file__, "--serve", str(workspace)]
         if run_batches:
             command.append("--batches")
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
         self.workspace = workspace
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, env=env, text=True)
         assert self.proc.stdout is not None

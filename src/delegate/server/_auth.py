@@ -42,7 +42,7 @@ def error_response(
     return JSONResponse({"error": {"code": code, "message": message, **extra}}, status, headers=headers or None)
 
 
-def app_store(request: Request) -> Store:
+async def app_store(request: Request) -> Store:
     """The store of the app serving `request` (set by `create_app`)."""
     return cast(Store, request.app.state.store)
 
@@ -61,7 +61,7 @@ async def current_user(request: Request) -> str:
         )
     if scheme.lower() != "bearer" or not token:
         raise ApiError(401, "unauthorized", "malformed Authorization header: use 'Bearer <token>'")
-    user_id = await asyncio.to_thread(app_store(request).user_for_token, token)
+    user_id = await asyncio.to_thread(cast(Store, request.app.state.store).user_for_token, token)
     if user_id is None:
         raise ApiError(401, "unauthorized", "unknown token: check it, or create one with `delegate users add NAME`")
     return user_id

@@ -413,7 +413,7 @@ class RunRequest(BaseModel):
         return value
 
 
-def _manager(request: Request) -> RunManager:
+async def _manager(request: Request) -> RunManager:
     return cast(RunManager, request.app.state.runs)
 
 
