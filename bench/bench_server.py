@@ -2,14 +2,20 @@
 
     python bench/bench_server.py              # both parts (about 2 minutes)
     python bench/bench_server.py --quick      # 100 batches instead of 1,000, for a smoke test
+    python bench/bench_server.py --no-memory  # the latency part alone
 
 The server runs in a process of its own (uvicorn on loopback, the workspace's SQLite store, fake
 models that answer at once), so its event loop and memory are measured as a user would meet them.
 
-- latency: bob's 200 concurrent `GET /runs`, first on a quiet server (the baseline), then while
-  alice's agent greps `(a+)+$` over a line of 40 `a`s (a catastrophic regex for a backtracking
-  engine) again and again, and another process holds the store's write lock (`BEGIN IMMEDIATE`
-  in a `sqlite3` connection, as a busy `delegate batch worker` would). Target: p95 <= 1 s.
+- latency: bob's 200 concurrent `GET /runs?limit=50` (over his 50 finished runs), on a quiet
+  server (the baseline), and while alice's agent greps `(a+)+$` over a line of 40 `a`s (a
+  catastrophic regex for a backtracking engine) again and again, and another process holds the
+  store's write lock (`BEGIN IMMEDIATE` in a `sqlite3` connection, as a busy `delegate batch
+  worker` would). Target: p95 <= 1 s. The two bursts run in turn, `--repeats` times on one
+  server, and each figure is the median of its repeats. The server's CPU time per request (which
+  the other processes of a shared machine disturb less than wall time) is measured for
+  `limit=1` and `limit=50` one request at a time, and over each burst; and the CPU time alice's
+  search processes used during the loaded burst shows that they were at work.
 - memory: the server's resident memory (RSS) after 10 batches have run, and after 1,000 (each
   submitted over HTTP, one item, run by the server's own worker). Target: within 50 MB.
 """
@@ -31,8 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-GREP_TURNS = 40
-"""How many times alice's agent greps before it answers (it is still grepping during the burst)."""
+GREP_TURNS = 100_000
+"""How many times alice's agent greps before it answers: it greps until the bench cancels its run."""
 
 
 # -- the server, in its own process ------------------------------------------------------------
@@ -73,7 +79,8 @@ class Server:
         command = [sys.executable, __file__, "--serve", str(workspace)]
         if run_batches:
             command.append("--batches")
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+        self.workspace = workspace
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, env=env, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().split()
@@ -108,6 +115,25 @@ sys.stdin.read()
 # -- part 1: latency under a catastrophic regex and a held write lock ---------------------------
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds(pid: int) -> float:
+    """CPU time used so far by the live child processes of `pid` (the server's search processes)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended while we looked
+        if int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 async def burst(url: str, token: str, n: int, timeout: float) -> list[float]:
     """`n` concurrent `GET /runs`; the seconds each took (`timeout` for one that got no answer)."""
     import httpx2
@@ -129,22 +155,40 @@ async def burst(url: str, token: str, n: int, timeout: float) -> list[float]:
         return list(await asyncio.gather(*(one() for _ in range(n))))
 
 
+async def one_by_one(url: str, token: str, n: int, limit: int) -> None:
+    """`n` `GET /runs?limit=...` one after the other, on one connection."""
+    import httpx2
+
+    async with httpx2.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}) as client:
+        for _ in range(n):
+            (await client.get("/runs", params={"limit": limit})).raise_for_status()
+
+
 def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1]
 
 
-def latency(concurrent: int, regex_chars: int, timeout: float) -> dict[str, Any]:
-    import httpx2
-
+def latency(concurrent: int, regex_chars: int, timeout: float, repeats: int) -> dict[str, Any]:
+    """Quiet and loaded bursts in turn, `repeats` times each, on one server; medians of each figure."""
     from delegate._store import Store
+    from delegate._usage import Usage
 
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         workspace = Path(tmp)
         with Store.for_workspace(workspace) as store:
             alice_id, alice = store.add_user("alice")
-            bob_id, bob = store.add_user("bob")
-            for n in range(50):
-                store.create_run(prompt=f"bob's run {n}", model="test", user_id=bob_id)
+            _, bob = store.add_user("bob")
+            bob_id = store.user_for_token(bob)
+            for n in range(50):  # finished runs, with prompts and answers of a realistic length
+                run = store.create_run(
+                    prompt=f"bob's run {n}: " + "do this and that. " * 80, model="test", user_id=bob_id
+                )
+                store.finish_run(
+                    run.id,
+                    "completed",
+                    "the answer, with its reasons. " * 100,
+                    Usage(input_tokens=1200, output_tokens=300),
+                )
         line = "a" * regex_chars + "!\n"
         # Where alice's agent works: the workspace (one user), or its own folder (a server with a
         # folder per user, docs/http.md).
@@ -152,51 +196,74 @@ def latency(concurrent: int, regex_chars: int, timeout: float) -> dict[str, Any]
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "long.txt").write_text(line)
         server = Server(workspace, run_batches=False)
-        holder: subprocess.Popen[bytes] | None = None
+        pid = server.proc.pid
+        figures: dict[str, list[float]] = {}
+
+        def note(name: str, value: float) -> None:
+            figures.setdefault(name, []).append(value)
+
         try:
             asyncio.run(burst(server.url, bob, 20, timeout))  # warm up connections and imports
-            quiet = asyncio.run(burst(server.url, bob, concurrent, timeout))
-            headers = {"Authorization": f"Bearer {alice}"}
-            grepping = False
-            with httpx2.Client(base_url=server.url, headers=headers, timeout=timeout) as client:
-                try:
-                    run_id = client.post("/runs", json={"prompt": "grep the long line"}).json()["run_id"]
-                except httpx2.TimeoutException:
-                    pass  # the grep froze the server before it could answer: the burst shows how long
-                else:
-                    grepping = _wait_for_grep(client, run_id, timeout)
-            holder = subprocess.Popen(
-                [sys.executable, "-c", HOLD_LOCK, str(workspace / ".delegate" / "delegate.db")],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-            )
-            assert holder.stdout is not None and holder.stdout.readline().strip() == b"locked"
-            loaded = asyncio.run(burst(server.url, bob, concurrent, timeout))
+            for _ in range(repeats):
+                for limit in (1, 50):  # server CPU per request, one at a time on a quiet server
+                    used = cpu_seconds(pid)
+                    asyncio.run(one_by_one(server.url, bob, 200, limit))
+                    note(f"cpu_ms_per_get_limit_{limit}", (cpu_seconds(pid) - used) * 1000 / 200)
+                used = cpu_seconds(pid)
+                quiet = asyncio.run(burst(server.url, bob, concurrent, timeout))
+                note("quiet_cpu_ms_per_get", (cpu_seconds(pid) - used) * 1000 / concurrent)
+                note("quiet_p50_s", statistics.median(quiet))
+                note("quiet_p95_s", p95(quiet))
+                loaded, grep_ms, cpu_ms = _loaded_burst(server, alice, bob, concurrent, timeout)
+                note("loaded_p50_s", statistics.median(loaded))
+                note("loaded_p95_s", p95(loaded))
+                note("loaded_cpu_ms_per_get", cpu_ms / concurrent)
+                note("grep_cpu_ms_during_burst", grep_ms)
+                note("unanswered", sum(1 for t in loaded if t >= timeout))
         finally:
-            if holder is not None:
-                holder.communicate(b"", timeout=30)
             server.stop()
-    return {
-        "concurrent": concurrent,
-        "regex_chars": regex_chars,
-        "grep_seen_running": grepping,
-        "quiet_p50_s": statistics.median(quiet),
-        "quiet_p95_s": p95(quiet),
-        "loaded_p50_s": statistics.median(loaded),
-        "loaded_p95_s": p95(loaded),
-        "unanswered": sum(1 for t in loaded if t >= timeout),
-    }
+    result: dict[str, Any] = {"concurrent": concurrent, "regex_chars": regex_chars, "repeats": repeats}
+    result |= {name: statistics.median(values) for name, values in figures.items()}
+    result["loaded_p95_all_s"] = figures["loaded_p95_s"]
+    result["quiet_p95_all_s"] = figures["quiet_p95_s"]
+    return result
+
+
+def _loaded_burst(
+    server: Server, alice: str, bob: str, concurrent: int, timeout: float
+) -> tuple[list[float], float, float]:
+    """Bob's burst while alice's agent greps and another process holds the write lock; with the
+    CPU alice's search processes used during it, and the server's own, in ms."""
+    import httpx2
+
+    headers = {"Authorization": f"Bearer {alice}"}
+    with httpx2.Client(base_url=server.url, headers=headers, timeout=timeout) as client:
+        run_id = client.post("/runs", json={"prompt": "grep the long line"}).json()["run_id"]
+        if not _wait_for_grep(client, run_id, timeout):
+            raise RuntimeError("alice's agent never started its grep")
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD_LOCK, str(server.workspace / ".delegate" / "delegate.db")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == b"locked"
+            grep_used, used = children_cpu_seconds(server.proc.pid), cpu_seconds(server.proc.pid)
+            loaded = asyncio.run(burst(server.url, bob, concurrent, timeout))
+            grep_ms = (children_cpu_seconds(server.proc.pid) - grep_used) * 1000
+            cpu_ms = (cpu_seconds(server.proc.pid) - used) * 1000
+        finally:
+            holder.communicate(b"", timeout=30)
+        client.post(f"/runs/{run_id}/cancel").raise_for_status()
+    return loaded, grep_ms, cpu_ms
 
 
 def _wait_for_grep(client: Any, run_id: str, timeout: float) -> bool:
-    """Follow alice's run until its agent has started a grep (or the stream gives nothing)."""
-    try:
-        with client.stream("GET", f"/runs/{run_id}/events", timeout=timeout) as response:
-            for line in response.iter_lines():
-                if line.startswith("data:") and '"grep"' in line:
-                    return True
-    except Exception:  # the loop is frozen by the regex: that is what the burst will show
-        return False
+    """Follow alice's run until its agent has started a grep (or the stream ends without one)."""
+    with client.stream("GET", f"/runs/{run_id}/events", timeout=timeout) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:") and '"grep"' in line:
+                return True
     return False
 
 
@@ -255,23 +322,35 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 batches instead of 1,000")
     parser.add_argument("--concurrent", type=int, default=200, help="GET /runs at once (default 200)")
     parser.add_argument("--regex-chars", type=int, default=40, help="length of the line of a's (default 40)")
+    parser.add_argument("--repeats", type=int, default=5, help="quiet and loaded bursts, in turn (default 5)")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds a GET may take before it counts as lost")
+    parser.add_argument("--no-memory", action="store_true", help="skip part 2 (memory after many batches)")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--batches", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
         serve(args.serve, args.batches)
         return
-    lat = latency(args.concurrent, args.regex_chars, args.timeout)
+    load = os.getloadavg()[0]
+    lat = latency(args.concurrent, args.regex_chars, args.timeout, args.repeats)
+    lat["load_average_1m"] = [load, os.getloadavg()[0]]
     print(json.dumps({"latency": lat}), flush=True)
+    print(
+        f"\nGET /runs x{lat['concurrent']} (medians of {lat['repeats']}): p95 {lat['loaded_p95_s']:.3f} s under a "
+        f"(a+)+$ grep over {lat['regex_chars']} chars and a held write lock (target <= 1 s), p50 "
+        f"{lat['loaded_p50_s']:.3f} s, {lat['unanswered']:g} unanswered; quiet baseline p95 {lat['quiet_p95_s']:.3f} s "
+        f"(ratio {lat['loaded_p95_s'] / lat['quiet_p95_s']:.2f}x). Server CPU per GET: "
+        f"{lat['cpu_ms_per_get_limit_1']:.2f} ms (limit=1, one at a time), {lat['cpu_ms_per_get_limit_50']:.2f} ms "
+        f"(limit=50), {lat['quiet_cpu_ms_per_get']:.2f} ms in the quiet burst, {lat['loaded_cpu_ms_per_get']:.2f} ms "
+        f"in the loaded one (alice's agent loop included; her search processes: "
+        f"{lat['grep_cpu_ms_during_burst']:.0f} ms of CPU during it). Load average {load:.2f} -> "
+        f"{os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    if args.no_memory:
+        return
     mem = memory(100 if args.quick else 1000)
     print(json.dumps({"memory": mem}), flush=True)
-    print(
-        f"\nGET /runs x{lat['concurrent']}: p95 {lat['loaded_p95_s']:.3f} s under a (a+)+$ grep over "
-        f"{lat['regex_chars']} chars and a held write lock (target <= 1 s), p50 {lat['loaded_p50_s']:.3f} s; "
-        f"quiet baseline p95 {lat['quiet_p95_s']:.3f} s (ratio {lat['loaded_p95_s'] / lat['quiet_p95_s']:.2f}x); "
-        f"{lat['unanswered']} unanswered"
-    )
     print(
         f"RSS after 10 batches {mem['rss_after_10_mb']:.1f} MB, after {mem['batches']} "
         f"{mem['rss_after_all_mb']:.1f} MB: growth {mem['growth_mb']:+.1f} MB (target <= 50 MB), "

@@ -142,6 +142,30 @@ def test_another_users_run_is_not_found_anywhere(workspace: Path, store: Store, 
 # -- runs -----------------------------------------------------------------------------------------
 
 
+def test_the_run_list_shows_each_run_as_get_run_does_newest_first_with_its_prompt_cut_at_200_characters(
+    workspace: Path, store: Store, tokens: dict[str, str]
+) -> None:
+    alice, bob = (store.user_for_token(tokens[name]) for name in ("alice", "bob"))
+    long = "Résumé of 日本語 text, " * 20  # 400 characters, not ASCII: cut at 200 characters, not bytes
+    done = store.create_run(prompt=long, model="openai:gpt-x", user_id=alice)
+    store.finish_run(done.id, "completed", "the answer " * 500, Usage(input_tokens=12, output_tokens=3))
+    failed = store.create_run(prompt="fails", model="test", user_id=alice)
+    store.finish_run(failed.id, "error", error="boom")
+    going = store.create_run(prompt="still going", model="test", user_id=alice)  # its owner, this process, lives
+    store.create_run(prompt="bob's", model="test", user_id=bob)
+    listed_keys = ("run_id", "status", "prompt", "model", "usage", "created_at", "completed_at")
+    with serving(workspace, store) as server, client(server, tokens["alice"]) as api:
+        listed = api.get("/runs").json()
+        shown = [api.get(f"/runs/{run.id}").json() for run in (going, failed, done)]
+        paged = api.get("/runs", params={"offset": 1, "limit": 1}).json()
+    expected = [{key: run[key] for key in listed_keys} | {"prompt": run["prompt"][:200]} for run in shown]
+    assert listed == {"runs": expected, "offset": 0}
+    assert [r["status"] for r in listed["runs"]] == ["running", "error", "completed"]
+    assert listed["runs"][2]["prompt"] == long[:200]
+    assert listed["runs"][2]["usage"] == {"input_tokens": 12, "output_tokens": 3}
+    assert paged == {"runs": [expected[1]], "offset": 1}
+
+
 def test_a_run_answers_202_then_reports_its_final_answer_usage_and_subagents(
     workspace: Path, store: Store, tokens: dict[str, str]
 ) -> None:

@@ -220,6 +220,20 @@ class TestRuns:
         assert [r.id for r in store.list_runs(ann, limit=2, offset=1)] == newest_first[1:3]
         assert len(store.list_runs()) == 6
 
+    def test_run_summaries_list_the_token_holders_runs_and_none_for_a_token_unknown_or_revoked(
+        self, store: Store
+    ) -> None:
+        ann, token = store.add_user("ann")
+        ids = [store.create_run(prompt=f"p{i} " + "x" * 300, model="m", user_id=ann).id for i in range(3)]
+        store.create_run(prompt="no user", model="m")
+        summaries = store.run_summaries(token, limit=2, offset=1)
+        assert summaries is not None
+        assert [s.id for s in summaries] == [ids[1], ids[0]]
+        assert summaries[0].prompt == store.list_runs(ann, limit=2, offset=1)[0].prompt[:200]
+        assert store.run_summaries(token + "x") is None
+        store.revoke_user("ann")
+        assert store.run_summaries(token) is None
+
     def test_a_run_of_an_unknown_user_is_refused(self, store: Store) -> None:
         with pytest.raises(sa.exc.IntegrityError):
             store.create_run(prompt="p", model="m", user_id="nobody")
@@ -393,6 +407,13 @@ class TestDamagedRows:
         self._corrupt(store, "UPDATE runs SET status = 'exploded' WHERE id = :id", id=run.id)
         with pytest.raises(StoreError, match="status"):
             store.list_runs()
+
+    def test_a_damaged_run_raises_a_store_error_in_a_run_summary_too(self, store: Store) -> None:
+        ann, token = store.add_user("ann")
+        run = store.create_run(prompt="p", model="m", user_id=ann)
+        self._corrupt(store, "UPDATE runs SET status = 'exploded' WHERE id = :id", id=run.id)
+        with pytest.raises(StoreError, match=rf"(?s)runs row '{run.id}'.*status"):
+            store.run_summaries(token)
 
     def test_a_run_with_a_timestamp_without_timezone_raises_a_store_error(self, store: Store) -> None:
         run = store.create_run(prompt="p", model="m")

@@ -34,7 +34,17 @@ sort as text and compare the same everywhere).
 
 from .._errors import StoreError
 from ._db import StoreBusyError
-from ._rows import FINAL_STATUSES, RUN_HEARTBEAT, RUN_LEASE_TTL, Checkpoint, RunRow, RunStatus, SubagentStatus, UserRow
+from ._rows import (
+    FINAL_STATUSES,
+    RUN_HEARTBEAT,
+    RUN_LEASE_TTL,
+    Checkpoint,
+    RunRow,
+    RunStatus,
+    RunSummary,
+    SubagentStatus,
+    UserRow,
+)
 from ._schema import Migration
 from ._store import Store
 
@@ -46,6 +56,7 @@ __all__ = [
     "Migration",
     "RunRow",
     "RunStatus",
+    "RunSummary",
     "Store",
     "StoreBusyError",
     "StoreError",

@@ -84,6 +84,27 @@ class RunRow:
     max_requests: int | None = None
 
 
+SUMMARY_PROMPT_CHARS = 200
+"""How much of its prompt a run's summary (a line of `GET /runs`) carries."""
+
+
+@dataclass(kw_only=True, slots=True)
+class RunSummary:
+    """A run as a listing shows it: the first `SUMMARY_PROMPT_CHARS` of its prompt, no answer,
+    no subagents. Read from the listed columns alone, so listing runs does not read their prompts,
+    answers and errors whole."""
+
+    id: str
+    status: RunStatus
+    prompt: str
+    model: str
+    usage: Usage
+    created_at: AwareDatetime
+    completed_at: AwareDatetime | None = None
+    owner: str | None = None
+    heartbeat_at: AwareDatetime | None = None
+
+
 @dataclass(kw_only=True, slots=True)
 class Checkpoint:
     """One thing a run did, kept so that resuming it does not do it again.
@@ -101,6 +122,7 @@ class Checkpoint:
 
 _user_row: TypeAdapter[UserRow] = TypeAdapter(UserRow)
 _run_row: TypeAdapter[RunRow] = TypeAdapter(RunRow)
+_run_summary: TypeAdapter[RunSummary] = TypeAdapter(RunSummary)
 _event_type: TypeAdapter[EventType] = TypeAdapter(EventType)
 _event_data: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 usage_adapter: TypeAdapter[Usage] = TypeAdapter(Usage)
@@ -210,6 +232,14 @@ def decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRo
     run = _decode(_run_row, row, "runs", ("usage",) if row["uploaded_files"] is None else ("usage", "uploaded_files"))
     if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, utc_now(), RUN_LEASE_TTL, seen):
         run.status = "interrupted"  # stored `running`; its owner is gone
+    return run
+
+
+def decode_run_summary(row: Mapping[str, Any], seen: dict[str, bool]) -> RunSummary:
+    """A run's summary (the columns of `RunSummary`), read `interrupted` as `decode_run` does."""
+    run = _decode(_run_summary, row, "runs", ("usage",))
+    if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, utc_now(), RUN_LEASE_TTL, seen):
+        run.status = "interrupted"
     return run
 
 

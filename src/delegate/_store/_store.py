@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import secrets
@@ -35,14 +36,17 @@ from ._db import (
 )
 from ._rows import (
     FINAL_STATUSES,
+    SUMMARY_PROMPT_CHARS,
     Checkpoint,
     RunRow,
     RunStatus,
+    RunSummary,
     UserRow,
     checkpoint_values,
     decode_checkpoint,
     decode_event,
     decode_run,
+    decode_run_summary,
     decode_subagent,
     decode_user,
     event_values,
@@ -68,6 +72,27 @@ _MIGRATION_LOCK = 0x64656C6567617465  # "delegate" in ASCII: the PostgreSQL advi
 
 def _hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+_user_of_token = sa.select(users_table.c.id).where(
+    users_table.c.token_hash == sa.bindparam("token_hash"), users_table.c.revoked_at.is_(None)
+)
+_SUMMARY_COLUMNS = tuple(f.name for f in dataclasses.fields(RunSummary))
+_run_summaries = (
+    sa.select(
+        *(
+            sa.func.substr(runs_table.c.prompt, 1, SUMMARY_PROMPT_CHARS).label("prompt")
+            if name == "prompt"
+            else runs_table.c[name]
+            for name in _SUMMARY_COLUMNS
+        )
+    )
+    .where(runs_table.c.user_id == sa.bindparam("user_id"))
+    .order_by(runs_table.c.created_at.desc(), runs_table.c.id.desc())
+    .limit(sa.bindparam("limit"))
+    .offset(sa.bindparam("offset"))
+)
+"""Built once: a statement built anew on each call costs more than running it."""
 
 
 class Store:
@@ -197,11 +222,8 @@ class Store:
 
     def user_for_token(self, token: str) -> str | None:
         """The id of the user holding `token`, or None for an unknown or revoked token."""
-        query = sa.select(users_table.c.id).where(
-            users_table.c.token_hash == _hash_token(token), users_table.c.revoked_at.is_(None)
-        )
         with self.read() as conn:
-            return conn.scalar(query)
+            return conn.scalar(_user_of_token, {"token_hash": _hash_token(token)})
 
     def list_users(self) -> list[UserRow]:
         """Every user of the HTTP API, by name (tokens are never stored, only their hashes)."""
@@ -357,6 +379,21 @@ class Store:
         if live:  # which of them is interrupted is decided on reading
             runs = [r for r in runs if r.status == status][offset : offset + limit]
         return runs
+
+    def run_summaries(self, token: str, *, limit: int = 50, offset: int = 0) -> list[RunSummary] | None:
+        """The runs of the user holding `token`, newest first, as a listing shows them (see
+        `RunSummary`); None for an unknown or revoked token.
+
+        The token is checked in the same read as the listing (what `GET /runs` needs: one trip to
+        the store a request), so a token revoked by any process is refused from the next call on.
+        """
+        with self.read() as conn:
+            user_id = conn.scalar(_user_of_token, {"token_hash": _hash_token(token)})
+            if user_id is None:
+                return None
+            rows = conn.execute(_run_summaries, {"user_id": user_id, "limit": limit, "offset": offset}).all()
+        seen: dict[str, bool] = {}
+        return [decode_run_summary(dict(zip(_SUMMARY_COLUMNS, row, strict=True)), seen) for row in rows]
 
     def heartbeat(self, run_id: str, owner: str, usage: Usage | None = None) -> tuple[bool, bool]:
         """Renew `owner`'s lease of a run (and store its usage so far); return `(held, cancel_requested)`.

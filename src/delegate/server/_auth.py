@@ -42,13 +42,13 @@ def error_response(
     return JSONResponse({"error": {"code": code, "message": message, **extra}}, status, headers=headers or None)
 
 
-def app_store(request: Request) -> Store:
+async def app_store(request: Request) -> Store:
     """The store of the app serving `request` (set by `create_app`)."""
     return cast(Store, request.app.state.store)
 
 
-async def current_user(request: Request) -> str:
-    """The caller's user id, from `Authorization: Bearer <token>`; a 401 `ApiError` otherwise."""
+async def bearer_token(request: Request) -> str:
+    """The token of `Authorization: Bearer <token>`, not yet checked; a 401 `ApiError` without one."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     token = token.strip()
@@ -61,9 +61,25 @@ async def current_user(request: Request) -> str:
         )
     if scheme.lower() != "bearer" or not token:
         raise ApiError(401, "unauthorized", "malformed Authorization header: use 'Bearer <token>'")
-    user_id = await asyncio.to_thread(app_store(request).user_for_token, token)
+    return token
+
+
+def unknown_token() -> ApiError:
+    """The 401 for a token the store does not know (or that was revoked)."""
+    return ApiError(401, "unauthorized", "unknown token: check it, or create one with `delegate users add NAME`")
+
+
+Token = Annotated[str, Depends(bearer_token)]
+"""A route parameter with the caller's token, for a route that checks it in the same store call as
+its own read (`Store.run_summaries`); it answers 401 without a token, and the route must answer
+`unknown_token()` when the store does not know it."""
+
+
+async def current_user(request: Request, token: Token) -> str:
+    """The caller's user id, from `Authorization: Bearer <token>`; a 401 `ApiError` otherwise."""
+    user_id = await asyncio.to_thread(cast(Store, request.app.state.store).user_for_token, token)
     if user_id is None:
-        raise ApiError(401, "unauthorized", "unknown token: check it, or create one with `delegate users add NAME`")
+        raise unknown_token()
     return user_id
 
 

@@ -193,7 +193,7 @@ class BatchService:
                     self._followers.pop(batch_id, None)
 
 
-def _service(request: Request) -> BatchService:
+async def _service(request: Request) -> BatchService:
     return cast(BatchService, request.app.state.batches)
 
 

@@ -75,8 +75,8 @@ class BodyLimit:
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or not _has_body(scope):
+            await self.app(scope, receive, send)  # no body to read (a GET): nothing to wait for
             return
         cap = self.limits.max_body_bytes
         length = _content_length(scope)
@@ -174,6 +174,12 @@ def _content_length(scope: Scope) -> int | None:
             text = value.decode("latin-1").strip()
             return int(text) if text.isdigit() and len(text) < 20 else -1
     return None
+
+
+def _has_body(scope: Scope) -> bool:
+    """Whether a request has a body: only `Content-Length` or `Transfer-Encoding` gives it one
+    (RFC 9112, 6.3)."""
+    return any(name in (b"content-length", b"transfer-encoding") for name, _ in scope["headers"])
 
 
 def _too_large(cap: int) -> str:

@@ -21,15 +21,16 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import to_json
 
 from .._errors import UserError
 from .._events import Event
 from .._follow import stored_events
 from .._runtime import Runtime
 from .._store import RUN_LEASE_TTL, Store
-from ._auth import ApiError, UserId, app_store
+from ._auth import ApiError, Token, UserId, app_store, unknown_token
 from ._limits import Limits
 from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse
 
@@ -361,20 +362,25 @@ def run_json(store: Store, run_id: str, user_id: str) -> dict[str, Any] | None:
     }
 
 
-def run_summary(store: Store, user_id: str, offset: int, limit: int) -> list[dict[str, Any]]:
-    """The caller's runs, newest first, without their subagents (for `GET /runs`)."""
-    return [
+def run_list(store: Store, token: str, offset: int, limit: int) -> bytes | None:
+    """What `GET /runs` answers (the caller's runs, newest first, without their subagents), as
+    JSON; None for an unknown token. One store call checks the token and reads the runs."""
+    runs = store.run_summaries(token, limit=limit, offset=offset)
+    if runs is None:
+        return None
+    listed = [
         {
             "run_id": run.id,
             "status": run.status,
-            "prompt": run.prompt[:200],
+            "prompt": run.prompt,
             "model": run.model,
             "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
             "created_at": run.created_at.isoformat(),
             "completed_at": run.completed_at.isoformat() if run.completed_at else None,
         }
-        for run in store.list_runs(user_id, limit=limit, offset=offset)
+        for run in runs
     ]
+    return to_json({"runs": listed, "offset": offset})
 
 
 # -- routes ---------------------------------------------------------------------------------------
@@ -413,7 +419,7 @@ class RunRequest(BaseModel):
         return value
 
 
-def _manager(request: Request) -> RunManager:
+async def _manager(request: Request) -> RunManager:
     return cast(RunManager, request.app.state.runs)
 
 
@@ -431,15 +437,18 @@ async def start_run(body: RunRequest, user_id: UserId, runs: Runs) -> JSONRespon
     return JSONResponse({"run_id": run_id, "status": "running"}, 202, headers={"Location": f"/api/v1/runs/{run_id}"})
 
 
-@router.get("/runs")
+@router.get("/runs", response_model=dict[str, Any])
 async def list_runs(
-    user_id: UserId,
+    token: Token,
     store: AppStore,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-) -> dict[str, Any]:
+) -> Response:
     """The caller's runs, newest first."""
-    return {"runs": await asyncio.to_thread(run_summary, store, user_id, offset, limit), "offset": offset}
+    found = await asyncio.to_thread(run_list, store, token, offset, limit)
+    if found is None:
+        raise unknown_token()
+    return Response(found, media_type="application/json")
 
 
 @router.get("/runs/{run_id}")
