@@ -344,6 +344,10 @@ def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_
     expect(detail.locator(".preview-text")).to_have_text("# item 2\n\n- <b>2</b> fixes\n")
     expect(page.locator("#item-table tr.selected")).to_contain_text("pkg-2")
     shoot(page, tmp_path, "web-batch.png")
+    page.reload()  # the batch, its timeline and the item picked read back from the server
+    expect(page.locator("#item-timeline .tl-bar.succeeded")).to_have_count(6)
+    expect(page.locator("#item-detail .detail-head")).to_contain_text("pkg-2")
+    expect(page.locator("#item-timeline [data-item=pkg-2]")).to_have_class("tl-row selected clickable")
 
 
 def test_a_live_run_shows_running_bars_and_calls_and_the_files_of_subagents_done_so_far(

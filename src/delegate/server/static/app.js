@@ -191,11 +191,12 @@ function route() {
   current = { view: name, id };
   if (!changed) {
     if (name === "runs" && id) selectAgent(sub);
+    if (name === "batches" && id) pickItem(sub);
     return;
   }
   stopFollowing();
   if (name === "runs") showRuns(current.id, sub);
-  if (name === "batches") showBatches(current.id);
+  if (name === "batches") showBatches(current.id, sub);
   if (name === "agents") showAgents();
 }
 
@@ -374,6 +375,10 @@ let itemsShown = [];
 let pickedItem = { key: "", preview: null };
 
 function pickItem(key) {
+  if (key && current.view === "batches" && current.id) {
+    const hash = `#/batches/${encodeURIComponent(current.id)}/${encodeURIComponent(key)}`;
+    if (location.hash !== hash) history.replaceState(null, "", hash); // a reload shows it again
+  }
   pickedItem = { key, preview: null };
   for (const row of $("item-table").querySelectorAll("tbody tr")) {
     row.classList.toggle("selected", row.dataset.key === key);
@@ -476,14 +481,14 @@ async function retryItem(batchId, key) {
   if (current.view === "batches" && current.id === batchId) followBatch(batchId);
 }
 
-async function showBatches(batchId) {
+async function showBatches(batchId, itemKey) {
   loadTypes().catch(() => {});
   loadBatches().catch(() => {});
   batchTimer = setInterval(() => loadBatches().catch(() => {}), 3000);
   $("batch-detail").hidden = !batchId;
   if (!batchId) return;
   itemPage = { offset: 0, limit: 50 };
-  pickedItem = { key: "", preview: null };
+  pickedItem = { key: itemKey || "", preview: null };
   $("batch-heading").textContent = `Items of ${batchId}`;
   loadItems(batchId).catch((err) => showError("batch-action-error", err.message));
   followBatch(batchId);
