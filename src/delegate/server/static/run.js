@@ -282,15 +282,19 @@ function showFinal(final, error) {
   else box.replaceChildren(el("span", { class: "muted", text: error || "The run ended without an answer." }));
 }
 
-// Read the stored records again a moment after subagents finish (their files' sizes, summaries).
+// Read the stored records again a moment after subagents finish (their files' sizes, summaries):
+// at most once in that moment, which grows with the run, as the record does.
 function soonRecord() {
   if (tree.recordTimer || tree.done) return;
   const runId = tree.runId;
-  tree.recordTimer = setTimeout(() => {
-    if (!tree || tree.runId !== runId) return;
-    tree.recordTimer = null;
-    loadRecord(runId);
-  }, 700);
+  tree.recordTimer = setTimeout(
+    () => {
+      if (!tree || tree.runId !== runId) return;
+      tree.recordTimer = null;
+      loadRecord(runId);
+    },
+    Math.min(10_000, 700 + 5 * tree.subagents),
+  );
 }
 
 // The stored record of the run: each finished subagent's summary, typed result, files and final
