@@ -92,6 +92,30 @@ def test_after_an_answer_the_next_requests_headers_have_a_deadline_too(
         assert closed_by_server(sock)
 
 
+def test_headers_past_16_kb_are_refused_and_the_connection_closed(tmp_path: Path, store: Store, token: str) -> None:
+    def head(filler: int) -> bytes:
+        lines = b"".join(b"X-Filler-%d: %s\r\n" % (n, b"a" * 1000) for n in range(filler))
+        return b"GET /api/v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%s\r\n" % (token.encode(), lines)
+
+    def refused(sock: socket.socket) -> bytes:
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer  # the server closed the connection after it
+
+    with live_server(tmp_path, store) as server:
+        for sent in (head(20), head(20)[:-2]):  # 20 KB of headers on a new connection, ended or still coming
+            with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+                sock.sendall(sent)
+                assert refused(sock).startswith(b"HTTP/1.1 400 ")
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(head(12))  # 12 KB pass, and on the same connection 20 KB are refused
+            status, _, body = read_answer(sock)
+            assert (status, body["runs"]) == (200, [])
+            sock.sendall(head(20))
+            assert refused(sock).startswith(b"HTTP/1.1 400 ")
+
+
 def test_a_body_that_stalls_answers_408(tmp_path: Path, store: Store) -> None:
     with live_server(tmp_path, store, limits=Limits(idle_timeout=0.5)) as server:
         head = b"POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
