@@ -4,7 +4,8 @@ Patterns (a grep regex, and the regex a glob becomes) are matched by RE2, whose 
 the text: no pattern can backtrack for hours (`(a+)+$` answers at once). The walk and the match
 run in a child process (`python -m delegate._search`) that the tool kills when its deadline
 passes, so neither a huge tree nor a slow disk can hold an agent, or the server's event loop,
-beyond it. The child gets the workspace's view (root, hidden folders, mounts) and resolves paths
+beyond it; the child runs at a lower priority (`SEARCH_NICENESS`), so searches cannot starve the
+server of CPU either. The child gets the workspace's view (root, hidden folders, mounts) and resolves paths
 through the same `Workspace.resolve` as every other tool; hidden folders and `.git` are not walked.
 """
 
@@ -36,6 +37,10 @@ GREP_MAX_FILE_BYTES = 16 * 1024 * 1024
 SNIFF_BYTES = 8192
 SEARCH_TIMEOUT = 30.0
 """Seconds a search may take before its process is killed."""
+SEARCH_NICENESS = 10
+"""How much lower than its parent's the search process's scheduling priority is: a search that
+takes a whole core (many users' agents grepping at once) leaves the server's event loop the CPU it
+needs to answer everyone else."""
 SKIPPED_DIRS = frozenset({".git"})
 """Folders that walks step over besides the workspace's hidden ones: version control internals."""
 
@@ -200,6 +205,7 @@ def _workspace_from(view: dict[str, Any]) -> Workspace:
 
 def _serve() -> None:
     """The search process: answer each request line on stdin with `{"text"}` or `{"error"}` on stdout."""
+    os.nice(SEARCH_NICENESS)
     for line in sys.stdin.buffer:
         sys.stdout.write(json.dumps(_answer(json.loads(line))) + "\n")
         sys.stdout.flush()

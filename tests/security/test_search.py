@@ -5,12 +5,14 @@ How fast `(a+)+$` answers is measured in `bench/search_regex.py`, not asserted h
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
 
 from delegate import ToolError, Workspace
-from delegate._search import search
+from delegate._search import SEARCH_NICENESS, search
 from delegate._store import Store
 from tests.security.support import two_users
 
@@ -82,3 +84,22 @@ async def test_the_event_loop_runs_on_while_a_search_works(workspace: Path) -> N
     await ticker
     assert len(found.splitlines()) == 300
     assert ticks > 0
+
+
+async def test_search_processes_run_at_a_lower_priority_than_the_process_they_serve(workspace: Path) -> None:
+    (workspace / "x.txt").write_text("hello\n")
+    arguments = {"pattern": "hello", "path": ".", "glob": None, "ignore_case": False, "max_results": 10}
+    assert await search(Workspace.open(workspace), "grep", arguments) == "x.txt:1: hello"
+    searchers = [pid for pid in _children() if b"delegate._search" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert searchers  # the idle search process is kept for the next search
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in searchers} == {min(19, ours + SEARCH_NICENESS)}
+
+
+def _children() -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == os.getpid():
+                found.append(int(stat.parent.name))
+    return found
