@@ -37,8 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-GREP_TURNS = 100_000
-"""How many times alice's agent greps before it answers: it greps until the bench cancels its run."""
+LEAD_STEPS = 100_000
+"""The lead's step limit: alice's agent greps again and again, until the bench cancels its run."""
 
 
 # -- the server, in its own process ------------------------------------------------------------
@@ -50,23 +50,32 @@ def serve(workspace: Path, run_batches: bool) -> None:
 
     import uvicorn
 
+    from delegate import Runtime
+    from delegate._settings import RuntimeSettings
+    from delegate._store import Store
     from delegate.models import ModelRequest, ModelResponse
-    from delegate.server import ServerSettings, create_app, uvicorn_config
+    from delegate.server import RunOptions, ServerSettings, create_app, uvicorn_config
     from delegate.testing import FunctionModel, call, reply
 
     def answer(request: ModelRequest) -> ModelResponse:
         if "complete" in {t.name for t in request.tools}:  # a batch item's subagent
             return call("complete", summary="done")
         prompt = request.messages[0].text
-        turns = sum(1 for m in request.messages if m.role == "assistant")
-        if "grep" in prompt and turns < GREP_TURNS:
+        if "grep" in prompt:
             return call("grep", pattern="(a+)+$", path="long.txt")
         return reply("done")
 
-    settings = ServerSettings(
-        workspace=workspace, model=lambda _: FunctionModel(answer), run_batches=run_batches, max_parallel=4
-    )
-    app = create_app(settings)
+    # The server's own runtimes, but with a lead that may take LEAD_STEPS steps.
+    store = Store.for_workspace(workspace)
+    operator = RuntimeSettings(workspace=workspace, max_parallel=4, max_steps=LEAD_STEPS)
+
+    def runtime(options: RunOptions) -> Runtime:
+        model = fake(options.model)
+        return operator.build(user_id=options.user_id, model=model, max_parallel=options.max_parallel, store=store)
+
+    fake = lambda _: FunctionModel(answer)  # noqa: E731 - the model of every run: ready at once
+    settings = ServerSettings(workspace=workspace, model=fake, run_batches=run_batches, max_parallel=4)
+    app = create_app(settings, store=store, runtime_factory=runtime)
     sock = socket.create_server(("127.0.0.1", 0))
     print(f"ready {sock.getsockname()[1]}", flush=True)
     uvicorn.Server(uvicorn_config(app)).run(sockets=[sock])
@@ -238,7 +247,10 @@ def _loaded_burst(
 
     headers = {"Authorization": f"Bearer {alice}"}
     with httpx2.Client(base_url=server.url, headers=headers, timeout=timeout) as client:
-        run_id = client.post("/runs", json={"prompt": "grep the long line"}).json()["run_id"]
+        started = client.post("/runs", json={"prompt": "grep the long line"})
+        if started.status_code != 202:
+            raise RuntimeError(f"alice's run did not start: {started.text}")
+        run_id = started.json()["run_id"]
         if not _wait_for_grep(client, run_id, timeout):
             raise RuntimeError("alice's agent never started its grep")
         holder = subprocess.Popen(
@@ -254,7 +266,9 @@ def _loaded_burst(
             cpu_ms = (cpu_seconds(server.proc.pid) - used) * 1000
         finally:
             holder.communicate(b"", timeout=30)
-        client.post(f"/runs/{run_id}/cancel").raise_for_status()
+        cancelled = client.post(f"/runs/{run_id}/cancel")
+        if cancelled.status_code != 200:
+            raise RuntimeError(f"alice's run ended during the burst: {client.get(f'/runs/{run_id}').json()}")
     return loaded, grep_ms, cpu_ms
 
 
