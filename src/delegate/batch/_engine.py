@@ -279,8 +279,7 @@ class BatchWorker:
         finally:
             await self._call(_destroy_dbos)
             self._db.shutdown(wait=True)
-            # DBOS made its executor (now shut down) this loop's default one; give the loop back its own.
-            setattr(asyncio.get_running_loop(), "_default_executor", self._default_executor)  # noqa: B010
+            _give_back_default_executor(asyncio.get_running_loop(), self._default_executor)
             with _process_lock:
                 _active = None
             self._stopped.set()
@@ -608,6 +607,15 @@ def _workflow() -> Callable[[str, int], Coroutine[Any, Any, str]]:
 
         _serve_workflow = DBOS.workflow(name="delegate.batch.serve")(serve)
     return _serve_workflow
+
+
+def _give_back_default_executor(loop: asyncio.AbstractEventLoop, own: object) -> None:
+    """DBOS made its executor (now shut down) the loop's default one: give asyncio's loop back its
+    own, and uvloop's (which keeps its own out of reach) a new one."""
+    if isinstance(loop, asyncio.BaseEventLoop):
+        setattr(loop, "_default_executor", own)  # noqa: B010
+    else:
+        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
 
 
 def _launch_dbos(system_database: str, schema: str, executor_id: str) -> None:
