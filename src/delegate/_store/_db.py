@@ -7,7 +7,7 @@ import functools
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +15,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from .._errors import StoreError, UserError
 from ._schema import claim_event_numbers, events_table, subagents_table
@@ -144,6 +145,33 @@ def _upsert(conn: Connection) -> Callable[[sa.Table], Any]:
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert
+
+
+# ---------------------------------------------------------------------------------------------
+# Small reads, fast
+
+
+def select_rows(conn: Connection, statement: sa.Select[Any], params: dict[str, Any]) -> Sequence[Sequence[Any]]:
+    """The rows of a statement built once (its parameters bound by name), as tuples.
+
+    On SQLite the driver runs the statement's SQL, compiled once: for the small reads that each
+    request makes (`GET /runs`), SQLAlchemy's execution costs more than SQLite's own work.
+    """
+    if conn.dialect.name != "sqlite":
+        return conn.execute(statement, params).all()
+    compiled = _sqlite_compiled(statement, conn.dialect)
+    values = compiled.construct_params(params)
+    positions: list[str] = compiled.positiontup or []
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        return cursor.execute(compiled.string, [values[name] for name in positions]).fetchall()
+    finally:
+        cursor.close()
+
+
+@functools.lru_cache(maxsize=64)
+def _sqlite_compiled(statement: sa.Select[Any], dialect: sa.Dialect) -> SQLCompiler:
+    return statement.compile(dialect=dialect)
 
 
 # ---------------------------------------------------------------------------------------------

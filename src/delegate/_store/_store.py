@@ -30,6 +30,7 @@ from ._db import (
     insert_events,
     insert_rows,
     pg_on_connect,
+    select_rows,
     sqlite_on_begin,
     sqlite_on_connect,
     upsert_subagents,
@@ -388,10 +389,10 @@ class Store:
         the store a request), so a token revoked by any process is refused from the next call on.
         """
         with self.read() as conn:
-            user_id = conn.scalar(_user_of_token, {"token_hash": _hash_token(token)})
-            if user_id is None:
+            found = select_rows(conn, _user_of_token, {"token_hash": _hash_token(token)})
+            if not found:
                 return None
-            rows = conn.execute(_run_summaries, {"user_id": user_id, "limit": limit, "offset": offset}).all()
+            rows = select_rows(conn, _run_summaries, {"user_id": found[0][0], "limit": limit, "offset": offset})
         seen: dict[str, bool] = {}
         return [decode_run_summary(dict(zip(_SUMMARY_COLUMNS, row, strict=True)), seen) for row in rows]
 
