@@ -65,9 +65,10 @@ def serve(workspace: Path, run_batches: bool) -> None:
             return call("grep", pattern="(a+)+$", path="long.txt")
         return reply("done")
 
-    # The server's own runtimes, but with a lead that may take LEAD_STEPS steps.
+    # The server's own runtimes, but with a lead that may take LEAD_STEPS steps, and no loop guard
+    # (it would end alice's agent after ten greps alike).
     store = Store.for_workspace(workspace)
-    operator = RuntimeSettings(workspace=workspace, max_parallel=4, max_steps=LEAD_STEPS)
+    operator = RuntimeSettings(workspace=workspace, max_parallel=4, max_steps=LEAD_STEPS, loop_guard=None)
 
     def runtime(options: RunOptions) -> Runtime:
         model = fake(options.model)
