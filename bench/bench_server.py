@@ -39,6 +39,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 LEAD_STEPS = 100_000
 """The lead's step limit: alice's agent greps again and again, until the bench cancels its run."""
+MODEL_SECONDS = 0.01
+"""How long alice's model takes to answer (a fast one). What her agent's own turns cost is hers
+to spend (out of scope in docs/security.md); what is measured is what her greps cost the others.
+A model that answered at once would make her lead spin through hundreds of turns a second, each
+costlier than the last as its history grows."""
 
 
 # -- the server, in its own process ------------------------------------------------------------
@@ -57,11 +62,12 @@ def serve(workspace: Path, run_batches: bool) -> None:
     from delegate.server import RunOptions, ServerSettings, create_app, uvicorn_config
     from delegate.testing import FunctionModel, call, reply
 
-    def answer(request: ModelRequest) -> ModelResponse:
+    async def answer(request: ModelRequest) -> ModelResponse:
         if "complete" in {t.name for t in request.tools}:  # a batch item's subagent
             return call("complete", summary="done")
         prompt = request.messages[0].text
         if "grep" in prompt:
+            await asyncio.sleep(MODEL_SECONDS)
             return call("grep", pattern="(a+)+$", path="long.txt")
         return reply("done")
 
