@@ -158,7 +158,7 @@ def select_rows(conn: Connection, statement: sa.Select[Any], params: dict[str, A
     request makes (`GET /runs`), SQLAlchemy's execution costs more than SQLite's own work.
     """
     if conn.dialect.name != "sqlite":
-        return conn.execute(statement, params).all()
+        return [tuple(row) for row in conn.execute(statement, params)]
     compiled = _sqlite_compiled(statement, conn.dialect)
     values = compiled.construct_params(params)
     positions: list[str] = compiled.positiontup or []

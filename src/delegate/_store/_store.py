@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import secrets
@@ -37,6 +36,7 @@ from ._db import (
 )
 from ._rows import (
     FINAL_STATUSES,
+    SUMMARY_COLUMNS,
     SUMMARY_PROMPT_CHARS,
     Checkpoint,
     RunRow,
@@ -47,7 +47,7 @@ from ._rows import (
     decode_checkpoint,
     decode_event,
     decode_run,
-    decode_run_summary,
+    decode_run_summaries,
     decode_subagent,
     decode_user,
     event_values,
@@ -78,14 +78,13 @@ def _hash_token(token: str) -> str:
 _user_of_token = sa.select(users_table.c.id).where(
     users_table.c.token_hash == sa.bindparam("token_hash"), users_table.c.revoked_at.is_(None)
 )
-_SUMMARY_COLUMNS = tuple(f.name for f in dataclasses.fields(RunSummary))
 _run_summaries = (
     sa.select(
         *(
             sa.func.substr(runs_table.c.prompt, 1, SUMMARY_PROMPT_CHARS).label("prompt")
             if name == "prompt"
             else runs_table.c[name]
-            for name in _SUMMARY_COLUMNS
+            for name in SUMMARY_COLUMNS
         )
     )
     .where(runs_table.c.user_id == sa.bindparam("user_id"))
@@ -393,8 +392,7 @@ class Store:
             if not found:
                 return None
             rows = select_rows(conn, _run_summaries, {"user_id": found[0][0], "limit": limit, "offset": offset})
-        seen: dict[str, bool] = {}
-        return [decode_run_summary(dict(zip(_SUMMARY_COLUMNS, row, strict=True)), seen) for row in rows]
+        return decode_run_summaries(rows)
 
     def heartbeat(self, run_id: str, owner: str, usage: Usage | None = None) -> tuple[bool, bool]:
         """Renew `owner`'s lease of a run (and store its usage so far); return `(held, cancel_requested)`.
