@@ -384,8 +384,9 @@ class Store:
         """The runs of the user holding `token`, newest first, as a listing shows them (see
         `RunSummary`); None for an unknown or revoked token.
 
-        The token is checked in the same read as the listing (what `GET /runs` needs: one trip to
-        the store a request), so a token revoked by any process is refused from the next call on.
+        The token is checked in the same call, on the same connection, as the listing (what
+        `GET /runs` needs: one trip to the store a request), and never cached, so a token revoked
+        by any process is refused from the next call on.
         """
         with self.read() as conn:
             found = select_rows(conn, _user_of_token, {"token_hash": _hash_token(token)})
