@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,12 @@ async def test_tool_results_come_back_in_call_order_and_usage_is_summed(tmp_path
     assert [r.name for r in results] == ["slow", "add"]
     assert results[1].content == "5"
     assert result.usage == Usage(input_tokens=17, output_tokens=8, requests=2)
+
+
+def test_usage_as_json_names_every_field_and_reads_back_equal() -> None:
+    usage = Usage(input_tokens=1, output_tokens=2, cache_read_tokens=3, cache_write_tokens=4, requests=5)
+    assert list(usage.to_dict()) == [f.name for f in dataclasses.fields(Usage)]
+    assert Usage.from_dict(usage.to_dict()) == usage
 
 
 async def test_tool_calls_of_one_turn_run_concurrently(tmp_path: Path) -> None:
