@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from delegate import Event, Message, ToolContext, ToolError, Usage, Workspace, tool
+from delegate import Event, Message, Tool, ToolContext, ToolError, Usage, Workspace, tool
 from delegate._loop import AgentSpec, Compaction, run_agent
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
@@ -219,3 +219,19 @@ def test_tool_schema_comes_from_the_signature() -> None:
     assert add.parameters["required"] == ["a", "b"]
     assert add.description == "Add two integers."
     assert "ctx" not in slow.parameters["properties"]
+
+
+async def test_tools_made_from_one_function_defined_anew_keep_their_own_defaults(tmp_path: Path) -> None:
+    def make(greeting: str) -> Tool:
+        def greet(name: str, word: str = greeting) -> str:
+            """Greet someone."""
+            return f"{word} {name}"
+
+        return Tool.from_function(greet)
+
+    hello, hi = make("hello"), make("hi")
+    ctx = make_ctx(tmp_path)
+    assert (await hello.run(ctx, {"name": "ada"})).content == "hello ada"
+    assert (await hi.run(ctx, {"name": "ada"})).content == "hi ada"
+    assert hello.parameters["properties"]["word"]["default"] == "hello"
+    assert hi.parameters["properties"]["word"]["default"] == "hi"
