@@ -35,6 +35,7 @@ from ._db import (
     upsert_subagents,
 )
 from ._rows import (
+    EVENTS_PER_ROW,
     FINAL_STATUSES,
     SUMMARY_PROMPT_CHARS,
     Checkpoint,
@@ -541,14 +542,13 @@ class Store:
 
         A reader that has seen `n` events asks for `after_seq=n` to get only the new ones.
         """
-        # A row's `seq` is the number of the last event it holds, and it holds at least one: the
-        # first `limit` rows past `after_seq` hold the first `limit` events past it.
-        query = (
-            sa.select(events_table)
-            .where(events_table.c.run_id == run_id, events_table.c.seq > after_seq)
-            .order_by(events_table.c.seq)
-            .limit(limit)
-        )
+        # A row's `seq` is the number of the last event it holds, and it holds one to
+        # `EVENTS_PER_ROW`: the first `limit` rows past `after_seq` hold the first `limit` events
+        # past it, and no row past `after_seq + limit + EVENTS_PER_ROW - 1` holds one of them.
+        seq = events_table.c.seq
+        query = sa.select(events_table).where(events_table.c.run_id == run_id, seq > after_seq).order_by(seq)
+        if limit is not None:
+            query = query.where(seq < after_seq + limit + EVENTS_PER_ROW).limit(limit)
         found: list[Event] = []
         with self.read() as conn:
             for row in conn.execute(query).mappings():
