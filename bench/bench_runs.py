@@ -3,16 +3,18 @@
     python bench/bench_runs.py            # full: N = 1,000 and 10,000 subagents
     python bench/bench_runs.py --quick    # N = 1,000 only, fewer repeats
 
-Reports medians over repeats, each next to its baseline measured in the same run:
+Reports medians over repeats, each next to its baseline measured in the same run, wall time and
+CPU time of the process (the writer thread's included), which a machine shared with other work
+disturbs less than wall time, and the load average at the start and the end:
 
+- creating a workspace's store (the database file and its tables), which its first run does;
 - checkpointing: a lead of 500 turns (each one tool call) with the SQLite store on, against the
   same lead with no store; the difference per turn is what recording each answer and tool result
   (and its events) costs the run;
 - fan-out with the default SQLite store on: framework time per subagent at N = 1,000 and 10,000
-  (zero-latency model), and the ratio between them (flatness); the storeless run alongside, run
-  in turn with it, and the CPU time of both (the writer thread's included), which a machine
-  shared with other work disturbs less than wall time;
-- 1,000 subagents whose model waits 50 ms, the store on, no cap: the makespan (and storeless);
+  (zero-latency model), and the ratio between them (flatness), in a workspace whose store exists
+  (every run after its first) and in one whose store the run creates, the storeless run in turn;
+- 1,000 subagents whose model waits 50 ms, no cap: the makespan, the same three ways;
 - resuming a run whose 1,000 subagents had finished when its process was killed (SIGKILL): the
   time from `Runtime.resume` to its end, the lead's last answer included.
 """
