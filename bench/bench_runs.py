@@ -3,16 +3,18 @@
     python bench/bench_runs.py            # full: N = 1,000 and 10,000 subagents
     python bench/bench_runs.py --quick    # N = 1,000 only, fewer repeats
 
-Reports medians over repeats, each next to its baseline measured in the same run:
+Reports medians over repeats, each next to its baseline measured in the same run, wall time and
+CPU time of the process (the writer thread's included), which a machine shared with other work
+disturbs less than wall time, and the load average at the start and the end:
 
+- creating a workspace's store (the database file and its tables), which its first run does;
 - checkpointing: a lead of 500 turns (each one tool call) with the SQLite store on, against the
   same lead with no store; the difference per turn is what recording each answer and tool result
   (and its events) costs the run;
 - fan-out with the default SQLite store on: framework time per subagent at N = 1,000 and 10,000
-  (zero-latency model), and the ratio between them (flatness); the storeless run alongside, run
-  in turn with it, and the CPU time of both (the writer thread's included), which a machine
-  shared with other work disturbs less than wall time;
-- 1,000 subagents whose model waits 50 ms, the store on, no cap: the makespan (and storeless);
+  (zero-latency model), and the ratio between them (flatness), in a workspace whose store exists
+  (every run after its first) and in one whose store the run creates, the storeless run in turn;
+- 1,000 subagents whose model waits 50 ms, no cap: the makespan, the same three ways;
 - resuming a run whose 1,000 subagents had finished when its process was killed (SIGKILL): the
   time from `Runtime.resume` to its end, the lead's last answer included.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import statistics
 import subprocess
@@ -28,12 +31,15 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from bench_subagents import one_run
 
 from delegate._runtime import Runtime
 from delegate._store import Store
+from delegate.batch import Batches
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, ScriptedModel, call, reply
@@ -46,7 +52,7 @@ def echo(text: str) -> str:
     return text
 
 
-async def lead_turns(root: Path, turns: int, store: bool) -> float:
+async def lead_turns(root: Path, turns: int, store: bool) -> None:
     model = ScriptedModel([call("echo", text="hi") for _ in range(turns - 1)] + [reply("done")])
     rt = Runtime(
         model=model,
@@ -57,12 +63,9 @@ async def lead_turns(root: Path, turns: int, store: bool) -> float:
         store=None if store else False,
         heartbeat_interval=3600,
     )
-    start = time.perf_counter()
     result = await rt.run("echo many times")
-    elapsed = time.perf_counter() - start
     await rt.aclose()
     assert result.status == "completed" and result.steps == turns
-    return elapsed / turns
 
 
 _KILLED_RUN = textwrap.dedent(
@@ -124,11 +127,41 @@ def resume_after_kill(root: Path, n: int) -> float:
     return asyncio.run(go())
 
 
-def fan_out(root: Path, n: int, store: bool) -> tuple[float, float]:
-    """Wall time and CPU time of this process (the writer thread's included) for one fan-out."""
-    cpu = time.process_time()
-    wall = asyncio.run(one_run(root, n, 0.0, store))
-    return wall, time.process_time() - cpu
+Mode = Literal["store", "new store", "no store"]
+MODES: tuple[Mode, ...] = ("store", "new store", "no store")
+
+
+def timed(go: Callable[[], object]) -> tuple[float, float]:
+    """Wall time and CPU time of this process (the writer thread's included) of `go()`."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    go()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def make_store(root: Path) -> None:
+    """Create the workspace's store, as a first run in it does: the database file and its tables."""
+    store = Store.for_workspace(root)
+    Batches(store)
+    store.close()
+
+
+def fan_out(root: Path, n: int, mode: Mode, latency: float = 0.0) -> tuple[float, float]:
+    """One fan-out timed: in a workspace whose store exists (`store`: every run after its first),
+    in one whose store the run creates (`new store`), or with no store."""
+    if mode == "store":
+        make_store(root)
+    return timed(lambda: asyncio.run(one_run(root, n, latency, mode != "no store")))
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def medians(runs: list[dict[Mode, tuple[float, float]]], scale: float) -> dict[Mode, tuple[float, float]]:
+    return {
+        m: (statistics.median(r[m][0] for r in runs) * scale, statistics.median(r[m][1] for r in runs) * scale)
+        for m in MODES
+    }
 
 
 def main() -> None:
@@ -146,37 +179,55 @@ def main() -> None:
             root.mkdir()
             return root
 
+        print(f"start: {load()}")
         asyncio.run(one_run(fresh(), 200, 0.0, True))  # warm up imports and caches
-        on = statistics.median(asyncio.run(lead_turns(fresh(), 500, True)) for _ in range(repeats))
-        off = statistics.median(asyncio.run(lead_turns(fresh(), 500, False)) for _ in range(repeats))
+        created = [timed(lambda: make_store(fresh())) for _ in range(repeats)]
+        wall, cpu = (statistics.median(c[i] for c in created) * 1e3 for i in (0, 1))
+        print(f"creating a workspace's store (its first run does): {wall:.1f} ms, CPU {cpu:.1f} ms")
+        turns = []
+        for _ in range(repeats):
+            on_root = fresh()
+            make_store(on_root)
+            on = timed(lambda r=on_root: asyncio.run(lead_turns(r, 500, True)))
+            off = timed(lambda: asyncio.run(lead_turns(fresh(), 500, False)))
+            turns.append((on, off))
+        (on_wall, on_cpu), (off_wall, off_cpu) = (
+            (statistics.median(t[i][0] for t in turns) / 500, statistics.median(t[i][1] for t in turns) / 500)
+            for i in (0, 1)
+        )
         print(
-            f"checkpointing: {(on - off) * 1e3:.3f} ms per model turn "
-            f"({on * 1e3:.3f} ms a turn with the store, {off * 1e3:.3f} ms without)"
+            f"checkpointing: {(on_wall - off_wall) * 1e3:.3f} ms per model turn, CPU {(on_cpu - off_cpu) * 1e3:.3f} ms "
+            f"(a turn: {on_wall * 1e3:.3f} ms with the store, {off_wall * 1e3:.3f} ms without; "
+            f"CPU {on_cpu * 1e3:.3f} and {off_cpu * 1e3:.3f} ms)"
         )
         sizes = [1000] if args.quick else [1000, 10_000]
-        per: dict[int, float] = {}
+        per: dict[int, dict[Mode, tuple[float, float]]] = {}
         for n in sizes:
-            # store on and off in turn, so that both see the same load of the machine
-            runs = [(fan_out(fresh(), n, True), fan_out(fresh(), n, False)) for _ in range(repeats if n <= 1000 else 1)]
-            on_wall, on_cpu, off_wall, off_cpu = (
-                statistics.median(r[store][k] for r in runs) / n * 1e6 for store in (0, 1) for k in (0, 1)
-            )
-            per[n] = on_wall
+            # the three in turn, so that all see the same load of the machine
+            runs = [{m: fan_out(fresh(), n, m) for m in MODES} for _ in range(repeats if n <= 1000 else 1)]
+            per[n] = got = medians(runs, 1e6 / n)
             print(
-                f"fan-out N={n:>6}, SQLite store on: {on_wall:.0f} µs per subagent, no store: {off_wall:.0f} µs "
-                f"({on_wall / off_wall:.2f}x); CPU time: {on_cpu:.0f} µs and {off_cpu:.0f} µs "
-                f"({on_cpu / off_cpu:.2f}x)"
+                f"fan-out N={n:>6}, µs per subagent (wall, CPU): SQLite store on {got['store'][0]:.0f}, "
+                f"{got['store'][1]:.0f}; no store {got['no store'][0]:.0f}, {got['no store'][1]:.0f} "
+                f"(ratios {got['store'][0] / got['no store'][0]:.2f}x, {got['store'][1] / got['no store'][1]:.2f}x); "
+                f"store created by the run {got['new store'][0]:.0f}, {got['new store'][1]:.0f}"
             )
         if len(sizes) > 1:
-            print(f"flatness with the store on: N=10,000 / N=1,000 = {per[10_000] / per[1000]:.2f}x")
-        spans = [
-            (asyncio.run(one_run(fresh(), 1000, 0.05, True)), asyncio.run(one_run(fresh(), 1000, 0.05, False)))
-            for _ in range(repeats)
-        ]
-        on, off = (statistics.median(s[i] for s in spans) for i in (0, 1))
-        print(f"N=1000 subagents, model latency 50 ms, store on: makespan {on:.3f} s (no store: {off:.3f} s)")
+            flat = {m: per[10_000][m][0] / per[1000][m][0] for m in MODES}
+            print(
+                f"flatness, N=10,000 / N=1,000: store on {flat['store']:.2f}x, no store {flat['no store']:.2f}x, "
+                f"store created by the run {flat['new store']:.2f}x"
+            )
+        spans = medians([{m: fan_out(fresh(), 1000, m, 0.05) for m in MODES} for _ in range(repeats)], 1.0)
+        print(
+            f"N=1000 subagents, model latency 50 ms, makespan (wall, CPU) in s: store on {spans['store'][0]:.3f}, "
+            f"{spans['store'][1]:.3f}; no store {spans['no store'][0]:.3f}, {spans['no store'][1]:.3f} "
+            f"({spans['store'][0] / spans['no store'][0]:.2f}x); store created by the run {spans['new store'][0]:.3f}, "
+            f"{spans['new store'][1]:.3f}"
+        )
         resumed = statistics.median(resume_after_kill(fresh(), 1000) for _ in range(repeats))
         print(f"resume after SIGKILL of a run with 1,000 finished subagents: {resumed:.3f} s")
+        print(f"end: {load()}")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from delegate import Event, Message, ToolContext, ToolError, Usage, Workspace, tool
+from delegate import Event, Message, Tool, ToolContext, ToolError, Usage, Workspace, tool
 from delegate._loop import AgentSpec, Compaction, run_agent
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
@@ -79,6 +80,12 @@ async def test_tool_results_come_back_in_call_order_and_usage_is_summed(tmp_path
     assert [r.name for r in results] == ["slow", "add"]
     assert results[1].content == "5"
     assert result.usage == Usage(input_tokens=17, output_tokens=8, requests=2)
+
+
+def test_usage_as_json_names_every_field_and_reads_back_equal() -> None:
+    usage = Usage(input_tokens=1, output_tokens=2, cache_read_tokens=3, cache_write_tokens=4, requests=5)
+    assert list(usage.to_dict()) == [f.name for f in dataclasses.fields(Usage)]
+    assert Usage.from_dict(usage.to_dict()) == usage
 
 
 async def test_tool_calls_of_one_turn_run_concurrently(tmp_path: Path) -> None:
@@ -212,3 +219,19 @@ def test_tool_schema_comes_from_the_signature() -> None:
     assert add.parameters["required"] == ["a", "b"]
     assert add.description == "Add two integers."
     assert "ctx" not in slow.parameters["properties"]
+
+
+async def test_tools_made_from_one_function_defined_anew_keep_their_own_defaults(tmp_path: Path) -> None:
+    def make(greeting: str) -> Tool:
+        def greet(name: str, word: str = greeting) -> str:
+            """Greet someone."""
+            return f"{word} {name}"
+
+        return Tool.from_function(greet)
+
+    hello, hi = make("hello"), make("hi")
+    ctx = make_ctx(tmp_path)
+    assert (await hello.run(ctx, {"name": "ada"})).content == "hello ada"
+    assert (await hi.run(ctx, {"name": "ada"})).content == "hi ada"
+    assert hello.parameters["properties"]["word"]["default"] == "hello"
+    assert hi.parameters["properties"]["word"]["default"] == "hi"

@@ -313,13 +313,40 @@ class TestProgress:
         events = [_event(run.id, n) for n in range(1_234)]
         checkpoints = [Checkpoint(run_id=run.id, kind="tool", key=f"call_{n}", data={"n": n}) for n in range(1_234)]
         again = Checkpoint(run_id=run.id, kind="tool", key="call_7", data={"n": "second"})
-        ended = _subagent("sub-600", status="completed", summary="done")
-        subagents = [(run.id, _subagent(f"sub-{n}")) for n in range(1_234)] + [(run.id, ended)]
+        ended = _subagent("sub-600", status="completed", summary="done", seq=600)
+        subagents = [(run.id, _subagent(f"sub-{n}"), None) for n in range(1_234)] + [(run.id, ended, "call_9#0")]
         store.record(events, [*checkpoints, again], subagents)
         assert [e.data["n"] for e in store.events(run.id)] == list(range(1_234))
-        assert store.checkpoints(run.id) == checkpoints  # the first of a key wins
+        kept = Checkpoint(run_id=run.id, kind="subagent", key="call_9#0", data={"record": ended.to_dict(), "seq": 600})
+        assert store.checkpoints(run.id) == [*checkpoints, kept]  # the first of a key wins; the record is kept
         records = {r.id: r for r in store.subagent_records(run.id)}
         assert len(records) == 1_234 and records["sub-600"] == ended  # the later record of an id wins
+
+    def test_events_stored_many_to_a_row_read_back_from_any_number_on(self, store: Store) -> None:
+        run = store.create_run(prompt="p", model="m")
+        other = store.create_run(prompt="q", model="m")
+        sent = [_event(run.id, n) for n in range(150)]
+        store.record([*sent[:100], _event(other.id, 0), *sent[100:]])
+        store.record([_event(run.id, 150)])
+        sent.append(_event(run.id, 150))
+        with store.read() as conn:  # 64 + 36 events, then 50, then 1: four rows for 151 events
+            assert conn.execute(sa.text("SELECT count(*) FROM events WHERE run_id = :id"), {"id": run.id}).scalar() == 4
+        for after in range(len(sent) + 1):
+            assert store.events(run.id, after_seq=after) == sent[after:]
+            assert store.events(run.id, after_seq=after, limit=7) == sent[after : after + 7]
+        assert store.events(other.id) == [_event(other.id, 0)]
+        got = store.get_run(run.id)
+        assert got is not None and got.event_count == 151
+
+    def test_a_released_run_reads_interrupted_at_once_and_can_be_claimed(self, store: Store) -> None:
+        run = store.create_run(prompt="p", model="m", owner="elsewhere|1|a")
+        assert not store.release_run(run.id, "elsewhere|2|b")  # not its owner
+        assert store.release_run(run.id, "elsewhere|1|a", Usage(input_tokens=7))
+        released = store.get_run(run.id)
+        assert released is not None
+        assert (released.status, released.owner, released.usage.input_tokens) == ("interrupted", None, 7)
+        assert store.claim_run(run.id, "elsewhere|3|c").owner == "elsewhere|3|c"
+        assert not store.release_run(run.id, "elsewhere|1|a")
 
 
 class TestSubagents:
@@ -423,11 +450,16 @@ class TestDamagedRows:
 
     def test_an_event_with_invalid_data_raises_a_store_error(self, store: Store) -> None:
         run = store.create_run(prompt="p", model="m")
-        store.add_events([_event(run.id, 1), _event(run.id, 2)])
+        store.add_events([_event(run.id, 1)])
+        store.add_events([_event(run.id, 2)])
+        store.add_events([_event(run.id, n) for n in (3, 4, 5)])  # one row
         self._corrupt(store, "UPDATE events SET data = '[1, 2' WHERE run_id = :id AND seq = 2", id=run.id)
-        with pytest.raises(StoreError, match=r"number 2"):
+        with pytest.raises(StoreError, match=r"number 2\)"):
             store.events(run.id)
         assert len(store.events(run.id, limit=1)) == 1
+        self._corrupt(store, "UPDATE events SET data = '[]' WHERE run_id = :id AND seq = 5", id=run.id)
+        with pytest.raises(StoreError, match=r"numbers 3 to 5\) .*it holds 0 events, not 3"):
+            store.events(run.id, after_seq=2)
 
     def test_subagent_artifacts_of_the_wrong_shape_raise_a_store_error(self, store: Store) -> None:
         run = store.create_run(prompt="p", model="m")

@@ -1,10 +1,11 @@
 """A run's recorder: what the run does goes to the store as it happens, and its lease is held.
 
-- Events, checkpoints (the lead's model answers and tool results, finished subagents) and
-  subagent records are queued by the event loop and written by one writer thread, each batch in
-  one transaction: whatever piled up while the last one was written goes in the next (a
-  finished subagent's record and its checkpoint in the same one). The loop never waits
-  for the database, nor for a lock; a checkpoint is on disk a transaction after it happened.
+- Events, checkpoints (the lead's model answers and tool results) and finished subagents'
+  records (each also its checkpoint) are queued by the event loop and written by one writer
+  thread, each batch in one transaction: whatever piled up since the last one (at most
+  `FLUSH_INTERVAL` ago) goes in the next, a run's events many to a row. The loop never waits for
+  the database, nor for a lock, nor builds a row: the writer does. A checkpoint is on disk within
+  `FLUSH_INTERVAL` and a transaction of happening.
 - The same thread beats for the run's lease (`Store.heartbeat`) every `RUN_HEARTBEAT` seconds,
   and passes on a cancellation asked from another process (`delegate runs cancel`).
 - A batch that cannot be stored (text that is not UTF-8 was made safe before; a database that
@@ -44,10 +45,14 @@ _log = logging.getLogger("delegate.recorder")
 _response: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
 _tool_result: TypeAdapter[ToolResultPart] = TypeAdapter(ToolResultPart)
 
-_Subagent = tuple[str, TaskOutput]
-"""A subagent's record, with its run's id: how the store takes it."""
-_Finished = tuple[str, TaskOutput, "Checkpoint | None"]
-"""A finished subagent as queued: its record and its checkpoint, written together."""
+_Subagent = tuple[str, TaskOutput, str | None]
+"""A finished subagent's record, with its run's id and its key (None: it is not kept for a
+resume), as the store takes it: one row that is also its checkpoint."""
+
+FLUSH_INTERVAL = 0.05
+"""Seconds the writer lets pass between two transactions (at most), so that a busy run's events
+go in a few large transactions, not many small ones: a transaction costs the writer thread more
+than the hundreds of rows in it. What happens after a quiet spell is written at once."""
 
 REPLAYED_NEVER = frozenset({"task"})
 """Tools whose results are not replayed on resume: `task` runs again, and its finished subagents
@@ -71,7 +76,7 @@ class Recorder:
         """Called on the event loop with `cancel` (asked from elsewhere) or `lost` (another process
         took the run over)."""
         self.dropped = 0
-        self._queue: deque[Event | Checkpoint | _Finished] = deque()
+        self._queue: deque[Event | Checkpoint | _Subagent] = deque()
         """What is still to be written, in the order it happened. The loop appends without a lock
         (a deque's append is atomic); it takes `_cond` only to wake a writer that is `_idle`."""
         self._cond = threading.Condition(threading.Lock())
@@ -88,7 +93,7 @@ class Recorder:
         for sink in self.sinks:
             sink(event)
 
-    def _put(self, item: Event | Checkpoint | _Finished) -> None:
+    def _put(self, item: Event | Checkpoint | _Subagent) -> None:
         self._queue.append(item)
         if self._idle:  # read after the append: a writer that went idle before it is woken
             with self._cond:
@@ -102,16 +107,10 @@ class Recorder:
         self._put(Checkpoint(run_id=self.run_id, kind=kind, key=key, data=data))
 
     def subagent_finished(self, key: str | None, record: TaskOutput) -> None:
-        """Store a finished subagent's record now, and (with `key`) keep it for a resume."""
-        if self.store is None:
-            return
-        from ._store import Checkpoint
-
-        checkpoint = None
-        if key is not None:
-            data = {"record": record.to_dict(), "seq": record.seq}
-            checkpoint = Checkpoint(run_id=self.run_id, kind="subagent", key=key, data=data)
-        self._put((self.run_id, record, checkpoint))  # one item: both go in the same transaction
+        """Store a finished subagent's record now, and (with `key`) keep it for a resume: its
+        row is its checkpoint too (see `Store.checkpoints`). The record is not changed after."""
+        if self.store is not None:
+            self._put((self.run_id, record, key))
 
     def start(self, run_id: str) -> None:
         """Start writing and beating for `run_id` (already created or claimed with `self.owner`)."""
@@ -166,8 +165,12 @@ class Recorder:
 
     def _write_loop(self) -> None:
         last_beat = time.monotonic()
+        last_write = 0.0
         while True:
             with self._cond:
+                pause = FLUSH_INTERVAL - (time.monotonic() - last_write)
+                if pause > 0 and not self._stopping:
+                    self._cond.wait(pause)  # let the next batch gather; only a stop cuts it short
                 self._idle = True  # before looking at the queue: see `_put`
                 if not (self._queue or self._stopping):
                     self._cond.wait(max(0.0, self.heartbeat - (time.monotonic() - last_beat)))
@@ -182,13 +185,11 @@ class Recorder:
                 if isinstance(item, Event):
                     events.append(item)
                 elif isinstance(item, tuple):
-                    run_id, record, checkpoint = item
-                    subagents.append((run_id, record))
-                    if checkpoint is not None:
-                        checkpoints.append(checkpoint)
+                    subagents.append(item)
                 else:
                     checkpoints.append(item)
             if events or checkpoints or subagents:
+                last_write = time.monotonic()
                 self._write(events, checkpoints, subagents)
             elif stopping:
                 return
@@ -196,9 +197,7 @@ class Recorder:
                 last_beat = time.monotonic()
                 self._beat()
 
-    def _write(
-        self, events: list[Event], checkpoints: list[Checkpoint], subagents: list[tuple[str, TaskOutput]]
-    ) -> None:
+    def _write(self, events: list[Event], checkpoints: list[Checkpoint], subagents: list[_Subagent]) -> None:
         assert self.store is not None
         try:
             self.store.record(events, checkpoints, subagents)

@@ -520,12 +520,13 @@ class Runtime:
         except Exception as exc:  # a bug or the store failing: the run still ends, truthfully
             await recorder.finish("error", "", ctx.usage + runner.usage, f"{type(exc).__name__}: {exc}")
             raise
+        else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
+            outcome = _result(run_id, result, runner)
+            await _finish(recorder, outcome)
+            return outcome
         finally:
             beat.cancel()
             self._stops.pop(run_id, None)
-        outcome = _result(run_id, result, runner)
-        await _finish(recorder, outcome)
-        return outcome
 
     async def run_task(
         self,

@@ -38,7 +38,14 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        # Spelled out: three events of every subagent carry one, and `fields()` costs 5 µs a call.
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "requests": self.requests,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Usage:

@@ -133,6 +133,8 @@ _event_type: TypeAdapter[EventType] = TypeAdapter(EventType)
 _event_data: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 usage_adapter: TypeAdapter[Usage] = TypeAdapter(Usage)
 _aware: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
+_PackedEvent = tuple[EventType, float, str, str | None, str | None, dict[str, Any]]
+_packed_events: TypeAdapter[list[_PackedEvent]] = TypeAdapter(list[_PackedEvent])
 
 # ---------------------------------------------------------------------------------------------
 # Values in and out
@@ -145,7 +147,7 @@ def utc_now() -> datetime:
 def iso(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError(f"timestamps must be timezone-aware, got {moment!r}")
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+    return (moment if moment.tzinfo is UTC else moment.astimezone(UTC)).isoformat(timespec="microseconds")
 
 
 def _json_text(value: Any) -> str:
@@ -156,15 +158,40 @@ def _json_text(value: Any) -> str:
         return to_json(safe_json(value), fallback=str).decode()
 
 
-def event_values(ev: Event) -> dict[str, Any]:
+EVENTS_PER_ROW = 64
+"""The most events one `events` row holds (see `_schema._event_pack_column`)."""
+
+
+def event_rows(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """`events` as rows, in order: each stretch of consecutive events of one run packed up to
+    `EVENTS_PER_ROW` to a row (one JSON text for them all); `seq` is set when they are numbered."""
+    rows: list[dict[str, Any]] = []
+    start, count = 0, len(events)
+    while start < count:
+        run_id = events[start].run_id
+        end = start + 1
+        while end < count and end - start < EVENTS_PER_ROW and events[end].run_id == run_id:
+            end += 1
+        rows.append(_event_row(events[start:end]))
+        start = end
+    return rows
+
+
+def _event_row(events: Sequence[Event]) -> dict[str, Any]:
+    last = events[-1]
+    if len(events) == 1:
+        data = _json_text(last.data)
+    else:
+        data = _json_text([(e.type, e.ts, e.agent_id, e.parent_agent_id, e.tool_call_id, e.data) for e in events])
     return {
-        "run_id": ev.run_id,
-        "type": ev.type,
-        "ts": ev.ts,
-        "agent_id": safe_text(ev.agent_id),
-        "parent_agent_id": ev.parent_agent_id,
-        "tool_call_id": None if ev.tool_call_id is None else safe_text(ev.tool_call_id),
-        "data": _json_text(ev.data),
+        "run_id": last.run_id,
+        "n": len(events),
+        "type": last.type,
+        "ts": last.ts,
+        "agent_id": safe_text(last.agent_id),
+        "parent_agent_id": None if last.parent_agent_id is None else safe_text(last.parent_agent_id),
+        "tool_call_id": None if last.tool_call_id is None else safe_text(last.tool_call_id),
+        "data": data,
     }
 
 
@@ -191,24 +218,38 @@ def run_values(run: RunRow) -> dict[str, Any]:
 _SUBAGENT_JSON = ("usage", "artifacts", "skipped", "acceptance", "result")
 
 
-def subagent_values(run_id: str, record: TaskOutput) -> dict[str, Any]:
-    """One `subagents` row: the record's `to_dict`, its nested values as JSON text."""
+def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> dict[str, Any]:
+    """One `subagents` row: the values of the record's `to_dict`, its nested ones as JSON text
+    (read from its fields: this runs once a subagent, on the recorder's thread), and its `key`
+    when it is kept for a resume."""
     if record.status not in STATUSES:
         raise StoreError(f"invalid subagent record {record.id!r}: unknown status {record.status!r}")
     if record.started_at is None:
         raise StoreError(f"invalid subagent record {record.id!r}: it has no started_at")
-    values = record.to_dict()
-    values["id"] = f"{run_id}/{record.id}"
-    values["run_id"] = run_id
-    values["seq"] = record.seq
-    for name in _SUBAGENT_JSON:
-        values[name] = _json_text(values[name])
-    for name in ("description", "summary", "error", "type", "model"):
-        if values[name] is not None:
-            values[name] = safe_text(values[name])
-    values["started_at"] = iso(record.started_at)
-    values["completed_at"] = None if record.completed_at is None else iso(record.completed_at)
-    return values
+    return {
+        "id": f"{run_id}/{record.id}",
+        "run_id": run_id,
+        "parent_agent_id": record.parent_agent_id,
+        "type": safe_text(record.type),
+        "description": safe_text(record.description),
+        "tool_call_id": record.tool_call_id,
+        "status": record.status,
+        "stop_reason": record.stop_reason,
+        "steps": record.steps,
+        "usage": _json_text(record.usage.to_dict()),
+        "summary": safe_text(record.summary),
+        "artifacts": _json_text([a.to_dict() for a in record.artifacts]) if record.artifacts else "[]",
+        "skipped": _json_text([s.to_dict() for s in record.skipped]) if record.skipped else "[]",
+        "acceptance": "null" if record.acceptance is None else _json_text(record.acceptance),
+        "error": None if record.error is None else safe_text(record.error),
+        "started_at": iso(record.started_at),
+        "completed_at": None if record.completed_at is None else iso(record.completed_at),
+        "model": safe_text(record.model),
+        "result": "null" if record.result is None else _json_text(record.result),
+        "result_file": record.result_file,
+        "seq": record.seq,
+        "key": None if key is None else safe_text(key),
+    }
 
 
 def _decode(adapter: TypeAdapter[_T], row: Mapping[Any, Any], table: str, json_columns: tuple[str, ...]) -> _T:
@@ -293,19 +334,35 @@ def decode_subagent(run_id: str, row: sa.RowMapping) -> TaskOutput:
         ) from None
 
 
-def decode_event(row: sa.RowMapping) -> Event:
+def decode_events(row: sa.RowMapping) -> list[Event]:
+    """The events an `events` row holds (see `_schema._event_pack_column`), in order."""
+    run_id = row["run_id"]
     try:
-        return Event(
-            type=_event_type.validate_python(row["type"]),
-            run_id=row["run_id"],
-            agent_id=row["agent_id"],
-            parent_agent_id=row["parent_agent_id"],
-            tool_call_id=row["tool_call_id"],
-            data=_event_data.validate_json(row["data"]),
-            ts=row["ts"],
-        )
+        if row["n"] == 1:
+            return [
+                Event(
+                    type=_event_type.validate_python(row["type"]),
+                    run_id=run_id,
+                    agent_id=row["agent_id"],
+                    parent_agent_id=row["parent_agent_id"],
+                    tool_call_id=row["tool_call_id"],
+                    data=_event_data.validate_json(row["data"]),
+                    ts=row["ts"],
+                )
+            ]
+        packed = _packed_events.validate_json(row["data"])
+        if len(packed) != row["n"]:
+            raise ValueError(f"it holds {len(packed)} events, not {row['n']}")
+        return [
+            Event(type=kind, ts=ts, run_id=run_id, agent_id=agent, parent_agent_id=parent, tool_call_id=call, data=data)
+            for kind, ts, agent, parent, call, data in packed
+        ]
     except ValueError as exc:
         raise StoreError(
-            f"events row {row['id']!r} (run {row['run_id']!r}, number {row['seq']}) holds data delegate "
+            f"events row {row['id']!r} (run {row['run_id']!r}, {_numbers(row['seq'], row['n'])}) holds data delegate "
             f"cannot read ({exc}); it was changed outside delegate or by another version"
         ) from None
+
+
+def _numbers(seq: int, n: int) -> str:
+    return f"number {seq}" if n == 1 else f"numbers {seq - n + 1} to {seq}"

@@ -196,6 +196,23 @@ def _resume_columns() -> list[sa.Column[Any]]:
     ]
 
 
+def _event_pack_column() -> sa.Column[Any]:
+    """The column migration core.0006 adds to `events`: how many events the row holds. A row of
+    one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
+    `seq - n + 1` to `seq` of its run, in order: `data` is a JSON array of one
+    `[type, ts, agent_id, parent_agent_id, tool_call_id, data]` per event, and the other columns
+    are those of the last one. The recorder stores each batch of a run's events so, a few dozen
+    to a row: a row costs the writer more than the JSON text of the events it holds."""
+    return sa.Column("n", sa.Integer, nullable=False, server_default="1")
+
+
+def _subagent_key_column() -> sa.Column[Any]:
+    """The column migration core.0006 adds to `subagents`: the key of a finished subagent kept
+    for a resume (its lead's tool call id and the prompt's index; NULL: it starts afresh then).
+    The record is its checkpoint: before, a `checkpoints` row repeated it."""
+    return sa.Column("key", sa.Text)
+
+
 def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     """What a run did so far, for resuming it: one row per model answer, tool result or subagent."""
     return sa.Table(
@@ -214,6 +231,8 @@ _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
 for _column in [*_lease_columns(), *_resume_columns()]:
     runs_table.append_column(_column)
+events_table.append_column(_event_pack_column())
+subagents_table.append_column(_subagent_key_column())
 checkpoints_table = _checkpoint_table(_metadata)
 migrations_table = sa.Table(
     "migrations",
@@ -265,10 +284,19 @@ def _m0005_run_resume_inputs(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
 
 
+def _m0006_packed_progress(conn: Connection) -> None:
+    for table, column in (("events", _event_pack_column()), ("subagents", _subagent_key_column())):
+        default = f" DEFAULT {column.server_default.arg} NOT NULL" if column.server_default is not None else ""  # type: ignore[attr-defined]
+        conn.exec_driver_sql(
+            f"ALTER TABLE {table} ADD COLUMN {column.name} {column.type.compile(conn.dialect)}{default}"
+        )
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
     Migration("core.0003_user_tokens", _m0003_user_tokens),
     Migration("core.0004_run_leases", _m0004_run_leases),
     Migration("core.0005_run_resume_inputs", _m0005_run_resume_inputs),
+    Migration("core.0006_packed_progress", _m0006_packed_progress),
 )

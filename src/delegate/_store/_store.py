@@ -35,6 +35,7 @@ from ._db import (
     upsert_subagents,
 )
 from ._rows import (
+    EVENTS_PER_ROW,
     FINAL_STATUSES,
     SUMMARY_COLUMNS,
     SUMMARY_PROMPT_CHARS,
@@ -45,12 +46,12 @@ from ._rows import (
     UserRow,
     checkpoint_values,
     decode_checkpoint,
-    decode_event,
+    decode_events,
     decode_run,
     decode_run_summaries,
     decode_subagent,
     decode_user,
-    event_values,
+    event_rows,
     iso,
     run_values,
     subagent_values,
@@ -482,31 +483,46 @@ class Store:
         self,
         events: Sequence[Event] = (),
         checkpoints: Sequence[Checkpoint] = (),
-        subagents: Sequence[tuple[str, TaskOutput]] = (),
+        subagents: Sequence[tuple[str, TaskOutput, str | None]] = (),
     ) -> None:
         """Store a run's progress in one transaction: what a run's recorder writes as it goes.
-        `subagents` are `(run_id, record)` pairs.
+        `subagents` are `(run_id, record, key)`: a finished subagent with a `key` is kept for a
+        resume (its record is its checkpoint, see `checkpoints`).
 
         Checkpoints already stored (same run, kind and key) are kept as they were: the first wins.
         """
-        event_rows = [event_values(ev) for ev in events]
+        events_rows = event_rows(events)
         checkpoint_rows = [checkpoint_values(c) for c in checkpoints]
-        subagent_rows = [subagent_values(run_id, r) for run_id, r in subagents]
+        subagent_rows = [subagent_values(run_id, r, key) for run_id, r, key in subagents]
         with self.write() as conn:
-            if event_rows:
-                insert_events(conn, event_rows)
+            if events_rows:
+                insert_events(conn, events_rows)
             if checkpoint_rows:
                 insert_rows(conn, checkpoints_table, checkpoint_rows, conflict="nothing")
             if subagent_rows:
                 upsert_subagents(conn, subagent_rows)
 
     def checkpoints(self, run_id: str) -> list[Checkpoint]:
-        """A run's checkpoints, in the order they were stored."""
+        """A run's checkpoints: its lead's answers and tool results in the order they were
+        stored, then its finished subagents kept for a resume (kind `subagent`, `data` their
+        record's `to_dict` and `seq`) in the order the lead called them."""
         query = (
             sa.select(checkpoints_table).where(checkpoints_table.c.run_id == run_id).order_by(checkpoints_table.c.id)
         )
+        subagents = subagents_table.c
+        finished = (
+            sa.select(subagents_table)
+            .where(subagents.run_id == run_id, subagents.key.is_not(None))
+            .order_by(subagents.seq, subagents.started_at, subagents.id)
+        )
         with self.read() as conn:
-            return [decode_checkpoint(row) for row in conn.execute(query).mappings()]
+            found = [decode_checkpoint(row) for row in conn.execute(query).mappings()]
+            rows = conn.execute(finished).mappings().all()
+        for row in rows:
+            record = decode_subagent(run_id, row)
+            data = {"record": record.to_dict(), "seq": record.seq}
+            found.append(Checkpoint(run_id=run_id, kind="subagent", key=row["key"], data=data))
+        return found
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -515,24 +531,32 @@ class Store:
 
         Built for batches: thousands of events go in one `executemany`. Each run must exist.
         """
-        rows = [event_values(ev) for ev in events]
+        rows = event_rows(list(events))
         if rows:
             with self.write() as conn:
                 insert_events(conn, rows)
 
     def events(self, run_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
-        """A run's events in order, from number `after_seq + 1` on (numbers start at 1, no gaps).
+        """A run's events in order, from number `after_seq + 1` on (numbers start at 1, no gaps),
+        at most `limit` of them.
 
         A reader that has seen `n` events asks for `after_seq=n` to get only the new ones.
         """
-        query = (
-            sa.select(events_table)
-            .where(events_table.c.run_id == run_id, events_table.c.seq > after_seq)
-            .order_by(events_table.c.seq)
-            .limit(limit)
-        )
+        # A row's `seq` is the number of the last event it holds, and it holds one to
+        # `EVENTS_PER_ROW`: the first `limit` rows past `after_seq` hold the first `limit` events
+        # past it, and no row past `after_seq + limit + EVENTS_PER_ROW - 1` holds one of them.
+        seq = events_table.c.seq
+        query = sa.select(events_table).where(events_table.c.run_id == run_id, seq > after_seq).order_by(seq)
+        if limit is not None:
+            query = query.where(seq < after_seq + limit + EVENTS_PER_ROW).limit(limit)
+        found: list[Event] = []
         with self.read() as conn:
-            return [decode_event(row) for row in conn.execute(query).mappings()]
+            for row in conn.execute(query).mappings():
+                held = decode_events(row)
+                found += held[max(0, after_seq - (row["seq"] - len(held))) :]
+                if limit is not None and len(found) >= limit:
+                    break
+        return found[:limit]
 
     # -- subagents --------------------------------------------------------------------------------
 
@@ -542,7 +566,7 @@ class Store:
         A record whose id is already stored replaces it, so a subagent can be recorded when it
         starts and again when it ends, and recording the same end twice stores it once.
         """
-        rows = [subagent_values(run_id, r) for r in records]
+        rows = [subagent_values(run_id, r) for r in records]  # none kept for a resume
         if rows:
             with self.write() as conn:
                 upsert_subagents(conn, rows)

@@ -132,6 +132,9 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
+        # Listening from here, so a client that connects as soon as the address is printed waits in
+        # the backlog until uvicorn accepts, instead of being refused.
+        sock.listen(2048)
     except OSError as exc:
         sock.close()
         _fail(f"cannot listen on {host}:{port} ({exc.strerror}): pass another --port, or stop what uses it")

@@ -146,26 +146,8 @@ class Tool:
         talks_to_user: bool = False,
     ) -> Tool:
         """Make a tool of a typed function; a first parameter annotated `ToolContext` gets the context."""
-        signature = inspect.signature(fn)
-        hints = get_type_hints(fn, include_extras=True)
-        takes_ctx = False
-        fields: dict[str, Any] = {}
-        path_params: dict[str, PathRole] = {}
-        for index, param in enumerate(signature.parameters.values()):
-            annotation = hints.get(param.name, Any)
-            if index == 0 and annotation is ToolContext:
-                takes_ctx = True
-                continue
-            default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[param.name] = (annotation, default)
-            for mark in getattr(annotation, "__metadata__", ()):
-                if isinstance(mark, PathParam):
-                    path_params[param.name] = mark.role
         tool_name = name or fn.__name__
-        validator = create_model(  # type: ignore[call-overload]
-            f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
-        )
-        schema = _clean_schema(validator.model_json_schema())
+        validator, schema, path_params, takes_ctx = _parameters(fn, tool_name)
         is_async = inspect.iscoroutinefunction(fn)
 
         async def call(ctx: ToolContext, args: dict[str, Any]) -> Any:
@@ -203,6 +185,50 @@ class Tool:
         if isinstance(result, str):
             return ToolReturn(content=result)
         return ToolReturn(content=_to_text(result), data=result)
+
+
+_Parameters = tuple[type[BaseModel], dict[str, Any], dict[str, PathRole], bool]
+_parameters_made: dict[tuple[object, ...], _Parameters] = {}
+"""The parameters of functions whose annotations are all text (`from __future__ import
+annotations`), by code object and defaults: a function defined anew for each run (a closure,
+such as the batch tools bound to a run's store) has the same ones every time, and building them
+costs milliseconds."""
+
+
+def _parameters(fn: ToolFunction, tool_name: str) -> _Parameters:
+    """`fn`'s argument validator, JSON schema, path parameters, and whether it takes the context."""
+    key: tuple[object, ...] | None = None
+    if inspect.isfunction(fn) and all(isinstance(a, str) for a in fn.__annotations__.values()):
+        # text annotations are resolved in the module's globals, whatever the closure
+        key = (fn.__code__, tool_name, fn.__defaults__, *(fn.__kwdefaults__ or {}).items())
+        try:
+            made = _parameters_made.get(key)
+        except TypeError:  # a default that cannot be hashed
+            made, key = None, None
+        if made is not None:
+            return made
+    signature = inspect.signature(fn)
+    hints = get_type_hints(fn, include_extras=True)
+    takes_ctx = False
+    fields: dict[str, Any] = {}
+    path_params: dict[str, PathRole] = {}
+    for index, param in enumerate(signature.parameters.values()):
+        annotation = hints.get(param.name, Any)
+        if index == 0 and annotation is ToolContext:
+            takes_ctx = True
+            continue
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+        for mark in getattr(annotation, "__metadata__", ()):
+            if isinstance(mark, PathParam):
+                path_params[param.name] = mark.role
+    validator = create_model(  # type: ignore[call-overload]
+        f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    made = (validator, _clean_schema(validator.model_json_schema()), path_params, takes_ctx)
+    if key is not None:
+        _parameters_made[key] = made
+    return made
 
 
 @overload
