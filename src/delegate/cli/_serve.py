@@ -122,7 +122,8 @@ def serve(
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """Take the port before anything else starts, so a busy port is a clear usage error (exit 2)."""
+    """Take the port (and listen on it) before anything else starts, so a busy port is a clear usage
+    error (exit 2)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -138,6 +139,9 @@ def _bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         _fail(f"cannot listen on {host}:{port} ({exc.strerror}): pass another --port, or stop what uses it")
+    # Listening now, before the address is announced: a client that connects while the app starts
+    # waits in the backlog and is answered once it is ready, never refused.
+    sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
