@@ -89,7 +89,12 @@ def _kill_when(proc: subprocess.Popen[str], store: Store, target: int) -> bool:
 
 
 def test_delegate_run_killed_at_random_points_resumes_to_the_uninterrupted_result(
-    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+    procs: Processes,
+    stores: list[Store],
+    store_url: str,
+    openai: OpenAIServer,
+    baseline: dict[str, Any],
+    tmp_path: Path,
 ) -> None:
     rng = random.Random(store_url.split(":")[0])
     root = tmp_path / "killed"
@@ -102,7 +107,7 @@ def test_delegate_run_killed_at_random_points_resumes_to_the_uninterrupted_resul
     done = 0
     FINAL_ANSWER.clear()  # no run ends before its kill lands
     while kills < KILLS_PER_TEST:
-        proc = _spawn(args, env, tmp_path / f"run{kills}.log")
+        proc = procs.spawn(args, env, tmp_path / f"run{kills}.log")
         target = rng.randint(min(done, CHECKPOINTS - 1), min(CHECKPOINTS - 1, done + 3))
         if not _kill_when(proc, store, target):
             break
@@ -124,25 +129,56 @@ def test_delegate_run_killed_at_random_points_resumes_to_the_uninterrupted_resul
     assert comparable(stored.to_dict()) == baseline["result"]  # what `delegate runs show` prints
 
 
-def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[str]:
-    """Start `delegate ARGS...`, its output going to `log` (no pipe left open when it is killed)."""
-    with log.open("w") as out:
-        return subprocess.Popen(delegate(*args), env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+class Processes:
+    """Starts `delegate` processes for a test; whatever is still running when it ends is killed
+    and reaped (a test that fails half-way leaves no server behind)."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[str]] = []
+
+    def spawn(self, args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+        """Start `delegate ARGS...`, its output going to `log` (no pipe left open when it is killed)."""
+        with log.open("w") as out:
+            proc = subprocess.Popen(delegate(*args), env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        self.started.append(proc)
+        return proc
+
+    def serve(self, store_url: str, env: dict[str, str], root: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
+        """`delegate serve` on a free port, and its URL once it says it is serving."""
+        args = ["serve", "--port", "0", "--model", "openai:m", "-w", str(root), "--db", store_url, "--no-worker"]
+        proc = self.spawn(args, env, log)
+
+        def announced() -> str | bool:
+            line = next((x for x in log.read_text().splitlines() if " at http://" in x), None)
+            return line or proc.poll() is not None
+
+        line = wait_for(announced, what="the server to listen")
+        assert isinstance(line, str), log.read_text()
+        return proc, line.split(" at ")[1].split()[0].rstrip("/")
+
+    def close(self) -> None:
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=60)
 
 
-def _serve(store_url: str, env: dict[str, str], root: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
-    args = ["serve", "--port", "0", "--model", "openai:m", "-w", str(root), "--db", store_url, "--no-worker"]
-    proc = _spawn(args, env, log)
-    line = wait_for(
-        lambda: next((x for x in log.read_text().splitlines() if " at http://" in x), None) or proc.poll() is not None,
-        what="the server to listen",
-    )
-    assert isinstance(line, str), log.read_text()
-    return proc, line.split(" at ")[1].split()[0].rstrip("/")
+@pytest.fixture
+def procs() -> Iterator[Processes]:
+    processes = Processes()
+    try:
+        yield processes
+    finally:
+        processes.close()
 
 
 def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
-    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+    procs: Processes,
+    stores: list[Store],
+    store_url: str,
+    openai: OpenAIServer,
+    baseline: dict[str, Any],
+    tmp_path: Path,
 ) -> None:
     rng = random.Random(store_url.split(":")[0] + "serve")
     root = tmp_path / "served"
@@ -152,7 +188,7 @@ def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
     stores.append(store)
     _, token = store.add_user("ada")
     headers = {"Authorization": f"Bearer {token}"}
-    proc, url = _serve(store_url, env, root, tmp_path / "serve0.log")
+    proc, url = procs.serve(store_url, env, root, tmp_path / "serve0.log")
     body = {"prompt": "write the notes", "max_parallel": 2}
     FINAL_ANSWER.clear()  # no run ends before its kill lands
     run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
@@ -164,7 +200,7 @@ def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
         assert run is not None and run.status == "interrupted"
         done = len(store.checkpoints(run_id))
         # a new server resumes the interrupted run when it starts
-        proc, url = _serve(store_url, env, root, tmp_path / f"serve{kill + 1}.log")
+        proc, url = procs.serve(store_url, env, root, tmp_path / f"serve{kill + 1}.log")
     FINAL_ANSWER.set()
     try:
         ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
@@ -182,7 +218,12 @@ def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
 
 
 def test_a_batch_worker_takes_over_the_run_of_a_killed_server_and_ends_it_as_uninterrupted(
-    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+    procs: Processes,
+    stores: list[Store],
+    store_url: str,
+    openai: OpenAIServer,
+    baseline: dict[str, Any],
+    tmp_path: Path,
 ) -> None:
     root = tmp_path / "served"
     root.mkdir()
@@ -190,7 +231,7 @@ def test_a_batch_worker_takes_over_the_run_of_a_killed_server_and_ends_it_as_uni
     store = Store.open(store_url)
     stores.append(store)
     _, token = store.add_user("ada")
-    proc, url = _serve(store_url, env, root, tmp_path / "serve.log")
+    proc, url = procs.serve(store_url, env, root, tmp_path / "serve.log")
     body = {"prompt": "write the notes", "max_parallel": 2}
     FINAL_ANSWER.clear()  # the run cannot end before its server is killed
     headers = {"Authorization": f"Bearer {token}"}
@@ -198,7 +239,7 @@ def test_a_batch_worker_takes_over_the_run_of_a_killed_server_and_ends_it_as_uni
     assert _kill_when(proc, store, 1 + SUBAGENTS // 2)
     run = store.get_run(run_id)
     assert run is not None and run.status == "interrupted"
-    worker = _spawn(
+    worker = procs.spawn(
         ["batch", "worker", "--model", "openai:m", "-w", str(root), "--db", store_url], env, tmp_path / "worker.log"
     )
     try:
@@ -219,10 +260,10 @@ def test_a_batch_worker_takes_over_the_run_of_a_killed_server_and_ends_it_as_uni
 
 
 def test_a_killed_run_reads_interrupted_in_runs_list_and_show(
-    stores: list[Store], openai: OpenAIServer, tmp_path: Path
+    procs: Processes, stores: list[Store], openai: OpenAIServer, tmp_path: Path
 ) -> None:
     env = cli_env(openai.base_url)
-    proc = _spawn(["run", "write the notes", *RUN_ARGS, "-w", str(tmp_path)], env, tmp_path / "run.log")
+    proc = procs.spawn(["run", "write the notes", *RUN_ARGS, "-w", str(tmp_path)], env, tmp_path / "run.log")
     store = Store.for_workspace(tmp_path)
     stores.append(store)
     assert _kill_when(proc, store, 2)
@@ -267,14 +308,14 @@ def test_a_killed_run_reads_interrupted_in_runs_list_and_show(
 
 
 def test_sigterm_and_sighup_cancel_delegate_run_and_record_it(
-    stores: list[Store], openai: OpenAIServer, tmp_path: Path
+    procs: Processes, stores: list[Store], openai: OpenAIServer, tmp_path: Path
 ) -> None:
     env = cli_env(openai.base_url)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         root = tmp_path / sig.name
         root.mkdir()
         log = tmp_path / f"{sig.name}.log"
-        proc = _spawn(["run", "write the notes", "--model", "openai:m", "-w", str(root)], env, log)
+        proc = procs.spawn(["run", "write the notes", "--model", "openai:m", "-w", str(root)], env, log)
         store = Store.for_workspace(root)
         stores.append(store)
         wait_for(lambda s=store: (r := only_run(s)) is not None and len(s.checkpoints(r.id)) >= 1)
@@ -286,7 +327,7 @@ def test_sigterm_and_sighup_cancel_delegate_run_and_record_it(
 
 
 def test_a_resumed_run_counts_what_it_spent_before_against_its_budget(
-    stores: list[Store], openai: OpenAIServer, tmp_path: Path
+    procs: Processes, stores: list[Store], openai: OpenAIServer, tmp_path: Path
 ) -> None:
     """The script makes 15 requests (the lead 3, each subagent 2): under `--max-requests 14` an
     uninterrupted run ends `aborted` before its last answer, and so must one killed and resumed,
@@ -305,7 +346,7 @@ def test_a_resumed_run_counts_what_it_spent_before_against_its_budget(
     root.mkdir()
     store = Store.for_workspace(root)
     stores.append(store)
-    proc = _spawn(["run", "write the notes", *RUN_ARGS, *budget, "-w", str(root)], env, tmp_path / "run.log")
+    proc = procs.spawn(["run", "write the notes", *RUN_ARGS, *budget, "-w", str(root)], env, tmp_path / "run.log")
     assert _kill_when(proc, store, 1 + SUBAGENTS // 2)  # the lead's first answer and half the subagents
     run = only_run(store)
     assert run is not None and run.status == "interrupted"
@@ -333,7 +374,12 @@ def _left_interrupted(store: Store, run_id: str) -> None:
 
 
 def test_a_server_stopped_with_sigterm_leaves_its_run_interrupted_and_the_next_server_finishes_it(
-    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+    procs: Processes,
+    stores: list[Store],
+    store_url: str,
+    openai: OpenAIServer,
+    baseline: dict[str, Any],
+    tmp_path: Path,
 ) -> None:
     root = tmp_path / "served"
     root.mkdir()
@@ -342,14 +388,14 @@ def test_a_server_stopped_with_sigterm_leaves_its_run_interrupted_and_the_next_s
     stores.append(store)
     _, token = store.add_user("ada")
     headers = {"Authorization": f"Bearer {token}"}
-    proc, url = _serve(store_url, env, root, tmp_path / "serve0.log")
+    proc, url = procs.serve(store_url, env, root, tmp_path / "serve0.log")
     FINAL_ANSWER.clear()  # the run cannot end before its server is stopped
     body = {"prompt": "write the notes", "max_parallel": 2}
     run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
     wait_for(lambda: len(store.checkpoints(run_id)) >= 1 + SUBAGENTS // 2, what="half the subagents")
     _stop_gracefully(proc, signal.SIGTERM, tmp_path / "serve0.log")
     _left_interrupted(store, run_id)
-    proc, url = _serve(store_url, env, root, tmp_path / "serve1.log")  # resumes it at start
+    proc, url = procs.serve(store_url, env, root, tmp_path / "serve1.log")  # resumes it at start
     FINAL_ANSWER.set()
     try:
         ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
@@ -364,7 +410,12 @@ def test_a_server_stopped_with_sigterm_leaves_its_run_interrupted_and_the_next_s
 
 
 def test_a_batch_worker_stopped_with_sigint_leaves_the_run_it_took_over_interrupted_for_the_next_worker(
-    stores: list[Store], store_url: str, openai: OpenAIServer, baseline: dict[str, Any], tmp_path: Path
+    procs: Processes,
+    stores: list[Store],
+    store_url: str,
+    openai: OpenAIServer,
+    baseline: dict[str, Any],
+    tmp_path: Path,
 ) -> None:
     root = tmp_path / "served"
     root.mkdir()
@@ -372,18 +423,18 @@ def test_a_batch_worker_stopped_with_sigint_leaves_the_run_it_took_over_interrup
     store = Store.open(store_url)
     stores.append(store)
     _, token = store.add_user("ada")
-    proc, url = _serve(store_url, env, root, tmp_path / "serve.log")
+    proc, url = procs.serve(store_url, env, root, tmp_path / "serve.log")
     FINAL_ANSWER.clear()  # the run cannot end before the worker is stopped
     headers = {"Authorization": f"Bearer {token}"}
     body = {"prompt": "write the notes", "max_parallel": 2}
     run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
     assert _kill_when(proc, store, 1)  # the server dies; a worker takes its run over
     worker_args = ["batch", "worker", "--model", "openai:m", "-w", str(root), "--db", store_url]
-    worker = _spawn(worker_args, env, tmp_path / "worker0.log")
+    worker = procs.spawn(worker_args, env, tmp_path / "worker0.log")
     wait_for(lambda: len(store.checkpoints(run_id)) >= 1 + SUBAGENTS // 2, what="half the subagents")
     _stop_gracefully(worker, signal.SIGINT, tmp_path / "worker0.log")
     _left_interrupted(store, run_id)
-    worker = _spawn(worker_args, env, tmp_path / "worker1.log")
+    worker = procs.spawn(worker_args, env, tmp_path / "worker1.log")
     FINAL_ANSWER.set()
     try:
         ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
