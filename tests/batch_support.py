@@ -143,12 +143,12 @@ async def worker(batches: Batches, runner: Any, **options: Any) -> AsyncIterator
         yield started
 
 
-async def finished(w: BatchWorker, batch_id: str, *, timeout: float = 20.0, user: str = USER) -> Batch:
+async def finished(w: BatchWorker, batch_id: str, *, timeout: float = 60.0, user: str = USER) -> Batch:
     async with asyncio.timeout(timeout):
         return await w.wait(user, batch_id, poll=0.02)
 
 
-async def until(condition: Callable[[], bool], *, timeout: float = 10.0) -> None:
+async def until(condition: Callable[[], bool], *, timeout: float = 60.0) -> None:
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.01)

@@ -161,7 +161,7 @@ class AnthropicServer:
         self.stopped.set()
         self._httpd.shutdown()
         self._httpd.server_close()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=30)
 
     def next_id(self) -> int:
         return next(self._ids)

@@ -35,12 +35,12 @@ class LiveServer:
 
     def __enter__(self) -> LiveServer:
         self._thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while not self.server.started:
             if self.error is not None or not self._thread.is_alive():
                 raise RuntimeError(f"the server did not start: {self.error!r}")
             if time.monotonic() > deadline:
-                raise TimeoutError("the server did not start within 20 s")
+                raise TimeoutError("the server did not start within 60 s")
             time.sleep(0.01)
         return self
 

@@ -197,7 +197,7 @@ async def test_a_folder_exists_but_cannot_be_non_empty(ws: Workspace):
 
 async def test_a_named_pipe_is_inspected_without_being_opened(ws: Workspace):
     os.mkfifo(ws.root / "pipe")
-    verdicts = await asyncio.wait_for(check(ws, "file:pipe non-empty", "file_written:pipe"), 5)
+    verdicts = await asyncio.wait_for(check(ws, "file:pipe non-empty", "file_written:pipe"), 60)  # never blocks
     assert [v.result for v in verdicts] == ["UNVERIFIED", "UNVERIFIED"]
     assert verdicts[0].evidence == "not a regular file but a named pipe"
 
@@ -386,7 +386,7 @@ async def test_a_failing_command_does_not_hold_and_shows_its_last_output_line(cm
 async def test_a_command_past_its_timeout_is_killed_with_its_whole_process_group(unconfined: Workspace):
     started = time.monotonic()
     verdict = await one(unconfined, "tests_passed: sleep 30 & echo $! > child.pid; wait", timeout=0.5)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # well short of the child's 30 s: it did not wait for it
     assert verdict == Verdict(
         verdict.criterion, "UNVERIFIED", "timed out after 0.5 s; the command's processes were killed", True
     )
@@ -522,5 +522,5 @@ def test_framed_criteria_always_stay_one_numbered_line_each_inside_the_block(tex
 async def test_background_processes_left_by_a_finished_command_are_killed(unconfined: Workspace):
     started = time.monotonic()
     verdict = await one(unconfined, "tests_passed: sleep 30 & echo $! > bg.pid; echo done")
-    assert verdict.result == "holds" and time.monotonic() - started < 5
+    assert verdict.result == "holds" and time.monotonic() - started < 20  # the child's 30 s not waited for
     assert not _alive(int((unconfined.root / "bg.pid").read_text()))

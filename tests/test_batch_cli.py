@@ -169,7 +169,7 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
             while succeeded() < 40 * (round_ + 1) and time.monotonic() < deadline:
                 time.sleep(0.3)
             worker.send_signal(signal.SIGKILL)
-            worker.wait(timeout=10)
+            worker.wait(timeout=60)
         worker = subprocess.Popen(worker_args, cwd=tmp_path, env=env, stdout=log, stderr=log)
         try:
             status = wait_for_end(batch_id, env, tmp_path, timeout=120)

@@ -45,7 +45,7 @@ class Workers:
 
     def kill(self, process: subprocess.Popen[str]) -> None:
         process.send_signal(signal.SIGKILL)
-        process.wait(timeout=10)
+        process.wait(timeout=60)
         self.killed[process.pid] = time.monotonic()
         assert process.stdout is not None
         process.stdout.close()
@@ -55,7 +55,7 @@ class Workers:
             if process.poll() is None:
                 process.terminate()
                 try:
-                    process.wait(timeout=15)
+                    process.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()

@@ -125,7 +125,7 @@ def test_a_run_whose_process_died_reads_interrupted_and_its_followers_get_a_term
     app.state.runs.watch = _no_takeover  # this server leaves it interrupted, for the test to look at
     with (
         LiveServer(app) as server,
-        httpx2.Client(base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=20) as api,
+        httpx2.Client(base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60) as api,
     ):
         assert api.get(f"/runs/{run.id}").json()["status"] == "interrupted"
         with api.stream("GET", f"/runs/{run.id}/events") as response:

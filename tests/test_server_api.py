@@ -71,7 +71,7 @@ def serving(workspace: Path, store: Store, answer: Answer = fruit_counting, **se
 @contextmanager
 def client(server: LiveServer, token: str | None) -> Iterator[httpx2.Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx2.Client(base_url=f"{server.url}/api/v1", headers=headers, timeout=20) as opened:
+    with httpx2.Client(base_url=f"{server.url}/api/v1", headers=headers, timeout=60) as opened:
         yield opened
 
 

@@ -42,7 +42,7 @@ def tokens(store: Store) -> dict[str, str]:
 @contextmanager
 def client(server: LiveServer, token: str) -> Iterator[httpx2.Client]:
     headers = {"Authorization": f"Bearer {token}"}
-    with httpx2.Client(base_url=f"{server.url}/api/v1", headers=headers, timeout=20) as opened:
+    with httpx2.Client(base_url=f"{server.url}/api/v1", headers=headers, timeout=60) as opened:
         yield opened
 
 

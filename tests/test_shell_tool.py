@@ -56,7 +56,7 @@ def is_gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-async def gone_within(pid: int, seconds: float = 5.0) -> bool:
+async def gone_within(pid: int, seconds: float = 30.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if is_gone(pid):
@@ -65,7 +65,7 @@ async def gone_within(pid: int, seconds: float = 5.0) -> bool:
     return is_gone(pid)
 
 
-async def read_pid(path: Path, seconds: float = 5.0) -> int:
+async def read_pid(path: Path, seconds: float = 30.0) -> int:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().strip():
@@ -100,7 +100,7 @@ async def test_a_silent_command_says_it_had_no_output(ctx: ToolContext) -> None:
 
 
 async def test_commands_get_no_input(ctx: ToolContext) -> None:
-    returned = await run(ctx, 'cat; read line; echo "read: [$line]"', timeout=5)
+    returned = await run(ctx, 'cat; read line; echo "read: [$line]"', timeout=60)
     assert returned.content == "read: []\n[exit code 0]"
 
 
@@ -114,7 +114,7 @@ async def test_a_timeout_kills_the_command_and_its_children(unconfined: ToolCont
     started = time.monotonic()
     with pytest.raises(ToolError) as caught:
         await run(unconfined, "echo before; sleep 60 & echo $! > child.pid; wait", timeout=1)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # well short of the child's 60 s: it did not wait for it
     assert str(caught.value) == (
         "the command timed out after 1s and was killed, with every process it started; output so far:\nbefore\n"
     )
@@ -147,7 +147,7 @@ async def test_background_processes_holding_the_output_are_stopped_when_the_comm
 ) -> None:
     started = time.monotonic()
     returned = await run(unconfined, "sleep 60 & echo $!")
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # well short of the child's 60 s: it did not wait for it
     pid, note, exit_code = returned.content.splitlines()
     assert note.startswith("[background processes still holding the output were stopped")
     assert exit_code == "[exit code 0]"
@@ -170,7 +170,7 @@ async def test_a_process_that_leaves_the_group_does_not_hold_the_call_up(ctx: To
     returned = await run(ctx, "setsid sleep 60 & echo $!")
     pid = int(returned.content.splitlines()[0])
     try:
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 30  # well short of the child's 60 s
         assert returned.content.endswith("[exit code 0]")
     finally:
         os.kill(pid, signal.SIGKILL)

@@ -37,7 +37,7 @@ def server(workspace: Path, store: Store) -> Iterator[LiveServer]:
 
 
 def api(server: LiveServer, token: str) -> httpx2.Client:
-    return httpx2.Client(base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=20)
+    return httpx2.Client(base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60)
 
 
 def own_folder(workspace: Path, user_id: str) -> Path:

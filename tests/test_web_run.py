@@ -84,7 +84,7 @@ class ReleaseTeam:
     'scan' completes only once `scan_may_finish` is set (it is, unless a test clears it)."""
 
     def __init__(self) -> None:
-        self.both_live = threading.Barrier(2, timeout=20)
+        self.both_live = threading.Barrier(2, timeout=60)
         self.scan_may_finish = threading.Event()
         self.scan_may_finish.set()
 

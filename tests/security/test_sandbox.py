@@ -121,7 +121,7 @@ def test_no_process_of_a_command_outlives_it_and_limits_hold(workspace: Path, st
     assert outcomes[0].content.startswith("started")
     assert outcomes[1].error and "timed out after 1s" in outcomes[1].content
     assert "bytes of output cut" in outcomes[2].content and len(outcomes[2].content) < 40_000
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while any(marker in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit()):
         assert time.monotonic() < deadline, "a background process outlived its sandbox"
         time.sleep(0.05)  # polling a condition, with a deadline

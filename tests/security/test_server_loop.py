@@ -124,7 +124,7 @@ class HangingIndex:
         self.listener.close()
         for conn in self.held:
             conn.close()
-        self._thread.join(10)
+        self._thread.join(60)
 
 
 def test_a_run_on_the_local_model_before_its_weights_are_fetched_answers_409_at_once(
