@@ -81,9 +81,11 @@ def test_serve_answers_on_its_port_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -
     process = serve("--port", str(port), "--workspace", str(tmp_path), "--no-worker")
     try:
         wait_until_up(f"http://127.0.0.1:{port}/", process)
-        page = httpx2.get(f"http://127.0.0.1:{port}/")
-        runs = httpx2.get(f"http://127.0.0.1:{port}/api/v1/runs", headers={"Authorization": f"Bearer {token}"})
-        refused = httpx2.get(f"http://127.0.0.1:{port}/api/v1/runs")
+        page = httpx2.get(f"http://127.0.0.1:{port}/", timeout=60)
+        runs = httpx2.get(
+            f"http://127.0.0.1:{port}/api/v1/runs", headers={"Authorization": f"Bearer {token}"}, timeout=60
+        )
+        refused = httpx2.get(f"http://127.0.0.1:{port}/api/v1/runs", timeout=60)
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)

@@ -248,7 +248,7 @@ def test_delegate_serve_sends_the_spans_of_its_runs_as_it_shuts_down(tmp_path: P
         try:
             run_id = post_when_up(f"{url}/runs", {"prompt": "look at a and b"}, headers, process)["run_id"]
             deadline = time.monotonic() + 60
-            while httpx2.get(f"{url}/runs/{run_id}", headers=headers).json()["status"] == "running":
+            while httpx2.get(f"{url}/runs/{run_id}", headers=headers, timeout=60).json()["status"] == "running":
                 assert time.monotonic() < deadline, "the run did not end within 60 s"
                 time.sleep(0.1)
             assert collector.posts == 0  # the export delay is long: nothing is sent while serving

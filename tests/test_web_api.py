@@ -122,7 +122,7 @@ def test_a_folder_or_a_fifo_is_not_read_and_says_why(server: LiveServer, store: 
     with api(server, token) as client:
         folder = client.get("/files", params={"path": "docs"})
         fifo = client.get("/files", params={"path": "pipe"})
-        unauthorised = httpx2.get(f"{server.url}/api/v1/files", params={"path": "docs"})
+        unauthorised = httpx2.get(f"{server.url}/api/v1/files", params={"path": "docs"}, timeout=60)
     assert (folder.status_code, folder.json()["error"]["code"]) == (422, "not_a_file")
     assert "is a folder" in folder.json()["error"]["message"]
     assert (fifo.status_code, fifo.json()["error"]["code"]) == (422, "not_a_file")

@@ -243,8 +243,8 @@ def test_the_limits_are_flags_of_delegate_serve(tmp_path: Path, token: str) -> N
         wait_until_up(f"http://127.0.0.1:{port}/", process)
         url = f"http://127.0.0.1:{port}/api/v1/runs"
         headers = {"Authorization": f"Bearer {token}"}
-        too_large = httpx2.post(url, content=b"x" * 20_000, headers=headers)
-        too_long = httpx2.post(url, json={"prompt": "z" * 51}, headers=headers)
+        too_large = httpx2.post(url, content=b"x" * 20_000, headers=headers, timeout=60)
+        too_long = httpx2.post(url, json={"prompt": "z" * 51}, headers=headers, timeout=60)
         with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
             sock.sendall(b"GET / HTTP/1.1\r\n")
             hung_up = closed_by_server(sock)
