@@ -97,6 +97,32 @@ def test_serve_answers_on_its_port_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -
     assert process.returncode == 0
 
 
+def test_serve_answers_a_client_that_connects_as_soon_as_it_prints_its_address(tmp_path: Path) -> None:
+    """The address is printed once the port listens: a client that connects at once is answered
+    (when the app is ready), never refused."""
+    process = serve("--port", "0", "--workspace", str(tmp_path), "--no-worker")
+    try:
+        assert process.stderr is not None
+        line = ""
+        while " at http://" not in line:
+            line = process.stderr.readline()
+            assert line, "serve exited without printing its address"
+        url = line.split(" at ")[1].split()[0]
+        process.send_signal(signal.SIGSTOP)  # held where it printed the address, before the app started
+        try:
+            host, port = url.removeprefix("http://").rstrip("/").split(":")
+            with socket.create_connection((host, int(port)), timeout=60):
+                pass  # accepted by the kernel: the port listens already
+        finally:
+            process.send_signal(signal.SIGCONT)
+        page = httpx2.get(url, timeout=60)  # no retry: the first request gets through
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+    assert page.status_code == 200 and "<title>delegate</title>" in page.text
+    assert process.returncode == 0
+
+
 def test_serve_on_a_busy_port_or_a_missing_workspace_is_a_usage_error(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
