@@ -165,11 +165,13 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
         log = (tmp_path / "worker.log").open("ab")
         for round_ in range(3):
             worker = subprocess.Popen(worker_args, cwd=tmp_path, env=env, stdout=log, stderr=log)
-            deadline = time.monotonic() + 60
-            while succeeded() < 40 * (round_ + 1) and time.monotonic() < deadline:
-                time.sleep(0.3)
-            worker.send_signal(signal.SIGKILL)
-            worker.wait(timeout=60)
+            try:
+                deadline = time.monotonic() + 60
+                while succeeded() < 40 * (round_ + 1) and time.monotonic() < deadline:
+                    time.sleep(0.3)
+            finally:
+                worker.send_signal(signal.SIGKILL)
+                worker.wait(timeout=60)
         worker = subprocess.Popen(worker_args, cwd=tmp_path, env=env, stdout=log, stderr=log)
         try:
             status = wait_for_end(batch_id, env, tmp_path, timeout=120)
@@ -218,7 +220,7 @@ def test_a_batch_left_to_workers_runs_on_the_model_the_lead_submitted_it_with(tm
             stderr=subprocess.DEVNULL,
         )
         try:
-            status = wait_for_end(batch_id, env, tmp_path, timeout=60)
+            status = wait_for_end(batch_id, env, tmp_path, timeout=120)
         finally:
             worker.send_signal(signal.SIGTERM)
             worker.wait(timeout=30)

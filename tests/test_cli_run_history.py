@@ -132,7 +132,20 @@ class _Lines:
         return seen
 
 
-def _follow(env: dict[str, str], store: Store, root: Path) -> tuple[subprocess.Popen[str], _Lines, str]:
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[str]]]:
+    """The processes a test starts: any still running when it ends (it failed) is killed and reaped."""
+    processes: list[subprocess.Popen[str]] = []
+    yield processes
+    for proc in processes:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=60)
+
+
+def _follow(
+    env: dict[str, str], store: Store, root: Path, started: list[subprocess.Popen[str]]
+) -> tuple[subprocess.Popen[str], _Lines, str]:
     """Start `delegate run` (it waits before its last answer) and a follower of its run."""
     FINAL_ANSWER.clear()
     run = subprocess.Popen(
@@ -141,6 +154,7 @@ def _follow(env: dict[str, str], store: Store, root: Path) -> tuple[subprocess.P
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    started.append(run)
     run_id = wait_for(lambda: (r := only_run(store)) is not None and r.id, what="the run to be recorded")
     follower = subprocess.Popen(
         delegate("runs", "events", run_id, "--json", "--follow", "-w", str(root)),
@@ -149,6 +163,7 @@ def _follow(env: dict[str, str], store: Store, root: Path) -> tuple[subprocess.P
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    started.append(follower)
     return run, _Lines(follower), run_id
 
 
@@ -159,10 +174,10 @@ def store(store_url: str) -> Iterator[Store]:
 
 
 def test_runs_events_follow_tails_a_run_of_another_process_until_it_ends(
-    openai: OpenAIServer, store: Store, store_url: str, tmp_path: Path
+    openai: OpenAIServer, store: Store, store_url: str, tmp_path: Path, started: list[subprocess.Popen[str]]
 ) -> None:
     env = cli_env(openai.base_url, db=store_url)
-    run, lines, run_id = _follow(env, store, tmp_path)
+    run, lines, run_id = _follow(env, store, tmp_path, started)
     try:
         early = lines.until(lambda e: e["type"] == "subagent.completed")
         current = store.get_run(run_id)
@@ -178,10 +193,10 @@ def test_runs_events_follow_tails_a_run_of_another_process_until_it_ends(
 
 
 def test_runs_events_follow_ends_with_interrupted_when_the_run_s_process_dies(
-    openai: OpenAIServer, store: Store, store_url: str, tmp_path: Path
+    openai: OpenAIServer, store: Store, store_url: str, tmp_path: Path, started: list[subprocess.Popen[str]]
 ) -> None:
     env = cli_env(openai.base_url, db=store_url)
-    run, lines, run_id = _follow(env, store, tmp_path)
+    run, lines, run_id = _follow(env, store, tmp_path, started)
     try:
         early = lines.until(lambda e: e["type"] == "subagent.completed")
         run.send_signal(signal.SIGKILL)

@@ -108,6 +108,7 @@ class TestMigrations:
         finally:
             for proc in procs:
                 proc.kill()
+                proc.wait(timeout=60)  # reaped even when the test failed
         assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in outcomes]
         applied = sorted(out.strip() for out, _ in outcomes)
         assert applied == ["", ",".join([*CORE, "test.0001_slow"])]
