@@ -132,6 +132,22 @@ async def test_cancelling_the_call_kills_the_command_and_cancellation_goes_on(
     assert await gone_within(child)
 
 
+async def test_cancelling_a_command_while_it_starts_kills_what_it_started(unconfined: ToolContext, root: Path) -> None:
+    """On a loaded machine the command runs before the event loop has connected its pipes; a
+    cancellation then must not leave its background processes running (nor wait for them)."""
+    for turns in range(4):
+        pid_file = root / f"child{turns}.pid"
+        task = asyncio.create_task(run(unconfined, f"sleep 600 & echo $! > {pid_file.name}; wait"))
+        for _ in range(turns):
+            await asyncio.sleep(0)  # cancel at a different step of the start each time
+        time.sleep(0.05)  # the loop held up, as by a busy machine, while the command runs
+        task.cancel()
+        await asyncio.wait([task], timeout=60)
+        assert task.cancelled()
+        if pid_file.exists():
+            assert await gone_within(await read_pid(pid_file))
+
+
 async def test_long_output_keeps_its_head_and_tail(ctx: ToolContext) -> None:
     returned = await run(ctx, "seq 1 100000")
     text = returned.content

@@ -106,16 +106,25 @@ async def run_command(
     else:
         argv = ["/bin/sh", "-c", command]
         env = command_environment(workspace)
-    transport, collector = await loop.subprocess_exec(
-        lambda: _Collector(max_chars),
-        *argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=workspace.root,
-        env=env,
-        start_new_session=True,  # its own session and process group, with no controlling terminal
+    starting = asyncio.ensure_future(
+        loop.subprocess_exec(
+            lambda: _Collector(max_chars),
+            *argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=workspace.root,
+            env=env,
+            start_new_session=True,  # its own session and process group, with no controlling terminal
+        )
     )
+    try:
+        transport, collector = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # Cancelled while its pipes were being connected (the command runs already): asyncio would
+        # kill the shell alone and leave what it started running; kill the whole group once started.
+        starting.add_done_callback(_kill_started)
+        raise
     group = transport.get_pid()
     timed_out = stopped_background = False
     try:
@@ -179,6 +188,15 @@ class _Collector(asyncio.SubprocessProtocol):
         tail = bytes(self.tail).decode("utf-8", "replace")
         note = f"[… {cut:,} bytes of output cut; send it to a file and read that in parts to see it all …]"
         return f"{head}\n{note}\n{tail}"
+
+
+def _kill_started(starting: asyncio.Future[tuple[asyncio.SubprocessTransport, _Collector]]) -> None:
+    """Kill the process group of a command whose caller was cancelled while it started."""
+    if starting.cancelled() or starting.exception() is not None:
+        return  # it never started (asyncio reaped what it had spawned)
+    transport, _ = starting.result()
+    _kill_group(transport.get_pid())
+    transport.close()
 
 
 def _kill_group(group: int) -> None:
