@@ -9,17 +9,20 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 
 from delegate import Runtime
+from delegate._follow import stored_events
 from delegate._loop import EVENT_VALUE_LIMIT
 from delegate._runtime import DEFAULT_RUN_TIMEOUT
 from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, ScriptedModel, call, reply
+from tests.durable_support import only_run, wait_for
 from tests.loopback_server import LiveServer
 
 
@@ -180,3 +183,40 @@ def test_of_two_processes_resuming_one_interrupted_run_exactly_one_wins(store: S
         store.claim_run(run.id, "elsewhere|2|b")
     stored = store.get_run(run.id)
     assert stored is not None and stored.owner == "elsewhere|1|a"
+
+
+async def test_a_follower_is_given_run_completed_only_once_the_runs_end_is_stored(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run.completed` is stored a moment before how the run ended: a follower reading the store
+    (`delegate runs events --follow`, the server for a run of another process) waits for both,
+    so the run it reads once it stopped is the finished one."""
+    may_finish = threading.Event()
+    finish_run = store.finish_run
+
+    def slow_finish(*args: Any, **kwargs: Any) -> Any:
+        assert may_finish.wait(60)
+        return finish_run(*args, **kwargs)
+
+    monkeypatch.setattr(store, "finish_run", slow_finish)
+    runtime = Runtime(model=FunctionModel(lambda r: reply("done")), workspace=tmp_path, store=store)
+    going = asyncio.create_task(runtime.run("answer"))
+    try:
+        run_id = await asyncio.to_thread(
+            wait_for, lambda: (r := only_run(store)) is not None and r.event_count > 0 and r.id
+        )
+        await asyncio.to_thread(
+            wait_for, lambda: store.events(run_id)[-1].type == "run.completed", what="run.completed stored"
+        )
+        follow = stored_events(store, run_id, 0)
+        early, done = await follow()
+        assert not done and "run.completed" not in [e.type for _, e in early]
+        assert (await follow()) == ([], False)  # held back while the run reads running
+    finally:
+        may_finish.set()
+    await going
+    last, done = await follow()
+    assert done and [e.type for _, e in last] == ["run.completed"]
+    assert [n for n, _ in [*early, *last]] == list(range(1, len(early) + 2))
+    ended = store.get_run(run_id)
+    assert ended is not None and (ended.status, ended.final) == ("completed", "done")

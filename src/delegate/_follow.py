@@ -2,7 +2,8 @@
 for a run that is not live in its server, and what `delegate runs events --follow` prints.
 
 The store numbers a run's events 1, 2, 3, ... with no gaps, so a reader that has seen `n` events
-asks for the ones after `n`. A follower stops at `run.completed`; a run whose process died
+asks for the ones after `n`. A follower stops at `run.completed`, given once the run's end is
+stored too (so what it reads of the run then is final); a run whose process died
 (`interrupted`) never stores one, so the follower is given `interrupted_event` instead, once every
 stored event was read.
 """
@@ -39,6 +40,8 @@ def stored_events(store: Store, run_id: str, after: int) -> StoredStep:
         nonlocal seq
         found: list[tuple[int, Event]] = []
         for event in await asyncio.to_thread(store.events, run_id, seq, PAGE):
+            if event.type == "run.completed" and not await _end_recorded(store, run_id):
+                return found, False  # held back until the run's end is stored too: read again then
             seq += 1
             found.append((seq, event))
             if event.type == "run.completed":
@@ -51,3 +54,10 @@ def stored_events(store: Store, run_id: str, after: int) -> StoredStep:
         return found, run is None or (run.status != "running" and seq >= run.event_count)
 
     return step
+
+
+async def _end_recorded(store: Store, run_id: str) -> bool:
+    """Whether the run's row says it ended. The runtime stores `run.completed` just before how the
+    run ended: a follower that stopped at the event could read the run as `running` still."""
+    run = await asyncio.to_thread(store.get_run, run_id)
+    return run is None or run.status != "running"
