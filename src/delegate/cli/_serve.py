@@ -139,9 +139,6 @@ def _bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         _fail(f"cannot listen on {host}:{port} ({exc.strerror}): pass another --port, or stop what uses it")
-    # Listening now, before the address is announced: a client that connects while the app starts
-    # waits in the backlog and is answered once it is ready, never refused.
-    sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
