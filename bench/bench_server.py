@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -171,6 +172,36 @@ async def burst(url: str, token: str, n: int, timeout: float) -> list[float]:
         return list(await asyncio.gather(*(one() for _ in range(n))))
 
 
+async def raw_burst(url: str, token: str, n: int, timeout: float) -> list[float]:
+    """The same burst from a client that costs next to nothing: each of `n` connections sends one
+    `GET /runs?limit=50` as raw HTTP/1.1 and reads the answer whole. Two hundred users send from
+    their own machines; here the client shares the server's two cores, and `httpx2`'s own work
+    (about 2 ms of CPU a request) would be counted as the server's latency."""
+    address = urlsplit(url)
+    host, port = address.hostname or "127.0.0.1", address.port or 80
+    request = (
+        f"GET {address.path}/runs?limit=50 HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    ).encode()
+
+    async def one() -> float:
+        start = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(request)
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                fields = dict(line.lower().split(": ", 1) for line in lines[1:] if ": " in line)
+                await reader.readexactly(int(fields["content-length"]))
+                writer.close()
+        except (OSError, TimeoutError, KeyError, ValueError, asyncio.IncompleteReadError):
+            return timeout
+        return time.perf_counter() - start if lines[0].split()[1] == "200" else timeout
+
+    return list(await asyncio.gather(*(one() for _ in range(n))))
+
+
 async def one_by_one(url: str, token: str, n: int, limit: int) -> None:
     """`n` `GET /runs?limit=...` one after the other, on one connection."""
     import httpx2
@@ -225,31 +256,38 @@ def latency(concurrent: int, regex_chars: int, timeout: float, repeats: int) -> 
                     used = cpu_seconds(pid)
                     asyncio.run(one_by_one(server.url, bob, 200, limit))
                     note(f"cpu_ms_per_get_limit_{limit}", (cpu_seconds(pid) - used) * 1000 / 200)
-                used = cpu_seconds(pid)
+                used, client_used = cpu_seconds(pid), time.process_time()
                 quiet = asyncio.run(burst(server.url, bob, concurrent, timeout))
                 note("quiet_cpu_ms_per_get", (cpu_seconds(pid) - used) * 1000 / concurrent)
+                note("httpx2_client_cpu_ms_per_get", (time.process_time() - client_used) * 1000 / concurrent)
                 note("quiet_p50_s", statistics.median(quiet))
                 note("quiet_p95_s", p95(quiet))
-                loaded, grep_ms, cpu_ms = _loaded_burst(server, alice, bob, concurrent, timeout)
+                raw = asyncio.run(raw_burst(server.url, bob, concurrent, timeout))
+                note("raw_quiet_p95_s", p95(raw))
+                loaded, raw_loaded, grep_ms, cpu_ms = _loaded_burst(server, alice, bob, concurrent, timeout)
                 note("loaded_p50_s", statistics.median(loaded))
                 note("loaded_p95_s", p95(loaded))
+                note("raw_loaded_p50_s", statistics.median(raw_loaded))
+                note("raw_loaded_p95_s", p95(raw_loaded))
                 note("loaded_cpu_ms_per_get", cpu_ms / concurrent)
                 note("grep_cpu_ms_during_burst", grep_ms)
-                note("unanswered", sum(1 for t in loaded if t >= timeout))
+                note("unanswered", sum(1 for t in [*loaded, *raw_loaded] if t >= timeout))
         finally:
             server.stop()
     result: dict[str, Any] = {"concurrent": concurrent, "regex_chars": regex_chars, "repeats": repeats}
     result |= {name: statistics.median(values) for name, values in figures.items()}
     result["loaded_p95_all_s"] = figures["loaded_p95_s"]
     result["quiet_p95_all_s"] = figures["quiet_p95_s"]
+    result["raw_loaded_p95_all_s"] = figures["raw_loaded_p95_s"]
     return result
 
 
 def _loaded_burst(
     server: Server, alice: str, bob: str, concurrent: int, timeout: float
-) -> tuple[list[float], float, float]:
-    """Bob's burst while alice's agent greps and another process holds the write lock; with the
-    CPU alice's search processes used during it, and the server's own, in ms."""
+) -> tuple[list[float], list[float], float, float]:
+    """Bob's burst (from `httpx2`, then from the raw client) while alice's agent greps and another
+    process holds the write lock; with the CPU alice's search processes used during the first, and
+    the server's own, in ms."""
     import httpx2
 
     headers = {"Authorization": f"Bearer {alice}"}
@@ -271,12 +309,13 @@ def _loaded_burst(
             loaded = asyncio.run(burst(server.url, bob, concurrent, timeout))
             grep_ms = (children_cpu_seconds(server.proc.pid) - grep_used) * 1000
             cpu_ms = (cpu_seconds(server.proc.pid) - used) * 1000
+            raw = asyncio.run(raw_burst(server.url, bob, concurrent, timeout))
         finally:
             holder.communicate(b"", timeout=30)
         cancelled = client.post(f"/runs/{run_id}/cancel")
         if cancelled.status_code != 200:
             raise RuntimeError(f"alice's run ended during the burst: {client.get(f'/runs/{run_id}').json()}")
-    return loaded, grep_ms, cpu_ms
+    return loaded, raw, grep_ms, cpu_ms
 
 
 def _wait_for_grep(client: Any, run_id: str, timeout: float) -> bool:
@@ -365,7 +404,10 @@ def main() -> None:
         f"(limit=50), {lat['quiet_cpu_ms_per_get']:.2f} ms in the quiet burst, {lat['loaded_cpu_ms_per_get']:.2f} ms "
         f"in the loaded one (alice's agent loop included; her search processes: "
         f"{lat['grep_cpu_ms_during_burst']:.0f} ms of CPU during it). Load average {load:.2f} -> "
-        f"{os.getloadavg()[0]:.2f}",
+        f"{os.getloadavg()[0]:.2f}.\nFrom a raw HTTP client (next to no CPU of its own; httpx2 spent "
+        f"{lat['httpx2_client_cpu_ms_per_get']:.2f} ms a request): p95 {lat['raw_loaded_p95_s']:.3f} s loaded "
+        f"(target <= 1 s), p50 {lat['raw_loaded_p50_s']:.3f} s; quiet p95 {lat['raw_quiet_p95_s']:.3f} s "
+        f"(ratio {lat['raw_loaded_p95_s'] / lat['raw_quiet_p95_s']:.2f}x)",
         flush=True,
     )
     if args.no_memory:
