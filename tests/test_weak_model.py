@@ -31,7 +31,9 @@ def arguments_of(body: dict[str, Any], tool: str) -> dict[str, Any]:
 
 def first_option(body: dict[str, Any]) -> Reply:
     """What a tiny model under the grammar does at its most obedient: the first option, each
-    argument's first allowed value (or a word)."""
+    argument's first allowed value (or a word); asked for plain text, a sentence."""
+    if "response_format" not in body:
+        return Reply(content="A river runs to the sea.")
     option = options(body)[0]
     tool = option["properties"]["tool"]["const"]
     arguments: dict[str, Any] = {}
@@ -54,6 +56,8 @@ def weak(server: OpenAIServer) -> OpenAIModel:
 
 
 def test_a_one_file_task_opens_with_reading_its_file_writing_the_new_one_and_answering(tmp_path: Path) -> None:
+    """The write's content is asked for as plain text (a small model writes prose far better than
+    JSON), from what the task said and the read found, without the model's own JSON calls."""
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "rivers.md").write_text("Rivers carry water from hills to the sea.\n")
     with OpenAIServer(first_option) as server:
@@ -61,13 +65,20 @@ def test_a_one_file_task_opens_with_reading_its_file_writing_the_new_one_and_ans
         result = rt.run_sync("Summarise docs/rivers.md in one sentence into summary.txt")
         bodies = server.requests
 
-    assert [offered(b) for b in bodies] == [["read_file"], ["write_file"], ["final_answer"]]
+    assert [offered(b) for b in (bodies[0], bodies[2])] == [["read_file"], ["final_answer"]]
     assert arguments_of(bodies[0], "read_file")["path"]["enum"] == ["docs/rivers.md"]
-    assert arguments_of(bodies[1], "write_file")["path"]["enum"] == ["summary.txt"]
+    assert "response_format" not in bodies[1]
+    asked = bodies[1]["messages"][-1]["content"]
+    assert asked.startswith("Summarise docs/rivers.md in one sentence into summary.txt\n\nResult of read_file:\n")
+    assert "Rivers carry water from hills to the sea." in asked and "\t" not in asked  # no line numbers
+    assert asked.endswith(
+        "Now write the content for write_file (path summary.txt). Answer with the content alone: no JSON, no comments."
+    )
+    assert '"tool"' not in json.dumps(bodies[1]["messages"])
     assert (
         "Your steps: read docs/rivers.md with read_file; then write summary.txt" in bodies[0]["messages"][0]["content"]
     )
-    assert (tmp_path / "summary.txt").read_text() == "A river runs to the sea."
+    assert (tmp_path / "summary.txt").read_text() == "A river runs to the sea.\n"
     assert (result.status, result.stop_reason) == ("completed", "final_answer")
 
 
