@@ -69,10 +69,9 @@ def test_a_one_file_task_opens_with_reading_its_file_writing_the_new_one_and_ans
     assert arguments_of(bodies[0], "read_file")["path"]["enum"] == ["docs/rivers.md"]
     assert "response_format" not in bodies[1]
     asked = bodies[1]["messages"][-1]["content"]
-    assert asked.startswith("Summarise docs/rivers.md in one sentence into summary.txt\n\nResult of read_file:\n")
-    assert "Rivers carry water from hills to the sea." in asked and "\t" not in asked  # no line numbers
-    assert asked.endswith(
-        "Now write the content for write_file (path summary.txt). Answer with the content alone: no JSON, no comments."
+    assert asked == (  # what was read (without line numbers), the task, what to write
+        "Rivers carry water from hills to the sea.\n\nSummarise docs/rivers.md in one sentence into summary.txt\n\n"
+        "Answer with that text alone: no JSON, no comments."
     )
     assert '"tool"' not in json.dumps(bodies[1]["messages"])
     assert (

@@ -150,7 +150,7 @@ class OpenAIModel:
         free = None
         if constrained:
             free = free_text_call(request.tools, request.messages, request.tool_choice, request.path_states)
-        params = self._params(request) if free is None else self._free_text_params(request, *free)
+        params = self._params(request) if free is None else self._free_text_params(request)
         where = self.base_url or "api.openai.com"
         reply = await call_with_retries(
             self.name, lambda: self._send(params), lambda exc: _classify(exc, where), self.retry, self.deadline
@@ -159,23 +159,25 @@ class OpenAIModel:
             return reply.as_call(*free)
         return reply.response(constrained=constrained)
 
-    def _free_text_params(self, request: ModelRequest, tool: str, fixed: dict[str, Any], free: str) -> dict[str, Any]:
+    def _free_text_params(self, request: ModelRequest) -> dict[str, Any]:
         """A plain request for the one free argument of a call whose other arguments are fixed
-        (see `free_text_call`): the conversation as one message of what the agent was told and
-        found (without its own JSON calls, which a small model would copy), then what to write;
-        a short system prompt of its own (a small model copies the steps it was told instead)."""
-        given = ", ".join(f"{k} {v}" for k, v in fixed.items())
-        told: list[str] = []
+        (see `free_text_call`): one message of what its tools found, then what it was asked, then
+        what to write (without its own JSON calls, which a small model would copy), under a short
+        system prompt of its own (a small model copies the steps it was told instead)."""
+        found: list[str] = []
+        asked: list[str] = []
         for message in request.messages:
             for part in message.parts:
                 if isinstance(part, ToolResultPart) and not part.is_error:
-                    told.append(f"Result of {part.name}:\n{unnumbered(part.content)}")
+                    found.append(unnumbered(part.content))
                 elif isinstance(part, TextPart) and message.role == "user":
-                    told.append(part.text)
-        ask = f"Now write the {free} for {tool} ({given}). Answer with the {free} alone: no JSON, no comments."
+                    asked.append(part.text)
+        # What was read comes first and bare, then the task (which names the file): a small model
+        # copies any label ("Result of read_file:", "docs/a.md:", "path summary.txt") into its text.
+        ask = "Answer with that text alone: no JSON, no comments."
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": FREE_TEXT_SYSTEM},
-            {"role": "user", "content": "\n\n".join([*told, ask])},
+            {"role": "user", "content": "\n\n".join([*found, *asked, ask])},
         ]
         params: dict[str, Any] = {"model": self.model, "messages": messages}
         if request.max_tokens is not None:
