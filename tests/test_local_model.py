@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -19,6 +21,7 @@ import pytest
 
 from delegate import Message, UserError
 from delegate.models import ModelRequest, ToolSpec
+from delegate.models._gguf import read_gguf
 from delegate.models._local import SMOLLM2, Weights, cache_dir, ensure_weights
 
 GGUF = b"GGUF fake weights " * 1000
@@ -259,3 +262,87 @@ async def test_smollm2_reads_and_writes_only_the_files_its_task_names(tmp_path: 
     assert source.read_text().startswith("Bread needs flour")
     files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert files == ["docs/bread.txt", "summaries/bread.md"]
+
+
+# -- a GGUF file of the user's: local:/path/to/model.gguf --
+
+
+def gguf_bytes(context_length: int, *, architecture: str = "qwen2") -> bytes:
+    """The head of a GGUF v3 file: its metadata (a vocabulary array to skip on the way), no tensors."""
+
+    def text(value: str) -> bytes:
+        data = value.encode()
+        return struct.pack("<Q", len(data)) + data
+
+    entries = [
+        text("general.architecture") + struct.pack("<I", 8) + text(architecture),
+        text("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 3) + text("a") + text("b") + text("c"),
+        text("tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, 3) + struct.pack("<fff", 0.1, 0.2, 0.3),
+        text(f"{architecture}.context_length") + struct.pack("<II", 4, context_length),
+        text("general.name") + struct.pack("<I", 8) + text("Tiny Test Model"),
+    ]
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, len(entries)) + b"".join(entries)
+
+
+def test_a_gguf_file_says_its_architecture_name_and_context_length(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(gguf_bytes(32_768))
+
+    info = read_gguf(path)
+
+    assert (info.architecture, info.name, info.context_length) == ("qwen2", "Tiny Test Model", 32_768)
+
+
+def run_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "delegate", "run", "Say hello.", *args],
+        cwd=tmp_path,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_model_path_that_is_not_there_is_one_line_of_error_and_exit_2(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "--model", f"local:{tmp_path / 'nope.gguf'}")
+
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert f"no model file at {tmp_path / 'nope.gguf'}" in done.stderr
+
+
+def test_a_file_that_is_not_gguf_is_refused_in_one_line_also_through_DELEGATE_LOCAL_MODEL(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.gguf"
+    notes.write_text("just some text, not a model\n")
+
+    by_flag = run_cli(tmp_path, "--model", f"local:{notes}")
+    by_env = run_cli(tmp_path, "--model", "local", DELEGATE_LOCAL_MODEL=str(notes))
+
+    for done in (by_flag, by_env):
+        assert done.returncode == 2
+        assert done.stderr.strip().count("\n") == 0
+        assert f"{notes} is not a GGUF model file (it does not start with GGUF)" in done.stderr
+
+
+@real_model
+async def test_a_gguf_file_of_the_users_runs_through_the_embedded_server_with_its_window(tmp_path: Path) -> None:
+    from delegate.models import OpenAIModel, context_window, resolve_model
+    from delegate.models._local import stop_local_servers
+
+    mine = tmp_path / "models" / "mine.gguf"
+    mine.parent.mkdir()
+    shutil.copyfile(ensure_weights(), mine)
+    model = resolve_model(f"local:{mine}")
+    assert isinstance(model, OpenAIModel)
+    try:
+        answer = await model.complete(
+            ModelRequest(system="Answer in one word.", messages=[Message.user("Say hi.")], max_tokens=8)
+        )
+    finally:
+        await model.aclose()
+        stop_local_servers()
+
+    assert (model.model, model.constrained_tools, context_window(model)) == ("mine", True, 8192)
+    assert answer.usage.output_tokens > 0

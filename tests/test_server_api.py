@@ -318,11 +318,14 @@ def test_a_body_that_is_not_json_or_an_unknown_model_is_refused_before_anything_
     ):
         broken = api.post("/runs", content=b"{prompt:", headers={"Content-Type": "application/json"})
         unknown = api.post("/runs", json={"prompt": "hi", "model": "nosuch:model"})
+        a_file = api.post("/runs", json={"prompt": "hi", "model": "local:/etc/hostname"})  # the operator's to name
         runs = api.get("/runs").json()["runs"]
     assert broken.status_code == 422
     assert "not valid JSON" in broken.json()["error"]["message"]
     assert unknown.status_code == 400
     assert "unknown model provider in 'nosuch:model'" in unknown.json()["error"]["message"]
+    assert a_file.status_code == 400
+    assert "names a model file on the server" in a_file.json()["error"]["message"]
     assert runs == []
 
 

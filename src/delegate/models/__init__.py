@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_DEADLINE",
     "FREE_CHOICES",
     "KNOWN_CONTEXT_WINDOWS",
+    "LOCAL_FILE_REFUSED",
     "AnthropicModel",
     "IdChoice",
     "Model",
@@ -62,6 +63,7 @@ __all__ = [
     "has_credentials",
     "known_context_window",
     "mentioned_paths",
+    "names_a_local_file",
     "resolve_model",
 ]
 
@@ -109,6 +111,16 @@ def resolve_model(spec: str | Model | None) -> Model:
         f"unknown model provider in {spec!r}: use one of "
         + ", ".join(f"'{p}:<model>'" if p != "local" else "'local'" for p in PROVIDERS)
     )
+
+
+LOCAL_FILE_REFUSED = "model 'local:<path>' names a model file on the server: use 'local', or ask its operator"
+
+
+def names_a_local_file(spec: str) -> bool:
+    """Whether `spec` is `local:<path>`: a file of the machine's, for its operator alone to name
+    (`delegate serve` refuses it from HTTP users)."""
+    provider, _, name = spec.strip().partition(":")
+    return provider == "local" and bool(name)
 
 
 def default_model_spec() -> str:

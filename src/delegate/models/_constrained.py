@@ -39,10 +39,12 @@ __all__ = [
     "FINAL_ANSWER",
     "constrained_format",
     "constrained_instructions",
+    "free_text_call",
     "lean_specs",
     "mentioned_paths",
     "parse_constrained",
     "render_call",
+    "unnumbered",
 ]
 
 FINAL_ANSWER = "final_answer"
@@ -98,12 +100,18 @@ def constrained_format(
 def constrained_instructions(tools: list[ToolSpec], choice: ToolChoice = "auto") -> str:
     """The note added to the system prompt: what the tools are and how to call one.
 
-    It shows no placeholder values: tiny models copy them verbatim."""
+    It shows no placeholder values: tiny models copy them verbatim. A turn whose tool is chosen
+    (`choice` names it) describes that tool alone, and a turn that must answer none: a small
+    model reads a short prompt better."""
     lines = [
         'You act by answering with exactly one JSON object, nothing else: the name of a tool under "tool" '
         'and its arguments under "arguments".',
         "You will get the tool's result in the next message. Available tools:",
     ]
+    if choice == "none":
+        return f'Answer now: call "{FINAL_ANSWER}" with "text" set to your final answer, in your own words.'
+    if choice not in FREE_CHOICES:
+        tools = [spec for spec in tools if spec.name == choice] or tools
     for spec in tools:
         lines.append(f"- {spec.name}: {spec.description.strip()} Arguments: {_signature(spec.parameters)}")
     if choice == "auto":
@@ -112,8 +120,6 @@ def constrained_instructions(tools: list[ToolSpec], choice: ToolChoice = "auto")
         )
     elif choice == "required":
         lines.append("Now call one of these tools.")
-    elif choice == "none":
-        lines.append(f'Now call "{FINAL_ANSWER}" with "text" set to your final answer, in your own words.')
     else:
         lines.append(f'Now call "{choice}".')
     return "\n".join(lines)
@@ -279,6 +285,48 @@ def _signature(parameters: dict[str, Any]) -> str:
             kind = "/".join(str(k) for k in cast(list[object], kind))
         shown.append(f"{name} ({kind})" if name in required else f"{name} ({kind}, optional)")
     return ", ".join(shown) or "none"
+
+
+def free_text_call(
+    tools: list[ToolSpec], messages: list[Message], choice: ToolChoice, states: States = None
+) -> tuple[str, dict[str, Any], str] | None:
+    """When the turn's tool is chosen (`choice` names it) and grounding leaves each of its
+    required arguments one value but one free text (`write_file`: its one path, and its
+    `content`): the tool, the fixed arguments, and the name of the free one. A small model writes
+    that text far better as plain prose than inside a JSON object, so the model is asked for the
+    text alone and the call is made of it (see `OpenAIModel`). None otherwise."""
+    chosen = [spec for spec in tools if spec.name == choice]
+    if not chosen or choice in FREE_CHOICES:
+        return None
+    schema = constrained_format(chosen, messages, choice, states)["json_schema"]["schema"]
+    options = cast(list[dict[str, Any]], schema["anyOf"])
+    if len(options) != 1 or options[0]["properties"]["tool"].get("const") != choice:
+        return None
+    arguments = cast(dict[str, Any], options[0]["properties"]["arguments"])
+    fixed: dict[str, Any] = {}
+    free: list[str] = []
+    for name in cast(list[str], arguments.get("required", [])):
+        prop = cast(dict[str, Any], arguments.get("properties", {}).get(name, {}))
+        enum = prop.get("enum")
+        if isinstance(enum, list) and len(cast(list[Any], enum)) == 1:
+            fixed[name] = cast(list[Any], enum)[0]
+        elif prop.get("type") == "string" and enum is None:
+            free.append(name)
+        else:
+            return None
+    return (choice, fixed, free[0]) if len(free) == 1 else None
+
+
+_NUMBERED = re.compile(r"^ *\d+\t", re.MULTILINE)
+
+
+def unnumbered(text: str) -> str:
+    """`text` without the line numbers of a numbered listing (`     1\tfirst line`), when every
+    line has one; any other text as it is."""
+    lines = text.splitlines()
+    if not lines or not all(_NUMBERED.match(line) for line in lines if line):
+        return text
+    return _NUMBERED.sub("", text)
 
 
 def render_call(call: ToolCallPart) -> str:

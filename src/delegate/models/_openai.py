@@ -27,7 +27,15 @@ from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .._usage import Usage
 from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
-from ._constrained import constrained_format, constrained_instructions, lean_specs, parse_constrained, render_call
+from ._constrained import (
+    constrained_format,
+    constrained_instructions,
+    free_text_call,
+    lean_specs,
+    parse_constrained,
+    render_call,
+    unnumbered,
+)
 from ._retry import (
     DEFAULT_DEADLINE,
     BadAnswer,
@@ -51,6 +59,8 @@ __all__ = ["OpenAIModel", "chat_messages"]
 
 LOCAL_API_KEY = "not-needed"
 """Sent when a base URL is set but no key: local servers need none, but the SDK wants one."""
+
+FREE_TEXT_SYSTEM = "You write the text a task asks for, from what you are given, in your own words."
 
 _STOP_REASONS: dict[str, StopReason] = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn"}
 
@@ -137,12 +147,44 @@ class OpenAIModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         constrained = self.constrained_tools and bool(request.tools)
-        params = self._params(request)
+        free = None
+        if constrained:
+            free = free_text_call(request.tools, request.messages, request.tool_choice, request.path_states)
+        params = self._params(request) if free is None else self._free_text_params(request)
         where = self.base_url or "api.openai.com"
         reply = await call_with_retries(
             self.name, lambda: self._send(params), lambda exc: _classify(exc, where), self.retry, self.deadline
         )
+        if free is not None:
+            return reply.as_call(*free)
         return reply.response(constrained=constrained)
+
+    def _free_text_params(self, request: ModelRequest) -> dict[str, Any]:
+        """A plain request for the one free argument of a call whose other arguments are fixed
+        (see `free_text_call`): one message of what its tools found, then what it was asked, then
+        what to write (without its own JSON calls, which a small model would copy), under a short
+        system prompt of its own (a small model copies the steps it was told instead)."""
+        found: list[str] = []
+        asked: list[str] = []
+        for message in request.messages:
+            for part in message.parts:
+                if isinstance(part, ToolResultPart) and not part.is_error:
+                    found.append(unnumbered(part.content))
+                elif isinstance(part, TextPart) and message.role == "user":
+                    asked.append(part.text)
+        # What was read comes first and bare, then the task (which names the file): a small model
+        # copies any label ("Result of read_file:", "docs/a.md:", "path summary.txt") into its text.
+        ask = "Answer with that text alone: no JSON, no comments."
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": FREE_TEXT_SYSTEM},
+            {"role": "user", "content": "\n\n".join([*found, *asked, ask])},
+        ]
+        params: dict[str, Any] = {"model": self.model, "messages": messages}
+        if request.max_tokens is not None:
+            params[self._max_tokens_field] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        return params
 
     async def aclose(self) -> None:
         """Close the HTTP client of this event loop now, rather than when the loop shuts down.
@@ -398,6 +440,9 @@ def _as_text(part: Part) -> str:
 def _constrained_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """The conversation for a constrained model: tool calls as its own JSON, results as user text.
 
+    A numbered listing (`read_file`'s `cat -n` lines) goes without its numbers: a small model
+    copies them into what it writes.
+
     Tool results go back as user messages, not `role: tool`: llama.cpp's server renders the
     model's own chat template, and the templates of small models without native tool support
     either drop `tool` messages or fail on a `tool` message that follows no `tool_calls`. Many of
@@ -414,7 +459,7 @@ def _constrained_messages(messages: list[Message]) -> list[dict[str, Any]]:
             parts: list[Part] = []
             for part in message.parts:
                 if isinstance(part, ToolResultPart):
-                    parts.append(TextPart(text=f"Result of {part.name}:\n{part.content}\n"))
+                    parts.append(TextPart(text=f"Result of {part.name}:\n{unnumbered(part.content)}\n"))
                 elif isinstance(part, TextPart | MediaPart):
                     parts.append(part)
             if not parts:
@@ -557,6 +602,12 @@ class _Reply:
             if piece.function is not None:
                 current.name = current.name or piece.function.name or ""
                 current.arguments.append(piece.function.arguments or "")
+
+    def as_call(self, tool: str, fixed: dict[str, Any], free: str) -> ModelResponse:
+        """The reply's text as the free argument of a call of `tool` (see `free_text_call`)."""
+        arguments = {**fixed, free: "".join(self.text).strip() + "\n"}
+        call = ToolCallPart(id=f"call_{uuid.uuid4().hex[:24]}", name=tool, arguments=arguments)
+        return ModelResponse(parts=[call], usage=self.usage, stop_reason="tool_use", model=self.model)
 
     def response(self, *, constrained: bool) -> ModelResponse:
         parts: list[Part] = []

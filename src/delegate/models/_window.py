@@ -17,7 +17,7 @@ import re
 from typing import Any, cast
 
 from .._messages import Message
-from ._base import Model, ModelRequest
+from ._base import Model, ModelRequest, ToolSpec
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -90,8 +90,24 @@ today's models, JSON and paths nearer 3. Guessing low cuts a little early, never
 def estimate_tokens(request: ModelRequest) -> int:
     """About how many tokens `request` takes to read: its system prompt, messages and tool schemas."""
     chars = len(request.system) + sum(message_chars(m) for m in request.messages)
-    chars += sum(len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
+    chars += sum(_tool_chars(t) for t in request.tools)
     return int(chars / CHARS_PER_TOKEN) + 8 * len(request.messages) + 16
+
+
+_TOOL_CHARS: dict[int, tuple[ToolSpec, int]] = {}
+"""Characters of each tool spec seen, by identity (the spec is held, so its id is not reused):
+the loop estimates every request, and a schema's JSON costs more to make than the turn's text."""
+
+
+def _tool_chars(spec: ToolSpec) -> int:
+    held = _TOOL_CHARS.get(id(spec))
+    if held is not None and held[0] is spec:
+        return held[1]
+    if len(_TOOL_CHARS) > 4096:  # specs made per turn (gated, lean) come and go
+        _TOOL_CHARS.clear()
+    size = len(spec.description) + len(json.dumps(spec.parameters))
+    _TOOL_CHARS[id(spec)] = (spec, size)
+    return size
 
 
 def message_chars(message: Message) -> int:

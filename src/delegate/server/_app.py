@@ -43,7 +43,7 @@ from .._store import Store, StoreBusyError
 from .._tracing import flush as flush_traces
 from .._workspace import CommandPolicy
 from ..mcp import MCPServerConfig
-from ..models import PROVIDERS, Model, ModelAliases, resolve_model
+from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
 from ._auth import ApiError, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
@@ -255,8 +255,8 @@ def _model_checker(default: str | Model | ModelFactory | None, aliases: ModelAli
         with contextlib.suppress(UserError):  # not an alias: the checks below say what is wrong
             spec = aliases.resolve(spec)[0]
         provider, _, name = spec.partition(":")
-        if provider == "local" and name:  # a file of the server's: not for an HTTP user to name
-            raise UserError("model 'local:<path>' names a model file on the server: use 'local', or ask its operator")
+        if names_a_local_file(spec):  # a file of the server's: not for an HTTP user to name
+            raise UserError(LOCAL_FILE_REFUSED)
         if not (provider in PROVIDERS and (name or provider == "local")):
             resolve_model(spec)  # raises the error that says what to fix; a good spec builds no client
 

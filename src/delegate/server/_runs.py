@@ -30,6 +30,7 @@ from .._events import Event
 from .._follow import stored_events
 from .._runtime import Runtime
 from .._store import RUN_LEASE_TTL, Store
+from ..models import LOCAL_FILE_REFUSED, names_a_local_file
 from ._auth import ApiError, Token, UserId, app_store, unknown_token
 from ._limits import Limits
 from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse
@@ -171,6 +172,8 @@ class RunManager:
         uploaded_files: list[dict[str, Any]] | None,
         budget: dict[str, int | None],
     ) -> str:
+        if model is not None and names_a_local_file(model):  # a file of the server's: not for a user to name
+            raise UserError(LOCAL_FILE_REFUSED)
         # Off the event loop: a runtime reads definition files, and its model may build a client.
         runtime = await asyncio.to_thread(self.build, user_id, model, max_parallel)
         try:
