@@ -53,7 +53,8 @@ def echo(text: str) -> str:
 
 
 async def lead_turns(root: Path, turns: int, store: bool) -> None:
-    model = ScriptedModel([call("echo", text="hi") for _ in range(turns - 1)] + [reply("done")])
+    # each call a new one, so the loop guard sees progress (and its cost is in the figure)
+    model = ScriptedModel([call("echo", text=f"hi {n}") for n in range(turns - 1)] + [reply("done")])
     rt = Runtime(
         model=model,
         workspace=root,

@@ -79,7 +79,7 @@ def echo(text: str) -> str:
 
 async def loop_turns(root: Path, turns: int) -> float:
     """An agent of `turns` turns, each a call of a tool that does nothing: the loop's own cost."""
-    model = ScriptedModel([call("echo", text="hi") for _ in range(turns - 1)] + [reply("done")])
+    model = ScriptedModel([call("echo", text=f"hi {n}") for n in range(turns - 1)] + [reply("done")])
     tools = [echo]
     spec = AgentSpec(name="bench", instructions="x", model=model, tools=tools, max_steps=turns + 1)
     ctx = ToolContext(run_id="r", agent_id="lead", workspace=Workspace.open(root), emit=lambda e: None)

@@ -40,10 +40,11 @@ def cut_text(text: str, keep: int) -> str:
     return f"{text[:head]}\n[... {len(text) - head - tail:,} {CUT_NOTE} ...]\n{text[len(text) - tail :]}"
 
 
-def fit_request(request: ModelRequest, limit: int) -> ModelRequest:
+def fit_request(request: ModelRequest, limit: int, estimate: int | None = None) -> ModelRequest:
     """`request` with its messages cut until its estimated size is at most `limit` tokens (or as
-    far as cutting goes: the system prompt and the tools are never cut)."""
-    if estimate_tokens(request) <= limit:
+    far as cutting goes: the system prompt and the tools are never cut). `estimate` is its size,
+    when the caller knows it."""
+    if (estimate if estimate is not None else estimate_tokens(request)) <= limit:
         return request
     messages = list(request.messages)
     recent = max(1, len(messages) - 2)  # the latest call and its result stay whole in step 1

@@ -32,6 +32,7 @@ from ._usage import Usage
 from ._workspace import Workspace
 from .models import (
     FREE_CHOICES,
+    MessageTally,
     Model,
     ModelRequest,
     ModelResponse,
@@ -243,6 +244,8 @@ class _State:
     watch: LoopWatch | None = None
     steps: int = 0
     context_tokens: int = 0
+    tally: MessageTally = field(default_factory=MessageTally)
+    """The conversation's characters, for the estimate of each request."""
     last_text: str = ""
     usage: Usage = field(default_factory=Usage)
     progressed: set[str] = field(default_factory=set[str])
@@ -332,11 +335,13 @@ async def _answer(spec: AgentSpec, ctx: ToolContext, state: _State, offered: lis
         threshold = int(state.window * COMPACT_AT)
         if spec.compaction is not None:
             threshold = min(threshold, spec.compaction.max_context_tokens)
-        if max(state.context_tokens, estimate_tokens(request)) > threshold and await compact(spec, ctx, state):
+        estimate = estimate_tokens(request, state.tally)
+        if max(state.context_tokens, estimate) > threshold and await compact(spec, ctx, state):
             request.messages = list(state.messages)
-        fitted = fit_request(request, limit)
+            estimate = estimate_tokens(request, state.tally)
+        fitted = fit_request(request, limit, estimate)
         if fitted is not request:
-            ctx.event("context.cut", {"estimated_tokens": estimate_tokens(request), "limit": limit})
+            ctx.event("context.cut", {"estimated_tokens": estimate, "limit": limit})
         try:
             return await _ask(spec, ctx, fitted, state)
         except ContextOverflowError as exc:

@@ -28,6 +28,7 @@ from ._retry import DEFAULT_DEADLINE, RetryPolicy
 from ._window import (
     DEFAULT_CONTEXT_WINDOW,
     KNOWN_CONTEXT_WINDOWS,
+    MessageTally,
     context_window,
     estimate_tokens,
     known_context_window,
@@ -46,6 +47,7 @@ __all__ = [
     "LOCAL_FILE_REFUSED",
     "AnthropicModel",
     "IdChoice",
+    "MessageTally",
     "Model",
     "ModelAliases",
     "ModelRequest",

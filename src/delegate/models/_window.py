@@ -13,6 +13,7 @@ beta, it gives the smaller figure. Cutting a little early costs a summary; overf
 from __future__ import annotations
 
 import json
+import operator
 import re
 from typing import Any, cast
 
@@ -22,6 +23,7 @@ from ._base import Model, ModelRequest, ToolSpec
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "KNOWN_CONTEXT_WINDOWS",
+    "MessageTally",
     "context_window",
     "estimate_tokens",
     "known_context_window",
@@ -87,9 +89,11 @@ CHARS_PER_TOKEN = 3.0
 today's models, JSON and paths nearer 3. Guessing low cuts a little early, never too late."""
 
 
-def estimate_tokens(request: ModelRequest) -> int:
-    """About how many tokens `request` takes to read: its system prompt, messages and tool schemas."""
-    chars = len(request.system) + sum(message_chars(m) for m in request.messages)
+def estimate_tokens(request: ModelRequest, tally: MessageTally | None = None) -> int:
+    """About how many tokens `request` takes to read: its system prompt, messages and tool schemas.
+    With a `tally`, messages it has counted before are not counted again."""
+    counted = tally.chars(request.messages) if tally is not None else sum(message_chars(m) for m in request.messages)
+    chars = len(request.system) + counted
     chars += sum(_tool_chars(t) for t in request.tools)
     return int(chars / CHARS_PER_TOKEN) + 8 * len(request.messages) + 16
 
@@ -108,6 +112,29 @@ def _tool_chars(spec: ToolSpec) -> int:
     size = len(spec.description) + len(json.dumps(spec.parameters))
     _TOOL_CHARS[id(spec)] = (spec, size)
     return size
+
+
+class MessageTally:
+    """The characters of an agent's conversation, each message counted once: the loop estimates
+    every request, and a conversation grows by new messages (compaction makes a new list, whose
+    messages are counted afresh)."""
+
+    __slots__ = ("_counted", "_total")
+
+    def __init__(self) -> None:
+        self._counted: list[Message] = []
+        self._total = 0
+
+    def chars(self, messages: list[Message]) -> int:
+        counted = self._counted
+        n = len(counted)
+        if n > len(messages) or not all(map(operator.is_, messages[:n], counted)):
+            counted.clear()  # not the conversation counted so far: count it afresh
+            self._total, n = 0, 0
+        for message in messages[n:]:
+            counted.append(message)
+            self._total += message_chars(message)
+        return self._total
 
 
 def message_chars(message: Message) -> int:
