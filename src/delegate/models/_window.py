@@ -12,6 +12,7 @@ beta, it gives the smaller figure. Cutting a little early costs a summary; overf
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 import re
@@ -61,6 +62,7 @@ KNOWN_CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
 (`gpt-4o-mini` takes `gpt-4o`, `gpt-4` alone takes 8,192)."""
 
 
+@functools.lru_cache(maxsize=1024)
 def known_context_window(name: str) -> int | None:
     """The window of model `name` (`gpt-4o`, `openai:gpt-4o`, `anthropic:claude-sonnet-4-5`) from
     the table, or None when it is not there."""
