@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate._runtime import stored_result
+from delegate._run_result import stored_result
 from delegate._store import FINAL_STATUSES, Store
 from tests.durable_support import (
     FINAL_ANSWER,

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from ._guard import LoopGuard
     from ._loop import Compaction
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-    from ._runtime import RunResult, Runtime
+    from ._run_result import RunResult
+    from ._runtime import Runtime
     from ._usage import Usage
     from ._workspace import Workspace
     from .models import (
@@ -70,7 +71,7 @@ _WHERE = {
     "RetryPolicy": ".models",
     "RunCancelled": "._errors",
     "RunError": "._errors",
-    "RunResult": "._runtime",
+    "RunResult": "._run_result",
     "Runtime": "._runtime",
     "Skipped": ".subagents",
     "Subagent": "._agents",

@@ -9,7 +9,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
@@ -23,8 +23,6 @@ from ._frontmatter import CatalogueWarning
 from ._guard import LoopGuard
 from ._loop import (
     DEFAULT_GUARD,
-    EVENT_VALUE_LIMIT,
-    AgentResult,
     AgentSpec,
     Compaction,
     RunBudget,
@@ -32,9 +30,8 @@ from ._loop import (
     run_agent,
 )
 from ._messages import Message
-from ._record import Status, StopReason
 from ._recorder import Journal, Recorder
-from ._usage import Usage
+from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._workspace import CommandPolicy, Workspace
 from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool, server_config
 from .models import Model, ModelAliases, ToolChoice, resolve_model
@@ -51,55 +48,6 @@ if TYPE_CHECKING:
 
 DEFAULT_RUN_TIMEOUT = 3600.0
 """Seconds a lead may run before it ends `timed_out` (subagents included), unless told otherwise."""
-
-
-@dataclass(kw_only=True)
-class RunResult:
-    """What a run gives back: the final answer, total usage, and one record per subagent."""
-
-    run_id: str
-    status: Status
-    """How the lead ended (an `AgentStatus`), or `interrupted` when `Runtime.interrupt` stopped it."""
-    final: str
-    usage: Usage
-    lead_usage: Usage
-    subagents: list[TaskOutput]
-    steps: int
-    stop_reason: StopReason
-    error: str | None = None
-    messages: list[Message] = field(default_factory=list[Message])
-
-    def to_dict(self) -> dict[str, Any]:
-        """The object `delegate run --json` prints."""
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "final": self.final,
-            "stop_reason": self.stop_reason,
-            "error": self.error,
-            "steps": self.steps,
-            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
-            "subagents": [s.to_dict() for s in self.subagents],
-        }
-
-
-def stored_result(store: Store, run_id: str, user_id: str | None = None) -> RunResult | None:
-    """A run as the store has it, as a `RunResult` (`to_dict()` is what `delegate run --json`
-    printed, or would print: an interrupted run reads `interrupted`, with what finished so far)."""
-    run = store.get_run(run_id, user_id)
-    if run is None:
-        return None
-    return RunResult(
-        run_id=run.id,
-        status=run.status,
-        final=run.final or "",
-        usage=run.usage,
-        lead_usage=Usage(),
-        subagents=store.subagent_records(run_id),
-        steps=run.steps,
-        stop_reason=run.stop_reason or "interrupted",  # type: ignore[arg-type]  # a run that has not ended
-        error=run.error,
-    )
 
 
 class Runtime:
@@ -510,10 +458,12 @@ class Runtime:
                 agent.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await agent
-            cancelled = _result(run_id, _cancelled(ctx), runner)
+            cancelled = run_result(run_id, cancelled_result(ctx), runner)
             if stopped == ["interrupt"]:
-                return await _interrupted(recorder, replace(cancelled, status="interrupted", stop_reason="interrupted"))
-            await _finish(recorder, cancelled)
+                return await release_interrupted(
+                    recorder, replace(cancelled, status="interrupted", stop_reason="interrupted")
+                )
+            await record_end(recorder, cancelled)
             if not stopped:
                 raise
             return cancelled  # cancelled from another process, or the run was taken over
@@ -521,8 +471,8 @@ class Runtime:
             await recorder.finish("error", "", ctx.usage + runner.usage, f"{type(exc).__name__}: {exc}")
             raise
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
-            outcome = _result(run_id, result, runner)
-            await _finish(recorder, outcome)
+            outcome = run_result(run_id, result, runner)
+            await record_end(recorder, outcome)
             return outcome
         finally:
             beat.cancel()
@@ -751,32 +701,6 @@ def _fan(sinks: list[EventSink], event: Event) -> None:
         sink(event)
 
 
-def _cancelled(ctx: ToolContext) -> AgentResult:
-    return AgentResult(
-        status="cancelled",
-        stop_reason="cancelled",
-        final="",
-        messages=ctx.conversation,
-        steps=ctx.steps,
-        usage=ctx.usage,
-    )
-
-
-def _result(run_id: str, lead: AgentResult, runner: SubagentRunner) -> RunResult:
-    return RunResult(
-        run_id=run_id,
-        status=lead.status,
-        final=lead.final,
-        usage=lead.usage + runner.usage,
-        lead_usage=lead.usage,
-        subagents=list(runner.records),
-        steps=lead.steps,
-        stop_reason=lead.stop_reason,
-        error=lead.error,
-        messages=lead.messages,
-    )
-
-
 async def _heartbeat(runner: SubagentRunner, recorder: Recorder, ctx: ToolContext, interval: float) -> None:
     """Tell the recorder the usage so far (stored with its lease's beats) and, every `interval`,
     emit each live subagent's heartbeat event."""
@@ -789,35 +713,6 @@ async def _heartbeat(runner: SubagentRunner, recorder: Recorder, ctx: ToolContex
         if waited >= interval:
             waited = 0.0
             runner.heartbeat()
-
-
-async def _finish(recorder: Recorder, result: RunResult) -> None:
-    """Emit `run.completed` and record how the run ended."""
-    final = result.final
-    data: dict[str, Any] = {
-        "status": result.status,
-        "final": final[:EVENT_VALUE_LIMIT],
-        "usage": result.usage.to_dict(),
-        "subagents": len(result.subagents),
-    }
-    if len(final) > EVENT_VALUE_LIMIT:  # the whole answer is stored once, in the run's row
-        data["final_size"] = len(final)
-    recorder.emit(Event(type="run.completed", run_id=result.run_id, agent_id="lead", data=data))
-    await recorder.finish(
-        result.status, final, result.usage, result.error, stop_reason=result.stop_reason, steps=result.steps
-    )
-
-
-async def _interrupted(recorder: Recorder, result: RunResult) -> RunResult:
-    """Store what the run did so far and let its lease go, leaving it `interrupted`; its followers
-    get the terminal event of an interrupted run (not stored: the run goes on when resumed)."""
-    from ._follow import interrupted_event
-
-    await recorder.release(result.usage)
-    event = interrupted_event(result.run_id)
-    for sink in recorder.sinks:
-        sink(event)
-    return result
 
 
 def _inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:

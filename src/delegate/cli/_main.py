@@ -25,7 +25,8 @@ from .._text import safe_json, safe_text
 if TYPE_CHECKING:
     from .._events import Event, EventSink
     from .._guard import LoopGuard
-    from .._runtime import RunResult, Runtime
+    from .._run_result import RunResult
+    from .._runtime import Runtime
     from .._settings import RuntimeSettings
     from .._store import Store
     from .._workspace import CommandPolicy

@@ -17,7 +17,7 @@ from .._events import Event, EventSink
 from .._text import safe_text
 
 if TYPE_CHECKING:
-    from .._runtime import RunResult
+    from .._run_result import RunResult
 
 _STYLE = {
     "running": "yellow",

@@ -80,7 +80,7 @@ def runs_show(
     as_json: Annotated[bool, typer.Option("--json", help="The same JSON object as `delegate run --json`.")] = False,
 ) -> None:
     """One run: its status, final answer, usage and subagents."""
-    from .._runtime import stored_result
+    from .._run_result import stored_result
 
     result = stored_result(open_store(workspace, db), run_id)
     if result is None:
@@ -138,7 +138,7 @@ def runs_events(
 @runs_app.command("export")
 def runs_export(run_id: RunId, workspace: Workspace = Path("."), db: Db = None) -> None:
     """The run, its subagent records and every event, as one JSON document."""
-    from .._runtime import stored_result
+    from .._run_result import stored_result
 
     store = open_store(workspace, db)
     run = _known(store, run_id)

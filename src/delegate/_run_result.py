@@ -1,0 +1,126 @@
+"""What a run gives back (`RunResult`), read back from the store, and how a run's end is
+recorded: finished (`record_end`) or let go to be resumed (`release_interrupted`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._events import Event
+from ._loop import EVENT_VALUE_LIMIT, AgentResult
+from ._messages import Message
+from ._record import Status, StopReason
+from ._usage import Usage
+from .subagents import TaskOutput
+
+if TYPE_CHECKING:
+    from ._recorder import Recorder
+    from ._store import Store
+    from .subagents import SubagentRunner
+    from .tools import ToolContext
+
+__all__ = ["RunResult", "cancelled_result", "record_end", "release_interrupted", "run_result", "stored_result"]
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    """What a run gives back: the final answer, total usage, and one record per subagent."""
+
+    run_id: str
+    status: Status
+    """How the lead ended (an `AgentStatus`), or `interrupted` when `Runtime.interrupt` stopped it."""
+    final: str
+    usage: Usage
+    lead_usage: Usage
+    subagents: list[TaskOutput]
+    steps: int
+    stop_reason: StopReason
+    error: str | None = None
+    messages: list[Message] = field(default_factory=list[Message])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object `delegate run --json` prints."""
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "final": self.final,
+            "stop_reason": self.stop_reason,
+            "error": self.error,
+            "steps": self.steps,
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "subagents": [s.to_dict() for s in self.subagents],
+        }
+
+
+def stored_result(store: Store, run_id: str, user_id: str | None = None) -> RunResult | None:
+    """A run as the store has it, as a `RunResult` (`to_dict()` is what `delegate run --json`
+    printed, or would print: an interrupted run reads `interrupted`, with what finished so far)."""
+    run = store.get_run(run_id, user_id)
+    if run is None:
+        return None
+    return RunResult(
+        run_id=run.id,
+        status=run.status,
+        final=run.final or "",
+        usage=run.usage,
+        lead_usage=Usage(),
+        subagents=store.subagent_records(run_id),
+        steps=run.steps,
+        stop_reason=run.stop_reason or "interrupted",  # type: ignore[arg-type]  # a run that has not ended
+        error=run.error,
+    )
+
+
+def cancelled_result(ctx: ToolContext) -> AgentResult:
+    return AgentResult(
+        status="cancelled",
+        stop_reason="cancelled",
+        final="",
+        messages=ctx.conversation,
+        steps=ctx.steps,
+        usage=ctx.usage,
+    )
+
+
+def run_result(run_id: str, lead: AgentResult, runner: SubagentRunner) -> RunResult:
+    return RunResult(
+        run_id=run_id,
+        status=lead.status,
+        final=lead.final,
+        usage=lead.usage + runner.usage,
+        lead_usage=lead.usage,
+        subagents=list(runner.records),
+        steps=lead.steps,
+        stop_reason=lead.stop_reason,
+        error=lead.error,
+        messages=lead.messages,
+    )
+
+
+async def record_end(recorder: Recorder, result: RunResult) -> None:
+    """Emit `run.completed` and record how the run ended."""
+    final = result.final
+    data: dict[str, Any] = {
+        "status": result.status,
+        "final": final[:EVENT_VALUE_LIMIT],
+        "usage": result.usage.to_dict(),
+        "subagents": len(result.subagents),
+    }
+    if len(final) > EVENT_VALUE_LIMIT:  # the whole answer is stored once, in the run's row
+        data["final_size"] = len(final)
+    recorder.emit(Event(type="run.completed", run_id=result.run_id, agent_id="lead", data=data))
+    await recorder.finish(
+        result.status, final, result.usage, result.error, stop_reason=result.stop_reason, steps=result.steps
+    )
+
+
+async def release_interrupted(recorder: Recorder, result: RunResult) -> RunResult:
+    """Store what the run did so far and let its lease go, leaving it `interrupted`; its followers
+    get the terminal event of an interrupted run (not stored: the run goes on when resumed)."""
+    from ._follow import interrupted_event
+
+    await recorder.release(result.usage)
+    event = interrupted_event(result.run_id)
+    for sink in recorder.sinks:
+        sink(event)
+    return result
