@@ -486,12 +486,19 @@ async def _call_tool(
         journal.record_tool(call, part)
     ctx.event(
         "tool.completed",
-        {"name": call.name, "is_error": part.is_error, "content": part.content[:200], "size": len(part.content)},
+        {
+            "name": call.name,
+            "is_error": part.is_error,
+            "content": part.content[:RESULT_EXCERPT_CHARS],
+            "size": len(part.content),
+        },
         tool_call_id=call.id,
     )
     return part, returned
 
 
+RESULT_EXCERPT_CHARS = 1_000
+"""How much of a tool's result its `tool.completed` event keeps (the web page's excerpt of it)."""
 EVENT_VALUE_LIMIT = 64 * 1024
 """The most characters of one tool argument an event keeps; a longer one is cut, its size noted."""
 
