@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import httpx2
 import pytest
 
 from delegate._run_result import stored_result
-from delegate._store import FINAL_STATUSES, Store
+from delegate._store import FINAL_STATUSES, RunRow, Store
 from tests.durable_support import (
     FINAL_ANSWER,
     RUN_ARGS,
@@ -172,15 +173,29 @@ def procs() -> Iterator[Processes]:
         processes.close()
 
 
-def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
+@dataclass
+class Served:
+    """A run that user ada started over HTTP on a `delegate serve` of the test's store."""
+
+    store: Store
+    root: Path
+    env: dict[str, str]
+    headers: dict[str, str]
+    proc: subprocess.Popen[str]
+    url: str
+    run_id: str
+
+
+@pytest.fixture
+def served(
     procs: Processes,
     stores: list[Store],
     store_url: str,
     openai: OpenAIServer,
-    baseline: dict[str, Any],
+    baseline: dict[str, Any],  # made first: its run needs FINAL_ANSWER, which this run holds back
     tmp_path: Path,
-) -> None:
-    rng = random.Random(store_url.split(":")[0] + "serve")
+) -> Served:
+    """The run, held before its final answer until the test sets `FINAL_ANSWER`."""
     root = tmp_path / "served"
     root.mkdir()
     env = cli_env(openai.base_url)
@@ -189,9 +204,30 @@ def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
     _, token = store.add_user("ada")
     headers = {"Authorization": f"Bearer {token}"}
     proc, url = procs.serve(store_url, env, root, tmp_path / "serve0.log")
+    FINAL_ANSWER.clear()
     body = {"prompt": "write the notes", "max_parallel": 2}
-    FINAL_ANSWER.clear()  # no run ends before its kill lands
     run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
+    return Served(store, root, env, headers, proc, url, run_id)
+
+
+def _ended(store: Store, run_id: str) -> RunRow:
+    return wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+
+
+def _as_uninterrupted(store: Store, ended: RunRow, baseline: dict[str, Any]) -> None:
+    """The run's result, subagent records, usage and files are those of the uninterrupted run."""
+    stored = stored_result(store, ended.id)
+    assert stored is not None
+    assert comparable(stored.to_dict()) == baseline["result"]
+    assert ended.workspace is not None  # the user's own folder of the served workspace
+    assert workspace_files(Path(ended.workspace)) == baseline["files"]
+
+
+def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
+    procs: Processes, served: Served, store_url: str, baseline: dict[str, Any], tmp_path: Path
+) -> None:
+    rng = random.Random(store_url.split(":")[0] + "serve")
+    store, run_id, proc = served.store, served.run_id, served.proc
     done = 0
     for kill in range(KILLS_PER_TEST):
         target = rng.randint(min(done, CHECKPOINTS - 1), min(CHECKPOINTS - 1, done + 2))
@@ -200,62 +236,39 @@ def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
         assert run is not None and run.status == "interrupted"
         done = len(store.checkpoints(run_id))
         # a new server resumes the interrupted run when it starts
-        proc, url = procs.serve(store_url, env, root, tmp_path / f"serve{kill + 1}.log")
+        proc, url = procs.serve(store_url, served.env, served.root, tmp_path / f"serve{kill + 1}.log")
     FINAL_ANSWER.set()
     try:
-        ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+        ended = _ended(store, run_id)
         assert ended.status == "completed"
-        answer = httpx2.get(f"{url}/api/v1/runs/{run_id}", headers=headers, timeout=30).json()
+        answer = httpx2.get(f"{url}/api/v1/runs/{run_id}", headers=served.headers, timeout=30).json()
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
-    stored = stored_result(store, run_id)
-    assert stored is not None
-    assert comparable(stored.to_dict()) == baseline["result"]
+    _as_uninterrupted(store, ended, baseline)
     assert (answer["final"], answer["usage"]) == (baseline["result"]["final"], baseline["result"]["usage"])
-    assert ended.workspace is not None  # the user's own folder of the served workspace
-    assert workspace_files(Path(ended.workspace)) == baseline["files"]
 
 
 def test_a_batch_worker_takes_over_the_run_of_a_killed_server_and_ends_it_as_uninterrupted(
-    procs: Processes,
-    stores: list[Store],
-    store_url: str,
-    openai: OpenAIServer,
-    baseline: dict[str, Any],
-    tmp_path: Path,
+    procs: Processes, served: Served, store_url: str, baseline: dict[str, Any], tmp_path: Path
 ) -> None:
-    root = tmp_path / "served"
-    root.mkdir()
-    env = cli_env(openai.base_url)
-    store = Store.open(store_url)
-    stores.append(store)
-    _, token = store.add_user("ada")
-    proc, url = procs.serve(store_url, env, root, tmp_path / "serve.log")
-    body = {"prompt": "write the notes", "max_parallel": 2}
-    FINAL_ANSWER.clear()  # the run cannot end before its server is killed
-    headers = {"Authorization": f"Bearer {token}"}
-    run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
-    assert _kill_when(proc, store, 1 + SUBAGENTS // 2)
+    store, run_id, root = served.store, served.run_id, served.root
+    assert _kill_when(served.proc, store, 1 + SUBAGENTS // 2)
     run = store.get_run(run_id)
     assert run is not None and run.status == "interrupted"
-    worker = procs.spawn(
-        ["batch", "worker", "--model", "openai:m", "-w", str(root), "--db", store_url], env, tmp_path / "worker.log"
-    )
+    worker_args = ["batch", "worker", "--model", "openai:m", "-w", str(root), "--db", store_url]
+    worker = procs.spawn(worker_args, served.env, tmp_path / "worker.log")
     try:
         wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status == "running", what="the takeover")
         FINAL_ANSWER.set()
-        ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+        ended = _ended(store, run_id)
     finally:
         FINAL_ANSWER.set()
         worker.send_signal(signal.SIGINT)
         worker.wait(timeout=30)
     assert ended.status == "completed", (tmp_path / "worker.log").read_text()
-    stored = stored_result(store, run_id)
-    assert stored is not None
-    assert comparable(stored.to_dict()) == baseline["result"]
+    _as_uninterrupted(store, ended, baseline)
     assert ended.workspace == str(root.resolve() / ".delegate" / "users" / ended.user_id)
-    assert workspace_files(Path(ended.workspace)) == baseline["files"]
     assert not (root / "report.md").exists()  # nothing of the user's run lands in the operator's workspace
 
 
@@ -374,62 +387,28 @@ def _left_interrupted(store: Store, run_id: str) -> None:
 
 
 def test_a_server_stopped_with_sigterm_leaves_its_run_interrupted_and_the_next_server_finishes_it(
-    procs: Processes,
-    stores: list[Store],
-    store_url: str,
-    openai: OpenAIServer,
-    baseline: dict[str, Any],
-    tmp_path: Path,
+    procs: Processes, served: Served, store_url: str, baseline: dict[str, Any], tmp_path: Path
 ) -> None:
-    root = tmp_path / "served"
-    root.mkdir()
-    env = cli_env(openai.base_url)
-    store = Store.open(store_url)
-    stores.append(store)
-    _, token = store.add_user("ada")
-    headers = {"Authorization": f"Bearer {token}"}
-    proc, url = procs.serve(store_url, env, root, tmp_path / "serve0.log")
-    FINAL_ANSWER.clear()  # the run cannot end before its server is stopped
-    body = {"prompt": "write the notes", "max_parallel": 2}
-    run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
+    store, run_id = served.store, served.run_id
     wait_for(lambda: len(store.checkpoints(run_id)) >= 1 + SUBAGENTS // 2, what="half the subagents")
-    _stop_gracefully(proc, signal.SIGTERM, tmp_path / "serve0.log")
+    _stop_gracefully(served.proc, signal.SIGTERM, tmp_path / "serve0.log")
     _left_interrupted(store, run_id)
-    proc, url = procs.serve(store_url, env, root, tmp_path / "serve1.log")  # resumes it at start
+    proc, _ = procs.serve(store_url, served.env, served.root, tmp_path / "serve1.log")  # resumes it at start
     FINAL_ANSWER.set()
     try:
-        ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+        ended = _ended(store, run_id)
     finally:
         _stop_gracefully(proc, signal.SIGTERM, tmp_path / "serve1.log")
     assert ended.status == "completed", (tmp_path / "serve1.log").read_text()
-    stored = stored_result(store, run_id)
-    assert stored is not None
-    assert comparable(stored.to_dict()) == baseline["result"]
-    assert ended.workspace is not None
-    assert workspace_files(Path(ended.workspace)) == baseline["files"]
+    _as_uninterrupted(store, ended, baseline)
 
 
 def test_a_batch_worker_stopped_with_sigint_leaves_the_run_it_took_over_interrupted_for_the_next_worker(
-    procs: Processes,
-    stores: list[Store],
-    store_url: str,
-    openai: OpenAIServer,
-    baseline: dict[str, Any],
-    tmp_path: Path,
+    procs: Processes, served: Served, store_url: str, baseline: dict[str, Any], tmp_path: Path
 ) -> None:
-    root = tmp_path / "served"
-    root.mkdir()
-    env = cli_env(openai.base_url)
-    store = Store.open(store_url)
-    stores.append(store)
-    _, token = store.add_user("ada")
-    proc, url = procs.serve(store_url, env, root, tmp_path / "serve.log")
-    FINAL_ANSWER.clear()  # the run cannot end before the worker is stopped
-    headers = {"Authorization": f"Bearer {token}"}
-    body = {"prompt": "write the notes", "max_parallel": 2}
-    run_id = httpx2.post(f"{url}/api/v1/runs", json=body, headers=headers, timeout=30).json()["run_id"]
-    assert _kill_when(proc, store, 1)  # the server dies; a worker takes its run over
-    worker_args = ["batch", "worker", "--model", "openai:m", "-w", str(root), "--db", store_url]
+    store, run_id, env = served.store, served.run_id, served.env
+    assert _kill_when(served.proc, store, 1)  # the server dies; a worker takes its run over
+    worker_args = ["batch", "worker", "--model", "openai:m", "-w", str(served.root), "--db", store_url]
     worker = procs.spawn(worker_args, env, tmp_path / "worker0.log")
     wait_for(lambda: len(store.checkpoints(run_id)) >= 1 + SUBAGENTS // 2, what="half the subagents")
     _stop_gracefully(worker, signal.SIGINT, tmp_path / "worker0.log")
@@ -437,12 +416,8 @@ def test_a_batch_worker_stopped_with_sigint_leaves_the_run_it_took_over_interrup
     worker = procs.spawn(worker_args, env, tmp_path / "worker1.log")
     FINAL_ANSWER.set()
     try:
-        ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+        ended = _ended(store, run_id)
     finally:
         _stop_gracefully(worker, signal.SIGINT, tmp_path / "worker1.log")
     assert ended.status == "completed", (tmp_path / "worker1.log").read_text()
-    stored = stored_result(store, run_id)
-    assert stored is not None
-    assert comparable(stored.to_dict()) == baseline["result"]
-    assert ended.workspace is not None
-    assert workspace_files(Path(ended.workspace)) == baseline["files"]
+    _as_uninterrupted(store, ended, baseline)
