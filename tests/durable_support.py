@@ -8,9 +8,7 @@ uninterrupted one: same final answer, same subagent records, same usage.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +17,7 @@ from typing import Any
 
 from delegate._store import RunRow, Store
 from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import Fault, Reply
 
 SUBAGENTS = 6
@@ -68,16 +67,12 @@ def keyed_responder(body: dict[str, Any]) -> Reply | Fault:
 
 
 def cli_env(base_url: str, db: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env = scrubbed_env()
     env["OPENAI_BASE_URL"] = base_url
     env["OPENAI_API_KEY"] = "test"
     if db:
         env["DELEGATE_DB"] = db
     return env
-
-
-def delegate(*args: str) -> list[str]:
-    return [sys.executable, "-m", "delegate", *args]
 
 
 RUN_ARGS = ("--model", "openai:m", "--max-parallel", "2", "--json")

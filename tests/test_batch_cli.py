@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
 
 def env_for(base_url: str, db: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env = scrubbed_env()
     env["OPENAI_BASE_URL"] = base_url
     if db:
         env["DELEGATE_DB"] = db

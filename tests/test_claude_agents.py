@@ -4,7 +4,6 @@ model aliases, project context, and a large catalogue that costs the lead little
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,15 +15,10 @@ import pytest
 from delegate import Catalogue, Event, ModelAliases, Runtime, UserError
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
 FIXTURE = Path(__file__).parent / "fixtures" / "claude_workspace"
-
-
-@pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DELEGATE_MODEL", "DELEGATE_MODEL_ALIASES"):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
@@ -276,7 +270,7 @@ def test_delegate_run_prints_the_warnings_on_stderr_and_runs(workspace: Path) ->
         return Reply(content="all good") if reply.content.startswith("done") else reply
 
     with OpenAIServer(answer) as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+        env = scrubbed_env()
         env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"}
         done = subprocess.run(
             [sys.executable, "-m", "delegate", "run", "hello", "--model", "openai:m", "--json"],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
 
@@ -38,7 +38,7 @@ def capable(body: dict[str, Any]) -> Reply:
 
 
 def test_the_demo_delegates_writes_and_runs_a_batch(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env = scrubbed_env()
     with OpenAIServer(capable) as server:
         env["OPENAI_BASE_URL"] = server.base_url
         done = subprocess.run(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from delegate._runtime import Runtime
 from delegate._usage import Usage
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import Fault, OpenAIServer, Reply, scripted
 
 
@@ -79,12 +79,6 @@ def fan_out_responder(body: dict[str, Any]) -> Reply | Fault:
     )
 
 
-@pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DELEGATE_MODEL", "DELEGATE_DB"):
-        monkeypatch.delenv(name, raising=False)
-
-
 async def test_a_lead_fans_out_through_the_openai_adapter(tmp_path: Path, clean_env: None) -> None:
     sleepy = Subagent(name="sleepy", description="Sleeps.", timeout=0.4)
     loopy = Subagent(name="loopy", description="Never completes.", max_steps=3)
@@ -134,7 +128,7 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Compl
 
 
 def cli_env(base_url: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env = scrubbed_env()
     if base_url:
         env["OPENAI_BASE_URL"] = base_url
     return env

@@ -23,6 +23,7 @@ from delegate import Message, UserError
 from delegate.models import ModelRequest, ToolSpec
 from delegate.models._gguf import read_gguf
 from delegate.models._local import SMOLLM2, Weights, cache_dir, ensure_weights
+from tests.cli_support import scrubbed_env
 
 GGUF = b"GGUF fake weights " * 1000
 
@@ -294,7 +295,7 @@ def test_a_gguf_file_says_its_architecture_name_and_context_length(tmp_path: Pat
 
 
 def run_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    clean = scrubbed_env()
     return subprocess.run(
         [sys.executable, "-m", "delegate", "run", "Say hello.", *args],
         cwd=tmp_path,

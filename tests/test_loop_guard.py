@@ -5,7 +5,6 @@ stop reason of its own and a message that says what happened and what to try; it
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from delegate import LoopGuard, Runtime, UserError
 from delegate.models import OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply, scripted
 
 
@@ -91,7 +91,7 @@ def test_a_subagent_going_round_in_circles_ends_alone_and_it_shows_in_json_and_t
     agents = tmp_path / ".delegate" / "agents"
     agents.mkdir(parents=True)
     (agents / "reader.md").write_text("---\nname: reader\ndescription: Reads files.\ntools: read_file\n---\nRead.\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env = scrubbed_env()
     with OpenAIServer(stuck_subagent) as server:
         env["OPENAI_BASE_URL"] = server.base_url
         done = subprocess.run(
@@ -122,7 +122,7 @@ def test_a_subagent_going_round_in_circles_ends_alone_and_it_shows_in_json_and_t
 
 def test_the_guard_flags_of_delegate_run_reach_the_agents(tmp_path: Path) -> None:
     (tmp_path / "notes.md").write_text("notes\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env = scrubbed_env()
     with OpenAIServer(scripted([read("notes.md")] * 2)) as server:
         env["OPENAI_BASE_URL"] = server.base_url
         command = [sys.executable, "-m", "delegate", "run", "Look.", "--model", "openai:m", "--json"]

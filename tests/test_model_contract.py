@@ -37,6 +37,7 @@ from delegate._loop import AgentSpec, run_agent
 from delegate.batch import Batches, BatchWorker
 from delegate.models import Model, ModelRequest
 from delegate.testing import FunctionModel, reply
+from tests.cli_support import scrubbed_env
 
 from . import loopback_anthropic, loopback_openai
 from .batch_support import FAST, batches_fixture, dbos_schema, finished  # noqa: F401
@@ -314,7 +315,7 @@ def test_the_models_page_example_builds_its_models(tmp_path: Path) -> None:
     page = Path(__file__).parent.parent / "docs" / "models.md"
     block = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)[0]
     check = "\nassert rt.model is lead and lead.deadline == 1800 and lead.retry.attempts == 8\n"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env = scrubbed_env()
     env["ANTHROPIC_API_KEY"] = "sk-ant-not-used"  # the models are built, never called
     (tmp_path / "ws").mkdir()
     done = subprocess.run(

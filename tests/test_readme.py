@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from delegate.subagents import LEAD_INSTRUCTIONS
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
 README = Path(__file__).parent.parent / "README.md"
@@ -33,7 +33,7 @@ def test_the_readme_python_session_runs(tmp_path: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     assert blocks, "the README has a Python session"
     (tmp_path / "ws").mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env = scrubbed_env()
     with OpenAIServer(answer) as server:
         env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test-key"}
         done = subprocess.run(

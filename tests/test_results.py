@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from delegate.models import OpenAIModel, RetryPolicy
 from delegate.server._runs import run_json
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.tools import tool
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 
 DEADLINE = 30.0
@@ -112,7 +112,7 @@ async def test_records_are_in_the_order_the_lead_called_them_in_the_result_the_s
 
 
 def test_run_json_lists_subagents_in_call_order(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DELEGATE_"))}
+    env = scrubbed_env()
     with OpenAIServer(SlowFirst()) as server:
         env["OPENAI_BASE_URL"] = server.base_url
         env["OPENAI_API_KEY"] = "k"

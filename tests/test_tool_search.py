@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, call, reply
 from delegate.tools import Tool
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
 SERVER = Path(__file__).with_name("mcp_server.py")
@@ -170,7 +170,7 @@ def test_delegate_run_uses_the_mcp_servers_of_a_config_file(tmp_path: Path) -> N
             return Reply(tool_calls=[(ADD, {"a": 20, "b": 22})])
         return Reply(content=f"The sum is {tool_results[-1]}.")
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_"))}
+    env = scrubbed_env()
     with OpenAIServer(lead) as server:
         env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"}
         done = subprocess.run(

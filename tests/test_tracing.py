@@ -21,6 +21,7 @@ from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, reply, respond
+from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 from tests.loopback_otlp import OTLPReceiver
 
@@ -187,7 +188,7 @@ def cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Completed
 
 
 def cli_env(base_url: str, collector: OTLPReceiver, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "DELEGATE_", "OTEL_"))}
+    env = scrubbed_env("OTEL_")
     # a long export delay: only the flush at exit can send the spans in time
     return env | {"OPENAI_BASE_URL": base_url, "OTEL_BSP_SCHEDULE_DELAY": "600000"} | extra
 
