@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from delegate._store import Store
+from tests.cli_support import delegate
 from tests.durable_support import (
     FINAL_ANSWER,
     RUN_ARGS,
     SUBAGENTS,
     cli_env,
-    delegate,
     keyed_responder,
     only_run,
     run_json,

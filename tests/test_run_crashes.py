@@ -18,13 +18,13 @@ import pytest
 
 from delegate._run_result import stored_result
 from delegate._store import FINAL_STATUSES, RunRow, Store
+from tests.cli_support import delegate
 from tests.durable_support import (
     FINAL_ANSWER,
     RUN_ARGS,
     SUBAGENTS,
     cli_env,
     comparable,
-    delegate,
     keyed_responder,
     only_run,
     run_json,
