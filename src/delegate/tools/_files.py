@@ -171,7 +171,7 @@ def _write_file(workspace: Workspace, path: str, content: str) -> ToolReturn:
         raise ToolError(f"cannot create the folders of {rel}: part of that path is a file") from None
     except OSError as exc:
         raise _os_error(exc, f"cannot create the folders of {rel}") from None
-    _replace_atomically(real, rel, data)
+    _replace_atomically(real, rel, data, workspace)
     verb = "replaced" if existed else "created"
     return ToolReturn(
         content=f"{verb} {rel} ({len(data):,} byte{'' if len(data) == 1 else 's'} written)",
@@ -230,7 +230,7 @@ def _edit_file(workspace: Workspace, path: str, old: str, new: str, replace_all:
         )
     start = text.index(old)
     updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-    _replace_atomically(real, rel, _encode(updated))
+    _replace_atomically(real, rel, _encode(updated), workspace)
     what = f"{count} occurrences" if count > 1 else "1 occurrence"
     return ToolReturn(
         content=f"edited {rel}: replaced {what}\n{_snippet(updated, start, len(new))}",
@@ -249,8 +249,16 @@ def _snippet(text: str, start: int, length: int, context: int = 3, max_lines: in
     return "\n".join(f"{n + 1:>6}\t{_cut_line(lines[n])}" for n in range(low, high))
 
 
-def _replace_atomically(real: Path, rel: str, data: bytes) -> None:
-    """Write `data` to a new file beside `real`, then rename it over `real` in one step.
+SCRATCH = ".delegate/tmp"
+"""Where a file being written is made before it takes its name: hidden from agents (`HIDDEN`)."""
+
+
+def _replace_atomically(real: Path, rel: str, data: bytes, workspace: Workspace) -> None:
+    """Write `data` to a new file, then rename it over `real` in one step.
+
+    The new file is made in the workspace's `.delegate/tmp/` (when it has `.delegate/`, as with a
+    store), which agents never see, so a process killed between the two steps leaves nothing in
+    their view; else, or across file systems, beside `real`.
 
     The temporary file is created with the usual permissions (0o666 less the umask) and an
     existing file's mode is kept. Renaming never follows a symlink at the destination, and it
@@ -263,7 +271,15 @@ def _replace_atomically(real: Path, rel: str, data: bytes) -> None:
             if not os.access(real, os.W_OK):
                 raise ToolError(f"{rel} is read-only")
             mode = stat.S_IMODE(info.st_mode)
-    temp = real.with_name(f".{real.name[:180]}.{secrets.token_hex(4)}.tmp")
+    scratch = workspace.root / SCRATCH
+    try:
+        if scratch.parent.is_dir():  # a workspace with a store (the default), never made for this
+            scratch.mkdir(exist_ok=True)
+        same_device = scratch.stat().st_dev == real.parent.stat().st_dev
+    except OSError:
+        same_device = False
+    folder = scratch if same_device else real.parent
+    temp = folder / f".{real.name[:180]}.{secrets.token_hex(4)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(temp, flags, 0o666)
