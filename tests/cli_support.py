@@ -4,7 +4,10 @@ developer's provider keys or delegate settings (so no test can reach a real mode
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 SCRUBBED = ("OPENAI_", "ANTHROPIC_", "DELEGATE_")
 """Prefixes of the variables a CLI under test never inherits."""
@@ -16,6 +19,21 @@ def scrubbed_env(*also: str) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
 
-def delegate(*args: str) -> list[str]:
+def delegate(*args: str | bytes) -> list[str | bytes]:
     """The command line of `delegate ARGS...` run by this interpreter."""
     return [sys.executable, "-m", "delegate", *args]
+
+
+def run_cli(
+    args: Sequence[str | bytes], env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run `delegate ARGS...` to its end, its output captured as text, in `env` (default: this
+    process's, scrubbed)."""
+    return subprocess.run(
+        delegate(*args),
+        cwd=cwd,
+        env=scrubbed_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

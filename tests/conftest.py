@@ -5,7 +5,7 @@ import os
 import pytest
 from hypothesis import settings
 
-pytest_plugins = ["tests.conftest_store"]
+pytest_plugins = ["tests.conftest_store", "tests.durable_support"]
 
 # CI draws the same examples on every run, so a landing never hangs on a lucky draw; a developer's
 # plain `pytest` explores new ones each time (that is how the symlink-loop escape was found).

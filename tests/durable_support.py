@@ -11,14 +11,16 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from delegate._store import RunRow, Store
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.cli_support import scrubbed_env
-from tests.loopback_openai import Fault, Reply
+from tests.loopback_openai import Fault, OpenAIServer, Reply
 
 SUBAGENTS = 6
 FINAL_ANSWER = threading.Event()
@@ -64,6 +66,17 @@ def keyed_responder(body: dict[str, Any]) -> Reply | Fault:
         return Reply(tool_calls=[("write_file", write)], prompt_tokens=20 + n, completion_tokens=10 + n)
     done = {"summary": f"wrote notes on topic {n}", "paths": [f"notes/{n}.md"]}
     return Reply(tool_calls=[("complete", done)], prompt_tokens=40 + n, completion_tokens=5 + n)
+
+
+@pytest.fixture
+def openai() -> Iterator[OpenAIServer]:
+    """A loopback OpenAI server answering `keyed_responder`; a test imports it to use it."""
+    FINAL_ANSWER.set()
+    try:
+        with OpenAIServer(keyed_responder) as server:
+            yield server
+    finally:
+        FINAL_ANSWER.set()  # never leave a responder thread waiting
 
 
 def cli_env(base_url: str, db: str | None = None) -> dict[str, str]:

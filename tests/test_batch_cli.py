@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli_support import scrubbed_env
+from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
 
@@ -24,12 +24,6 @@ def env_for(base_url: str, db: str | None = None) -> dict[str, str]:
     return env
 
 
-def delegate(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "delegate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
 def write_items(path: Path, count: int, **extra: Any) -> Path:
     with path.open("w") as out:
         for i in range(count):
@@ -38,7 +32,7 @@ def write_items(path: Path, count: int, **extra: Any) -> Path:
 
 
 def batch_status(batch_id: str, env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    return json.loads(delegate(["batch", "status", batch_id, "--json"], env, cwd).stdout)
+    return json.loads(run_cli(["batch", "status", batch_id, "--json"], env, cwd).stdout)
 
 
 def wait_for_end(batch_id: str, env: dict[str, str], cwd: Path, timeout: float = 120) -> dict[str, Any]:
@@ -69,7 +63,7 @@ def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Pa
     items = write_items(tmp_path / "items.jsonl", 25, acceptance_criteria=["file:nothing.md exists"])
     with OpenAIServer(completing()) as server:
         env = env_for(server.base_url)
-        done = delegate(
+        done = run_cli(
             [
                 "batch",
                 "submit",
@@ -89,7 +83,7 @@ def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Pa
         assert done.returncode == 0, done.stderr
         batch_id = done.stdout.strip().splitlines()[-1]
         status = batch_status(batch_id, env, tmp_path)
-        exported = delegate(["batch", "export", batch_id], env, tmp_path).stdout.splitlines()
+        exported = run_cli(["batch", "export", batch_id], env, tmp_path).stdout.splitlines()
     assert status["status"] == "completed"
     assert status["counts"]["succeeded"] == 25
     assert status["max_attempts"] == 2
@@ -115,7 +109,7 @@ def test_bad_items_exit_2_and_store_nothing(tmp_path: Path, lines: list[str], me
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n")
     env = env_for("http://127.0.0.1:9/v1")
-    done = delegate(["batch", "submit", str(path), "--type", "explore", "--detach"], env, tmp_path)
+    done = run_cli(["batch", "submit", str(path), "--type", "explore", "--detach"], env, tmp_path)
     assert done.returncode == 2
     assert message in done.stderr.lower() or message in done.stderr
     from delegate._store import Store
@@ -127,9 +121,9 @@ def test_bad_items_exit_2_and_store_nothing(tmp_path: Path, lines: list[str], me
 def test_unknown_type_and_unknown_batch_exit_2(tmp_path: Path) -> None:
     env = env_for("http://127.0.0.1:9/v1")
     items = write_items(tmp_path / "items.jsonl", 2)
-    done = delegate(["batch", "submit", str(items), "--type", "nope", "--detach"], env, tmp_path)
+    done = run_cli(["batch", "submit", str(items), "--type", "nope", "--detach"], env, tmp_path)
     assert done.returncode == 2 and "nope" in done.stderr
-    done = delegate(["batch", "status", "b_missing"], env, tmp_path)
+    done = run_cli(["batch", "status", "b_missing"], env, tmp_path)
     assert done.returncode == 2 and "no batch 'b_missing'" in done.stderr
 
 
@@ -137,7 +131,7 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
     items = write_items(tmp_path / "items.jsonl", 240)
     with OpenAIServer(completing(latency=0.15)) as server:
         env = env_for(server.base_url, db=store_url)
-        done = delegate(
+        done = run_cli(
             [
                 "batch",
                 "submit",
@@ -179,7 +173,7 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
             worker.send_signal(signal.SIGTERM)
             worker.wait(timeout=30)
             log.close()
-        rows = [json.loads(line) for line in delegate(["batch", "export", batch_id], env, tmp_path).stdout.splitlines()]
+        rows = [json.loads(line) for line in run_cli(["batch", "export", batch_id], env, tmp_path).stdout.splitlines()]
         assert server.max_in_flight <= 12
     assert status["status"] == "completed", status
     assert status["counts"]["succeeded"] == 240
@@ -206,7 +200,7 @@ def test_a_batch_left_to_workers_runs_on_the_model_the_lead_submitted_it_with(tm
 
     with OpenAIServer(answer) as server:
         env = env_for(server.base_url)
-        done = delegate(["run", "fan out five", "--model", "openai:m", "--json", "--detach-batches"], env, tmp_path)
+        done = run_cli(["run", "fan out five", "--model", "openai:m", "--json", "--detach-batches"], env, tmp_path)
         assert done.returncode == 0, done.stderr
         final = json.loads(done.stdout)["final"]
         assert "accepted with 5 items" in final and "survives restarts" in final
@@ -248,12 +242,12 @@ def test_delegate_run_runs_the_batches_its_lead_submits_and_waits_for_them(tmp_p
     with OpenAIServer(answer) as server:
         env = env_for(server.base_url)
         args = ["run", "fan out five", "--model", "openai:m", "--json", "--max-steps", "500"]
-        done = delegate(args, env, tmp_path)
+        done = run_cli(args, env, tmp_path)
         assert done.returncode == 0, done.stderr
         final = json.loads(done.stdout)["final"]
         batch_id = final.split()[1]
         assert f"Batch {batch_id} (5 items) ended completed." in done.stderr
-        status = json.loads(delegate(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
+        status = json.loads(run_cli(["batch", "status", batch_id, "--json"], env, tmp_path).stdout)
     assert status["status"] == "completed" and status["counts"]["succeeded"] == 5
     assert final == f"Batch {batch_id} (five) is completed: 5 succeeded of 5."  # what its batch_status saw
 
@@ -291,7 +285,7 @@ def test_two_workers_share_one_batch_within_its_caps(tmp_path: Path, store_url: 
             "--max-live",
             "10",
         ]
-        done = delegate(submit, env, tmp_path)
+        done = run_cli(submit, env, tmp_path)
         assert done.returncode == 0, done.stderr
         batch_id = done.stdout.strip().splitlines()[-1]
         log = (tmp_path / "workers.log").open("ab")

@@ -17,9 +17,10 @@ from delegate._events import Event
 from delegate._runtime import Runtime
 from delegate._store import Store
 from delegate.server import ServerSettings, create_app
+from tests.cli_support import run_cli
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 from tests.loopback_server import LiveServer
-from tests.test_batch_cli import delegate, env_for
+from tests.test_batch_cli import env_for
 from tests.test_results import close, is_lead, openai_model, tool_results
 from tests.test_server_api import client, read_events, start
 
@@ -157,13 +158,13 @@ def test_a_batch_items_budget_caps_what_its_subagent_spends(tmp_path: Path) -> N
 
     with OpenAIServer(responder) as server:
         env = env_for(server.base_url)
-        submitted = delegate(
+        submitted = run_cli(
             ["batch", "submit", str(items), "--type", "general-purpose", "--model", "openai:m", "--max-attempts", "1"],
             env,
             tmp_path,
         )
         batch_id = submitted.stdout.strip().splitlines()[-1]
-        exported = delegate(["batch", "export", batch_id], env, tmp_path)
+        exported = run_cli(["batch", "export", batch_id], env, tmp_path)
     rows = {row["key"]: row for row in map(json.loads, exported.stdout.splitlines())}
     assert (rows["capped"]["status"], rows["capped"]["outcome"], rows["capped"]["steps"]) == ("failed", "aborted", 2)
     assert "model requests" in rows["capped"]["error"]

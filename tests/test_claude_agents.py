@@ -15,7 +15,7 @@ import pytest
 from delegate import Catalogue, Event, ModelAliases, Runtime, UserError
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.subagents import LEAD_INSTRUCTIONS
-from tests.cli_support import scrubbed_env
+from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
 FIXTURE = Path(__file__).parent / "fixtures" / "claude_workspace"
@@ -227,12 +227,8 @@ def test_a_small_catalogue_keeps_full_descriptions_and_the_enum(tmp_path: Path, 
     assert "tool_search" not in {t["function"]["name"] for t in body["tools"]}
 
 
-def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "delegate", *args], capture_output=True, text=True, cwd=cwd)
-
-
 def test_agents_show_prints_a_definition_as_resolved(workspace: Path) -> None:
-    done = run_cli(["agents", "show", "code-reviewer", "--json", "--model-alias", "sonnet=openai:x"], workspace)
+    done = run_cli(["agents", "show", "code-reviewer", "--json", "--model-alias", "sonnet=openai:x"], cwd=workspace)
     assert done.returncode == 0, done.stderr
     row = json.loads(done.stdout)
     assert row["source"] == ".claude/agents/code-reviewer.md"
@@ -241,16 +237,16 @@ def test_agents_show_prints_a_definition_as_resolved(workspace: Path) -> None:
     assert (row["max_steps"], row["timeout"]) == (12, 600.0)
     assert row["command_rules"] == {"allow": ["git diff:*"], "deny": []}
     assert len(row["warnings"]) == 2
-    shown = run_cli(["agents", "show", "seo-meta-optimizer", "--model-alias", "sonnet=openai:gpt-4.1"], workspace)
+    shown = run_cli(["agents", "show", "seo-meta-optimizer", "--model-alias", "sonnet=openai:gpt-4.1"], cwd=workspace)
     assert "model:             sonnet → openai:gpt-4.1" in shown.stdout
-    reviewer = run_cli(["agents", "show", "code-reviewer"], workspace)
+    reviewer = run_cli(["agents", "show", "code-reviewer"], cwd=workspace)
     assert "commands allowed:  git diff:*" in reviewer.stdout
-    missing = run_cli(["agents", "show", "nope"], workspace)
+    missing = run_cli(["agents", "show", "nope"], cwd=workspace)
     assert missing.returncode == 2 and "no subagent type 'nope'; available: general-purpose" in missing.stderr
 
 
 def test_agents_list_json_keeps_stdout_clean_and_warns_on_stderr(workspace: Path) -> None:
-    done = run_cli(["agents", "list", "--json"], workspace)
+    done = run_cli(["agents", "list", "--json"], cwd=workspace)
     assert done.returncode == 0
     assert "powershell-5.1-expert" in [row["name"] for row in json.loads(done.stdout)]
     assert "warning: .claude/agents/blob.md: a binary file" in done.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_support import run_cli
 from tests.durable_support import cli_env, keyed_responder
 from tests.loopback_openai import OpenAIServer
 
@@ -20,12 +21,6 @@ from tests.loopback_openai import OpenAIServer
 def env() -> Iterator[dict[str, str]]:
     with OpenAIServer(keyed_responder) as server:
         yield cli_env(server.base_url)
-
-
-def delegate(args: list[str | bytes], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "delegate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
-    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -37,21 +32,21 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_a_prompt_that_is_not_utf8_is_refused_in_one_line(env: dict[str, str], tmp_path: Path) -> None:
-    line = one_line_error(delegate(["run", b"caf\xe9", "--model", "openai:m"], env, tmp_path))
+    line = one_line_error(run_cli(["run", b"caf\xe9", "--model", "openai:m"], env, tmp_path))
     assert line == "error: the prompt is not valid UTF-8 (byte 0xe9 at position 3): pass it as UTF-8 text"
 
 
 def test_a_jsonl_file_that_is_not_utf8_is_refused_naming_its_line(env: dict[str, str], tmp_path: Path) -> None:
     items = tmp_path / "items.jsonl"
     items.write_bytes(b'{"key": "a", "prompt": "ok"}\n{"key": "b", "prompt": "caf\xe9"}\n')
-    line = one_line_error(delegate(["batch", "submit", str(items), "--type", "explore", "--detach"], env, tmp_path))
+    line = one_line_error(run_cli(["batch", "submit", str(items), "--type", "explore", "--detach"], env, tmp_path))
     assert line == f"error: {items}:2: not valid UTF-8 (byte 0xe9 at column 28); save it as UTF-8"
 
 
 def test_deeply_nested_json_is_refused_in_one_line(env: dict[str, str], tmp_path: Path) -> None:
     items = tmp_path / "items.jsonl"
     items.write_text('{"key": "a", "prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
-    line = one_line_error(delegate(["batch", "submit", str(items), "--type", "explore", "--detach"], env, tmp_path))
+    line = one_line_error(run_cli(["batch", "submit", str(items), "--type", "explore", "--detach"], env, tmp_path))
     assert line == f"error: {items}:1: nested too deeply to read; each line is one flat item object"
 
 
@@ -59,7 +54,7 @@ def test_deeply_nested_json_is_refused_in_one_line(env: dict[str, str], tmp_path
 def test_a_read_only_workspace_is_refused_in_one_line(env: dict[str, str], tmp_path: Path) -> None:
     tmp_path.chmod(stat.S_IRUSR | stat.S_IXUSR)
     try:
-        line = one_line_error(delegate(["run", "hello", "--model", "openai:m"], env, tmp_path))
+        line = one_line_error(run_cli(["run", "hello", "--model", "openai:m"], env, tmp_path))
     finally:
         tmp_path.chmod(stat.S_IRWXU)
     assert "permission denied" in line
@@ -69,32 +64,32 @@ def test_a_workspace_whose_store_is_a_folder_we_cannot_write_is_refused_in_one_l
     env: dict[str, str], tmp_path: Path
 ) -> None:
     (tmp_path / ".delegate").write_text("a file where the store's folder should be")
-    line = one_line_error(delegate(["run", "hello", "--model", "openai:m"], env, tmp_path))
+    line = one_line_error(run_cli(["run", "hello", "--model", "openai:m"], env, tmp_path))
     assert ".delegate" in line  # names what it cannot use
 
 
 def test_a_corrupt_database_is_refused_in_one_line(env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / ".delegate").mkdir()
     (tmp_path / ".delegate" / "delegate.db").write_bytes(b"this is not a database" * 100)
-    line = one_line_error(delegate(["runs", "list"], env, tmp_path))
+    line = one_line_error(run_cli(["runs", "list"], env, tmp_path))
     assert "is not a SQLite database" in line
 
 
 def test_an_unreachable_database_is_refused_in_one_line(env: dict[str, str], tmp_path: Path) -> None:
     url = "postgresql://nobody@127.0.0.1:9/nowhere"
-    line = one_line_error(delegate(["runs", "list", "--db", url], env, tmp_path))
+    line = one_line_error(run_cli(["runs", "list", "--db", url], env, tmp_path))
     assert line.startswith("error: the database postgresql+psycopg://nobody@127.0.0.1:9/nowhere cannot be used")
 
 
 def test_debug_shows_the_traceback(env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / ".delegate").mkdir()
     (tmp_path / ".delegate" / "delegate.db").write_bytes(b"this is not a database" * 100)
-    proc = delegate(["runs", "list", "--debug"], env, tmp_path)
+    proc = run_cli(["runs", "list", "--debug"], env, tmp_path)
     assert proc.returncode == 1
     assert "Traceback" in proc.stderr and "UserError" in proc.stderr
 
 
 def test_an_unknown_run_is_one_line(env: dict[str, str], tmp_path: Path) -> None:
     for args in (["runs", "show", "nope"], ["runs", "cancel", "nope"], ["run", "--resume", "nope"]):
-        line = one_line_error(delegate(args, env, tmp_path))
+        line = one_line_error(run_cli(args, env, tmp_path))
         assert line == "error: no run 'nope': list the runs with `delegate runs list`"

@@ -16,13 +16,12 @@ from typing import Any
 import pytest
 
 from delegate._store import Store
-from tests.cli_support import delegate
+from tests.cli_support import delegate, run_cli
 from tests.durable_support import (
     FINAL_ANSWER,
     RUN_ARGS,
     SUBAGENTS,
     cli_env,
-    keyed_responder,
     only_run,
     run_json,
     wait_for,
@@ -30,23 +29,9 @@ from tests.durable_support import (
 from tests.loopback_openai import OpenAIServer
 
 
-@pytest.fixture
-def openai() -> Iterator[OpenAIServer]:
-    FINAL_ANSWER.set()
-    try:
-        with OpenAIServer(keyed_responder) as server:
-            yield server
-    finally:
-        FINAL_ANSWER.set()  # never leave a responder thread waiting
-
-
-def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(delegate(*args), env=env, capture_output=True, text=True, timeout=120)
-
-
 def _finished_run(openai: OpenAIServer, root: Path) -> tuple[dict[str, str], dict[str, Any]]:
     env = cli_env(openai.base_url)
-    result = run_json(_cli(env, "run", "write the notes", *RUN_ARGS, "-w", str(root)))
+    result = run_json(run_cli(["run", "write the notes", *RUN_ARGS, "-w", str(root)], env))
     assert result["status"] == "completed"
     return env, result
 
@@ -60,13 +45,13 @@ def test_runs_events_prints_a_run_s_events_in_order_as_json_lines_or_one_line_ea
     openai: OpenAIServer, tmp_path: Path
 ) -> None:
     env, result = _finished_run(openai, tmp_path)
-    proc = _cli(env, "runs", "events", result["run_id"], "--json", "-w", str(tmp_path))
+    proc = run_cli(["runs", "events", result["run_id"], "--json", "-w", str(tmp_path)], env)
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert events == _stored(tmp_path, result["run_id"])
     assert events[0]["type"] == "run.started" and events[-1]["type"] == "run.completed"
     assert sum(e["type"] == "subagent.completed" for e in events) == SUBAGENTS
-    text = _cli(env, "runs", "events", result["run_id"], "-w", str(tmp_path))
+    text = run_cli(["runs", "events", result["run_id"], "-w", str(tmp_path)], env)
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [str(e["seq"]) for e in events]
@@ -78,10 +63,10 @@ def test_runs_export_is_the_run_its_subagents_and_every_event_in_one_json_docume
     openai: OpenAIServer, tmp_path: Path
 ) -> None:
     env, result = _finished_run(openai, tmp_path)
-    proc = _cli(env, "runs", "export", result["run_id"], "-w", str(tmp_path))
+    proc = run_cli(["runs", "export", result["run_id"], "-w", str(tmp_path)], env)
     assert proc.returncode == 0, proc.stderr
     exported = json.loads(proc.stdout)
-    shown = run_json(_cli(env, "runs", "show", result["run_id"], "--json", "-w", str(tmp_path)))
+    shown = run_json(run_cli(["runs", "show", result["run_id"], "--json", "-w", str(tmp_path)], env))
     assert {k: v for k, v in exported.items() if k in shown} == shown  # what `runs show --json` prints
     assert (exported["prompt"], exported["model"]) == ("write the notes", "openai:m")
     assert exported["completed_at"] >= exported["created_at"]
@@ -92,7 +77,7 @@ def test_runs_export_is_the_run_its_subagents_and_every_event_in_one_json_docume
 def test_runs_events_and_export_of_an_unknown_run_say_how_to_find_one(tmp_path: Path) -> None:
     env = cli_env("http://127.0.0.1:9")
     for command in ("events", "export"):
-        proc = _cli(env, "runs", command, "run_nope", "-w", str(tmp_path))
+        proc = run_cli(["runs", command, "run_nope", "-w", str(tmp_path)], env)
         assert proc.returncode == 2
         assert proc.stderr.strip() == "error: no run 'run_nope': list the runs with `delegate runs list`"
         assert proc.stdout == ""

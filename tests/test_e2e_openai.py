@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from delegate._runtime import Runtime
 from delegate._usage import Usage
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.subagents import LEAD_INSTRUCTIONS
-from tests.cli_support import scrubbed_env
+from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import Fault, OpenAIServer, Reply, scripted
 
 
@@ -114,17 +112,6 @@ async def test_a_lead_fans_out_through_the_openai_adapter(tmp_path: Path, clean_
     # usage sums match what the server reported
     assert result.usage.input_tokens == server.total_usage.prompt_tokens
     assert result.usage.output_tokens == server.total_usage.completion_tokens
-
-
-def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "delegate", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def cli_env(base_url: str | None) -> dict[str, str]:

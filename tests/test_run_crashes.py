@@ -25,7 +25,6 @@ from tests.durable_support import (
     SUBAGENTS,
     cli_env,
     comparable,
-    keyed_responder,
     only_run,
     run_json,
     wait_for,
@@ -45,16 +44,6 @@ def stores() -> Iterator[list[Store]]:
     yield opened
     for store in opened:
         store.close()
-
-
-@pytest.fixture
-def openai() -> Iterator[OpenAIServer]:
-    FINAL_ANSWER.set()
-    try:
-        with OpenAIServer(keyed_responder) as server:
-            yield server
-    finally:
-        FINAL_ANSWER.set()  # never leave a responder thread waiting
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ from delegate._agents import Subagent
 from delegate._runtime import Runtime
 from delegate._store import Store
 from delegate.batch import Batches
+from tests.cli_support import run_cli
 from tests.loopback_openai import Fault, OpenAIServer, Reply
-from tests.test_batch_cli import delegate, env_for, write_items
+from tests.test_batch_cli import env_for, write_items
 from tests.test_results import close, is_lead, openai_model, prompt_of, tool_results
 
 PRICE_SCHEMA = """\
@@ -142,7 +143,7 @@ def test_a_typed_batch_of_100_items_exports_each_result_as_json_lines(tmp_path: 
 
     with OpenAIServer(responder) as server:
         env = env_for(server.base_url)
-        submitted = delegate(
+        submitted = run_cli(
             ["batch", "submit", str(items), "--type", "pricer", "--model", "openai:m", "--max-running", "10"],
             env,
             tmp_path,
@@ -150,7 +151,7 @@ def test_a_typed_batch_of_100_items_exports_each_result_as_json_lines(tmp_path: 
         assert submitted.returncode == 0, submitted.stderr
         batch_id = submitted.stdout.strip().splitlines()[-1]
         out = tmp_path / "results.jsonl"
-        exported = delegate(["batch", "export", batch_id, "-o", str(out)], env, tmp_path)
+        exported = run_cli(["batch", "export", batch_id, "-o", str(out)], env, tmp_path)
     assert exported.returncode == 0, exported.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["key"] for r in rows] == [f"item-{i}" for i in range(100)]  # submission order
@@ -167,7 +168,7 @@ def test_a_batch_refuses_at_submission_what_task_would_refuse_and_stores_nothing
         {"key": "budget", "prompt": "p", "token_budget": 0},
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    done = delegate(
+    done = run_cli(
         ["batch", "submit", str(path), "--type", "pricer", "--detach"], env_for("http://127.0.0.1:9/v1"), tmp_path
     )
     assert done.returncode == 2
