@@ -40,6 +40,7 @@ from ._rows import (
     SUMMARY_COLUMNS,
     SUMMARY_PROMPT_CHARS,
     Checkpoint,
+    EncodedEvent,
     RunRow,
     RunStatus,
     RunSummary,
@@ -51,6 +52,7 @@ from ._rows import (
     decode_run_summaries,
     decode_subagent,
     decode_user,
+    encode_event,
     event_rows,
     iso,
     run_values,
@@ -481,26 +483,26 @@ class Store:
 
     def record(
         self,
-        events: Sequence[Event] = (),
+        events: Sequence[EncodedEvent] = (),
         checkpoints: Sequence[Checkpoint] = (),
-        subagents: Sequence[tuple[str, TaskOutput, str | None]] = (),
+        subagents: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Store a run's progress in one transaction: what a run's recorder writes as it goes.
-        `subagents` are `(run_id, record, key)`: a finished subagent with a `key` is kept for a
-        resume (its record is its checkpoint, see `checkpoints`).
+        `events` come encoded (`encode_event`), `subagents` as rows (`subagent_values`): a
+        finished subagent with a `key` is kept for a resume (its record is its checkpoint, see
+        `checkpoints`).
 
         Checkpoints already stored (same run, kind and key) are kept as they were: the first wins.
         """
         events_rows = event_rows(events)
         checkpoint_rows = [checkpoint_values(c) for c in checkpoints]
-        subagent_rows = [subagent_values(run_id, r, key) for run_id, r, key in subagents]
         with self.write() as conn:
             if events_rows:
                 insert_events(conn, events_rows)
             if checkpoint_rows:
                 insert_rows(conn, checkpoints_table, checkpoint_rows, conflict="nothing")
-            if subagent_rows:
-                upsert_subagents(conn, subagent_rows)
+            if subagents:
+                upsert_subagents(conn, list(subagents))
 
     def checkpoints(self, run_id: str) -> list[Checkpoint]:
         """A run's checkpoints: its lead's answers and tool results in the order they were
@@ -531,7 +533,7 @@ class Store:
 
         Built for batches: thousands of events go in one `executemany`. Each run must exist.
         """
-        rows = event_rows(list(events))
+        rows = event_rows([encode_event(e) for e in events])
         if rows:
             with self.write() as conn:
                 insert_events(conn, rows)
