@@ -7,6 +7,7 @@ prompts with llama.cpp's own error."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,15 @@ import pytest
 
 from delegate import Runtime, ToolContext, tool
 from delegate._events import Event
+from delegate._fit import CUT_NOTE, fit_request
+from delegate._messages import Message, ToolCallPart, ToolResultPart
 from delegate.models import (
     DEFAULT_CONTEXT_WINDOW,
     AnthropicModel,
+    ModelRequest,
     OpenAIModel,
     context_window,
+    estimate_tokens,
     known_context_window,
 )
 from delegate.models._window import overflow_limit
@@ -162,3 +167,48 @@ def test_a_refusal_for_length_is_recognised_with_the_window_it_names(
 def test_other_refusals_are_not_taken_for_a_context_overflow() -> None:
     assert overflow_limit(400, "invalid value for temperature", None) == (False, None)
     assert overflow_limit(500, "context size exceeded", None) == (False, None)  # a 5xx is retried as it is
+
+
+def _fan_out_turn(calls: int, results_chars: int) -> list[Message]:
+    """A lead's conversation after one turn of `calls` parallel `task` calls, each answered with
+    `results_chars` characters of results (100 subagents' at about 150 characters each)."""
+    parts = [
+        ToolCallPart(id=f"c{i}", name="task", arguments={"prompts": [f"q{i}-{j}" for j in range(100)]})
+        for i in range(calls)
+    ]
+    results = [
+        ToolResultPart(tool_call_id=f"c{i}", name="task", content=f"[completed] sub{i} " + "r" * results_chars)
+        for i in range(calls)
+    ]
+    return [Message.user("fan out"), Message(role="assistant", parts=parts), Message(role="tool", parts=results)]
+
+
+def test_the_request_after_a_fan_out_to_ten_thousand_subagents_is_cut_to_fit() -> None:
+    # 100 results of 15,000 characters, as the lead gets them back from 10,000 subagents, and a
+    # window the calls fit in: each result is cut to its start and end, the agent's record kept
+    request = ModelRequest(system="lead", messages=_fan_out_turn(100, 15_000))
+    assert estimate_tokens(request) > 500_000
+    fitted = fit_request(request, 100_000)
+    assert estimate_tokens(fitted) <= 100_000
+    tool_results = fitted.messages[2].parts
+    assert len(tool_results) == 100 and all(
+        CUT_NOTE in p.content for p in tool_results if isinstance(p, ToolResultPart)
+    )
+    assert request.messages[2].parts[0].content.endswith("r" * 100)  # the agent's own record is not cut
+
+
+def test_a_request_that_cannot_be_cut_to_fit_is_sent_as_far_as_cutting_goes() -> None:
+    # 100 calls whose arguments alone are over the limit: every result is cut down to the shortest
+    # a cut leaves, and then it is sent (this looped for ever: a cut of a text of 460 characters
+    # and its note is 460 characters again). Run in a thread, so a loop fails the test.
+    request = ModelRequest(system="lead", messages=_fan_out_turn(100, 15_000))
+    limit = 20_000
+    assert estimate_tokens(ModelRequest(system="lead", messages=request.messages[:2])) > limit
+    got: list[ModelRequest] = []
+    worker = threading.Thread(target=lambda: got.append(fit_request(request, limit)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert got, "fit_request never returned"
+    results = [p for p in got[0].messages[2].parts if isinstance(p, ToolResultPart)]
+    assert len(results) == 100 and all(len(p.content) < 500 for p in results)
+    assert got[0].messages[1] == request.messages[1]  # the calls' arguments hold no text to cut

@@ -21,6 +21,7 @@ from typing import Any
 
 from ._messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from .models import ModelRequest, estimate_tokens
+from .models._window import fixed_chars, message_chars, part_chars, tokens_of
 
 __all__ = ["CUT_NOTE", "cut_text", "fit_request"]
 
@@ -43,31 +44,42 @@ def cut_text(text: str, keep: int) -> str:
 def fit_request(request: ModelRequest, limit: int, estimate: int | None = None) -> ModelRequest:
     """`request` with its messages cut until its estimated size is at most `limit` tokens (or as
     far as cutting goes: the system prompt and the tools are never cut). `estimate` is its size,
-    when the caller knows it."""
+    when the caller knows it.
+
+    The size is kept as each cut is made, by the characters of what changed, never counted
+    afresh: a lead that fanned out to 10,000 subagents has a few messages of megabytes, and its
+    request is cut many times before it fits."""
     if (estimate if estimate is not None else estimate_tokens(request)) <= limit:
         return request
     messages = list(request.messages)
     recent = max(1, len(messages) - 2)  # the latest call and its result stay whole in step 1
     messages = [m if i == 0 or i >= recent else _shorten(m, OLD_PART_CHARS) for i, m in enumerate(messages)]
-    fitted = replace(request, messages=messages)
+    chars = fixed_chars(request) + sum(message_chars(m) for m in messages)
+
+    def fits(dropped: int) -> bool:
+        return tokens_of(chars + len(_note(dropped)), len(messages)) <= limit
+
     dropped = 0
-    while estimate_tokens(fitted) > limit and len(messages) > 3:
-        del messages[1]
-        dropped += 1
-        while len(messages) > 3 and messages[1].role != "assistant":  # no result without its call
-            del messages[1]
-            dropped += 1
-        fitted = replace(request, messages=[_noted(messages[0], dropped), *messages[1:]])
-    while estimate_tokens(fitted) > limit and _halve_longest(messages):
-        fitted = replace(request, messages=[_noted(messages[0], dropped), *messages[1:]])
-    return fitted
+    while not fits(dropped) and len(messages) > 3:
+        gone = 1
+        while len(messages) - gone > 3 and messages[1 + gone].role != "assistant":  # no result without its call
+            gone += 1
+        chars -= sum(message_chars(m) for m in messages[1 : 1 + gone])
+        del messages[1 : 1 + gone]
+        dropped += gone
+    while not fits(dropped) and (change := _halve_longest(messages)):
+        chars += change
+    return replace(request, messages=[_noted(messages[0], dropped), *messages[1:]])
+
+
+def _note(dropped: int) -> str:
+    return f"\n({dropped} earlier messages were left out to fit the model's context window.)" if dropped else ""
 
 
 def _noted(first: Message, dropped: int) -> Message:
     if not dropped:
         return first
-    note = TextPart(text=f"\n({dropped} earlier messages were left out to fit the model's context window.)")
-    return replace(first, parts=[*first.parts, note])
+    return replace(first, parts=[*first.parts, TextPart(text=_note(dropped))])
 
 
 def _shorten(message: Message, keep: int) -> Message:
@@ -99,15 +111,20 @@ def _size(part: Part) -> int:
     return 0
 
 
-def _halve_longest(messages: list[Message]) -> bool:
-    """Halve the longest text of `messages` in place; False when none is left to halve."""
+def _halve_longest(messages: list[Message]) -> int:
+    """Halve the longest text of `messages` in place and return how many characters that changed
+    the request by (negative); 0 when none is left to halve."""
     sizes = [(_size(part), i, j) for i, m in enumerate(messages) for j, part in enumerate(m.parts)]
     if not sizes:
-        return False
+        return 0
     size, i, j = max(sizes)
     if size <= MIN_PART_CHARS:
-        return False
+        return 0
     parts = list(messages[i].parts)
-    parts[j] = _cut_part(parts[j], max(MIN_PART_CHARS, size // 2))
+    cut = _cut_part(parts[j], max(MIN_PART_CHARS, size // 2))
+    change = part_chars(cut) - part_chars(parts[j])
+    if change >= 0:  # its note would make it no shorter: nothing is left to halve
+        return 0
+    parts[j] = cut
     messages[i] = replace(messages[i], parts=parts)
-    return True
+    return change

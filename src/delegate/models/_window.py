@@ -18,7 +18,7 @@ import operator
 import re
 from typing import Any, cast
 
-from .._messages import Message
+from .._messages import Message, Part
 from ._base import Model, ModelRequest, ToolSpec
 
 __all__ = [
@@ -27,8 +27,11 @@ __all__ = [
     "MessageTally",
     "context_window",
     "estimate_tokens",
+    "fixed_chars",
     "known_context_window",
     "overflow_limit",
+    "part_chars",
+    "tokens_of",
 ]
 
 DEFAULT_CONTEXT_WINDOW = 32_768
@@ -95,9 +98,17 @@ def estimate_tokens(request: ModelRequest, tally: MessageTally | None = None) ->
     """About how many tokens `request` takes to read: its system prompt, messages and tool schemas.
     With a `tally`, messages it has counted before are not counted again."""
     counted = tally.chars(request.messages) if tally is not None else sum(message_chars(m) for m in request.messages)
-    chars = len(request.system) + counted
-    chars += sum(_tool_chars(t) for t in request.tools)
-    return int(chars / CHARS_PER_TOKEN) + 8 * len(request.messages) + 16
+    return tokens_of(fixed_chars(request) + counted, len(request.messages))
+
+
+def fixed_chars(request: ModelRequest) -> int:
+    """The characters of `request` that are not its messages: its system prompt and tool schemas."""
+    return len(request.system) + sum(_tool_chars(t) for t in request.tools)
+
+
+def tokens_of(chars: int, messages: int) -> int:
+    """`estimate_tokens` of a request of `chars` characters in all and `messages` messages."""
+    return int(chars / CHARS_PER_TOKEN) + 8 * messages + 16
 
 
 _TOOL_CHARS: dict[int, tuple[ToolSpec, int]] = {}
@@ -141,18 +152,21 @@ class MessageTally:
 
 def message_chars(message: Message) -> int:
     """The characters of one message a model reads (media counted as a fixed 1,000 tokens)."""
-    total = 0
-    for part in message.parts:
-        match part.kind:
-            case "text" | "reasoning":
-                total += len(part.text)
-            case "tool_call":
-                total += len(part.name) + len(part.raw_arguments or json.dumps(part.arguments, ensure_ascii=False))
-            case "tool_result":
-                total += len(part.name) + len(part.content) + 16
-            case "media":
-                total += int(1000 * CHARS_PER_TOKEN)
-    return total
+    return sum(part_chars(part) for part in message.parts)
+
+
+def part_chars(part: Part) -> int:
+    """The characters of one part of a message (see `message_chars`)."""
+    match part.kind:
+        case "text" | "reasoning":
+            return len(part.text)
+        case "tool_call":
+            return len(part.name) + len(part.raw_arguments or json.dumps(part.arguments, ensure_ascii=False))
+        case "tool_result":
+            return len(part.name) + len(part.content) + 16
+        case "media":
+            return int(1000 * CHARS_PER_TOKEN)
+    return 0
 
 
 _LIMIT = re.compile(
