@@ -17,7 +17,6 @@ import sqlalchemy as sa
 from delegate import Event, Usage, UserError
 from delegate._record import Artifact, Skipped, TaskOutput
 from delegate._store import Checkpoint, Migration, Store, StoreError
-from delegate._store._rows import encode_event, subagent_values
 from delegate._store._schema import CORE_MIGRATIONS, _metadata
 
 CORE = [m.name for m in CORE_MIGRATIONS]
@@ -317,8 +316,7 @@ class TestProgress:
         again = Checkpoint(run_id=run.id, kind="tool", key="call_7", data={"n": "second"})
         ended = _subagent("sub-600", status="completed", summary="done", seq=600)
         subagents = [(run.id, _subagent(f"sub-{n}"), None) for n in range(1_234)] + [(run.id, ended, "call_9#0")]
-        rows = [subagent_values(*s) for s in subagents]
-        store.record([encode_event(e) for e in events], [*checkpoints, again], rows)
+        store.record(events, [*checkpoints, again], subagents)
         assert [e.data["n"] for e in store.events(run.id)] == list(range(1_234))
         kept = Checkpoint(run_id=run.id, kind="subagent", key="call_9#0", data={"record": ended.to_dict(), "seq": 600})
         assert store.checkpoints(run.id) == [*checkpoints, kept]  # the first of a key wins; the record is kept
@@ -329,8 +327,8 @@ class TestProgress:
         run = store.create_run(prompt="p", model="m")
         other = store.create_run(prompt="q", model="m")
         sent = [_event(run.id, n) for n in range(150)]
-        store.record([encode_event(e) for e in [*sent[:100], _event(other.id, 0), *sent[100:]]])
-        store.record([encode_event(_event(run.id, 150))])
+        store.record([*sent[:100], _event(other.id, 0), *sent[100:]])
+        store.record([_event(run.id, 150)])
         sent.append(_event(run.id, 150))
         with store.read() as conn:  # 64 + 36 events, then 50, then 1: four rows for 151 events
             assert conn.execute(sa.text("SELECT count(*) FROM events WHERE run_id = :id"), {"id": run.id}).scalar() == 4

@@ -4,10 +4,8 @@
   records (each also its checkpoint) are queued by the event loop and written by one writer
   thread, each batch in one transaction: whatever piled up since the last one (at most
   `FLUSH_INTERVAL` ago) goes in the next, a run's events many to a row. The loop never waits for
-  the database, nor for a lock. It queues each event and record as text and numbers
-  (`_store._rows.encode_event`, `subagent_values`), which Python's cycle collector never has to
-  look at; the writer joins and inserts them. A checkpoint is on disk within `FLUSH_INTERVAL`
-  and a transaction of happening.
+  the database, nor for a lock, nor builds a row: the writer does. A checkpoint is on disk within
+  `FLUSH_INTERVAL` and a transaction of happening.
 - The same thread beats for the run's lease (`Store.heartbeat`) every `RUN_HEARTBEAT` seconds,
   and passes on a cancellation asked from another process (`delegate runs cancel`).
 - A batch that cannot be stored (text that is not UTF-8 was made safe before; a database that
@@ -40,7 +38,6 @@ from .models import ModelResponse
 
 if TYPE_CHECKING:
     from ._store import Checkpoint, Store
-    from ._store._rows import EncodedEvent
 
 __all__ = ["REPLAYED_NEVER", "Journal", "Recorder"]
 
@@ -48,6 +45,9 @@ _log = logging.getLogger("delegate.recorder")
 _response: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
 _tool_result: TypeAdapter[ToolResultPart] = TypeAdapter(ToolResultPart)
 
+_Subagent = tuple[str, TaskOutput, str | None]
+"""A finished subagent's record, with its run's id and its key (None: it is not kept for a
+resume), as the store takes it: one row that is also its checkpoint."""
 
 FLUSH_INTERVAL = 0.05
 """Seconds the writer lets pass between two transactions (at most), so that a busy run's events
@@ -76,7 +76,7 @@ class Recorder:
         """Called on the event loop with `cancel` (asked from elsewhere) or `lost` (another process
         took the run over)."""
         self.dropped = 0
-        self._queue: deque[EncodedEvent | Checkpoint | dict[str, Any]] = deque()
+        self._queue: deque[Event | Checkpoint | _Subagent] = deque()
         """What is still to be written, in the order it happened. The loop appends without a lock
         (a deque's append is atomic); it takes `_cond` only to wake a writer that is `_idle`."""
         self._cond = threading.Condition(threading.Lock())
@@ -84,20 +84,16 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
-        if store is not None:  # imported here: a run without a store never loads SQLAlchemy
-            from ._store._rows import encode_event, subagent_values
-
-            self._encode, self._subagent_row = encode_event, subagent_values
 
     # -- on the event loop ------------------------------------------------------------------
 
     def emit(self, event: Event) -> None:
         if self.store is not None:
-            self._put(self._encode(event))
+            self._put(event)
         for sink in self.sinks:
             sink(event)
 
-    def _put(self, item: EncodedEvent | Checkpoint | dict[str, Any]) -> None:
+    def _put(self, item: Event | Checkpoint | _Subagent) -> None:
         self._queue.append(item)
         if self._idle:  # read after the append: a writer that went idle before it is woken
             with self._cond:
@@ -113,15 +109,8 @@ class Recorder:
     def subagent_finished(self, key: str | None, record: TaskOutput) -> None:
         """Store a finished subagent's record now, and (with `key`) keep it for a resume: its
         row is its checkpoint too (see `Store.checkpoints`). The record is not changed after."""
-        if self.store is None:
-            return
-        try:
-            row = self._subagent_row(self.run_id, record, key)
-        except Exception as exc:  # a record that cannot be stored fails itself only, never the run
-            self.dropped += 1
-            _log.error("run %s: dropped a subagent record that cannot be stored: %s", self.run_id, exc)
-            return
-        self._put(row)
+        if self.store is not None:
+            self._put((self.run_id, record, key))
 
     def start(self, run_id: str) -> None:
         """Start writing and beating for `run_id` (already created or claimed with `self.owner`)."""
@@ -187,15 +176,15 @@ class Recorder:
                     self._cond.wait(max(0.0, self.heartbeat - (time.monotonic() - last_beat)))
                 self._idle = False
                 stopping = self._stopping
-            events: list[EncodedEvent] = []
+            events: list[Event] = []
             checkpoints: list[Checkpoint] = []
-            subagents: list[dict[str, Any]] = []
+            subagents: list[_Subagent] = []
             queue = self._queue
             for _ in range(len(queue)):  # what happened so far, a prefix in order
                 item = queue.popleft()
-                if isinstance(item, tuple):
+                if isinstance(item, Event):
                     events.append(item)
-                elif isinstance(item, dict):
+                elif isinstance(item, tuple):
                     subagents.append(item)
                 else:
                     checkpoints.append(item)
@@ -208,9 +197,7 @@ class Recorder:
                 last_beat = time.monotonic()
                 self._beat()
 
-    def _write(
-        self, events: list[EncodedEvent], checkpoints: list[Checkpoint], subagents: list[dict[str, Any]]
-    ) -> None:
+    def _write(self, events: list[Event], checkpoints: list[Checkpoint], subagents: list[_Subagent]) -> None:
         assert self.store is not None
         try:
             self.store.record(events, checkpoints, subagents)
@@ -219,7 +206,7 @@ class Recorder:
             _log.warning(
                 "run %s: storing %d events failed (%s); storing them one by one", self.run_id, len(events), exc
             )
-        pieces: list[tuple[Sequence[EncodedEvent], Sequence[Checkpoint], Sequence[dict[str, Any]]]] = [
+        pieces: list[tuple[Sequence[Event], Sequence[Checkpoint], Sequence[_Subagent]]] = [
             *(([e], (), ()) for e in events),
             *(((), [c], ()) for c in checkpoints),
             *(((), (), [s]) for s in subagents),

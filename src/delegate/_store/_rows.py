@@ -161,59 +161,36 @@ def _json_text(value: Any) -> str:
 EVENTS_PER_ROW = 64
 """The most events one `events` row holds (see `_schema._event_pack_column`)."""
 
-EncodedEvent = tuple[str, str, float, str, str | None, str | None, str]
-"""An event as `encode_event` gives it: run id, type, ts, agent id, parent agent id, tool call
-id, and the event's JSON text as one of a packed row's events."""
 
-
-def encode_event(event: Event) -> EncodedEvent:
-    """`event` as text and numbers only, ready for an `events` row: its JSON text is
-    `[type, ts, agent_id, parent_agent_id, tool_call_id, data]`.
-
-    A run's recorder encodes each event as it happens and queues this, not the event: nothing
-    in its queue is then seen by Python's cycle collector, where queued events (and their data)
-    lived long enough to be promoted to its older generations, making its full collections more
-    frequent and longer for the whole process. Measured, 1,000 subagents waiting 50 ms each: the
-    store's cost fell from 1.61x to 1.32x the run without a store (`bench/README.md`)."""
-    return (
-        event.run_id,
-        event.type,
-        event.ts,
-        event.agent_id,
-        event.parent_agent_id,
-        event.tool_call_id,
-        _json_text((event.type, event.ts, event.agent_id, event.parent_agent_id, event.tool_call_id, event.data)),
-    )
-
-
-def event_rows(events: Sequence[EncodedEvent]) -> list[dict[str, Any]]:
+def event_rows(events: Sequence[Event]) -> list[dict[str, Any]]:
     """`events` as rows, in order: each stretch of consecutive events of one run packed up to
-    `EVENTS_PER_ROW` to a row (their texts joined in one JSON array); `seq` is set when they are
-    numbered."""
+    `EVENTS_PER_ROW` to a row (one JSON text for them all); `seq` is set when they are numbered."""
     rows: list[dict[str, Any]] = []
     start, count = 0, len(events)
     while start < count:
-        run_id = events[start][0]
+        run_id = events[start].run_id
         end = start + 1
-        while end < count and end - start < EVENTS_PER_ROW and events[end][0] == run_id:
+        while end < count and end - start < EVENTS_PER_ROW and events[end].run_id == run_id:
             end += 1
         rows.append(_event_row(events[start:end]))
         start = end
     return rows
 
 
-def _event_row(events: Sequence[EncodedEvent]) -> dict[str, Any]:
-    run_id, kind, ts, agent_id, parent_agent_id, tool_call_id, text = events[-1]
-    # a row of one event holds its data alone
-    data = _json_text(from_json(text)[5]) if len(events) == 1 else f"[{','.join([e[6] for e in events])}]"
+def _event_row(events: Sequence[Event]) -> dict[str, Any]:
+    last = events[-1]
+    if len(events) == 1:
+        data = _json_text(last.data)
+    else:
+        data = _json_text([(e.type, e.ts, e.agent_id, e.parent_agent_id, e.tool_call_id, e.data) for e in events])
     return {
-        "run_id": run_id,
+        "run_id": last.run_id,
         "n": len(events),
-        "type": kind,
-        "ts": ts,
-        "agent_id": safe_text(agent_id),
-        "parent_agent_id": None if parent_agent_id is None else safe_text(parent_agent_id),
-        "tool_call_id": None if tool_call_id is None else safe_text(tool_call_id),
+        "type": last.type,
+        "ts": last.ts,
+        "agent_id": safe_text(last.agent_id),
+        "parent_agent_id": None if last.parent_agent_id is None else safe_text(last.parent_agent_id),
+        "tool_call_id": None if last.tool_call_id is None else safe_text(last.tool_call_id),
         "data": data,
     }
 
@@ -243,8 +220,8 @@ _SUBAGENT_JSON = ("usage", "artifacts", "skipped", "acceptance", "result")
 
 def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> dict[str, Any]:
     """One `subagents` row: the values of the record's `to_dict`, its nested ones as JSON text
-    (read from its fields: a recorder builds it once a subagent, as it ends, for the reason
-    `encode_event` gives), and its `key` when it is kept for a resume."""
+    (read from its fields: this runs once a subagent, on the recorder's thread), and its `key`
+    when it is kept for a resume."""
     if record.status not in STATUSES:
         raise StoreError(f"invalid subagent record {record.id!r}: unknown status {record.status!r}")
     if record.started_at is None:

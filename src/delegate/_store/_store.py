@@ -40,7 +40,6 @@ from ._rows import (
     SUMMARY_COLUMNS,
     SUMMARY_PROMPT_CHARS,
     Checkpoint,
-    EncodedEvent,
     RunRow,
     RunStatus,
     RunSummary,
@@ -52,7 +51,6 @@ from ._rows import (
     decode_run_summaries,
     decode_subagent,
     decode_user,
-    encode_event,
     event_rows,
     iso,
     run_values,
@@ -483,26 +481,26 @@ class Store:
 
     def record(
         self,
-        events: Sequence[EncodedEvent] = (),
+        events: Sequence[Event] = (),
         checkpoints: Sequence[Checkpoint] = (),
-        subagents: Sequence[dict[str, Any]] = (),
+        subagents: Sequence[tuple[str, TaskOutput, str | None]] = (),
     ) -> None:
         """Store a run's progress in one transaction: what a run's recorder writes as it goes.
-        `events` come encoded (`encode_event`), `subagents` as rows (`subagent_values`): a
-        finished subagent with a `key` is kept for a resume (its record is its checkpoint, see
-        `checkpoints`).
+        `subagents` are `(run_id, record, key)`: a finished subagent with a `key` is kept for a
+        resume (its record is its checkpoint, see `checkpoints`).
 
         Checkpoints already stored (same run, kind and key) are kept as they were: the first wins.
         """
         events_rows = event_rows(events)
         checkpoint_rows = [checkpoint_values(c) for c in checkpoints]
+        subagent_rows = [subagent_values(run_id, r, key) for run_id, r, key in subagents]
         with self.write() as conn:
             if events_rows:
                 insert_events(conn, events_rows)
             if checkpoint_rows:
                 insert_rows(conn, checkpoints_table, checkpoint_rows, conflict="nothing")
-            if subagents:
-                upsert_subagents(conn, list(subagents))
+            if subagent_rows:
+                upsert_subagents(conn, subagent_rows)
 
     def checkpoints(self, run_id: str) -> list[Checkpoint]:
         """A run's checkpoints: its lead's answers and tool results in the order they were
@@ -533,7 +531,7 @@ class Store:
 
         Built for batches: thousands of events go in one `executemany`. Each run must exist.
         """
-        rows = event_rows([encode_event(e) for e in events])
+        rows = event_rows(list(events))
         if rows:
             with self.write() as conn:
                 insert_events(conn, rows)
