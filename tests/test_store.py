@@ -578,6 +578,30 @@ def test_a_sqlite_writer_waits_for_another_writer_instead_of_failing(tmp_path: P
         assert "test.hold" in opened.applied_migrations()
 
 
+def test_stores_of_one_database_share_its_engine_until_the_last_is_closed(tmp_path: Path) -> None:
+    first, second = Store.open(tmp_path / "s.db"), Store.open(f"sqlite:///{tmp_path / 's.db'}")
+    assert first.engine is second.engine  # what it compiled serves both
+    run = first.create_run(prompt="p", model="m")
+    first.close()
+    first.close()  # a second close does not close the other's connections
+    assert second.get_run(run.id) is not None
+    pool = second.engine.pool
+    second.close()
+    assert pool.checkedin() == 0  # the last close let the file go
+    with Store.open(tmp_path / "s.db") as third:  # and the next open works on it as before
+        assert third.get_run(run.id) is not None
+
+
+def test_a_store_file_deleted_between_opens_is_made_again_with_its_tables(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.db") as opened:
+        opened.create_run(prompt="p", model="m")
+    for leftover in tmp_path.glob("s.db*"):
+        leftover.unlink()
+    with Store.open(tmp_path / "s.db") as again:
+        assert again.applied_migrations() == list(CORE)
+        assert again.list_runs() == []
+
+
 def test_two_store_objects_on_one_sqlite_file_write_at_once(tmp_path: Path) -> None:
     stores = [Store.open(tmp_path / "s.db") for _ in range(2)]
     try:

@@ -1,19 +1,21 @@
-"""Connections to the store's database: the URL, the settings of each new connection, lock waits
-turned into `StoreBusyError`, and inserting many rows at once on either backend."""
+"""Connections to the store's database: the URL, one engine for it per process, the settings of
+each new connection, lock waits turned into `StoreBusyError`, and inserting many rows at once on
+either backend."""
 
 from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -66,6 +68,49 @@ def engine_url(url: str | os.PathLike[str]) -> sa.URL:
     _refuse_a_file_that_is_not_a_store(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     return parsed
+
+
+class SharedEngine:
+    """The one engine of a database in this process, as SQLAlchemy advises (an engine is made
+    once and kept): a `Store` opened again on the same database (a `Runtime` per request, or per
+    run) reuses the statements the engine compiled. Its connections close with the last `Store`
+    open on it; the engine is kept (up to `KEPT_IDLE` unused ones) for the next."""
+
+    KEPT_IDLE = 16
+    _lock = threading.Lock()
+    _kept: ClassVar[dict[str, SharedEngine]] = {}
+    """By URL, the most recently opened last."""
+
+    def __init__(self, url: sa.URL) -> None:
+        self.engine: Engine = sa.create_engine(url)
+        self.users = 0
+
+    @classmethod
+    def acquire(cls, url: sa.URL) -> SharedEngine:
+        key = url.render_as_string(hide_password=False)
+        with cls._lock:
+            shared = cls._kept.pop(key, None) or cls(url)
+            cls._kept[key] = shared
+            shared.users += 1
+            return shared
+
+    def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            self.engine.dispose()
+            idle = [key for key, kept in self._kept.items() if kept.users == 0]
+            for key in idle[: max(0, len(idle) - self.KEPT_IDLE)]:
+                del self._kept[key]
+
+    @classmethod
+    def _forget_in_child(cls) -> None:
+        """A forked child makes its own engines: its parent's connections are not its own."""
+        cls._lock, cls._kept = threading.Lock(), {}
+
+
+os.register_at_fork(after_in_child=SharedEngine._forget_in_child)  # pyright: ignore[reportPrivateUsage]
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"

@@ -15,7 +15,7 @@ from typing import Any, Self
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from .._errors import StoreError, UserError
 from .._events import Event
@@ -24,6 +24,7 @@ from .._record import TaskOutput
 from .._text import safe_text
 from .._usage import Usage
 from ._db import (
+    SharedEngine,
     busy_is_ours,
     engine_url,
     insert_events,
@@ -99,8 +100,10 @@ _run_summaries = (
 class Store:
     """Users, runs, events and subagent records in one database. Thread-safe; build one per process."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, shared: SharedEngine | None = None) -> None:
         self.engine = engine
+        self._shared = shared
+        self._closed = False
         self._writer = engine.execution_options(delegate_write=True)
         if engine.dialect.name == "sqlite" and not event.contains(engine, "connect", sqlite_on_connect):
             event.listen(engine, "connect", sqlite_on_connect)
@@ -112,11 +115,17 @@ class Store:
     def open(cls, url: str | os.PathLike[str], *, migrate: bool = True) -> Self:
         """Open `sqlite:///PATH`, a plain file path, or `postgresql://...`; apply the core migrations.
 
-        The SQLite file's folder is created if missing.
+        The SQLite file's folder is created if missing. Stores of one database opened in one
+        process share its engine (see `SharedEngine`).
         """
-        store = cls(sa.create_engine(engine_url(url)))
+        shared = SharedEngine.acquire(engine_url(url))
+        store = cls(shared.engine, shared=shared)
         if migrate:
-            store.migrate()
+            try:
+                store.migrate()
+            except BaseException:
+                store.close()
+                raise
         return store
 
     @classmethod
@@ -125,7 +134,14 @@ class Store:
         return cls.open(Path(root) / ".delegate" / "delegate.db", migrate=migrate)
 
     def close(self) -> None:
-        self.engine.dispose()
+        """Close this handle; the database's connections close with the last handle open on it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._shared is None:
+            self.engine.dispose()
+        else:
+            self._shared.release()
 
     def __enter__(self) -> Self:
         return self
@@ -191,10 +207,13 @@ class Store:
         return applied_now
 
     def _all_applied(self, names: list[str]) -> bool:
+        """Whether all of `names` are recorded; False too when that cannot be read (no table yet,
+        or anything else: `migrate` then looks again under the write lock, and says what failed)."""
         with self.read() as conn:
-            if not sa.inspect(conn).has_table(migrations_table.name):
+            try:
+                return set(names) <= set(conn.exec_driver_sql("SELECT name FROM migrations").scalars())
+            except DBAPIError:
                 return False
-            return set(names) <= set(conn.scalars(sa.select(migrations_table.c.name)))
 
     def applied_migrations(self) -> list[str]:
         """Names of the migrations recorded in this database, in the order they were applied."""
