@@ -5,6 +5,7 @@ network, and can write only its user's workspace."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from delegate._store import Store
 from delegate._workspace import CommandPolicy
+from delegate.tools._sandbox import _unreadable  # pyright: ignore[reportPrivateUsage]
 from tests.security.support import two_users
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (/usr/bin/bwrap)")
@@ -92,6 +94,46 @@ def test_commands_cannot_reach_the_store_or_write_outside_the_users_workspace(wo
     assert not (users.folder("alice") / ".delegate" / "agents").exists()
     assert "Read-only file system" in definitions and not (users.folder("alice") / ".claude/agents/x.md").exists()
     assert db.read_bytes().startswith(b"SQLite format 3\x00")
+
+
+def _owner_only(path: str) -> bool:
+    return os.path.exists(path) and not os.stat(path).st_mode & stat.S_IROTH
+
+
+@pytest.mark.skipif(not _owner_only("/etc/shadow"), reason="needs an /etc/shadow that others may not read")
+def test_commands_read_the_system_only_as_any_user_of_the_machine_may(workspace: Path, store: Store) -> None:
+    """A server run as root gives its commands uid 0: without the masks they read the shadow
+    passwords and every private key of the host, and could hand them to their user in a file."""
+    with two_users(workspace, store, allow_commands=True) as users:
+        [seen] = users.act(
+            "alice", [bash("head -c 200 /etc/shadow 2>&1; echo; ls -A /etc/ssl/private 2>&1; head -1 /etc/passwd")]
+        )
+    shadow = Path("/etc/shadow").read_text()
+    assert shadow.splitlines()[0] not in seen.content and "Permission denied" in seen.content
+    private = Path("/etc/ssl/private")
+    if private.is_dir() and _owner_only(str(private)):
+        assert all(key.name not in seen.content for key in private.iterdir())
+    assert Path("/etc/passwd").read_text().splitlines()[0] in seen.content  # what anyone may read stays
+
+
+def test_what_the_sandbox_masks_is_found_by_permissions_not_by_names(tmp_path: Path) -> None:
+    system = tmp_path / "etc"
+    (system / "open" / "sub").mkdir(parents=True)
+    (system / "open" / "sub" / "key.pem").write_text("k")
+    (system / "open" / "sub" / "cert.pem").write_text("c")
+    (system / "closed").mkdir()
+    (system / "closed" / "inside").write_text("x")
+    (system / "group-only").write_text("g")
+    (system / "link").symlink_to(system / "group-only")
+    os.chmod(system / "open" / "sub" / "key.pem", 0o600)
+    os.chmod(system / "closed", 0o750)
+    os.chmod(system / "group-only", 0o640)
+    found = sorted(_unreadable((str(system),)))
+    assert found == [
+        (str(system / "closed"), True),
+        (str(system / "group-only"), False),
+        (str(system / "open" / "sub" / "key.pem"), False),
+    ]
 
 
 def test_commands_have_no_network_unless_the_operator_allows_it(workspace: Path, store: Store) -> None:

@@ -6,8 +6,13 @@ from scratch:
 
 - the system read-only: `/usr`, `/etc` and the `/bin`, `/sbin`, `/lib*` links or folders (nothing
   else of the host: not `/home`, `/root`, `/var`, `/srv`, `/opt`, `/tmp`, nor the store wherever
-  it lives); a fresh `/proc` (of the new PID namespace: the server's processes are not in it), a
-  minimal `/dev` and an empty `/tmp`;
+  it lives), as any user of the machine sees it: what its owner and group alone may read (the
+  shadow passwords, TLS and SSH private keys, a database's access rules) is mounted over, a file
+  by the null device where devices do not open (reading it is refused) and a folder by an empty
+  read-only folder, since a command runs with the server's user id and a server run as root
+  would read them all (see `_unreadable`); a fresh
+  `/proc` (of the new PID namespace: the server's processes are not in it), a minimal `/dev` and
+  an empty `/tmp`;
 - the workspace's root, at its own path, the only writable mount;
 - over it, exactly as the file tools see it (`Workspace`): an empty read-only folder over each
   hidden folder (`.delegate/`), each read-only folder bound read-only (a missing one becomes an
@@ -29,7 +34,10 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 from .._errors import ToolError
@@ -97,15 +105,59 @@ def sandbox_argv(command: str, workspace: Workspace) -> list[str]:
 
 def _system_mounts() -> list[str]:
     argv: list[str] = []
-    for folder in SYSTEM_FOLDERS:
-        if os.path.isdir(folder):
-            argv += ["--ro-bind", folder, folder]
+    folders = [f for f in SYSTEM_FOLDERS if os.path.isdir(f)]
+    for folder in folders:
+        argv += ["--ro-bind", folder, folder]
     for link in SYSTEM_LINKS:
         if os.path.islink(link):
             argv += ["--symlink", os.readlink(link), link]
         elif os.path.isdir(link):
             argv += ["--ro-bind", link, link]
+            folders.append(link)
+    for path, is_folder in _unreadable(tuple(folders)):
+        argv += ["--tmpfs", path, "--remount-ro", path] if is_folder else ["--ro-bind", "/dev/null", path]
     return argv
+
+
+SYSTEM_RESCAN = 60.0
+"""Seconds a look at what the system folders hide (`_unreadable`) is used for before another."""
+_seen: dict[tuple[str, ...], tuple[float, list[tuple[str, bool]]]] = {}
+_seen_lock = threading.Lock()
+
+
+def _unreadable(folders: tuple[str, ...]) -> list[tuple[str, bool]]:
+    """The paths under `folders` that a user who is neither their owner nor in their group may
+    not read (a folder: nor list and enter), with whether each is a folder; looked at again every
+    `SYSTEM_RESCAN` seconds (walking `/usr` takes about half a second)."""
+    with _seen_lock:
+        seen = _seen.get(folders)
+        if seen is None or time.monotonic() - seen[0] > SYSTEM_RESCAN:
+            found: list[tuple[str, bool]] = []
+            for folder in folders:
+                _walk_unreadable(folder, found)
+            seen = _seen[folders] = (time.monotonic(), found)
+        return seen[1]
+
+
+def _walk_unreadable(folder: str, found: list[tuple[str, bool]]) -> None:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if stat.S_ISLNK(mode):
+            continue  # its target is masked where it lives, or not mounted at all
+        if stat.S_ISDIR(mode):
+            if mode & (stat.S_IROTH | stat.S_IXOTH) != stat.S_IROTH | stat.S_IXOTH:
+                found.append((entry.path, True))
+            else:
+                _walk_unreadable(entry.path, found)
+        elif not mode & stat.S_IROTH:
+            found.append((entry.path, False))
 
 
 @functools.cache
