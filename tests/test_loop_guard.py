@@ -15,7 +15,7 @@ import pytest
 from delegate import LoopGuard, Runtime, UserError
 from delegate.models import OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
-from tests.cli_support import scrubbed_env
+from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply, scripted
 
 
@@ -138,3 +138,20 @@ def test_the_guard_flags_of_delegate_run_reach_the_agents(tmp_path: Path) -> Non
     assert done.returncode == 1
     shown = json.loads(done.stdout)
     assert (shown["status"], shown["stop_reason"], shown["steps"]) == ("aborted", "no_progress", 2)
+
+
+def test_the_guard_flags_of_delegate_batch_reach_its_items(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("notes\n")
+    (tmp_path / "items.jsonl").write_text(json.dumps({"key": "one", "prompt": "Look into notes.md."}) + "\n")
+    env = scrubbed_env()
+    with OpenAIServer(lambda body: read("notes.md")) as server:  # reads the same file for ever
+        env["OPENAI_BASE_URL"] = server.base_url
+        command = ["batch", "submit", "items.jsonl", "--type", "explore", "--model", "openai:m", "--max-attempts", "1"]
+        done = run_cli([*command, "--max-idle-steps", "1", "--max-repeated-failures", "0"], env, tmp_path)
+        assert done.returncode == 1, done.stderr
+        batch_id = done.stdout.split()[-1]
+        listed = run_cli(["batch", "items", batch_id, "--json"], env, tmp_path)
+
+    [item] = json.loads(listed.stdout)
+    assert (item["status"], item["outcome"], item["steps"]) == ("failed", "aborted", 2), item
+    assert item["error"].startswith("made no progress in 1 turn: none of its calls did something new")

@@ -12,6 +12,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from delegate import LoopGuard
 from delegate._store import Store
 from delegate._usage import Usage
 from delegate.models import ModelRequest, ModelResponse
@@ -192,6 +193,28 @@ def test_a_run_answers_202_then_reports_its_final_answer_usage_and_subagents(
     assert [s["summary"] for s in subagents] == ["counted apples", "counted pears"]
     assert all(s["parent_agent_id"] == "lead" and s["tool_call_id"] for s in subagents)
     assert subagents[0]["usage"] == {**Usage().to_dict(), "input_tokens": 10, "output_tokens": 5, "requests": 1}
+
+
+def test_the_operators_agent_settings_hold_for_the_servers_runs(
+    workspace: Path, store: Store, tokens: dict[str, str]
+) -> None:
+    """What `delegate serve --max-idle-steps` sets reaches every run it serves: `ServerSettings`
+    is the operator's `RuntimeSettings`, each field passed on (the window, the models, ...)."""
+
+    def the_same_read(request: ModelRequest) -> ModelResponse:
+        return call("list_files", path=".")
+
+    guard = LoopGuard(repeated_failures=None, idle_steps=2)
+    with (
+        serving(workspace, store, the_same_read, loop_guard=guard) as server,
+        client(server, tokens["alice"]) as api,
+    ):
+        run_id = start(api, "look around")
+        read_events(api, f"/runs/{run_id}/events")
+        run = api.get(f"/runs/{run_id}").json()
+
+    assert (run["status"], run["stop_reason"]) == ("aborted", "no_progress"), run
+    assert run["error"].startswith("made no progress in 2 turns in a row")
 
 
 def test_run_events_are_numbered_typed_and_say_which_subagent_they_come_from(

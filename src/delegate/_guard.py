@@ -86,9 +86,10 @@ class LoopWatch:
         self.idle = 0 if progress else self.idle + 1
         limit = self.guard.idle_steps
         if limit is not None and self.idle >= limit:
+            turns = "1 turn" if self.idle == 1 else f"{self.idle} turns in a row"
             error = (
-                f"made no progress in {self.idle} turns in a row: none of its calls did something new "
-                f"(a call not made before that succeeded, a file written, a subagent that delivered); "
+                f"made no progress in {turns}: none of its calls did something new "
+                "(a call not made before that succeeded, a file written, a subagent that delivered); "
                 f"its last calls: {', '.join(sorted({c.name for c in calls}))}"
             )
             return "no_progress", self._advised(error)

@@ -20,8 +20,12 @@ from ._main import (
     AllowCommands,
     AllowNetwork,
     CommandEnv,
+    ContextWindow,
     Db,
+    MaxIdleSteps,
+    MaxRepeatedFailures,
     McpConfig,
+    ModelAlias,
     Skills,
     Unsandboxed,
     Workspace,
@@ -161,6 +165,10 @@ def submit(
     allow_network: AllowNetwork = False,
     command_env: CommandEnv = None,
     unsandboxed_commands: Unsandboxed = False,
+    model_alias: ModelAlias = None,
+    context_window: ContextWindow = None,
+    max_repeated_failures: MaxRepeatedFailures = 3,
+    max_idle_steps: MaxIdleSteps = 10,
     detach: Annotated[bool, typer.Option("--detach", help="Store the batch and return; a worker runs it.")] = False,
     db: Db = None,
 ) -> None:
@@ -178,6 +186,10 @@ def submit(
         allow_network=allow_network,
         command_env=command_env,
         unsandboxed=unsandboxed_commands,
+        model_aliases=model_alias,
+        context_window=context_window,
+        max_repeated_failures=max_repeated_failures,
+        max_idle_steps=max_idle_steps,
     )
     try:
         catalogue = settings.catalogue()
@@ -380,6 +392,10 @@ def worker(
     allow_network: AllowNetwork = False,
     command_env: CommandEnv = None,
     unsandboxed_commands: Unsandboxed = False,
+    model_alias: ModelAlias = None,
+    context_window: ContextWindow = None,
+    max_repeated_failures: MaxRepeatedFailures = 3,
+    max_idle_steps: MaxIdleSteps = 10,
     db: Db = None,
 ) -> None:
     """Run queued and interrupted items of every batch, here or on any machine sharing the database,
@@ -400,6 +416,10 @@ def worker(
         allow_network=allow_network,
         command_env=command_env,
         unsandboxed=unsandboxed_commands,
+        model_aliases=model_alias,
+        context_window=context_window,
+        max_repeated_failures=max_repeated_failures,
+        max_idle_steps=max_idle_steps,
     )
     factory = runner_factory(settings)
     runs = run_takeover(settings, batches)

@@ -24,7 +24,6 @@ from .._text import safe_json, safe_text
 
 if TYPE_CHECKING:
     from .._events import Event, EventSink
-    from .._guard import LoopGuard
     from .._run_result import RunResult
     from .._runtime import Runtime
     from .._settings import RuntimeSettings
@@ -77,6 +76,21 @@ Unsandboxed = Annotated[
         help="Run agents' commands WITHOUT the bubblewrap sandbox, as your own user (where bwrap cannot run).",
     ),
 ]
+ContextWindow = Annotated[
+    int | None,
+    typer.Option(
+        "--context-window",
+        min=1024,
+        envvar="DELEGATE_CONTEXT_WINDOW",
+        help="Tokens the model reads at once (default: what the model says, or the table of known models).",
+    ),
+]
+MaxRepeatedFailures = Annotated[
+    int, typer.Option("--max-repeated-failures", min=0, help="End an agent when one call failed this often (0: off).")
+]
+MaxIdleSteps = Annotated[
+    int, typer.Option("--max-idle-steps", min=0, help="End an agent after N turns without progress (0: off).")
+]
 
 
 def runtime_settings(
@@ -90,20 +104,30 @@ def runtime_settings(
     allow_network: bool = False,
     command_env: list[str] | None = None,
     unsandboxed: bool = False,
+    context_window: int | None = None,
+    max_repeated_failures: int = 3,
+    max_idle_steps: int = 10,
+    model_aliases: list[str] | None = None,
+    kind: type[RuntimeSettings] | None = None,
     **more: Any,
 ) -> RuntimeSettings:
-    """The operator's flags as `RuntimeSettings`, the one thing every command builds runtimes from.
+    """The operator's flags as `RuntimeSettings` (or as `kind`, the server's `ServerSettings`), the
+    one thing every command builds runtimes from; `more` are fields the flags do not name.
 
     Raises `UserError` for a bad workspace or MCP configuration.
     """
     from .._errors import UserError
+    from .._guard import LoopGuard
     from .._settings import RuntimeSettings
     from ..mcp import load_mcp_config
 
     if not workspace.is_dir():
         raise UserError(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
     policy = command_policy(allow_commands, allow_network, command_env, unsandboxed)
-    return RuntimeSettings(
+    guard = None  # both rules off (0): no guard
+    if max_repeated_failures or max_idle_steps:
+        guard = LoopGuard(repeated_failures=max_repeated_failures or None, idle_steps=max_idle_steps or None)
+    return (kind or RuntimeSettings)(
         workspace=workspace,
         model=model,
         agents_dirs=agents or [],
@@ -111,17 +135,11 @@ def runtime_settings(
         mcp_servers=load_mcp_config(mcp_config) if mcp_config else (),
         allow_commands=allow_commands,
         commands=policy,
+        context_window=context_window,
+        loop_guard=guard,
+        model_aliases=model_aliases or [],
         **more,
     )
-
-
-def loop_guard(repeated_failures: int, idle_steps: int) -> LoopGuard | None:
-    """The guard's flags as a `LoopGuard` (0 switches a rule off; both off: no guard)."""
-    from .._guard import LoopGuard
-
-    if not repeated_failures and not idle_steps:
-        return None
-    return LoopGuard(repeated_failures=repeated_failures or None, idle_steps=idle_steps or None)
 
 
 def command_policy(allow_commands: bool, network: bool, env: list[str] | None, unsandboxed: bool) -> CommandPolicy:
@@ -242,23 +260,9 @@ def run(
     max_requests: Annotated[
         int | None, typer.Option("--max-requests", min=1, help="Model requests the whole run may make.")
     ] = None,
-    context_window: Annotated[
-        int | None,
-        typer.Option(
-            "--context-window",
-            min=1024,
-            envvar="DELEGATE_CONTEXT_WINDOW",
-            help="Tokens the model reads at once (default: what the model says, or the table of known models).",
-        ),
-    ] = None,
-    max_repeated_failures: Annotated[
-        int,
-        typer.Option("--max-repeated-failures", min=0, help="End an agent when one call failed this often (0: off)."),
-    ] = 3,
-    max_idle_steps: Annotated[
-        int,
-        typer.Option("--max-idle-steps", min=0, help="End an agent after N turns without progress (0: off)."),
-    ] = 10,
+    context_window: ContextWindow = None,
+    max_repeated_failures: MaxRepeatedFailures = 3,
+    max_idle_steps: MaxIdleSteps = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
 ) -> None:
@@ -281,10 +285,11 @@ def run(
         unsandboxed=unsandboxed_commands,
         max_parallel=max_parallel,
         subagent_model=subagent_model,
-        model_aliases=model_alias or [],
+        model_aliases=model_alias,
         max_steps=max_steps,
         context_window=context_window,
-        loop_guard=loop_guard(max_repeated_failures, max_idle_steps),
+        max_repeated_failures=max_repeated_failures,
+        max_idle_steps=max_idle_steps,
     )
     runtime = settings.build(store=store_option(db))
     runtime.timeout = timeout

@@ -9,11 +9,24 @@ import contextlib
 import os
 import socket
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, NoReturn, cast
 
 import typer
 
-from ._main import Agents, AllowCommands, AllowNetwork, CommandEnv, McpConfig, Skills, Unsandboxed, command_policy
+from ._main import (
+    Agents,
+    AllowCommands,
+    AllowNetwork,
+    CommandEnv,
+    ContextWindow,
+    MaxIdleSteps,
+    MaxRepeatedFailures,
+    McpConfig,
+    ModelAlias,
+    Skills,
+    Unsandboxed,
+    runtime_settings,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -39,10 +52,10 @@ def serve(
     allow_network: AllowNetwork = False,
     command_env: CommandEnv = None,
     unsandboxed_commands: Unsandboxed = False,
-    model_alias: Annotated[
-        list[str] | None,
-        typer.Option("--model-alias", help="alias=provider:model, e.g. sonnet=openai:gpt-4.1, for every run."),
-    ] = None,
+    model_alias: ModelAlias = None,
+    context_window: ContextWindow = None,
+    max_repeated_failures: MaxRepeatedFailures = 3,
+    max_idle_steps: MaxIdleSteps = 10,
     worker: Annotated[
         bool,
         typer.Option(
@@ -79,19 +92,24 @@ def serve(
     try:
         import uvicorn
 
-        from ..mcp import load_mcp_config
         from ..server import Limits, ServerSettings, create_app, uvicorn_config
 
-        settings = ServerSettings(
-            workspace=workspace,
-            db=db or os.environ.get("DELEGATE_DB") or None,
+        flags = runtime_settings(
+            workspace,
+            kind=ServerSettings,
             model=model,
-            agents_dirs=agents or [],
-            skills_dirs=skills or [],
-            model_aliases=model_alias or [],
-            mcp_servers=load_mcp_config(mcp_config) if mcp_config else (),
+            agents=agents,
+            skills=skills,
+            mcp_config=mcp_config,
             allow_commands=allow_commands,
-            commands=command_policy(allow_commands, allow_network, command_env, unsandboxed_commands),
+            allow_network=allow_network,
+            command_env=command_env,
+            unsandboxed=unsandboxed_commands,
+            model_aliases=model_alias,
+            context_window=context_window,
+            max_repeated_failures=max_repeated_failures,
+            max_idle_steps=max_idle_steps,
+            db=db or os.environ.get("DELEGATE_DB") or None,
             run_batches=worker,
             version=_version(),
             limits=Limits(
@@ -102,6 +120,7 @@ def serve(
                 max_live_runs_per_user=max_live_runs,
             ),
         )
+        settings = cast("ServerSettings", flags)
         app = create_app(settings)
     except UserError as exc:
         sock.close()

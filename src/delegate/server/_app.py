@@ -22,9 +22,8 @@ import asyncio
 import contextlib
 import logging
 import string
-from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass, field
-from os import PathLike
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -41,8 +40,6 @@ from .._runtime import Runtime
 from .._settings import RuntimeSettings
 from .._store import Store, StoreBusyError
 from .._tracing import flush as flush_traces
-from .._workspace import CommandPolicy
-from ..mcp import MCPServerConfig
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
 from ._auth import ApiError, UserId, error_response
 from ._batches import BatchService
@@ -77,8 +74,9 @@ RuntimeFactory = Callable[[RunOptions], Runtime]
 
 
 @dataclass(kw_only=True)
-class ServerSettings:
-    """How the server runs agents.
+class ServerSettings(RuntimeSettings):
+    """How the server runs agents: the operator's `RuntimeSettings` (each means for the server's
+    runs what it means for `delegate run`), and the server's own.
 
     `model` is the default model: a `provider:name` string, a `Model`, or a `ModelFactory` called
     with the model string a request names (tests give one that builds a fresh fake per run).
@@ -86,17 +84,8 @@ class ServerSettings:
     client may cost the server (see `Limits`).
     """
 
-    workspace: str | PathLike[str] = "."
+    model: str | Model | ModelFactory | None = None  # pyright: ignore[reportIncompatibleVariableOverride]
     db: str | None = None
-    model: str | Model | ModelFactory | None = None
-    agents_dirs: Sequence[str | PathLike[str]] = ()
-    skills_dirs: Sequence[str | PathLike[str]] = ()
-    model_aliases: Sequence[str] = ()
-    """`alias=provider:model` entries over `DELEGATE_MODEL_ALIASES` and `.delegate/models.toml`."""
-    mcp_servers: Sequence[MCPServerConfig] = ()
-    allow_commands: bool = False
-    commands: CommandPolicy = field(default_factory=CommandPolicy)
-    max_parallel: int = 16
     run_batches: bool = True
     version: str = ""
     limits: Limits = field(default_factory=Limits)
@@ -119,16 +108,7 @@ def create_app(
     owns_store = store is None
     if store is None:
         store = Store.open(settings.db) if settings.db else Store.for_workspace(workspace)
-    operator = RuntimeSettings(
-        workspace=workspace,
-        agents_dirs=settings.agents_dirs,
-        skills_dirs=settings.skills_dirs,
-        mcp_servers=settings.mcp_servers,
-        model_aliases=settings.model_aliases,
-        allow_commands=settings.allow_commands,
-        commands=settings.commands,
-        max_parallel=settings.max_parallel,
-    )
+    operator = replace(settings, workspace=workspace, model=None)  # the model: each run's own, see below
     build = runtime_factory or _default_runtime_factory(settings, operator, store)
 
     def runtime_for(user_id: str, model: str | None, max_parallel: int | None) -> Runtime:
