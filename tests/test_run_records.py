@@ -41,6 +41,25 @@ def test_text_that_is_not_utf8_is_stored_and_shown_with_escapes(tmp_path: Path) 
     store.close()
 
 
+def test_runs_writing_at_once_leave_the_gil_switch_interval_as_they_found_it(tmp_path: Path) -> None:
+    """The recorders shorten it while they write (`QUICK_SWITCH`); the process's own comes back."""
+    ours = 0.0123
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(ours)
+    try:
+
+        async def three_runs() -> list[str]:
+            rt = Runtime(model=ScriptedModel([reply("one"), reply("two"), reply("three")]), workspace=tmp_path)
+            done = await asyncio.gather(*(rt.run(f"say {n}") for n in range(3)))
+            await rt.aclose()
+            return [r.status for r in done]
+
+        assert asyncio.run(three_runs()) == ["completed"] * 3
+        assert sys.getswitchinterval() == pytest.approx(ours)
+    finally:
+        sys.setswitchinterval(before)
+
+
 def test_a_huge_tool_argument_is_kept_in_events_cut_with_its_full_size(tmp_path: Path) -> None:
     content = "y" * (20 * 1024 * 1024)
     rt = Runtime(
