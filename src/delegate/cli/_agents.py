@@ -9,7 +9,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ._main import Agents, ModelAlias, Skills, Workspace, agents_app, fail, print_warnings, runtime_settings
+from ._main import (
+    Agents,
+    ModelAlias,
+    OperatorFlags,
+    Skills,
+    Workspace,
+    agents_app,
+    fail,
+    print_warnings,
+    runtime_settings,
+)
 
 if TYPE_CHECKING:
     from .._agents import Subagent
@@ -28,7 +38,7 @@ def _runtime(
     from .._errors import UserError
 
     try:
-        settings = runtime_settings(workspace, agents=agents, skills=skills, model_aliases=aliases or [])
+        settings = runtime_settings(workspace, OperatorFlags(agents=agents, skills=skills, model_alias=aliases))
         runtime = settings.build(store=False)
         if warn:
             print_warnings(runtime)

@@ -16,20 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from ._main import (
-    Agents,
-    AllowCommands,
-    AllowNetwork,
-    CommandEnv,
-    ContextWindow,
     Db,
-    MaxIdleSteps,
-    MaxRepeatedFailures,
-    McpConfig,
-    ModelAlias,
-    Skills,
-    Unsandboxed,
+    OperatorFlags,
     Workspace,
     fail,
+    operator_flags,
     runtime_settings,
     store_option,
 )
@@ -137,16 +128,17 @@ def run_takeover(settings: RuntimeSettings, batches: Batches) -> RunManager:
     return RunManager(batches.store, build)
 
 
-def settings_or_fail(workspace: Path, **flags: Any) -> RuntimeSettings:
+def settings_or_fail(workspace: Path, flags: OperatorFlags, *, model: str | None) -> RuntimeSettings:
     from .._errors import UserError
 
     try:
-        return runtime_settings(workspace, **flags)
+        return runtime_settings(workspace, flags, model=model)
     except UserError as exc:
         fail(str(exc))
 
 
 @batch_app.command()
+@operator_flags
 def submit(
     file: Annotated[Path, typer.Argument(help='JSON Lines: {"key": ..., "prompt": ..., "acceptance_criteria": [...]}')],
     subagent_type: Annotated[str, typer.Option("--type", "-t", help="The subagent type that runs every item.")],
@@ -158,44 +150,21 @@ def submit(
     ] = None,
     model: Model = None,
     workspace: Workspace = Path("."),
-    agents: Agents = None,
-    skills: Skills = None,
-    mcp_config: McpConfig = None,
-    allow_commands: AllowCommands = False,
-    allow_network: AllowNetwork = False,
-    command_env: CommandEnv = None,
-    unsandboxed_commands: Unsandboxed = False,
-    model_alias: ModelAlias = None,
-    context_window: ContextWindow = None,
-    max_repeated_failures: MaxRepeatedFailures = 3,
-    max_idle_steps: MaxIdleSteps = 10,
     detach: Annotated[bool, typer.Option("--detach", help="Store the batch and return; a worker runs it.")] = False,
     db: Db = None,
+    *,
+    flags: OperatorFlags,
 ) -> None:
     """Submit a batch. Prints its id on the last line; without --detach, runs it to the end."""
     from .._errors import UserError
 
     items = read_items(file)
-    settings = settings_or_fail(
-        workspace,
-        model=model,
-        agents=agents,
-        skills=skills,
-        mcp_config=mcp_config,
-        allow_commands=allow_commands,
-        allow_network=allow_network,
-        command_env=command_env,
-        unsandboxed=unsandboxed_commands,
-        model_aliases=model_alias,
-        context_window=context_window,
-        max_repeated_failures=max_repeated_failures,
-        max_idle_steps=max_idle_steps,
-    )
+    settings = settings_or_fail(workspace, flags, model=model)
     try:
         catalogue = settings.catalogue()
     except UserError as exc:
         fail(str(exc))
-    known = catalogue.visible(allow_commands=allow_commands).names()
+    known = catalogue.visible(allow_commands=flags.allow_commands).names()
     batches = open_batches(workspace, db)
     submission = guarded(
         lambda: batches.submit(
@@ -381,22 +350,14 @@ def _write_rows(batches: Batches, batch_id: str, write: Callable[[str], Any]) ->
 
 
 @batch_app.command()
+@operator_flags
 def worker(
     model: Model = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Items this process runs at once.")] = 500,
     workspace: Workspace = Path("."),
-    agents: Agents = None,
-    skills: Skills = None,
-    mcp_config: McpConfig = None,
-    allow_commands: AllowCommands = False,
-    allow_network: AllowNetwork = False,
-    command_env: CommandEnv = None,
-    unsandboxed_commands: Unsandboxed = False,
-    model_alias: ModelAlias = None,
-    context_window: ContextWindow = None,
-    max_repeated_failures: MaxRepeatedFailures = 3,
-    max_idle_steps: MaxIdleSteps = 10,
     db: Db = None,
+    *,
+    flags: OperatorFlags,
 ) -> None:
     """Run queued and interrupted items of every batch, here or on any machine sharing the database,
     until stopped (Ctrl-C or SIGTERM). Runs of `delegate serve` whose process died are taken over
@@ -406,21 +367,7 @@ def worker(
     from ..batch import BatchWorker
 
     batches = open_batches(workspace, db)
-    settings = settings_or_fail(
-        workspace,
-        model=model,
-        agents=agents,
-        skills=skills,
-        mcp_config=mcp_config,
-        allow_commands=allow_commands,
-        allow_network=allow_network,
-        command_env=command_env,
-        unsandboxed=unsandboxed_commands,
-        model_aliases=model_alias,
-        context_window=context_window,
-        max_repeated_failures=max_repeated_failures,
-        max_idle_steps=max_idle_steps,
-    )
+    settings = settings_or_fail(workspace, flags, model=model)
     factory = runner_factory(settings)
     runs = run_takeover(settings, batches)
 

@@ -10,13 +10,16 @@ Heavy imports (the runtime, provider SDKs) happen inside the commands, so `--hel
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import json
 import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_type_hints
 
 import typer
 
@@ -93,21 +96,49 @@ MaxIdleSteps = Annotated[
 ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class OperatorFlags:
+    """The operator's flags of every command that runs agents (`delegate run`, `delegate serve`,
+    `delegate batch submit|worker`), added to each by `operator_flags`: one list, so that a flag
+    means the same everywhere and no command lacks one."""
+
+    agents: Agents = None
+    skills: Skills = None
+    mcp_config: McpConfig = None
+    allow_commands: AllowCommands = False
+    allow_network: AllowNetwork = False
+    command_env: CommandEnv = None
+    unsandboxed_commands: Unsandboxed = False
+    model_alias: ModelAlias = None
+    context_window: ContextWindow = None
+    max_repeated_failures: MaxRepeatedFailures = 3
+    max_idle_steps: MaxIdleSteps = 10
+
+
+def operator_flags(command: Callable[..., _T]) -> Callable[..., _T]:
+    """`command` with the options of `OperatorFlags` after its own, handed to it as `flags`."""
+    options = get_type_hints(OperatorFlags, include_extras=True)
+    shared = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=options[f.name])
+        for f in fields(OperatorFlags)
+    ]
+    own = inspect.signature(command, eval_str=True)
+
+    @functools.wraps(command)
+    def with_flags(**values: Any) -> _T:
+        flags = OperatorFlags(**{f.name: values.pop(f.name) for f in fields(OperatorFlags)})
+        return command(**values, flags=flags)
+
+    kept = [p for p in own.parameters.values() if p.name != "flags"]
+    with_flags.__signature__ = own.replace(parameters=[*kept, *shared])  # type: ignore[attr-defined]  # what typer reads
+    return with_flags
+
+
 def runtime_settings(
     workspace: Path,
+    flags: OperatorFlags,
     *,
     model: str | None = None,
-    agents: list[Path] | None = None,
-    skills: list[Path] | None = None,
-    mcp_config: Path | None = None,
-    allow_commands: bool = False,
-    allow_network: bool = False,
-    command_env: list[str] | None = None,
-    unsandboxed: bool = False,
-    context_window: int | None = None,
-    max_repeated_failures: int = 3,
-    max_idle_steps: int = 10,
-    model_aliases: list[str] | None = None,
     kind: type[RuntimeSettings] | None = None,
     **more: Any,
 ) -> RuntimeSettings:
@@ -123,21 +154,20 @@ def runtime_settings(
 
     if not workspace.is_dir():
         raise UserError(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
-    policy = command_policy(allow_commands, allow_network, command_env, unsandboxed)
-    guard = None  # both rules off (0): no guard
-    if max_repeated_failures or max_idle_steps:
-        guard = LoopGuard(repeated_failures=max_repeated_failures or None, idle_steps=max_idle_steps or None)
+    policy = command_policy(flags.allow_commands, flags.allow_network, flags.command_env, flags.unsandboxed_commands)
+    failures, idle = flags.max_repeated_failures, flags.max_idle_steps
+    guard = LoopGuard(repeated_failures=failures or None, idle_steps=idle or None) if failures or idle else None
     return (kind or RuntimeSettings)(
         workspace=workspace,
         model=model,
-        agents_dirs=agents or [],
-        skills_dirs=skills or [],
-        mcp_servers=load_mcp_config(mcp_config) if mcp_config else (),
-        allow_commands=allow_commands,
+        agents_dirs=flags.agents or [],
+        skills_dirs=flags.skills or [],
+        mcp_servers=load_mcp_config(flags.mcp_config) if flags.mcp_config else (),
+        allow_commands=flags.allow_commands,
         commands=policy,
-        context_window=context_window,
+        context_window=flags.context_window,
         loop_guard=guard,
-        model_aliases=model_aliases or [],
+        model_aliases=flags.model_alias or [],
         **more,
     )
 
@@ -229,21 +259,14 @@ def _default_model(*, quiet: bool) -> str | None:
 
 
 @app.command()
+@operator_flags
 def run(
     prompt: Annotated[str | None, typer.Argument(help="What the lead agent should do.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
     workspace: Workspace = Path("."),
-    agents: Agents = None,
-    skills: Skills = None,
-    mcp_config: McpConfig = None,
-    allow_commands: AllowCommands = False,
-    allow_network: AllowNetwork = False,
-    command_env: CommandEnv = None,
-    unsandboxed_commands: Unsandboxed = False,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
-    model_alias: ModelAlias = None,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.001, help="Seconds the run may take, subagents included.")
     ] = 3600.0,
@@ -260,11 +283,10 @@ def run(
     max_requests: Annotated[
         int | None, typer.Option("--max-requests", min=1, help="Model requests the whole run may make.")
     ] = None,
-    context_window: ContextWindow = None,
-    max_repeated_failures: MaxRepeatedFailures = 3,
-    max_idle_steps: MaxIdleSteps = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
+    *,
+    flags: OperatorFlags,
 ) -> None:
     """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
     if (prompt is None) == (resume is None):
@@ -274,22 +296,7 @@ def run(
     if model is None and resume is None:
         model = _default_model(quiet=as_json)
     settings = runtime_settings(
-        workspace,
-        model=model,
-        agents=agents,
-        skills=skills,
-        mcp_config=mcp_config,
-        allow_commands=allow_commands,
-        allow_network=allow_network,
-        command_env=command_env,
-        unsandboxed=unsandboxed_commands,
-        max_parallel=max_parallel,
-        subagent_model=subagent_model,
-        model_aliases=model_alias,
-        max_steps=max_steps,
-        context_window=context_window,
-        max_repeated_failures=max_repeated_failures,
-        max_idle_steps=max_idle_steps,
+        workspace, flags, model=model, max_parallel=max_parallel, subagent_model=subagent_model, max_steps=max_steps
     )
     runtime = settings.build(store=store_option(db))
     runtime.timeout = timeout

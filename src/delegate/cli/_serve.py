@@ -13,20 +13,7 @@ from typing import Annotated, NoReturn, cast
 
 import typer
 
-from ._main import (
-    Agents,
-    AllowCommands,
-    AllowNetwork,
-    CommandEnv,
-    ContextWindow,
-    MaxIdleSteps,
-    MaxRepeatedFailures,
-    McpConfig,
-    ModelAlias,
-    Skills,
-    Unsandboxed,
-    runtime_settings,
-)
+from ._main import OperatorFlags, operator_flags, runtime_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -34,6 +21,7 @@ def register(app: typer.Typer) -> None:
     app.command()(serve)
 
 
+@operator_flags
 def serve(
     host: Annotated[str, typer.Option("--host", help="The address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="The port to listen on.")] = 8765,
@@ -45,17 +33,6 @@ def serve(
         typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/)."),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Default model of runs, provider:name.")] = None,
-    agents: Agents = None,
-    skills: Skills = None,
-    mcp_config: McpConfig = None,
-    allow_commands: AllowCommands = False,
-    allow_network: AllowNetwork = False,
-    command_env: CommandEnv = None,
-    unsandboxed_commands: Unsandboxed = False,
-    model_alias: ModelAlias = None,
-    context_window: ContextWindow = None,
-    max_repeated_failures: MaxRepeatedFailures = 3,
-    max_idle_steps: MaxIdleSteps = 10,
     worker: Annotated[
         bool,
         typer.Option(
@@ -79,6 +56,8 @@ def serve(
     max_live_runs: Annotated[
         int, typer.Option("--max-live-runs", min=1, help="Runs one user may have going at once (429 past it).")
     ] = 8,
+    *,
+    flags: OperatorFlags,
 ) -> None:
     """Serve the HTTP API (/api/v1) and the web UI (/). Users sign in with `delegate users add` tokens.
 
@@ -94,21 +73,11 @@ def serve(
 
         from ..server import Limits, ServerSettings, create_app, uvicorn_config
 
-        flags = runtime_settings(
+        chosen = runtime_settings(
             workspace,
+            flags,
             kind=ServerSettings,
             model=model,
-            agents=agents,
-            skills=skills,
-            mcp_config=mcp_config,
-            allow_commands=allow_commands,
-            allow_network=allow_network,
-            command_env=command_env,
-            unsandboxed=unsandboxed_commands,
-            model_aliases=model_alias,
-            context_window=context_window,
-            max_repeated_failures=max_repeated_failures,
-            max_idle_steps=max_idle_steps,
             db=db or os.environ.get("DELEGATE_DB") or None,
             run_batches=worker,
             version=_version(),
@@ -120,7 +89,7 @@ def serve(
                 max_live_runs_per_user=max_live_runs,
             ),
         )
-        settings = cast("ServerSettings", flags)
+        settings = cast("ServerSettings", chosen)
         app = create_app(settings)
     except UserError as exc:
         sock.close()
