@@ -592,6 +592,24 @@ def test_stores_of_one_database_share_its_engine_until_the_last_is_closed(tmp_pa
         assert third.get_run(run.id) is not None
 
 
+def test_stores_sharing_an_engine_are_not_capped_at_one_stores_connections(tmp_path: Path) -> None:
+    """30 threads of three handles of one SQLite file each hold a connection at the same moment (a
+    pool of 15 would leave half of them waiting, and the barrier broken)."""
+    stores = [Store.open(tmp_path / "s.db") for _ in range(3)]
+    together = threading.Barrier(30, timeout=60)
+
+    def hold(i: int) -> None:
+        with stores[i % 3].read() as conn:
+            conn.exec_driver_sql("SELECT 1")
+            together.wait()
+
+    try:
+        assert _in_threads(30, hold) == []
+    finally:
+        for each in stores:
+            each.close()
+
+
 def test_a_store_file_deleted_between_opens_is_made_again_with_its_tables(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s.db") as opened:
         opened.create_run(prompt="p", model="m")

@@ -82,7 +82,10 @@ class SharedEngine:
     """By URL, the most recently opened last."""
 
     def __init__(self, url: sa.URL) -> None:
-        self.engine: Engine = sa.create_engine(url)
+        # Shared, its pool must not cap the threads of all the handles at the 15 connections each
+        # had: on SQLite (a connection is an open file) it grows as far as they need.
+        pooling = {"max_overflow": -1} if url.get_backend_name() == "sqlite" else {}
+        self.engine: Engine = sa.create_engine(url, **pooling)
         self.users = 0
 
     @classmethod
