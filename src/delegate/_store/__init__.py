@@ -1,6 +1,7 @@
 """The store: users, runs, their events and subagent records, in SQLite or PostgreSQL.
 
-One `Store` owns one SQLAlchemy engine; the same Core statements run on both backends.
+Stores of one database in a process share one SQLAlchemy engine (`_db.SharedEngine`); the same Core
+statements run on both backends.
 
 - SQLite (the default, `<workspace>/.delegate/delegate.db`) runs in WAL mode with a 10 s busy
   timeout and foreign keys on, set on every new connection. Writes open with `BEGIN IMMEDIATE`, so
