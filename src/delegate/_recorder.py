@@ -121,21 +121,16 @@ class Recorder:
     # -- on the event loop ------------------------------------------------------------------
 
     def emit(self, event: Event) -> None:
-        if self.store is not None:  # `_put`, written out: eight events a subagent come this way
-            self._queue.append(event)
-            if self._idle:
-                self._wake()
+        if self.store is not None:
+            self._put(event)
         for sink in self.sinks:
             sink(event)
 
     def _put(self, item: Event | Checkpoint | _Subagent) -> None:
         self._queue.append(item)
         if self._idle:  # read after the append: a writer that went idle before it is woken
-            self._wake()
-
-    def _wake(self) -> None:
-        with self._cond:
-            self._cond.notify()
+            with self._cond:
+                self._cond.notify()
 
     def checkpoint(self, kind: str, key: str, data: dict[str, Any]) -> None:
         if self.store is None:

@@ -73,23 +73,25 @@ def serve(
 
         from ..server import Limits, ServerSettings, create_app, uvicorn_config
 
-        chosen = runtime_settings(
-            workspace,
-            flags,
-            kind=ServerSettings,
-            model=model,
-            db=db or os.environ.get("DELEGATE_DB") or None,
-            run_batches=worker,
-            version=_version(),
-            limits=Limits(
-                max_body_bytes=round(max_body_mb * 1024 * 1024),
-                header_timeout=header_timeout,
-                idle_timeout=idle_timeout,
-                max_prompt_chars=max_prompt_chars,
-                max_live_runs_per_user=max_live_runs,
+        settings = cast(
+            "ServerSettings",
+            runtime_settings(
+                workspace,
+                flags,
+                kind=ServerSettings,
+                model=model,
+                db=db or os.environ.get("DELEGATE_DB") or None,
+                run_batches=worker,
+                version=_version(),
+                limits=Limits(
+                    max_body_bytes=round(max_body_mb * 1024 * 1024),
+                    header_timeout=header_timeout,
+                    idle_timeout=idle_timeout,
+                    max_prompt_chars=max_prompt_chars,
+                    max_live_runs_per_user=max_live_runs,
+                ),
             ),
         )
-        settings = cast("ServerSettings", chosen)
         app = create_app(settings)
     except UserError as exc:
         sock.close()

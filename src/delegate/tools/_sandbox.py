@@ -10,9 +10,9 @@ from scratch:
   shadow passwords, TLS and SSH private keys, a database's access rules) is mounted over, a file
   by the null device where devices do not open (reading it is refused) and a folder by an empty
   read-only folder, since a command runs with the server's user id and a server run as root
-  would read them all (see `_unreadable`); a fresh
-  `/proc` (of the new PID namespace: the server's processes are not in it), a minimal `/dev` and
-  an empty `/tmp`;
+  would read them all (see `_unreadable`);
+- a fresh `/proc` (of the new PID namespace: the server's processes are not in it), a minimal
+  `/dev` and an empty `/tmp`;
 - the workspace's root, at its own path, the only writable mount;
 - over it, exactly as the file tools see it (`Workspace`): an empty read-only folder over each
   hidden folder (`.delegate/`), each read-only folder bound read-only (a missing one becomes an
