@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from delegate import ToolContext, ToolError, UserError, Workspace
+from delegate import Runtime, ToolContext, ToolError, UserError, Workspace
 from delegate._loop import AgentSpec, run_agent
 from delegate._messages import Message
 from delegate.testing import ScriptedModel, call, reply
-from delegate.tools import BUILTIN_TOOLS, READ_ONLY_TOOLS, Tool, builtin_tools
+from delegate.tools import BUILTIN_TOOLS, READ_ONLY_TOOLS, Tool, builtin_tools, sweep_scratch
+from delegate.tools._files import SCRATCH, SCRATCH_KEPT
 
 
 @pytest.fixture
@@ -173,7 +175,55 @@ async def test_write_file_gives_new_files_the_usual_permissions(ctx: ToolContext
 async def test_write_file_leaves_no_temporary_files(ctx: ToolContext, root: Path) -> None:
     for n in range(3):
         await run(ctx, "write_file", path="a.txt", content=str(n))
-    assert sorted(os.listdir(root)) == ["a.txt"]
+    assert sorted(os.listdir(root)) == [".delegate", "a.txt"]
+    assert os.listdir(root / SCRATCH) == []
+
+
+async def test_a_file_being_written_is_never_in_the_agents_view(
+    ctx: ToolContext, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a process killed between writing and renaming leaves its file: in the hidden scratch
+    folder, made for it in a workspace that had no `.delegate/` (found by a kill in CI)."""
+    renamed: list[tuple[Path, str]] = []
+    replace = os.replace
+
+    def spy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+        renamed.append((Path(source).parent, Path(source).read_text()))  # written whole before it takes its name
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", spy)
+    await run(ctx, "write_file", path="notes/a.md", content="body")
+    await run(ctx, "edit_file", path="notes/a.md", old_string="body", new_string="text")
+    assert renamed == [(root / SCRATCH, "body"), (root / SCRATCH, "text")]
+    assert sorted(os.listdir(root / "notes")) == ["a.md"]
+
+
+def test_a_run_clears_what_a_write_killed_before_it_left(root: Path) -> None:
+    scratch = root / SCRATCH
+    scratch.mkdir(parents=True)
+    left = scratch / ".a.md.0badf00d.tmp"
+    left.write_text("half")
+    old = time.time() - SCRATCH_KEPT - 1
+    os.utime(left, (old, old))
+    result = Runtime(model=ScriptedModel([reply("done")]), workspace=root, store=False).run_sync("go")
+    assert result.status == "completed"
+    assert os.listdir(scratch) == []
+
+
+def test_sweep_scratch_removes_what_killed_writes_left_and_nothing_being_written(root: Path) -> None:
+    scratch = root / SCRATCH
+    scratch.mkdir(parents=True)
+    left, writing = scratch / ".a.md.0badf00d.tmp", scratch / ".b.md.1badf00d.tmp"
+    left.write_text("half")
+    writing.write_text("half")
+    old = time.time() - SCRATCH_KEPT - 1
+    os.utime(left, (old, old))
+    sweep_scratch(Workspace.open(root))
+    assert os.listdir(scratch) == [writing.name]
+    bare = root / "bare"
+    bare.mkdir()
+    sweep_scratch(Workspace.open(bare))  # a workspace with no scratch folder: nothing to do, nothing made
+    assert os.listdir(bare) == []
 
 
 async def test_write_file_refuses_to_replace_a_folder(ctx: ToolContext, root: Path) -> None:

@@ -39,7 +39,7 @@ from .skills import SkillCatalogue
 from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, project_context, task_tool
 from .subagents._acceptance import parse_criteria
 from .subagents._prompts import shaped_opening, type_listing
-from .tools import Tool, ToolContext, builtin_tools, list_uploaded_files, uploads_state
+from .tools import Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
 
 if TYPE_CHECKING:
     from ._store import Checkpoint, Store
@@ -383,6 +383,7 @@ class Runtime:
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
         ctx.uploaded_files = uploads_state(uploaded_files)
         context = await asyncio.to_thread(project_context, self.workspace)
+        await asyncio.to_thread(sweep_scratch, self.workspace)
         mcp_tools = await self._load_mcp()
         lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
         if ctx.uploaded_files is not None:
@@ -511,6 +512,7 @@ class Runtime:
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp(ctx.emit, ctx.run_id)
         context = await asyncio.to_thread(project_context, self.workspace)
+        await asyncio.to_thread(sweep_scratch, self.workspace)
         model = await self._model_off_loop(self._model_spec)
         runner = self._runner(ctx, model, inherited, skills, mcp_tools, context, own, budget)
         try:

@@ -1,6 +1,7 @@
 """Tool machinery and the built-in workspace tools."""
 
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
+from ._files import sweep_scratch
 from ._shell import run_command
 from ._tool import PathParam, Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
 from ._uploads import list_uploaded_files, uploads_state
@@ -17,6 +18,7 @@ __all__ = [
     "list_uploaded_files",
     "run_blocking",
     "run_command",
+    "sweep_scratch",
     "tool",
     "uploads_state",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
@@ -251,14 +252,28 @@ def _snippet(text: str, start: int, length: int, context: int = 3, max_lines: in
 
 SCRATCH = ".delegate/tmp"
 """Where a file being written is made before it takes its name: hidden from agents (`HIDDEN`)."""
+SCRATCH_KEPT = 600.0
+"""Seconds a file in `SCRATCH` may be old before `sweep_scratch` takes it for a killed write's
+(a write lasts as long as copying its bytes, never minutes)."""
+
+
+def sweep_scratch(workspace: Workspace) -> None:
+    """Remove what writes killed half-way left in the workspace's `SCRATCH` folder."""
+    cutoff = time.time() - SCRATCH_KEPT
+    with suppress(OSError), os.scandir(workspace.root / SCRATCH) as entries:
+        for entry in entries:
+            with suppress(OSError):
+                if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
 
 
 def _replace_atomically(real: Path, rel: str, data: bytes, workspace: Workspace) -> None:
     """Write `data` to a new file, then rename it over `real` in one step.
 
-    The new file is made in the workspace's `.delegate/tmp/` (when it has `.delegate/`, as with a
-    store), which agents never see, so a process killed between the two steps leaves nothing in
-    their view; else, or across file systems, beside `real`.
+    The new file is made in the workspace's `.delegate/tmp/` (made when missing), which agents
+    never see, so a process killed between the two steps leaves nothing in their view (nor in
+    the user's, but for the hidden folder; `sweep_scratch` removes what such a kill left); only
+    where that folder cannot be made, or lies on another file system, beside `real`.
 
     The temporary file is created with the usual permissions (0o666 less the umask) and an
     existing file's mode is kept. Renaming never follows a symlink at the destination, and it
@@ -273,8 +288,7 @@ def _replace_atomically(real: Path, rel: str, data: bytes, workspace: Workspace)
             mode = stat.S_IMODE(info.st_mode)
     scratch = workspace.root / SCRATCH
     try:
-        if scratch.parent.is_dir():  # a workspace with a store (the default), never made for this
-            scratch.mkdir(exist_ok=True)
+        scratch.mkdir(parents=True, exist_ok=True)
         same_device = scratch.stat().st_dev == real.parent.stat().st_dev
     except OSError:
         same_device = False
