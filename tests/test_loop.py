@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from delegate import Event, Message, Tool, ToolContext, ToolError, Usage, Workspace, tool
+from delegate import Event, EventSink, Message, Tool, ToolContext, ToolError, Usage, Workspace, tool
 from delegate._loop import AgentSpec, Compaction, run_agent
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
@@ -47,8 +47,8 @@ def finish(answer: str) -> ToolReturn:
     return ToolReturn(content="ok", data={"answer": answer})
 
 
-def make_ctx(tmp_path: Path, events: list[Event] | None = None) -> ToolContext:
-    sink = events.append if events is not None else (lambda e: None)
+def make_ctx(tmp_path: Path, events: list[Event] | None = None, *, emit: EventSink | None = None) -> ToolContext:
+    sink = emit or (events.append if events is not None else (lambda e: None))
     return ToolContext(run_id="r1", agent_id="lead", workspace=Workspace.open(tmp_path), emit=sink)
 
 
@@ -156,9 +156,10 @@ async def test_the_token_budget_aborts(tmp_path: Path) -> None:
 
 async def test_cancellation_propagates_and_usage_so_far_is_kept(tmp_path: Path) -> None:
     model = ScriptedModel([respond([("slow", {"seconds": 10})], input_tokens=11, output_tokens=1)])
-    ctx = make_ctx(tmp_path)
+    started = asyncio.Event()
+    ctx = make_ctx(tmp_path, emit=lambda e: started.set() if e.type == "tool.started" else None)
     task = asyncio.create_task(run_agent(spec(model, [slow]), ctx, [Message.user("go")]))
-    await asyncio.sleep(0.1)
+    await asyncio.wait_for(started.wait(), 30)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
