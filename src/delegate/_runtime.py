@@ -512,7 +512,6 @@ class Runtime:
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp(ctx.emit, ctx.run_id)
         context = await asyncio.to_thread(project_context, self.workspace)
-        await asyncio.to_thread(sweep_scratch, self.workspace)
         model = await self._model_off_loop(self._model_spec)
         runner = self._runner(ctx, model, inherited, skills, mcp_tools, context, own, budget)
         try:
