@@ -198,28 +198,28 @@ async def test_a_file_being_written_is_never_in_the_agents_view(
     assert sorted(os.listdir(root / "notes")) == ["a.md"]
 
 
+def scratch_file(root: Path, name: str, *, age: float) -> Path:
+    """A file in the workspace's scratch folder, last written `age` seconds ago."""
+    path = root / SCRATCH / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("half")
+    then = time.time() - age
+    os.utime(path, (then, then))
+    return path
+
+
 def test_a_run_clears_what_a_write_killed_before_it_left(root: Path) -> None:
-    scratch = root / SCRATCH
-    scratch.mkdir(parents=True)
-    left = scratch / ".a.md.0badf00d.tmp"
-    left.write_text("half")
-    old = time.time() - SCRATCH_KEPT - 1
-    os.utime(left, (old, old))
+    left = scratch_file(root, ".a.md.0badf00d.tmp", age=SCRATCH_KEPT + 1)
     result = Runtime(model=ScriptedModel([reply("done")]), workspace=root, store=False).run_sync("go")
     assert result.status == "completed"
-    assert os.listdir(scratch) == []
+    assert os.listdir(left.parent) == []
 
 
 def test_sweep_scratch_removes_what_killed_writes_left_and_nothing_being_written(root: Path) -> None:
-    scratch = root / SCRATCH
-    scratch.mkdir(parents=True)
-    left, writing = scratch / ".a.md.0badf00d.tmp", scratch / ".b.md.1badf00d.tmp"
-    left.write_text("half")
-    writing.write_text("half")
-    old = time.time() - SCRATCH_KEPT - 1
-    os.utime(left, (old, old))
+    left = scratch_file(root, ".a.md.0badf00d.tmp", age=SCRATCH_KEPT + 1)
+    writing = scratch_file(root, ".b.md.1badf00d.tmp", age=0)
     sweep_scratch(Workspace.open(root))
-    assert os.listdir(scratch) == [writing.name]
+    assert os.listdir(left.parent) == [writing.name]
     bare = root / "bare"
     bare.mkdir()
     sweep_scratch(Workspace.open(bare))  # a workspace with no scratch folder: nothing to do, nothing made
