@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -576,6 +577,28 @@ def test_a_sqlite_writer_waits_for_another_writer_instead_of_failing(tmp_path: P
         holder.join()
         assert waited > 0.3
         assert "test.hold" in opened.applied_migrations()
+
+
+def test_opening_a_new_store_waits_for_a_writer_that_has_not_switched_it_to_wal(tmp_path: Path) -> None:
+    # A process making the file (still in rollback mode) holds its write lock; SQLite answers the
+    # switch to WAL with "database is locked" at once, without its busy timeout (CI found two
+    # processes opening one new store failing this way).
+    path = tmp_path / "s.db"
+    maker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    maker.execute("CREATE TABLE made_first (id INTEGER)")
+    maker.execute("BEGIN IMMEDIATE")
+    maker.execute("INSERT INTO made_first VALUES (1)")
+    releaser = threading.Timer(0.3, maker.execute, args=("COMMIT",))
+    releaser.start()
+    start = time.perf_counter()
+    try:
+        with Store.open(path) as opened, opened.read() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("SELECT id FROM made_first").scalars().all() == [1]
+    finally:
+        releaser.join()
+        maker.close()
+    assert time.perf_counter() - start > 0.25
 
 
 def test_stores_of_one_database_share_its_engine_until_the_last_is_closed(tmp_path: Path) -> None:

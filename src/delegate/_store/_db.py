@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sqlite3
 import threading
 import time
 from collections import Counter
@@ -150,15 +151,32 @@ def sqlite_on_connect(dbapi_connection: Any, _record: object) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        # The timeout first: switching a new file to WAL takes a lock that another process may hold.
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(cursor)
         cursor.execute("PRAGMA foreign_keys=ON")
         # In WAL mode NORMAL never corrupts the file and survives a crash of the process; only an
         # OS crash or power cut can lose the last commits. It makes each commit skip an fsync.
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """`PRAGMA journal_mode=WAL`, waiting for the lock as long as any other statement would.
+
+    Switching a new file to WAL takes a lock that another process making the same file may hold,
+    and SQLite answers "database is locked" at once there, without its busy timeout: processes
+    that open a new store together (a server and its workers) would fail at random.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "database is locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def pg_on_connect(dbapi_connection: Any, _record: object) -> None:
