@@ -215,6 +215,15 @@ def test_a_run_clears_what_a_write_killed_before_it_left(root: Path) -> None:
     assert os.listdir(left.parent) == []
 
 
+async def test_a_batch_item_clears_what_a_write_killed_before_it_left(root: Path) -> None:
+    left = scratch_file(root, ".a.md.0badf00d.tmp", age=SCRATCH_KEPT + 1)
+    rt = Runtime(model=ScriptedModel([call("complete", summary="done")]), workspace=root, store=False)
+    output = await rt.run_task(subagent_type="general-purpose", prompt="go")
+    await rt.aclose()
+    assert output.status == "completed"
+    assert os.listdir(left.parent) == []
+
+
 def test_sweep_scratch_removes_what_killed_writes_left_and_nothing_being_written(root: Path) -> None:
     left = scratch_file(root, ".a.md.0badf00d.tmp", age=SCRATCH_KEPT + 1)
     writing = scratch_file(root, ".b.md.1badf00d.tmp", age=0)

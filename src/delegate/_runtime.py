@@ -382,8 +382,7 @@ class Runtime:
         skills = await asyncio.to_thread(self._skills)
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
         ctx.uploaded_files = uploads_state(uploaded_files)
-        context = await asyncio.to_thread(project_context, self.workspace)
-        await asyncio.to_thread(sweep_scratch, self.workspace)
+        context = await asyncio.to_thread(self._prepare_workspace)
         mcp_tools = await self._load_mcp()
         lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
         if ctx.uploaded_files is not None:
@@ -511,7 +510,7 @@ class Runtime:
         inherited = [name for name in self.tools if name != "complete"]
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp(ctx.emit, ctx.run_id)
-        context = await asyncio.to_thread(project_context, self.workspace)
+        context = await asyncio.to_thread(self._prepare_workspace)
         model = await self._model_off_loop(self._model_spec)
         runner = self._runner(ctx, model, inherited, skills, mcp_tools, context, own, budget)
         try:
@@ -533,6 +532,13 @@ class Runtime:
             self.token_budget if token_budget is None else token_budget,
             self.max_requests if max_requests is None else max_requests,
         )
+
+    def _prepare_workspace(self) -> str:
+        """What a lead's run and a batch item do first in the workspace: clear what killed writes
+        left in its scratch folder (a killed `delegate run`, server or worker), and read its project
+        context."""
+        sweep_scratch(self.workspace)
+        return project_context(self.workspace)
 
     def _skills(self) -> SkillCatalogue:
         """The skills of a run: the operator's, shadowed by the workspace's own when it is a user's."""
