@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from delegate._store import Store
-from delegate._workspace import CommandPolicy
-from delegate.tools._sandbox import _unreadable  # pyright: ignore[reportPrivateUsage]
+from delegate._workspace import CommandPolicy, Workspace
+from delegate.tools._sandbox import _unreadable, sandbox_argv  # pyright: ignore[reportPrivateUsage]
 from tests.security.support import two_users
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (/usr/bin/bwrap)")
@@ -114,6 +115,26 @@ def test_commands_read_the_system_only_as_any_user_of_the_machine_may(workspace:
     if private.is_dir() and _owner_only(str(private)):
         assert all(key.name not in seen.content for key in private.iterdir())
     assert Path("/etc/passwd").read_text().splitlines()[0] in seen.content  # what anyone may read stays
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to make an owner-only file in /etc")
+def test_a_key_made_owner_only_in_etc_is_masked_from_the_very_next_command(tmp_path: Path) -> None:
+    workspace = Workspace.open(tmp_path, allow_commands=True)
+
+    def run(command: str) -> str:
+        done = subprocess.run(sandbox_argv(command, workspace), capture_output=True, text=True, timeout=60)
+        return done.stdout + done.stderr
+
+    assert run("echo warm") == "warm\n"  # the system folders were looked at, as a first command does
+    key = Path(f"/etc/delegate-test-key-{os.getpid()}")
+    try:
+        key.touch(mode=0o600)
+        key.write_text("operator-secret")
+        seen = run(f"cat {key} 2>&1; head -1 /etc/passwd")
+    finally:
+        key.unlink()
+    assert "operator-secret" not in seen and "Permission denied" in seen
+    assert Path("/etc/passwd").read_text().splitlines()[0] in seen  # what anyone may read stays
 
 
 def test_what_the_sandbox_masks_is_found_by_permissions_not_by_names(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from scratch:
   shadow passwords, TLS and SSH private keys, a database's access rules) is mounted over, a file
   by the null device where devices do not open (reading it is refused) and a folder by an empty
   read-only folder, since a command runs with the server's user id and a server run as root
-  would read them all (see `_unreadable`);
+  would read them all (see `_unreadable`; `/etc` is looked at for every command);
 - a fresh `/proc` (of the new PID namespace: the server's processes are not in it), a minimal
   `/dev` and an empty `/tmp`;
 - the workspace's root, at its own path, the only writable mount;
@@ -120,22 +120,36 @@ def _system_mounts() -> list[str]:
 
 
 SYSTEM_RESCAN = 60.0
-"""Seconds a look at what the system folders hide (`_unreadable`) is used for before another."""
-_seen: dict[tuple[str, ...], tuple[float, list[tuple[str, bool]]]] = {}
+"""Seconds a look at what a system folder hides (`_unreadable`) is used for before another."""
+LOOKED_AT_EACH_COMMAND = frozenset({"/etc"})
+"""System folders looked at anew for every command: where an operator's secrets are put (a key
+made owner-only a moment ago is masked from the next command), and small enough to walk in a few
+milliseconds; walking `/usr` takes about half a second."""
+_seen: dict[str, tuple[float, list[tuple[str, bool]]]] = {}
 _seen_lock = threading.Lock()
 
 
 def _unreadable(folders: tuple[str, ...]) -> list[tuple[str, bool]]:
     """The paths under `folders` that a user who is neither their owner nor in their group may
-    not read (a folder: nor list and enter), with whether each is a folder; looked at again every
-    `SYSTEM_RESCAN` seconds (walking `/usr` takes about half a second)."""
+    not read (a folder: nor list and enter), with whether each is a folder; each folder looked at
+    again after `SYSTEM_RESCAN` seconds, or for every command (`LOOKED_AT_EACH_COMMAND`)."""
+    found: list[tuple[str, bool]] = []
+    for folder in folders:
+        found += _unreadable_in(folder)
+    return found
+
+
+def _unreadable_in(folder: str) -> list[tuple[str, bool]]:
+    if folder in LOOKED_AT_EACH_COMMAND:
+        found: list[tuple[str, bool]] = []
+        _walk_unreadable(folder, found)
+        return found
     with _seen_lock:
-        seen = _seen.get(folders)
+        seen = _seen.get(folder)
         if seen is None or time.monotonic() - seen[0] > SYSTEM_RESCAN:
-            found: list[tuple[str, bool]] = []
-            for folder in folders:
-                _walk_unreadable(folder, found)
-            seen = _seen[folders] = (time.monotonic(), found)
+            found = []
+            _walk_unreadable(folder, found)
+            seen = _seen[folder] = (time.monotonic(), found)
         return seen[1]
 
 
