@@ -140,14 +140,11 @@ def _unreadable(folders: tuple[str, ...]) -> list[tuple[str, bool]]:
 
 
 def _unreadable_in(folder: str) -> list[tuple[str, bool]]:
-    if folder in LOOKED_AT_EACH_COMMAND:
-        found: list[tuple[str, bool]] = []
-        _walk_unreadable(folder, found)
-        return found
+    kept = 0.0 if folder in LOOKED_AT_EACH_COMMAND else SYSTEM_RESCAN
     with _seen_lock:
         seen = _seen.get(folder)
-        if seen is None or time.monotonic() - seen[0] > SYSTEM_RESCAN:
-            found = []
+        if seen is None or time.monotonic() - seen[0] >= kept:
+            found: list[tuple[str, bool]] = []
             _walk_unreadable(folder, found)
             seen = _seen[folder] = (time.monotonic(), found)
         return seen[1]
