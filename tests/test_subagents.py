@@ -286,16 +286,17 @@ async def test_the_parallel_cap_holds(tmp_path: Path) -> None:
 
 
 async def test_cancelling_the_run_cancels_children_and_keeps_their_usage(tmp_path: Path) -> None:
-    waiting: list[str] = []
+    waiting = 0
     both_waiting = asyncio.Event()
 
     async def model(request: ModelRequest) -> ModelResponse:
+        nonlocal waiting
         if is_lead(request):
             return call("task", subagent_type="explore", description="d", prompts=["a", "b"])
         if len(request.messages) == 1:
             return respond([("list_dir", {})], input_tokens=50, output_tokens=5)
-        waiting.append("subagent")
-        if len(waiting) == 2:
+        waiting += 1
+        if waiting == 2:
             both_waiting.set()
         await asyncio.sleep(30)
         return reply("never")
