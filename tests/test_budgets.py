@@ -7,12 +7,13 @@ import asyncio
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from delegate import UserError
+from delegate import RunLimits, RuntimeSettings, UserError
 from delegate._events import Event
 from delegate._runtime import Runtime
 from delegate._store import Store
@@ -54,8 +55,10 @@ def starts_and_spending(events: list[Event]) -> list[int]:
 async def test_no_request_starts_once_the_token_budget_is_spent(tmp_path: Path) -> None:
     events: list[Event] = []
     with OpenAIServer(busy) as server:
-        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, max_parallel=PARALLEL)
-        result = await rt.run("go", sinks=[events.append], token_budget=200)
+        rt = Runtime(
+            model=openai_model(server), workspace=tmp_path, store=False, limits=RunLimits(max_parallel=PARALLEL)
+        )
+        result = await rt.run("go", sinks=[events.append], limits=replace(rt.limits, token_budget=200))
         await close(rt)
     at_start = starts_and_spending(events)
     assert len(server.requests) == len(at_start)  # every request the server saw, the run counted
@@ -72,8 +75,10 @@ async def test_no_request_starts_once_the_token_budget_is_spent(tmp_path: Path) 
 async def test_the_request_budget_counts_the_lead_and_every_subagent(tmp_path: Path) -> None:
     events: list[Event] = []
     with OpenAIServer(busy) as server:
-        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, max_parallel=PARALLEL)
-        result = await rt.run("go", sinks=[events.append], max_requests=9)
+        rt = Runtime(
+            model=openai_model(server), workspace=tmp_path, store=False, limits=RunLimits(max_parallel=PARALLEL)
+        )
+        result = await rt.run("go", sinks=[events.append], limits=replace(rt.limits, max_requests=9))
         await close(rt)
     assert len(server.requests) == 9
     assert sum(e.type == "model.request" for e in events) == 9
@@ -87,7 +92,12 @@ async def test_a_budget_that_is_not_spent_changes_nothing(tmp_path: Path) -> Non
         return Reply(content="done")
 
     with OpenAIServer(answer) as server:
-        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, token_budget=1_000, max_requests=5)
+        rt = Runtime(
+            model=openai_model(server),
+            workspace=tmp_path,
+            store=False,
+            limits=RunLimits(token_budget=1_000, max_requests=5),
+        )
         result = await rt.run("go")
         await close(rt)
     assert (result.status, result.stop_reason, result.final) == ("completed", "final_answer", "done")
@@ -95,8 +105,8 @@ async def test_a_budget_that_is_not_spent_changes_nothing(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("limits", [{"token_budget": 0}, {"max_requests": -1}, {"max_requests": True}])
 def test_a_budget_must_be_a_whole_number_of_at_least_one(tmp_path: Path, limits: dict[str, Any]) -> None:
-    with pytest.raises(UserError, match="use a whole number of at least 1"):
-        Runtime(model="test:echo", workspace=tmp_path, store=False, **limits)
+    with pytest.raises(UserError, match="give a whole number of at least 1"):
+        Runtime(model="test:echo", workspace=tmp_path, store=False, limits=RunLimits(**limits))
 
 
 def test_delegate_run_takes_both_budgets_and_exits_1_when_one_is_spent(tmp_path: Path) -> None:
@@ -129,7 +139,9 @@ def test_post_runs_takes_both_budgets(tmp_path: Path, store: Store) -> None:
     token = store.add_user("alice")[1]
     with OpenAIServer(busy) as upstream:
         model = openai_model(upstream)
-        config = ServerSettings(workspace=tmp_path, model=lambda name: model, run_batches=False)
+        config = ServerSettings(
+            runtime=RuntimeSettings(workspace=tmp_path), model=lambda name: model, run_batches=False
+        )
         with LiveServer(create_app(config, store=store)) as server, client(server, token) as api:
             run_id = start(api, "go", max_requests=3)
             read_events(api, f"/runs/{run_id}/events")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from delegate import Catalogue, Event, ModelAliases, Runtime, UserError
+from delegate import Catalogue, CommandPolicy, Event, Extensions, ModelAliases, Runtime, UserError
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.subagents import LEAD_INSTRUCTIONS
 from tests.cli_support import run_cli, scrubbed_env
@@ -310,7 +310,10 @@ async def test_a_type_from_an_operators_folder_gets_the_mcp_server_it_defines_in
         return call("complete", summary=request.messages[-1].tool_results[0].content)
 
     async with Runtime(
-        model=FunctionModel(answer), workspace=tmp_path / "ws", agents_dirs=[operator], store=False
+        model=FunctionModel(answer),
+        workspace=tmp_path / "ws",
+        store=False,
+        extensions=Extensions(agents_dirs=[operator]),
     ) as rt:
         result = await rt.run("Add 2 and 40.")
     assert result.subagents[0].summary == "42"
@@ -389,7 +392,7 @@ async def test_bash_rules_of_a_claude_type_decide_which_commands_it_may_run(tmp_
         outputs.append("")
         return call("bash", command=commands[done])
 
-    async with Runtime(model=FunctionModel(answer), workspace=tmp_path, allow_commands=True, store=False) as rt:
+    async with Runtime(model=FunctionModel(answer), workspace=tmp_path, store=False, commands=CommandPolicy()) as rt:
         await rt.run("Echo.")
     assert outputs[0].startswith("hi\nok")
     assert outputs[1] == (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from delegate import Event, EventSink, Message, Tool, ToolContext, ToolError, Usage, Workspace, tool
+from delegate import Event, EventSink, LoopSettings, Message, Tool, ToolContext, ToolError, Usage, Workspace, tool
 from delegate._loop import AgentSpec, Compaction, run_agent
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
@@ -202,7 +202,7 @@ async def test_compaction_replaces_old_turns_and_keeps_what_tools_marked(tmp_pat
         return reply("done")
 
     model = FunctionModel(answer)
-    agent = spec(model, [note], compaction=Compaction(max_context_tokens=1000, keep_recent=2))
+    agent = spec(model, [note], loop=LoopSettings(compaction=Compaction(max_context_tokens=1000, keep_recent=2)))
     result = await run_agent(agent, make_ctx(tmp_path), [Message.user("the task")])
     assert result.final == "done"
     compaction_requests = [r for r in model.requests if r.system.startswith("You compact")]

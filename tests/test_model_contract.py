@@ -24,6 +24,7 @@ import pytest
 
 from delegate import (
     AnthropicModel,
+    Lead,
     Message,
     ModelError,
     ModelOutputError,
@@ -37,6 +38,7 @@ from delegate._loop import AgentSpec, run_agent
 from delegate.batch import Batches, BatchWorker
 from delegate.models import Model, ModelRequest
 from delegate.testing import FunctionModel, reply
+from delegate.tools import BUILTIN_TOOLS
 from tests.cli_support import scrubbed_env
 
 from . import loopback_anthropic, loopback_openai
@@ -282,7 +284,7 @@ def test_a_retry_policy_that_cannot_work_is_a_user_error(options: dict[str, Any]
 async def test_a_batch_item_whose_answers_are_cut_fails_after_its_attempts(batches: Batches, tmp_path: Path) -> None:
     with loopback_openai.OpenAIServer(lambda body: loopback_openai.Reply(content="cut short", cut=True)) as server:
         model = OPENAI.build(server, retry=RetryPolicy(attempts=1))
-        runtime = Runtime(model=model, workspace=tmp_path, store=False, batch_tools=False)
+        runtime = Runtime(model=model, workspace=tmp_path, store=False, lead=Lead(tools=[*BUILTIN_TOOLS, "task"]))
         sub = batches.submit(
             "alice", subagent_type="general-purpose", items=[{"key": "a", "prompt": "Say hi."}], max_attempts=2
         )

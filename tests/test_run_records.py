@@ -14,13 +14,14 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import Runtime
+from delegate import RunLimits, Runtime, RuntimeSettings
+from delegate._config import DEFAULT_RUN_TIMEOUT
 from delegate._follow import stored_events
 from delegate._loop import EVENT_VALUE_LIMIT
-from delegate._runtime import DEFAULT_RUN_TIMEOUT
 from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
+from delegate.server._state import app_state
 from delegate.testing import FunctionModel, ScriptedModel, call, reply
 from tests.durable_support import only_run, wait_for
 from tests.loopback_server import LiveServer
@@ -86,14 +87,14 @@ def test_a_final_answer_is_stored_once_in_full(tmp_path: Path) -> None:
 
 
 def test_runs_have_a_default_timeout_and_end_timed_out(tmp_path: Path) -> None:
-    assert Runtime(model=ScriptedModel([]), workspace=tmp_path).timeout == DEFAULT_RUN_TIMEOUT
+    assert Runtime(model=ScriptedModel([]), workspace=tmp_path).limits.timeout == DEFAULT_RUN_TIMEOUT
     never = asyncio.Event()
 
     async def stuck(request: ModelRequest) -> ModelResponse:
         await never.wait()
         raise AssertionError("unreachable")
 
-    result = Runtime(model=FunctionModel(stuck), workspace=tmp_path, timeout=0.2).run_sync("wait")
+    result = Runtime(model=FunctionModel(stuck), workspace=tmp_path, limits=RunLimits(timeout=0.2)).run_sync("wait")
     assert (result.status, result.stop_reason) == ("timed_out", "timeout")
     with Store.for_workspace(tmp_path) as store:
         run = store.get_run(result.run_id)
@@ -142,9 +143,11 @@ def test_a_run_whose_process_died_reads_interrupted_and_its_followers_get_a_term
     user = store.user_for_token(token)
     run = store.create_run(prompt="p", model="openai:m", user_id=user, owner=f"{host_identity()}|{_dead_pid()}|x")
     assert store.get_run(run.id).status == "interrupted"  # type: ignore[union-attr]
-    config = ServerSettings(workspace=tmp_path, model=lambda name: ScriptedModel([]), run_batches=False)
+    config = ServerSettings(
+        runtime=RuntimeSettings(workspace=tmp_path), model=lambda name: ScriptedModel([]), run_batches=False
+    )
     app = create_app(config, store=store)
-    app.state.runs.watch = _no_takeover  # this server leaves it interrupted, for the test to look at
+    app_state(app).takeover.watch = _no_takeover  # this server leaves it interrupted, for the test to look at
     with (
         LiveServer(app) as server,
         httpx2.Client(base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60) as api,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from delegate import RuntimeSettings
 from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
@@ -59,7 +60,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def server(tmp_path: Path, store: Store) -> Iterator[LiveServer]:
     model = lambda _: FunctionModel(research, latency=0.05)  # noqa: E731 - a fresh fake per run
-    settings = ServerSettings(workspace=tmp_path, model=model, run_batches=False)  # batch items stay queued
+    settings = ServerSettings(
+        runtime=RuntimeSettings(workspace=tmp_path), model=model, run_batches=False
+    )  # batch items stay queued
     with LiveServer(create_app(settings, store=store)) as running:
         yield running
 
@@ -183,7 +186,9 @@ def test_the_page_shows_each_typed_result_in_the_order_the_lead_called_them(
         "---\nname: pricer\ndescription: Prices one product.\noutput_schema:\n  type: object\n"
         "  properties: {product: {type: string}, price: {type: number}}\n  required: [product, price]\n---\nPrice it.\n"
     )
-    settings = ServerSettings(workspace=tmp_path, model=lambda _: FunctionModel(typed_pricing), run_batches=False)
+    settings = ServerSettings(
+        runtime=RuntimeSettings(workspace=tmp_path), model=lambda _: FunctionModel(typed_pricing), run_batches=False
+    )
     _, token = store.add_user("alice")
     with LiveServer(create_app(settings, store=store)) as running:
         context = browser.new_context(viewport={"width": 1280, "height": 900})

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from delegate import Extensions
 from delegate._agents import Subagent
 from delegate._errors import UserError
 from delegate._runtime import Runtime
@@ -50,7 +51,9 @@ async def test_deferred_tools_are_named_hidden_then_loaded_by_tool_search(tmp_pa
         ][turn]
 
     model = FunctionModel(answer)
-    rt = Runtime(model=model, workspace=tmp_path, store=False, mcp_servers=calc(), auto_promote=0)
+    rt = Runtime(
+        model=model, workspace=tmp_path, store=False, extensions=Extensions(mcp_servers=calc(), auto_promote=0)
+    )
     try:
         result = await rt.run("go")
     finally:
@@ -68,7 +71,9 @@ async def test_deferred_tools_are_named_hidden_then_loaded_by_tool_search(tmp_pa
 
 async def test_the_tools_that_best_match_the_task_are_loaded_from_the_first_turn(tmp_path: Path) -> None:
     model = FunctionModel(lambda request: reply("ok"))
-    rt = Runtime(model=model, workspace=tmp_path, store=False, mcp_servers=calc(), auto_promote=1)
+    rt = Runtime(
+        model=model, workspace=tmp_path, store=False, extensions=Extensions(mcp_servers=calc(), auto_promote=1)
+    )
     try:
         await rt.run("shout this text in capitals please")
     finally:
@@ -78,7 +83,9 @@ async def test_the_tools_that_best_match_the_task_are_loaded_from_the_first_turn
 
 async def test_without_tool_search_mcp_tools_are_ordinary_tools(tmp_path: Path) -> None:
     model = FunctionModel(lambda request: reply("ok"))
-    rt = Runtime(model=model, workspace=tmp_path, store=False, mcp_servers=calc(), tool_search=False)
+    rt = Runtime(
+        model=model, workspace=tmp_path, store=False, extensions=Extensions(mcp_servers=calc(), tool_search=False)
+    )
     try:
         await rt.run("go")
     finally:
@@ -104,7 +111,11 @@ async def test_subagents_defer_mcp_tools_and_get_tool_search_whatever_their_list
 
     model = FunctionModel(answer)
     rt = Runtime(
-        model=model, workspace=tmp_path, store=False, subagents=types, builtin_subagents=False, mcp_servers=calc()
+        model=model,
+        workspace=tmp_path,
+        store=False,
+        subagents=types,
+        extensions=Extensions(builtin_subagents=False, mcp_servers=calc()),
     )
     try:
         await rt.run("go", uploaded_files=None)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from delegate import RuntimeSettings
 from delegate._store import Store
 from delegate.server import ServerSettings, create_app
 from delegate.subagents import LEAD_INSTRUCTIONS
@@ -155,7 +156,7 @@ def server(
     (each run's runtime builds its model, and closes it when the run ends)."""
     monkeypatch.setenv("OPENAI_BASE_URL", model_server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test")
-    settings = ServerSettings(workspace=tmp_path, model="openai:loopback-model")
+    settings = ServerSettings(runtime=RuntimeSettings(workspace=tmp_path, model="openai:loopback-model"))
     with LiveServer(create_app(settings, store=store)) as running:
         yield running
 

@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, assert_never
 
+from ._config import LoopSettings, RunLimits
 from ._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from ._fit import cut_text, fit_request
-from ._guard import LoopGuard, LoopWatch
+from ._guard import LoopWatch
 from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ._record import EndStatus, StopReason
 from ._usage import Usage
@@ -70,14 +71,11 @@ class RunBudget:
         return found
 
     @classmethod
-    def of(cls, token_budget: int | None, max_requests: int | None) -> RunBudget | None:
-        """The budget of a run with these limits (None for none); `UserError` for a bad limit."""
-        problems = cls.problems(token_budget, max_requests)
-        if problems:
-            raise UserError("; ".join(problems))
-        if token_budget is None and max_requests is None:
+    def of(cls, limits: RunLimits) -> RunBudget | None:
+        """The budget of a run with these limits (None when they set none)."""
+        if limits.token_budget is None and limits.max_requests is None:
             return None
-        return cls(token_budget=token_budget, max_requests=max_requests)
+        return cls(token_budget=limits.token_budget, max_requests=limits.max_requests)
 
     def begin(self) -> StopReason | None:
         """Count a model request about to start, or start none and say which budget is spent."""
@@ -116,7 +114,6 @@ class Compaction:
     model: Model | None = None
 
 
-DEFAULT_GUARD = LoopGuard()
 COMPACT_AT = 0.7
 """The share of the context window past which an agent's conversation is compacted."""
 OVERFLOW_RETRIES = 2
@@ -169,7 +166,8 @@ class AgentSpec:
     timeout: float | None = None
     token_budget: int | None = None
     max_tokens: int | None = None
-    compaction: Compaction | None = None
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    """Compaction, the context window and the loop guard: the run's, the same for all its agents."""
     budget: RunBudget | None = None
     """The run's budget, shared by the lead and its subagents (checked before every model request)."""
     gates: Sequence[ToolGate] = ()
@@ -181,10 +179,6 @@ class AgentSpec:
     """The tool choice of the first turn (`auto`, `required`, or the name of the tool to call), or
     of each of the first turns in order; later turns are `auto`. A weak model then delegates
     instead of answering, or takes the steps its work needs in their order."""
-    context_window: int | None = None
-    """Tokens the model reads at once, over what the model says (see `delegate.models.context_window`)."""
-    guard: LoopGuard | None = DEFAULT_GUARD
-    """Ends the agent when it goes round in circles (see `_guard.py`); None: never."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]
@@ -265,8 +259,10 @@ class _State:
 
 async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
     """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
-    window = context_window(spec.model, spec.context_window)
-    watch = LoopWatch(spec.guard, advice=str(getattr(spec.model, "when_stuck", "") or "")) if spec.guard else None
+    window = context_window(spec.model, spec.loop.context_window)
+    watch = (
+        LoopWatch(spec.loop.guard, advice=str(getattr(spec.model, "when_stuck", "") or "")) if spec.loop.guard else None
+    )
     state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
     ctx.event("agent.started", {"name": spec.name, "model": spec.model.name})
     timeout = asyncio.timeout(spec.timeout)
@@ -333,8 +329,8 @@ async def _answer(spec: AgentSpec, ctx: ToolContext, state: _State, offered: lis
         )
         limit = state.window - reply_reserve(state.window, spec.max_tokens)
         threshold = int(state.window * COMPACT_AT)
-        if spec.compaction is not None:
-            threshold = min(threshold, spec.compaction.max_context_tokens)
+        if spec.loop.compaction is not None:
+            threshold = min(threshold, spec.loop.compaction.max_context_tokens)
         estimate = estimate_tokens(request, state.tally)
         if max(state.context_tokens, estimate) > threshold and await compact(spec, ctx, state):
             request.messages = list(state.messages)
@@ -536,7 +532,7 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
     loses its call). Tool results' `keep` texts are carried into the summary word for word. The
     transcript the summariser reads is cut to fit the window.
     """
-    compaction = spec.compaction or Compaction(max_context_tokens=int(state.window * COMPACT_AT))
+    compaction = spec.loop.compaction or Compaction(max_context_tokens=int(state.window * COMPACT_AT))
     messages = state.messages
     cut = max(1, len(messages) - compaction.keep_recent)
     while cut < len(messages) and messages[cut].role != "assistant":

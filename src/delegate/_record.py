@@ -163,13 +163,14 @@ class ResultSchema:
     """
 
     def __init__(self, spec: dict[str, Any] | type[BaseModel], owner: str) -> None:
+        """`owner` names the agent in errors (`subagent type 'pricer'`, `the lead`)."""
         self.model: type[BaseModel] | None = None
         if isinstance(spec, type):
             self.model = spec
             self.schema: dict[str, Any] = spec.model_json_schema()
             return
         if not isinstance(spec, dict):  # pyright: ignore[reportUnnecessaryIsInstance] - front matter is untyped
-            raise UserError(f"subagent type {owner!r}: output_schema must be a JSON Schema object or a pydantic model")
+            raise UserError(f"{owner}: output_schema must be a JSON Schema object or a pydantic model")
         from jsonschema import SchemaError, validators
 
         cls = validators.validator_for(spec)
@@ -177,7 +178,7 @@ class ResultSchema:
             cls.check_schema(spec)
         except SchemaError as exc:
             problem = exc.message
-            raise UserError(f"subagent type {owner!r}: output_schema is not a valid JSON Schema: {problem}") from None
+            raise UserError(f"{owner}: output_schema is not a valid JSON Schema: {problem}") from None
         self.schema = spec
         self._validator = cls(spec)
 

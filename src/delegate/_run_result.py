@@ -4,6 +4,8 @@ recorded: finished (`record_end`) or let go to be resumed (`release_interrupted`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from pydantic import BaseModel
 from typing import TYPE_CHECKING, Any
 
 from ._events import Event
@@ -11,7 +13,7 @@ from ._loop import EVENT_VALUE_LIMIT, AgentResult
 from ._messages import Message
 from ._record import Status, StopReason
 from ._usage import Usage
-from .subagents import TaskOutput
+from .subagents import Delivery, TaskOutput
 
 if TYPE_CHECKING:
     from ._recorder import Recorder
@@ -37,10 +39,14 @@ class RunResult:
     stop_reason: StopReason
     error: str | None = None
     messages: list[Message] = field(default_factory=list[Message])
+    result: Any = None
+    """The lead's typed result, validated, when its definition has an `output_schema`: an instance
+    of that pydantic model, or JSON data that fits that JSON Schema (None without one)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The object `delegate run --json` prints."""
-        return {
+        """The object `delegate run --json` prints (`result` only when the lead has a typed one)."""
+        typed = self.result.model_dump(mode="json") if isinstance(self.result, BaseModel) else self.result
+        return ({"result": typed} if typed is not None else {}) | {
             "run_id": self.run_id,
             "status": self.status,
             "final": self.final,
@@ -82,18 +88,31 @@ def cancelled_result(ctx: ToolContext) -> AgentResult:
     )
 
 
-def run_result(run_id: str, lead: AgentResult, runner: SubagentRunner) -> RunResult:
+def run_result(
+    run_id: str, lead: AgentResult, runner: SubagentRunner, schema: type[BaseModel] | None = None
+) -> RunResult:
+    """What the run gives back; a lead that ended with a typed `complete` gives its result (as a
+    `schema` instance when its `output_schema` is that pydantic model)."""
+    delivered = lead.stop_return.data if lead.stop_return is not None else None
+    result, final, status, reason, error = None, lead.final, lead.status, lead.stop_reason, lead.error
+    if isinstance(delivered, Delivery):
+        final = final or delivered.summary
+        if delivered.invalid is not None:
+            status, reason, error = "error", "invalid_result", delivered.invalid
+        elif delivered.result is not None:
+            result = schema.model_validate(delivered.result) if schema is not None else delivered.result
     return RunResult(
         run_id=run_id,
-        status=lead.status,
-        final=lead.final,
+        status=status,
+        final=final,
         usage=lead.usage + runner.usage,
         lead_usage=lead.usage,
         subagents=list(runner.records),
         steps=lead.steps,
-        stop_reason=lead.stop_reason,
-        error=lead.error,
+        stop_reason=reason,
+        error=error,
         messages=lead.messages,
+        result=result,
     )
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._main import fail
+from ._common import fail
 
 if TYPE_CHECKING:
     from .._runtime import Runtime
@@ -38,7 +38,8 @@ def demo(
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name (default: local).")] = None,
 ) -> None:
     """Watch a lead delegate one summary per sample document, then run the same work as a batch."""
-    from .._agents import Subagent
+    from .._agents import Lead, Subagent
+    from .._config import Extensions, RunLimits
     from .._errors import UserError
     from .._runtime import Runtime
     from ._render import run_live
@@ -57,13 +58,10 @@ def demo(
         runtime = Runtime(
             model=model or "local",
             workspace=workspace,
+            lead=Lead(tools=["write_file", "task"], max_steps=4, first_tool_choice=["task", "write_file"]),
             subagents=[summarizer],
-            builtin=["write_file"],
-            builtin_subagents=False,
-            batch_tools=False,
-            max_steps=4,
-            max_subagents=2 * len(docs),
-            first_tool_choice=["task", "write_file"],
+            limits=RunLimits(max_subagents=2 * len(docs)),
+            extensions=Extensions(builtin_subagents=False),
         )
         runtime.model  # noqa: B018 - fetch the weights and start the local server before the live view
     except UserError as exc:
@@ -116,9 +114,10 @@ def _copy_samples(workspace: Path) -> list[str]:
 
 
 def _run_batch(workspace: Path, docs: list[str], runtime: Runtime) -> Batch:
-    from .._store import Store
+    from .._settings import open_store
     from ..batch import Batches
-    from ._batch import LOCAL_USER, run_to_end
+    from ._batch import run_to_end
+    from ._common import LOCAL_USER
 
     items = [
         {
@@ -128,11 +127,11 @@ def _run_batch(workspace: Path, docs: list[str], runtime: Runtime) -> Batch:
         }
         for d in docs
     ]
-    batches = Batches(Store.for_workspace(workspace.resolve()))
+    batches = Batches(open_store(None, workspace.resolve()))
     batch = batches.submit(
         LOCAL_USER, subagent_type="summarizer", items=items, title="summaries", max_running_items=2, max_attempts=1
     )
-    final = asyncio.run(run_to_end(batches, batch.batch, lambda info: runtime))
+    final = asyncio.run(run_to_end(batches, batch.batch, lambda user_id, model: runtime))
     with (workspace / "results.jsonl").open("w", encoding="utf-8") as out:
         for row in batches.export_rows(LOCAL_USER, final.id):
             out.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -1,5 +1,5 @@
-"""`delegate run`, `delegate users ...`: the command line over `Runtime` (`delegate agents` is in
-`_agents.py`).
+"""`delegate run`, `delegate users ...`: the command line over `Runtime` (what every command
+shares is in `_common.py`; `delegate agents` is in `_agents.py`).
 
 Exit codes: 0 success, 1 the run failed (or was cancelled: Ctrl-C, SIGTERM and SIGHUP alike), 2 bad
 usage or bad input, one line saying what to fix: `main` turns every `UserError` and `StoreError`
@@ -9,31 +9,33 @@ Heavy imports (the runtime, provider SDKs) happen inside the commands, so `--hel
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import inspect
 import json
 import os
-import signal
 import sys
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .._text import safe_json, safe_text
+from ._common import (
+    Db,
+    OperatorFlags,
+    Workspace,
+    checked_text,
+    fail,
+    open_store,
+    operator_flags,
+    print_model_fallback,
+    print_warnings,
+    run_until_done,
+    store_option,
+)
 
 if TYPE_CHECKING:
-    from .._events import Event, EventSink
+    from .._events import EventSink
     from .._run_result import RunResult
-    from .._runtime import Runtime
-    from .._settings import RuntimeSettings
     from .._store import Store
-    from .._workspace import CommandPolicy
-
-_T = TypeVar("_T")
 
 app = typer.Typer(
     name="delegate",
@@ -42,205 +44,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-agents_app = typer.Typer(help="The subagent catalogue.", no_args_is_help=True)
 users_app = typer.Typer(help="Users of the HTTP API.", no_args_is_help=True)
-app.add_typer(agents_app, name="agents")
 app.add_typer(users_app, name="users")
-
-Workspace = Annotated[
-    Path, typer.Option("--workspace", "-w", help="The workspace folder (default: the current folder).")
-]
-ModelAlias = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--model-alias",
-        help="alias=provider:model, e.g. sonnet=openai:gpt-4.1 (over DELEGATE_MODEL_ALIASES, .delegate/models.toml).",
-    ),
-]
-Db = Annotated[
-    str | None,
-    typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/)."),
-]
-
-
-Agents = Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")]
-Skills = Annotated[list[Path] | None, typer.Option("--skills", help="A folder of skills.")]
-McpConfig = Annotated[Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")]
-AllowCommands = Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands (sandboxed).")]
-AllowNetwork = Annotated[bool, typer.Option("--allow-network", help="Let agents' commands reach the network.")]
-CommandEnv = Annotated[
-    list[str] | None,
-    typer.Option("--command-env", help="An environment variable agents' commands may see (repeat for more)."),
-]
-Unsandboxed = Annotated[
-    bool,
-    typer.Option(
-        "--unsandboxed-commands",
-        help="Run agents' commands WITHOUT the bubblewrap sandbox, as your own user (where bwrap cannot run).",
-    ),
-]
-ContextWindow = Annotated[
-    int | None,
-    typer.Option(
-        "--context-window",
-        min=1024,
-        envvar="DELEGATE_CONTEXT_WINDOW",
-        help="Tokens the model reads at once (default: what the model says, or the table of known models).",
-    ),
-]
-MaxRepeatedFailures = Annotated[
-    int, typer.Option("--max-repeated-failures", min=0, help="End an agent when one call failed this often (0: off).")
-]
-MaxIdleSteps = Annotated[
-    int, typer.Option("--max-idle-steps", min=0, help="End an agent after N turns without progress (0: off).")
-]
-
-
-@dataclass(frozen=True, kw_only=True)
-class OperatorFlags:
-    """The operator's flags of every command that runs agents (`delegate run`, `delegate serve`,
-    `delegate batch submit|worker`), added to each by `operator_flags`: one list, so that a flag
-    means the same everywhere and no command lacks one."""
-
-    agents: Agents = None
-    skills: Skills = None
-    mcp_config: McpConfig = None
-    allow_commands: AllowCommands = False
-    allow_network: AllowNetwork = False
-    command_env: CommandEnv = None
-    unsandboxed_commands: Unsandboxed = False
-    model_alias: ModelAlias = None
-    context_window: ContextWindow = None
-    max_repeated_failures: MaxRepeatedFailures = 3
-    max_idle_steps: MaxIdleSteps = 10
-
-
-def operator_flags(command: Callable[..., _T]) -> Callable[..., _T]:
-    """`command` with the options of `OperatorFlags` after its own, handed to it as `flags`."""
-    options = get_type_hints(OperatorFlags, include_extras=True)
-    shared = [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=options[f.name])
-        for f in fields(OperatorFlags)
-    ]
-    own = inspect.signature(command, eval_str=True)
-
-    @functools.wraps(command)
-    def with_flags(**values: Any) -> _T:
-        flags = OperatorFlags(**{f.name: values.pop(f.name) for f in fields(OperatorFlags)})
-        return command(**values, flags=flags)
-
-    kept = [p for p in own.parameters.values() if p.name != "flags"]
-    with_flags.__signature__ = own.replace(parameters=[*kept, *shared])  # type: ignore[attr-defined]  # what typer reads
-    return with_flags
-
-
-def runtime_settings(
-    workspace: Path,
-    flags: OperatorFlags,
-    *,
-    model: str | None = None,
-    kind: type[RuntimeSettings] | None = None,
-    **more: Any,
-) -> RuntimeSettings:
-    """The operator's flags as `RuntimeSettings` (or as `kind`, the server's `ServerSettings`), the
-    one thing every command builds runtimes from; `more` are fields the flags do not name.
-
-    Raises `UserError` for a bad workspace or MCP configuration.
-    """
-    from .._errors import UserError
-    from .._guard import LoopGuard
-    from .._settings import RuntimeSettings
-    from ..mcp import load_mcp_config
-
-    if not workspace.is_dir():
-        raise UserError(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
-    policy = command_policy(flags.allow_commands, flags.allow_network, flags.command_env, flags.unsandboxed_commands)
-    failures, idle = flags.max_repeated_failures, flags.max_idle_steps
-    guard = LoopGuard(repeated_failures=failures or None, idle_steps=idle or None) if failures or idle else None
-    return (kind or RuntimeSettings)(
-        workspace=workspace,
-        model=model,
-        agents_dirs=flags.agents or [],
-        skills_dirs=flags.skills or [],
-        mcp_servers=load_mcp_config(flags.mcp_config) if flags.mcp_config else (),
-        allow_commands=flags.allow_commands,
-        commands=policy,
-        context_window=flags.context_window,
-        loop_guard=guard,
-        model_aliases=flags.model_alias or [],
-        **more,
-    )
-
-
-def command_policy(allow_commands: bool, network: bool, env: list[str] | None, unsandboxed: bool) -> CommandPolicy:
-    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud."""
-    from .._workspace import CommandPolicy
-
-    if allow_commands and unsandboxed:
-        typer.echo(
-            "warning: agents' commands run WITHOUT a sandbox (--unsandboxed-commands): as your own user, "
-            "with your files and the network",
-            err=True,
-        )
-    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()))
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def print_warnings(runtime: Runtime) -> None:
-    """What is wrong with the definition and skill files the runtime read, one line each on stderr."""
-    for warning in runtime.warnings():
-        typer.echo(f"warning: {warning}", err=True)
-
-
-def print_model_fallback(event: Event) -> None:
-    """A type whose aliased model has no key runs on the lead's: say so on stderr as it happens."""
-    if event.type == "warning" and "subagent_type" in event.data:
-        typer.echo(f"warning: {event.data['reason']}", err=True)
-
-
-def store_option(db: str | None) -> str | None:
-    return db or os.environ.get("DELEGATE_DB") or None
-
-
-def open_store(workspace: Path, db: str | None) -> Store:
-    """The store of `--db`, `DELEGATE_DB`, or the workspace's own."""
-    from .._store import Store
-
-    url = store_option(db)
-    return Store.open(url) if url else Store.for_workspace(workspace.resolve())
-
-
-def checked_text(text: str, what: str) -> str:
-    """`text` from the command line, refused unless it is valid UTF-8."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        byte = ord(text[exc.start]) - 0xDC00
-        shown = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else f"character U+{ord(text[exc.start]):04X}"
-        fail(f"{what} is not valid UTF-8 ({shown} at position {exc.start}): pass it as UTF-8 text")
-    return text
-
-
-def run_until_done(start: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    """Run `start()` on a new event loop, SIGTERM and SIGHUP cancelling it as Ctrl-C does (the
-    run records itself cancelled); raises `KeyboardInterrupt` when it was cancelled so."""
-
-    async def main() -> _T:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, task.cancel)
-        return await start()
-
-    try:
-        return asyncio.run(main())
-    except asyncio.CancelledError:
-        raise KeyboardInterrupt from None
 
 
 def _default_model(*, quiet: bool) -> str | None:
@@ -295,12 +100,13 @@ def run(
         checked_text(prompt, "the prompt")
     if model is None and resume is None:
         model = _default_model(quiet=as_json)
-    settings = runtime_settings(
-        workspace, flags, model=model, max_parallel=max_parallel, subagent_model=subagent_model, max_steps=max_steps
-    )
+    from .._agents import Lead
+    from .._config import RunLimits
+
+    limits = RunLimits(timeout=timeout, token_budget=token_budget, max_requests=max_requests, max_parallel=max_parallel)
+    lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
+    settings = flags.settings(workspace, model=model, lead=lead, limits=limits)
     runtime = settings.build(store=store_option(db))
-    runtime.timeout = timeout
-    runtime.token_budget, runtime.max_requests = token_budget, max_requests
     if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
     print_warnings(runtime)
@@ -310,9 +116,9 @@ def run(
     runtime.sinks.append(print_model_fallback)
     lead_batches = None
     if not detach_batches:
-        from ._batch import LeadBatches, runner_factory
+        from ._batch import LeadBatches
 
-        lead_batches = LeadBatches(runtime, runner_factory(settings))
+        lead_batches = LeadBatches(runtime, settings.factory(store=False))
         runtime.sinks.append(lead_batches.sink)
 
     async def go(sinks: list[EventSink]) -> RunResult:

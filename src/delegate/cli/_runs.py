@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ._main import Db, Workspace, fail, open_store
+from ._common import Db, Workspace, fail, open_store
 
 if TYPE_CHECKING:
     from .._events import Event

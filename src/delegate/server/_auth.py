@@ -9,12 +9,13 @@ not found (404), never forbidden (403), which would confirm that it exists.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from .._store import Store
+from ._state import app_state
 
 
 class ApiError(Exception):
@@ -44,7 +45,7 @@ def error_response(
 
 async def app_store(request: Request) -> Store:
     """The store of the app serving `request` (set by `create_app`)."""
-    return cast(Store, request.app.state.store)
+    return app_state(request.app).store
 
 
 async def bearer_token(request: Request) -> str:
@@ -77,7 +78,7 @@ its own read (`Store.run_summaries`); it answers 401 without a token, and the ro
 
 async def current_user(request: Request, token: Token) -> str:
     """The caller's user id, from `Authorization: Bearer <token>`; a 401 `ApiError` otherwise."""
-    user_id = await asyncio.to_thread(cast(Store, request.app.state.store).user_for_token, token)
+    user_id = await asyncio.to_thread(app_state(request.app).store.user_for_token, token)
     if user_id is None:
         raise unknown_token()
     return user_id

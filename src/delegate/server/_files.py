@@ -14,13 +14,14 @@ import os
 import stat
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
 from .._errors import WorkspaceError
 from .._workspace import Workspace
 from ._auth import ApiError, UserId
+from ._state import app_state
 
 PREVIEW_BYTES = 64 * 1024
 """How much of a file a preview holds unless the caller asks for less (or more, up to `MAX_PREVIEW_BYTES`)."""
@@ -93,7 +94,7 @@ def _text(data: bytes, *, truncated: bool) -> str | None:
 
 
 def _workspace_for(request: Request) -> WorkspaceFor:
-    return cast(WorkspaceFor, request.app.state.workspace_for)
+    return app_state(request.app).workspace_for
 
 
 router = APIRouter(prefix="/api/v1", tags=["files"])

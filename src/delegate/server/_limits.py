@@ -218,7 +218,9 @@ def uvicorn_config(app: FastAPI, **options: Any) -> uvicorn.Config:
     """
     import uvicorn
 
-    limits = cast(Limits, app.state.limits)
+    from ._state import app_state
+
+    limits = app_state(app).limits
     options.setdefault("log_level", "warning")
     options.setdefault("lifespan", "on")
     return uvicorn.Config(
