@@ -126,7 +126,7 @@ def test_a_server_whose_store_is_not_a_database_refuses_to_start_and_says_why(tm
         capture_output=True,
         text=True,
         timeout=120,
-        env={k: v for k, v in os.environ.items() if k != "DELEGATE_DB"},
+        env={**{k: v for k, v in os.environ.items() if k != "DELEGATE_DB"}, "DELEGATE_MODEL": "local"},
     )
     assert done.returncode == 2
     assert "is empty" in done.stderr or "is not a SQLite database" in done.stderr
