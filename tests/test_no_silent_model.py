@@ -61,7 +61,9 @@ def test_batch_submit_and_worker_with_no_model_off_a_terminal_are_refused_and_st
     items = tmp_path / "items.jsonl"
     items.write_text('{"key": "a", "prompt": "summarise a.md"}\n')
     for detach in ([], ["--detach"]):
-        refused_for_no_model(run_cli(["batch", "submit", str(items), "--type", "explore", *detach], no_weights, tmp_path))
+        refused_for_no_model(
+            run_cli(["batch", "submit", str(items), "--type", "explore", *detach], no_weights, tmp_path)
+        )
     refused_for_no_model(run_cli(["batch", "worker"], no_weights, tmp_path))
     assert Batches(Store.for_workspace(tmp_path)).list_batches("default") == []
 

@@ -196,9 +196,12 @@ def print_warnings(runtime: Runtime) -> None:
         typer.echo(f"warning: {warning}", err=True)
 
 
-def print_model_fallback(event: Event) -> None:
-    """A type whose aliased model has no key runs on the lead's: say so on stderr as it happens."""
-    if event.type == "warning" and "subagent_type" in event.data:
+def print_run_warnings(event: Event) -> None:
+    """What goes wrong as a run goes on, on stderr as it happens: an MCP server that did not start
+    (the run goes on without its tools), a type whose aliased model has no key (it runs on the lead's)."""
+    if event.type == "mcp.server_failed":
+        typer.echo(f"warning: {event.data['warning']}", err=True)
+    elif event.type == "warning" and "subagent_type" in event.data:
         typer.echo(f"warning: {event.data['reason']}", err=True)
 
 
@@ -344,7 +347,7 @@ def run(
     live = not as_json and sys.stdout.isatty()
     batches: list[dict[str, Any]] = []
     runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
-    runtime.sinks.append(print_model_fallback)
+    runtime.sinks.append(print_run_warnings)
     lead_batches = None
     if not detach_batches:
         from ._batch import LeadBatches, runner_factory

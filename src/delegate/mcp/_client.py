@@ -5,7 +5,7 @@ servers = MCPTools([
     MCPServerConfig("github", command=["github-mcp-server", "stdio"], env={"GITHUB_TOKEN": token}),
     MCPServerConfig("docs", url="http://127.0.0.1:8000/mcp"),
 ])
-tools = await servers.load()    # mcp__github__create_issue, mcp__docs__search, ...
+tools = await servers.load()    # mcp__github__create_issue, mcp__docs__search, ... (servers.failed: those left out)
 rt = Runtime(model=..., tools=tools)
 ...
 await servers.aclose()
@@ -175,7 +175,8 @@ def mcp_tool_name(server: str, tool: str) -> str:
 
 
 class MCPTools:
-    """The tools of some MCP servers. `load()` connects and lists them; `aclose()` disconnects."""
+    """The tools of some MCP servers. `load()` connects and lists them (leaving out, in `failed`,
+    those that cannot be used); `aclose()` disconnects."""
 
     def __init__(self, servers: Iterable[MCPServerConfig]) -> None:
         self.servers = list(servers)
@@ -187,6 +188,8 @@ class MCPTools:
                 raise UserError(f"two MCP servers are named {server.name!r}; give each server its own name")
             seen.add(server.name)
         self._connections: dict[asyncio.AbstractEventLoop, dict[str, _Connection]] = {}
+        self.failed: dict[str, str] = {}
+        """The servers the last `load` left out, by name: why each could not be used."""
 
     def __repr__(self) -> str:
         return f"MCPTools({[s.name for s in self.servers]!r})"
@@ -194,20 +197,22 @@ class MCPTools:
     async def load(self) -> list[Tool]:
         """Connect to every server and list its tools, as `Tool`s named `mcp__<server>__<tool>`.
 
-        Raises `UserError` naming each server that could not be started, reached or listed.
+        A server that cannot be started, reached or listed is left out, as Claude Code does: the
+        tools of the others are returned, and `failed` names each one left out with the reason
+        (also logged, at INFO).
         """
         listings = await asyncio.gather(*(self._server_tools(s) for s in self.servers), return_exceptions=True)
         tools: list[Tool] = []
-        problems: list[str] = []
-        for listing in listings:
+        failed: dict[str, str] = {}
+        for server, listing in zip(self.servers, listings, strict=True):
             if isinstance(listing, UserError):
-                problems.append(str(listing))
+                failed[server.name] = str(listing)
+                logger.info("%s; going on without its tools", listing)
             elif isinstance(listing, BaseException):
                 raise listing
             else:
                 tools += listing
-        if problems:
-            raise UserError("; ".join(problems))
+        self.failed = failed
         return tools
 
     async def aclose(self) -> None:
