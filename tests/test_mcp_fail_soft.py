@@ -100,3 +100,46 @@ def test_delegate_run_warns_on_stderr_and_shows_the_warnings_in_run_and_runs_sho
         assert line.startswith("warning: ") and line.endswith("; the run goes on without its tools")
     shown = run_cli(["runs", "show", result["run_id"], "--json"], scrubbed_env(), workspace)
     assert json.loads(shown.stdout)["warnings"] == result["warnings"]
+
+
+def lister(name: str, *args: str, cwd: Path | None = None) -> MCPServerConfig:
+    """The test server with `list_root`, listing the folder its arguments name (as a filesystem server)."""
+    return MCPServerConfig(name, command=[sys.executable, str(SERVER), *args], cwd=cwd)
+
+
+async def test_an_mcp_server_given_the_workspace_root_is_never_started_and_one_given_a_subfolder_is(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "docs").mkdir(parents=True)
+    (workspace / "docs" / "a.md").write_text("notes\n")
+    Store.for_workspace(workspace).close()  # .delegate/ with the store in it
+
+    model = ScriptedModel([call("mcp__docs__list_root"), reply("done")])
+    events: list[Event] = []
+    configs = [
+        lister("root", "--root", str(workspace)),
+        lister("dot", "--root=.", cwd=workspace),
+        lister("above", "--root", str(tmp_path)),
+        lister("inside", "--root", str(workspace / ".delegate")),
+        lister("docs", "--root", str(workspace / "docs")),
+    ]
+    async with Runtime(
+        model=model, workspace=workspace, mcp_servers=configs, tool_search=False, sinks=[events.append]
+    ) as runtime:
+        result = await runtime.run("list the docs")
+
+    assert result.status == "completed"
+    listed = model.requests[1].messages[-1].tool_results[0]
+    assert (listed.content, listed.is_error) == ("a.md", False)  # the one given a subfolder lists it
+    offered = {t.name for t in model.requests[0].tools}
+    assert "mcp__docs__list_root" in offered
+    assert not any(n.startswith(("mcp__root", "mcp__dot", "mcp__above", "mcp__inside")) for n in offered)
+    failed = {e.data["server"]: e.data["reason"] for e in events if e.type == "mcp.server_failed"}
+    assert sorted(failed) == ["above", "dot", "inside", "root"]
+    assert f"its argument {str(workspace)!r} is the workspace root" in failed["root"]
+    assert f"its cwd {str(workspace)!r} is the workspace root" in failed["dot"]
+    assert "is a folder that holds the workspace" in failed["above"]
+    assert "is inside a .delegate folder" in failed["inside"]
+    assert all("is not started" in why and "give it a folder inside the workspace" in why for why in failed.values())
+    assert len(result.warnings) == 4

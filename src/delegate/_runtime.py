@@ -146,7 +146,9 @@ class Runtime:
         for extra in tools:
             self.tools[extra.name] = extra
         self.instructions = instructions
-        self.mcp = MCPTools(mcp_servers) if mcp_servers else None
+        self.mcp_workspaces = [self.workspace.root, *([self._shared] if self._shared is not None else [])]
+        """Folders no MCP server may be given (their `.delegate/` would be in its reach: see `exposed_state`)."""
+        self.mcp = MCPTools(mcp_servers, workspaces=self.mcp_workspaces) if mcp_servers else None
         self._own_mcp = self._inline_servers()
         """Per type, the MCP servers its definition defines inline (started at a run's start)."""
         self._own_mcp_tools: list[Tool] | None = None
@@ -625,7 +627,7 @@ class Runtime:
                 continue
             try:
                 configs = [server_config(n, e, definition.source) for n, e in definition.mcp_inline.items()]
-                found[definition.name] = MCPTools(configs)
+                found[definition.name] = MCPTools(configs, workspaces=self.mcp_workspaces)
             except UserError as exc:
                 problems.append(CatalogueWarning(definition.source, f"{exc}; it runs without these servers"))
         self.catalogue = self.catalogue.with_warnings(problems)
