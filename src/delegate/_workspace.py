@@ -19,6 +19,7 @@ import posixpath
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from ._command_limits import CommandLimits
 from ._command_rules import CommandRules
 from ._errors import UserError, WorkspaceError
 
@@ -53,6 +54,7 @@ class CommandPolicy:
     env: tuple[str, ...] = ()
     bwrap: str = "bwrap"
     rules: CommandRules = field(default_factory=CommandRules)
+    limits: CommandLimits = field(default_factory=CommandLimits)
 
 
 @dataclass(frozen=True, slots=True)
