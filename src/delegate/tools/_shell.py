@@ -28,7 +28,7 @@ from pydantic import Field
 
 from .._errors import ToolError
 from .._workspace import Workspace
-from ._sandbox import PidsCgroup, command_environment, disk_room, sandbox_argv, size_text, workspace_usage
+from ._sandbox import PidsCgroup, command_environment, sandbox_argv, size_text, workspace_usage
 from ._tool import ToolContext, ToolReturn, tool
 
 OUTPUT_MAX_CHARS = 30_000
@@ -112,7 +112,8 @@ async def run_command(
     Raises `ToolError` when the sandbox cannot run here (saying what to install).
     """
     limits = workspace.commands.limits
-    room = await asyncio.to_thread(disk_room, workspace)
+    usage = await asyncio.to_thread(workspace_usage, workspace) if limits.disk_quota else 0
+    room = max(0, limits.disk_quota - usage) if limits.disk_quota else None
     cgroup: PidsCgroup | None = None
     marker = ""
     if workspace.commands.sandbox:
@@ -126,15 +127,17 @@ async def run_command(
     else:
         argv = ["/bin/sh", "-c", command]
         env = command_environment(workspace)
+    # a workspace already past its quota may still shrink: only growth past it kills the command
+    grown = max(limits.disk_quota, usage) if limits.disk_quota else None
     try:
-        result = await _run(argv, env, workspace, timeout, _Collector(max_chars, marker.encode()), cgroup)
+        result = await _run(argv, env, workspace, timeout, _Collector(max_chars, marker.encode()), cgroup, grown)
+        result.notes += _cap_notes(result, workspace, room, cgroup)
     finally:
         if cgroup is not None:
             await asyncio.to_thread(cgroup.remove)
     if marker and not result.started and not result.timed_out:
         said = result.output.strip() or f"it ended with exit code {result.exit_code} and no output"
         raise ToolError(f"the sandbox could not start the command: {said}")
-    result.notes += _cap_notes(result, workspace, room, cgroup)
     return result
 
 
@@ -145,7 +148,9 @@ async def _run(
     timeout: float,
     collector: _Collector,
     cgroup: PidsCgroup | None,
+    grown: int | None,
 ) -> CommandResult:
+    """Start `argv` and wait for it as `run_command` says; past `grown` bytes of workspace, kill it."""
     loop = asyncio.get_running_loop()
     starting = asyncio.ensure_future(
         loop.subprocess_exec(
@@ -168,9 +173,8 @@ async def _run(
         raise
     group = transport.get_pid()
     timed_out = stopped_background = False
-    quota = workspace.commands.limits.disk_quota
     over_quota = asyncio.Event()
-    watcher = asyncio.ensure_future(_watch_disk(workspace, quota, group, cgroup, over_quota)) if quota else None
+    watcher = None if grown is None else asyncio.ensure_future(_watch_disk(workspace, grown, group, cgroup, over_quota))
     try:
         try:
             async with asyncio.timeout(timeout):
@@ -201,13 +205,13 @@ async def _run(
 
 
 async def _watch_disk(
-    workspace: Workspace, quota: int, group: int, cgroup: PidsCgroup | None, over: asyncio.Event
+    workspace: Workspace, most: int, group: int, cgroup: PidsCgroup | None, over: asyncio.Event
 ) -> None:
-    """Look at the workspace's size while the command runs; past `quota`, kill the command."""
+    """Look at the workspace's size while the command runs; past `most` bytes, kill the command."""
     while True:
         began = time.monotonic()
         usage = await asyncio.to_thread(workspace_usage, workspace)
-        if usage > quota:
+        if usage > most:
             over.set()
             _kill_group(group)
             if cgroup is not None:
