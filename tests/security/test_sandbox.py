@@ -353,3 +353,21 @@ def test_a_shared_skill_leaves_every_users_bash_working(workspace: Path, store: 
     assert listed.content.splitlines()[0] == "review" and "Read-only file system" in listed.content
     assert not other.error and other.content.startswith("bob-ran")
     assert (skill / "SKILL.md").read_text().endswith("Review it.\n")
+
+
+def test_a_command_has_no_capability_even_when_the_server_runs_as_root(tmp_path: Path) -> None:
+    """bwrap keeps every capability for a caller of uid 0: a root server's command could
+    `umount .delegate` and read the store under it, or remount a read-only folder writable."""
+    root = tmp_path.resolve()
+    (root / ".delegate").mkdir()
+    (root / ".delegate" / "delegate.db").write_text("the store")
+    (root / ".claude").mkdir()
+    workspace = Workspace.open(root, allow_commands=True)
+    result = _run(
+        "grep CapEff /proc/self/status; umount .delegate 2>&1; mount -o remount,rw,bind .claude 2>&1; "
+        "unshare -Urm true 2>&1 || echo no-namespace; cat .delegate/delegate.db 2>&1; touch .claude/x 2>&1",
+        workspace,
+    )
+    assert result.output.splitlines()[0].split() == ["CapEff:", "0000000000000000"]
+    assert "no-namespace" in result.output and "the store" not in result.output
+    assert "Read-only file system" in result.output and not (root / ".claude" / "x").exists()
