@@ -12,17 +12,20 @@ from scratch:
   read-only folder, since a command runs with the server's user id and a server run as root
   would read them all (see `_unreadable`; `/etc` is looked at for every command);
 - a fresh `/proc` (of the new PID namespace: the server's processes are not in it), a minimal
-  `/dev` and an empty `/tmp`;
+  `/dev` and an empty `/tmp` of `tmp_size` bytes;
 - the workspace's root, at its own path, the only writable mount;
-- over it, exactly as the file tools see it (`Workspace`): an empty read-only folder over each
-  hidden folder (`.delegate/`), each read-only folder bound read-only (a missing one becomes an
-  empty read-only folder, so a command cannot create it either), and each mount bound read-only
-  at its place.
+- over it, exactly as the file tools see it (`Workspace`), and closed whatever the view says
+  (`view_mounts`): an empty folder over each hidden folder (`.delegate/`), the mounts bound
+  read-only in it, then `.claude`, `.delegate`, `.git` and each read-only folder bound read-only
+  whole (a mount point cannot be renamed away), then the hidden folders remounted read-only.
 
 The environment is built from nothing: `PATH`, `LANG`, `TERM` (when set) and the variables the
 operator names, plus `HOME` set to the workspace root. The model providers' keys and the database
-URL are never passed, even when named. Capabilities are dropped (bwrap's default), and the command
-gets a new session, so it cannot push input to a terminal.
+URL are never passed, even when named. Every capability is dropped (bwrap keeps them for a caller
+of uid 0 unless told), in a user namespace that cannot make another, and the command gets a new
+session, so it cannot push input to a terminal. Each command runs within the workspace's
+`CommandLimits`: rlimits set by `prlimit` inside the sandbox, a pids cgroup (`PidsCgroup`) where
+one can be made, and the disk quota (`workspace_usage`, watched by `run_command`).
 
 Where bwrap is missing or cannot run (no user namespaces, say), commands are refused with a
 message saying what to install, unless the operator runs them unconfined, explicitly
