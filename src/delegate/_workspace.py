@@ -23,6 +23,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from ._command_limits import CommandLimits
 from ._command_rules import CommandRules
 from ._errors import UserError, WorkspaceError
 from ._paths import Found, MayCreate, PathEscape, PathLoop, open_base, walk
@@ -61,6 +62,7 @@ class CommandPolicy:
     env: tuple[str, ...] = ()
     bwrap: str = "bwrap"
     rules: CommandRules = field(default_factory=CommandRules)
+    limits: CommandLimits = field(default_factory=CommandLimits)
 
 
 @dataclass(frozen=True, slots=True)

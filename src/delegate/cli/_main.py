@@ -72,6 +72,16 @@ CommandEnv = Annotated[
     list[str] | None,
     typer.Option("--command-env", help="An environment variable agents' commands may see (repeat for more)."),
 ]
+CommandLimit = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--command-limit",
+        metavar="NAME=VALUE",
+        help="A cap of each agent's command (repeat for more): processes=512, memory=4G (each process), "
+        "file_size=1G, open_files=1024, cpu_seconds=600 (each process), tmp_size=512M, disk_quota=10G "
+        "(the workspace; 0: none). See docs/security.md.",
+    ),
+]
 Unsandboxed = Annotated[
     bool,
     typer.Option(
@@ -108,6 +118,7 @@ class OperatorFlags:
     allow_commands: AllowCommands = False
     allow_network: AllowNetwork = False
     command_env: CommandEnv = None
+    command_limit: CommandLimit = None
     unsandboxed_commands: Unsandboxed = False
     model_alias: ModelAlias = None
     context_window: ContextWindow = None
@@ -154,7 +165,9 @@ def runtime_settings(
 
     if not workspace.is_dir():
         raise UserError(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
-    policy = command_policy(flags.allow_commands, flags.allow_network, flags.command_env, flags.unsandboxed_commands)
+    policy = command_policy(
+        flags.allow_commands, flags.allow_network, flags.command_env, flags.unsandboxed_commands, flags.command_limit
+    )
     failures, idle = flags.max_repeated_failures, flags.max_idle_steps
     guard = LoopGuard(repeated_failures=failures or None, idle_steps=idle or None) if failures or idle else None
     return (kind or RuntimeSettings)(
@@ -172,9 +185,17 @@ def runtime_settings(
     )
 
 
-def command_policy(allow_commands: bool, network: bool, env: list[str] | None, unsandboxed: bool) -> CommandPolicy:
-    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud."""
+def command_policy(
+    allow_commands: bool, network: bool, env: list[str] | None, unsandboxed: bool, limits: list[str] | None = None
+) -> CommandPolicy:
+    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud.
+
+    Raises `UserError` for a `--command-limit` that is not `NAME=VALUE` of a known cap.
+    """
+    from .._command_limits import CommandLimits
     from .._workspace import CommandPolicy
+
+    caps = CommandLimits().with_settings(limits or [])
 
     if allow_commands and unsandboxed:
         typer.echo(
@@ -182,7 +203,7 @@ def command_policy(allow_commands: bool, network: bool, env: list[str] | None, u
             "with your files and the network",
             err=True,
         )
-    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()))
+    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()), limits=caps)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
