@@ -30,6 +30,7 @@ from .._errors import ToolError, WorkspaceError
 from .._search import SNIFF_BYTES, compile_regex, looks_binary, open_for_reading, search
 from .._text import safe_text
 from .._workspace import Located, Workspace
+from ._sandbox import check_disk_quota
 from ._tool import PathParam, ToolContext, ToolReturn, run_blocking, tool
 
 READ_MAX_LINES = 2000
@@ -282,6 +283,7 @@ def _replace_atomically(at: Located, data: bytes, workspace: Workspace) -> None:
     breaks hard links, so content never lands in a file that merely shares the name.
     """
     rel = safe_text(at.rel)
+    check_disk_quota(workspace, len(data))
     mode: int | None = None
     info = at.found.stat()
     if info is not None and stat.S_ISREG(info.st_mode):
