@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
+
+from ._text import safe_json, safe_text
 
 EventType = Literal[
     "run.started",
@@ -46,6 +48,22 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def safe(self) -> Event:
+        """The event itself when its text is valid UTF-8 (see `_text.py`), else a copy with each
+        lone surrogate escaped. The recorder sends every event on so: a sink (the terminal, a
+        stream, the store, a trace exporter) never gets text it cannot encode."""
+        data = safe_json(self.data)
+        ids = (self.agent_id, self.parent_agent_id, self.tool_call_id)
+        if data is self.data and all(i is None or safe_text(i) is i for i in ids):
+            return self
+        return replace(
+            self,
+            data=data,
+            agent_id=safe_text(self.agent_id),
+            parent_agent_id=None if self.parent_agent_id is None else safe_text(self.parent_agent_id),
+            tool_call_id=None if self.tool_call_id is None else safe_text(self.tool_call_id),
+        )
 
 
 EventSink = Callable[[Event], None]

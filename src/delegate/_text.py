@@ -46,11 +46,21 @@ def safe_text(text: str) -> str:
 
 
 def safe_json(value: Any) -> Any:
-    """A copy of a JSON-like value (dicts, lists, strings, numbers) with every string made safe."""
+    """A JSON-like value (dicts, lists, strings, numbers) with every string made safe: `value`
+    itself when nothing in it needs an escape (the common case costs a walk, no copy), else a copy
+    in which the strings that need one are escaped (dict keys too, each as `str`)."""
     if isinstance(value, str):
         return safe_text(value)
     if isinstance(value, dict):
-        return {safe_text(str(k)): safe_json(v) for k, v in cast(dict[Any, Any], value).items()}
+        items = cast(dict[Any, Any], value)
+        for key, item in items.items():
+            if not isinstance(key, str) or safe_text(key) is not key or safe_json(item) is not item:
+                return {safe_text(str(k)): safe_json(v) for k, v in items.items()}
+        return items
     if isinstance(value, list | tuple):
-        return [safe_json(v) for v in cast(list[Any], value)]
+        seq = cast(list[Any], value)
+        for item in seq:
+            if safe_json(item) is not item:
+                return [safe_json(v) for v in seq]
+        return seq
     return value
