@@ -118,13 +118,12 @@ def safe_part(part: _P) -> _P:
     """`part` itself when its text is valid UTF-8 (see `_text.py`), else a copy with each lone
     surrogate escaped: what a tool returned, or a model answered, before it joins a conversation
     (a provider's SDK cannot send a lone surrogate, nor can the store, a stream or a terminal)."""
-    changed: dict[str, Any] = {}
-    for name in _TEXTS[part.kind]:
+    names = _TEXTS[part.kind]
+    for name in names:
         value = getattr(part, name)
-        safe = safe_json(value)
-        if safe is not value:
-            changed[name] = safe
-    return replace(part, **changed) if changed else part
+        if not (value is None or (type(value) is str and value.isascii()) or safe_json(value) is value):
+            return replace(part, **{n: safe_json(getattr(part, n)) for n in names})
+    return part
 
 
 def safe_parts(parts: list[Part]) -> list[Part]:

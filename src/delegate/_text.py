@@ -47,20 +47,50 @@ def safe_text(text: str) -> str:
 
 def safe_json(value: Any) -> Any:
     """A JSON-like value (dicts, lists, strings, numbers) with every string made safe: `value`
-    itself when nothing in it needs an escape (the common case costs a walk, no copy), else a copy
-    in which the strings that need one are escaped (dict keys too, each as `str`)."""
+    itself when nothing in it needs an escape (a walk, no copy: what almost every value costs),
+    else a copy with the strings that need one escaped (dict keys too, each as `str`)."""
+    return value if _item_clean(value) else _escaped(value)
+
+
+def _clean(value: Any) -> bool:
+    """Whether every string in `value` encodes as UTF-8 (and every dict key is a string).
+    Exact type checks first: events and requests are walked so, many a run."""
+    kind = type(cast(object, value))
+    if kind is dict:
+        for key, item in cast(dict[Any, Any], value).items():
+            if type(key) is not str or not _item_clean(key) or not _item_clean(item):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(map(_item_clean, cast(list[Any], value)))
+    if isinstance(value, str | dict | list | tuple):  # a str, or a subclass: the slow way
+        return _escaped(value) == value
+    return True
+
+
+def _item_clean(item: Any) -> bool:
+    kind = type(cast(object, item))
+    if kind is str:
+        return item.isascii() or _encodes(item)
+    return kind in _SCALARS or _clean(item)
+
+
+_SCALARS: frozenset[type[object]] = frozenset({int, float, bool, type(None)})
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escaped(value: Any) -> Any:
     if isinstance(value, str):
         return safe_text(value)
     if isinstance(value, dict):
-        items = cast(dict[Any, Any], value)
-        for key, item in items.items():
-            if not isinstance(key, str) or safe_text(key) is not key or safe_json(item) is not item:
-                return {safe_text(str(k)): safe_json(v) for k, v in items.items()}
-        return items
+        return {safe_text(str(k)): _escaped(v) for k, v in cast(dict[Any, Any], value).items()}
     if isinstance(value, list | tuple):
-        seq = cast(list[Any], value)
-        for item in seq:
-            if safe_json(item) is not item:
-                return [safe_json(v) for v in seq]
-        return seq
+        return [_escaped(v) for v in cast(list[Any], value)]
     return value
