@@ -196,9 +196,12 @@ def print_warnings(runtime: Runtime) -> None:
         typer.echo(f"warning: {warning}", err=True)
 
 
-def print_model_fallback(event: Event) -> None:
-    """A type whose aliased model has no key runs on the lead's: say so on stderr as it happens."""
-    if event.type == "warning" and "subagent_type" in event.data:
+def print_run_warnings(event: Event) -> None:
+    """What goes wrong as a run goes on, on stderr as it happens: an MCP server that did not start
+    (the run goes on without its tools), a type whose aliased model has no key (it runs on the lead's)."""
+    if event.type == "mcp.server_failed":
+        typer.echo(f"warning: {event.data['warning']}", err=True)
+    elif event.type == "warning" and "subagent_type" in event.data:
         typer.echo(f"warning: {event.data['reason']}", err=True)
 
 
@@ -243,19 +246,51 @@ def run_until_done(start: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
         raise KeyboardInterrupt from None
 
 
-def _default_model(*, quiet: bool) -> str | None:
-    if os.environ.get("DELEGATE_MODEL"):
-        return None
+LOCAL_TIMEOUT = 300.0
+"""Seconds a `delegate run` on the embedded local model may take unless `--timeout` says otherwise:
+on a CPU it reads about 20 tokens a second, and with nobody watching a run once went on for 14
+minutes (89,500 tokens) on work it could not do."""
+
+NO_MODEL = (
+    "no model configured: pass --model provider:name (e.g. --model openai:gpt-4.1-mini), set DELEGATE_MODEL, "
+    "or set OPENAI_API_KEY (or OPENAI_BASE_URL for vLLM, Ollama, llama.cpp) or ANTHROPIC_API_KEY"
+)
+
+
+def default_model(named: str | None, *, what: str) -> str | None:
+    """The model of a command that runs agents (`what`: its runs, its items), checked when the
+    operator named none: with no `--model`, no `DELEGATE_MODEL` and no provider's key, the small
+    embedded model is never chosen in silence. Off a terminal (a script, a pipe, `--json` into a
+    file) that is bad usage, exit 2, saying what to set; on one, a warning on stderr. Returns
+    `named`, or `local` when it was chosen so."""
+    if named is not None or os.environ.get("DELEGATE_MODEL"):
+        return named
     from ..models import default_model_spec
 
-    model = default_model_spec()
-    if model == "local" and not quiet:
-        typer.echo(
-            "Using the embedded local model (SmolLM2-135M): no model configured. "
-            "For a real model pass --model openai:<name> or anthropic:<name>, or set DELEGATE_MODEL.",
-            err=True,
+    if default_model_spec() != "local":
+        return None  # a provider whose key is set: `resolve_model` takes it
+    if not sys.stdout.isatty():
+        fail(
+            f"{NO_MODEL}. To run the small embedded model (SmolLM2-135M: slow, and weak at real work), "
+            "name it: --model local (or DELEGATE_MODEL=local)"
         )
-    return model
+    typer.echo(
+        f"warning: {NO_MODEL}; {what} use the small embedded model (SmolLM2-135M: slow, and weak at real work). "
+        "Press Ctrl-C and pass --model for a real one.",
+        err=True,
+    )
+    return "local"
+
+
+def _model_and_timeout(model: str | None, timeout: float | None) -> tuple[str | None, float | None]:
+    """A new run's model (see `default_model`) and timeout: `LOCAL_TIMEOUT` on the embedded model
+    (`local`, `local:<file>`, named or chosen) unless `--timeout` was given, said on stderr."""
+    model = default_model(model, what="runs")
+    spec = model or os.environ.get("DELEGATE_MODEL") or ""
+    if timeout is None and spec.strip().partition(":")[0] == "local":
+        timeout = LOCAL_TIMEOUT
+        typer.echo(f"note: a run on the local model stops after {LOCAL_TIMEOUT:g} s; --timeout S for longer", err=True)
+    return model, timeout
 
 
 @app.command()
@@ -268,8 +303,13 @@ def run(
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.001, help="Seconds the run may take, subagents included.")
-    ] = 3600.0,
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=0.001,
+            help="Seconds the run may take, subagents included (default: 3600; 300 on the local model).",
+        ),
+    ] = None,
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue this interrupted run (see `delegate runs list`).")
     ] = None,
@@ -291,15 +331,15 @@ def run(
     """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
     if (prompt is None) == (resume is None):
         fail("give a PROMPT, or --resume RUN_ID to continue an interrupted run (not both)")
-    if prompt is not None:
+    if prompt is not None:  # a new run (a resumed one keeps its model)
         checked_text(prompt, "the prompt")
-    if model is None and resume is None:
-        model = _default_model(quiet=as_json)
+        model, timeout = _model_and_timeout(model, timeout)
     settings = runtime_settings(
         workspace, flags, model=model, max_parallel=max_parallel, subagent_model=subagent_model, max_steps=max_steps
     )
     runtime = settings.build(store=store_option(db))
-    runtime.timeout = timeout
+    if timeout is not None:
+        runtime.timeout = timeout
     runtime.token_budget, runtime.max_requests = token_budget, max_requests
     if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
@@ -307,7 +347,7 @@ def run(
     live = not as_json and sys.stdout.isatty()
     batches: list[dict[str, Any]] = []
     runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
-    runtime.sinks.append(print_model_fallback)
+    runtime.sinks.append(print_run_warnings)
     lead_batches = None
     if not detach_batches:
         from ._batch import LeadBatches, runner_factory
