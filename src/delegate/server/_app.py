@@ -41,7 +41,7 @@ from .._settings import RuntimeSettings
 from .._store import Store, StoreBusyError
 from .._tracing import flush as flush_traces
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
-from ._auth import ApiError, UserId, error_response
+from ._auth import ApiError, SafeJSONResponse, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
 from ._files import router as files_router
@@ -162,6 +162,7 @@ def create_app(
         docs_url=None,  # Swagger UI would load its script from a CDN; the schema is enough
         redoc_url=None,
         openapi_url="/api/v1/openapi.json",
+        default_response_class=SafeJSONResponse,
     )
     # Per-app state, read by the routes' dependencies: nothing is shared between two apps.
     app.state.store = store
