@@ -20,14 +20,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
 from ._config import LoopSettings, RunLimits
 from ._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from ._fit import cut_text, fit_request
 from ._guard import LoopWatch
-from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
 from ._record import EndStatus, StopReason
 from ._usage import Usage
 from ._workspace import Workspace
@@ -368,11 +368,10 @@ def path_states(workspace: Workspace, messages: list[Message]) -> dict[str, Path
     states: dict[str, PathState] = {}
     for path in mentioned_paths(messages):
         try:
-            real = workspace.resolve(path)
+            with workspace.locate(path) as at:
+                states[path] = "file" if at.is_file() else "absent" if at.info is None else "other"
         except WorkspaceError:
             states[path] = "other"
-            continue
-        states[path] = "file" if real.is_file() else "absent" if not real.exists() else "other"
     return states
 
 
@@ -413,14 +412,14 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     budget = spec.budget
     recorded = journal.answer(step) if journal is not None else None
     if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
-        response = recorded
+        response = _safe(recorded)
         if budget is not None:
             budget.requests += 1  # but it was a request of this run, and counts against its budget
     else:
         if budget is not None and (spent := budget.begin()) is not None:
             raise _BudgetSpent(spent)
         ctx.event("model.request", {"step": step, "messages": len(request.messages)})
-        response = await spec.model.complete(request)
+        response = _safe(await spec.model.complete(request))
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
@@ -440,6 +439,13 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
             },
         )
     return response
+
+
+def _safe(response: ModelResponse) -> ModelResponse:
+    """The answer with its text valid UTF-8: any model (a JSON `"\\ud800"`, a checkpoint of an
+    older version) may answer a lone surrogate, which no provider, store or stream can take."""
+    parts = safe_parts(response.parts)
+    return response if parts is response.parts else replace(response, parts=parts)
 
 
 async def _next_step(
@@ -467,7 +473,7 @@ async def _call_tool(
 ) -> tuple[ToolResultPart, ToolReturn | None]:
     recorded = journal.tool_result(call) if journal is not None else None
     if recorded is not None:  # it ran before the run was interrupted: not run again
-        return recorded, None
+        return safe_part(recorded), None
     ctx.event("tool.started", {"name": call.name, "arguments": capped(call.arguments)}, tool_call_id=call.id)
     returned: ToolReturn | None = None
     try:
@@ -478,6 +484,9 @@ async def _call_tool(
     except Exception as exc:  # a tool's crash is the model's to handle, never the loop's
         message = f"Error: tool {call.name} failed: {type(exc).__name__}: {exc}"
         part = ToolResultPart(tool_call_id=call.id, name=call.name, content=message, is_error=True)
+    # Whatever the tool (built-in, `@tool`, MCP) or its error put in it, the result is valid UTF-8:
+    # a file name's byte 0xff reads `\xff`, never a lone surrogate no provider can send.
+    part = safe_part(part)
     if journal is not None:
         journal.record_tool(call, part)
     ctx.event(
@@ -552,7 +561,7 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
         ),
         messages=[Message.user(transcript)],
     )
-    response = await model.complete(request)
+    response = _safe(await model.complete(request))
     state.usage.add(response.usage)
     if spec.budget is not None:
         spec.budget.tokens += response.usage.total_tokens

@@ -4,9 +4,9 @@ recorded: finished (`record_end`) or let go to be resumed (`release_interrupted`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
-from typing import TYPE_CHECKING, Any
 
 from ._events import Event
 from ._loop import EVENT_VALUE_LIMIT, AgentResult
@@ -39,6 +39,9 @@ class RunResult:
     stop_reason: StopReason
     error: str | None = None
     messages: list[Message] = field(default_factory=list[Message])
+    warnings: list[str] = field(default_factory=list[str])
+    """What was wrong as the run started, one line each: an MCP server that did not start (the run
+    went on without its tools), a definition or skill file that was skipped."""
     result: Any = None
     """The lead's typed result, validated, when its definition has an `output_schema`: an instance
     of that pydantic model, or JSON data that fits that JSON Schema (None without one)."""
@@ -55,6 +58,7 @@ class RunResult:
             "steps": self.steps,
             "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
             "subagents": [s.to_dict() for s in self.subagents],
+            "warnings": list(self.warnings),
         }
 
 
@@ -74,6 +78,7 @@ def stored_result(store: Store, run_id: str, user_id: str | None = None) -> RunR
         steps=run.steps,
         stop_reason=run.stop_reason or "interrupted",  # type: ignore[arg-type]  # a run that has not ended
         error=run.error,
+        warnings=run.warnings,
     )
 
 
@@ -89,7 +94,11 @@ def cancelled_result(ctx: ToolContext) -> AgentResult:
 
 
 def run_result(
-    run_id: str, lead: AgentResult, runner: SubagentRunner, schema: type[BaseModel] | None = None
+    run_id: str,
+    lead: AgentResult,
+    runner: SubagentRunner,
+    warnings: list[str],
+    schema: type[BaseModel] | None = None,
 ) -> RunResult:
     """What the run gives back; a lead that ended with a typed `complete` gives its result (as a
     `schema` instance when its `output_schema` is that pydantic model)."""
@@ -112,6 +121,7 @@ def run_result(
         stop_reason=reason,
         error=error,
         messages=lead.messages,
+        warnings=warnings,
         result=result,
     )
 

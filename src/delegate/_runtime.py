@@ -27,6 +27,7 @@ from ._messages import Message
 from ._recorder import Journal, Recorder
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._settings import open_store
+from ._text import safe_text
 from ._workspace import CommandPolicy, Workspace
 from .mcp import MCPTools, server_config
 from .models import Model, ModelAliases, resolve_model
@@ -110,7 +111,9 @@ class Runtime:
         self._lead_tools = _lead_tool_names(self.lead, self.tools)
         if self._offers("batch_task") is True and store is False:
             raise UserError("the lead's tools name batch_task, which needs a store: drop store=False")
-        self.mcp = MCPTools(ext.mcp_servers) if ext.mcp_servers else None
+        self.mcp_workspaces = [self.workspace.root, *([self._shared] if self._shared is not None else [])]
+        """Folders no MCP server may be given (their `.delegate/` would be in its reach: see `exposed_state`)."""
+        self.mcp = MCPTools(ext.mcp_servers, workspaces=self.mcp_workspaces) if ext.mcp_servers else None
         self._own_mcp = self._inline_servers()
         """Per type, the MCP servers its definition defines inline (started at a run's start)."""
         self._own_mcp_tools: list[Tool] | None = None
@@ -258,25 +261,29 @@ class Runtime:
         """
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
+        prompt = safe_text(prompt)  # an argument `delegate run $'\xff'` holds a lone surrogate
         limits = limits or self.limits
         uploaded_files = uploads_state(uploaded_files)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
         lead_model = await self._model_off_loop(model or self._model_spec)
 
-        async def begin() -> list[Checkpoint]:
+        async def begin(warnings: list[str]) -> list[Checkpoint]:
             if recorder.store is not None:
                 await asyncio.to_thread(
-                    recorder.store.create_run,
-                    run_id=run_id,
-                    user_id=self.user_id,
-                    prompt=prompt,
-                    model=lead_model.name,
-                    workspace=str(self.workspace.root),
-                    owner=recorder.owner,
-                    uploaded_files=uploaded_files,
-                    token_budget=limits.token_budget,
-                    max_requests=limits.max_requests,
+                    functools.partial(
+                        recorder.store.create_run,
+                        run_id=run_id,
+                        user_id=self.user_id,
+                        prompt=prompt,
+                        model=lead_model.name,
+                        workspace=str(self.workspace.root),
+                        owner=recorder.owner,
+                        uploaded_files=uploaded_files,
+                        token_budget=limits.token_budget,
+                        max_requests=limits.max_requests,
+                        warnings=warnings,
+                    )
                 )
             return []
 
@@ -303,8 +310,10 @@ class Runtime:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
         lead_model = await self._model_off_loop(model or self._model_spec or run.model)
 
-        async def begin() -> list[Checkpoint]:
-            await asyncio.to_thread(store.claim_run, run_id, recorder.owner, self.user_id)
+        async def begin(warnings: list[str]) -> list[Checkpoint]:
+            await asyncio.to_thread(
+                functools.partial(store.claim_run, run_id, recorder.owner, self.user_id, warnings=warnings)
+            )
             return await asyncio.to_thread(store.checkpoints, run_id)
 
         limits = _with_budgets(self.limits, run.token_budget, run.max_requests)
@@ -317,16 +326,16 @@ class Runtime:
         recorder: Recorder,
         lead_model: Model,
         uploaded_files: list[dict[str, Any]] | None,
-        begin: Callable[[], Awaitable[list[Checkpoint]]],
+        begin: Callable[[list[str]], Awaitable[list[Checkpoint]]],
         limits: RunLimits,
     ) -> RunResult:
-        """Build the lead, then `begin` (record the run, or claim it and read its checkpoints),
-        then run it under `limits`: nothing is recorded for a lead that cannot be built."""
+        """Build the lead, then `begin` (record the run with its warnings, or claim it and read its
+        checkpoints), then run it under `limits`: nothing is recorded for a lead that cannot be built."""
         journal = Journal(recorder)
         skills = await asyncio.to_thread(self._skills)
         context = await asyncio.to_thread(self._prepare_workspace)
         mcp_tools = await self._load_mcp()
-        own = await self._load_own_mcp(recorder.emit, run_id)
+        own = await self._load_own_mcp()
         scope = self._scope(run_id, recorder.emit, self.user_id, skills, limits, mcp_tools, context)
         ctx = self._context(scope, "lead")
         ctx.uploaded_files = uploads_state(uploaded_files)
@@ -342,7 +351,9 @@ class Runtime:
         types = self._searchable_types() if task is not None else []
         tools = toolset(self.lead, lead_tools, scope, types)
         spec = await assemble(self.lead, scope, model=lead_model, tools=tools, prompt=prompt, journal=journal)
-        checkpoints = await begin()
+        failed = self._mcp_failed()
+        found = [*self.catalogue.warnings, *skills.warnings]
+        checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
         journal.load(checkpoints)
         recorder.start(run_id)
         slash = skills.slash_command(prompt, None)
@@ -350,12 +361,22 @@ class Runtime:
         if checkpoints:
             started["resumed"] = True
         recorder.emit(Event(type="run.started", run_id=run_id, agent_id="lead", data=started))
-        for warning in (*self.catalogue.warnings, *skills.warnings):
+        for warning in found:
             recorder.emit(Event(type="warning", run_id=run_id, agent_id="lead", data=warning.to_dict()))
-        return await self._drive(spec, ctx, [*([slash] if slash else []), Message.user(prompt)], recorder, runner)
+        for data in failed:
+            recorder.emit(Event(type="mcp.server_failed", run_id=run_id, agent_id="lead", data=data))
+        warnings = [*(str(w) for w in found), *(f["warning"] for f in failed)]
+        opening = [*([slash] if slash else []), Message.user(prompt)]
+        return await self._drive(spec, ctx, opening, recorder, runner, warnings)
 
     async def _drive(
-        self, spec: AgentSpec, ctx: ToolContext, messages: list[Message], recorder: Recorder, runner: SubagentRunner
+        self,
+        spec: AgentSpec,
+        ctx: ToolContext,
+        messages: list[Message],
+        recorder: Recorder,
+        runner: SubagentRunner,
+        warnings: list[str],
     ) -> RunResult:
         """Run the lead to its end, or until it is stopped: cancelled (by our caller, or from
         another process), taken over by another process, or interrupted (see `interrupt`)."""
@@ -379,7 +400,7 @@ class Runtime:
                 agent.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await agent
-            cancelled = run_result(run_id, cancelled_result(ctx), runner)
+            cancelled = run_result(run_id, cancelled_result(ctx), runner, warnings)
             if stopped == ["interrupt"]:
                 return await release_interrupted(
                     recorder, replace(cancelled, status="interrupted", stop_reason="interrupted")
@@ -393,7 +414,7 @@ class Runtime:
             raise
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
             schema = self.lead.output_schema
-            outcome = run_result(run_id, result, runner, schema if isinstance(schema, type) else None)
+            outcome = run_result(run_id, result, runner, warnings, schema if isinstance(schema, type) else None)
             await record_end(recorder, outcome)
             return outcome
         finally:
@@ -430,7 +451,9 @@ class Runtime:
         task_id = run_id or f"task_{uuid.uuid4().hex[:12]}"
         mcp_tools = await self._load_mcp()
         emit: EventSink = functools.partial(_fan, fan_out)
-        own = await self._load_own_mcp(emit, task_id)
+        own = await self._load_own_mcp()
+        for data in self._mcp_failed():
+            emit(Event(type="mcp.server_failed", run_id=task_id, agent_id="batch", data=data))
         context = await asyncio.to_thread(self._prepare_workspace)
         model = await self._model_off_loop(self._model_spec)
         scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context)
@@ -537,35 +560,24 @@ class Runtime:
                 continue
             try:
                 configs = [server_config(n, e, definition.source) for n, e in definition.mcp_inline.items()]
-                found[definition.name] = MCPTools(configs)
+                found[definition.name] = MCPTools(configs, workspaces=self.mcp_workspaces)
             except UserError as exc:
                 problems.append(CatalogueWarning(definition.source, f"{exc}; it runs without these servers"))
         self.catalogue = self.catalogue.with_warnings(problems)
         return found
 
-    async def _load_own_mcp(self, emit: EventSink, run_id: str) -> list[Tool]:
-        """The tools of the types' own servers, listed once; a server that cannot be reached is a
-        `warning` event, and its type runs without its tools."""
+    async def _load_own_mcp(self) -> list[Tool]:
+        """The tools of the types' own servers, listed once; a server that cannot be used is left
+        out (see `_mcp_failed`), and its type runs without its tools."""
         if self._own_mcp_tools is None:
             self._own_mcp_tools = []
-            for name, servers in self._own_mcp.items():
-                try:
-                    self._own_mcp_tools += await servers.load()
-                except UserError as exc:
-                    source = self.catalogue.definitions[name].source
-                    reason = f"{exc}; type {name!r} runs without its own MCP servers"
-                    emit(
-                        Event(
-                            type="warning",
-                            run_id=run_id,
-                            agent_id="lead",
-                            data=CatalogueWarning(source, reason).to_dict(),
-                        )
-                    )
+            for servers in self._own_mcp.values():
+                self._own_mcp_tools += await servers.load()
         return self._own_mcp_tools
 
     async def _load_mcp(self) -> list[Tool]:
-        """The MCP servers' tools, listed once (a server that cannot be reached is a `UserError`)."""
+        """The MCP servers' tools, listed once; a server that cannot be used is left out (see
+        `_mcp_failed`), and the run goes on without its tools."""
         if self.mcp is None:
             return []
         if self._mcp_tools is None:
@@ -575,6 +587,22 @@ class Runtime:
     def _delegable(self) -> Catalogue:
         """The types the lead may start: those its definition permits that this workspace can run."""
         return self.catalogue.visible(allow_commands=self.workspace.allow_commands, permitted=self.lead.subagents)
+
+    def _mcp_failed(self) -> list[dict[str, Any]]:
+        """The MCP servers the last loads left out, as `mcp.server_failed` data: `server`, `reason`,
+        `type` (the subagent type whose own server it is; None: the runtime's, for every agent),
+        and `warning`, the line the run's `warnings` and the CLI show."""
+        found: list[dict[str, Any]] = []
+        groups = [(None, self.mcp), *self._own_mcp.items()]
+        for type_name, servers in groups:
+            for server, reason in (servers.failed if servers is not None else {}).items():
+                without = (
+                    "the run goes on without its tools"
+                    if type_name is None
+                    else f"type {type_name!r} runs without its tools"
+                )
+                found.append({"server": server, "reason": reason, "type": type_name, "warning": f"{reason}; {without}"})
+        return found
 
     def _task_tool(self, runner: SubagentRunner) -> Tool:
         allow = self.workspace.allow_commands

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from ._common import LOCAL_USER, Db, OperatorFlags, Workspace, fail, open_store, operator_flags
+from ._common import LOCAL_USER, Db, OperatorFlags, Workspace, default_model, fail, open_store, operator_flags
 
 if TYPE_CHECKING:
     from .._events import Event
@@ -115,6 +115,7 @@ def submit(
     from .._errors import UserError
 
     items = read_items(file)
+    model = default_model(model, what="its items")
     settings = settings_or_fail(workspace, flags, model=model)
     try:
         catalogue = settings.catalogue()
@@ -324,6 +325,7 @@ def worker(
     from ..batch import BatchWorker
 
     batches = open_batches(workspace, db)
+    model = default_model(model, what="batches that name no model")
     settings = settings_or_fail(workspace, flags, model=model)
     factory = settings.factory(store=False)
     runs = Takeover.here(batches.store, settings.factory(store=batches.store))

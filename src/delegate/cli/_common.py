@@ -11,6 +11,7 @@ import functools
 import inspect
 import os
 import signal
+import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -57,6 +58,16 @@ CommandEnv = Annotated[
     list[str] | None,
     typer.Option("--command-env", help="An environment variable agents' commands may see (repeat for more)."),
 ]
+CommandLimit = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--command-limit",
+        metavar="NAME=VALUE",
+        help="A cap of each agent's command (repeat for more): processes=512, memory=4G (each process), "
+        "file_size=1G, open_files=1024, cpu_seconds=600 (each process), tmp_size=512M, disk_quota=10G "
+        "(the workspace; 0: none). See docs/security.md.",
+    ),
+]
 Unsandboxed = Annotated[
     bool,
     typer.Option(
@@ -93,6 +104,7 @@ class OperatorFlags:
     allow_commands: AllowCommands = False
     allow_network: AllowNetwork = False
     command_env: CommandEnv = None
+    command_limit: CommandLimit = None
     unsandboxed_commands: Unsandboxed = False
     model_alias: ModelAlias = None
     context_window: ContextWindow = None
@@ -124,7 +136,7 @@ class OperatorFlags:
         """The command flags as a `CommandPolicy` (None without `--allow-commands`)."""
         if not self.allow_commands:
             return None
-        return command_policy(self.allow_network, self.command_env, self.unsandboxed_commands)
+        return command_policy(self.allow_network, self.command_env, self.unsandboxed_commands, self.command_limit)
 
     def settings(
         self, workspace: Path, *, model: str | None = None, lead: Lead | None = None, limits: RunLimits | None = None
@@ -173,17 +185,24 @@ def checked_workspace(workspace: Path) -> Path:
     return workspace
 
 
-def command_policy(network: bool, env: list[str] | None, unsandboxed: bool) -> CommandPolicy:
-    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud."""
+def command_policy(
+    network: bool, env: list[str] | None, unsandboxed: bool, limits: list[str] | None = None
+) -> CommandPolicy:
+    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud.
+
+    Raises `UserError` for a `--command-limit` that is not `NAME=VALUE` of a known cap.
+    """
+    from .._command_limits import CommandLimits
     from .._workspace import CommandPolicy
 
+    caps = CommandLimits().with_settings(limits or [])
     if unsandboxed:
         typer.echo(
             "warning: agents' commands run WITHOUT a sandbox (--unsandboxed-commands): as your own user, "
             "with your files and the network",
             err=True,
         )
-    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()))
+    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()), limits=caps)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -197,9 +216,12 @@ def print_warnings(runtime: Runtime) -> None:
         typer.echo(f"warning: {warning}", err=True)
 
 
-def print_model_fallback(event: Event) -> None:
-    """A type whose aliased model has no key runs on the lead's: say so on stderr as it happens."""
-    if event.type == "warning" and "subagent_type" in event.data:
+def print_run_warnings(event: Event) -> None:
+    """What goes wrong as a run goes on, on stderr as it happens: an MCP server that did not start
+    (the run goes on without its tools), a type whose aliased model has no key (it runs on the lead's)."""
+    if event.type == "mcp.server_failed":
+        typer.echo(f"warning: {event.data['warning']}", err=True)
+    elif event.type == "warning" and "subagent_type" in event.data:
         typer.echo(f"warning: {event.data['reason']}", err=True)
 
 
@@ -208,14 +230,11 @@ def store_option(db: str | None) -> str | None:
 
 
 def open_store(workspace: Path, db: str | None) -> Store:
-    """The store of `--db`, `DELEGATE_DB`, or the workspace's own (exit 2 for a bad one)."""
-    from .._errors import UserError
+    """The store of `--db`, `DELEGATE_DB`, or the workspace's own (a bad one is a `UserError`:
+    exit 2, or its traceback with `--debug`)."""
     from .._settings import open_store
 
-    try:
-        return open_store(store_option(db), checked_workspace(workspace))
-    except UserError as exc:
-        fail(str(exc))
+    return open_store(store_option(db), checked_workspace(workspace))
 
 
 def checked_text(text: str, what: str) -> str:
@@ -245,3 +264,39 @@ def run_until_done(start: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
         return asyncio.run(main())
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
+
+
+LOCAL_TIMEOUT = 300.0
+"""Seconds a `delegate run` on the embedded local model may take unless `--timeout` says otherwise:
+on a CPU it reads about 20 tokens a second, and with nobody watching a run once went on for 14
+minutes (89,500 tokens) on work it could not do."""
+
+NO_MODEL = (
+    "no model configured: pass --model provider:name (e.g. --model openai:gpt-4.1-mini), set DELEGATE_MODEL, "
+    "or set OPENAI_API_KEY (or OPENAI_BASE_URL for vLLM, Ollama, llama.cpp) or ANTHROPIC_API_KEY"
+)
+
+
+def default_model(named: str | None, *, what: str) -> str | None:
+    """The model of a command that runs agents (`what`: its runs, its items), checked when the
+    operator named none: with no `--model`, no `DELEGATE_MODEL` and no provider's key, the small
+    embedded model is never chosen in silence. Off a terminal (a script, a pipe, `--json` into a
+    file) that is bad usage, exit 2, saying what to set; on one, a warning on stderr. Returns
+    `named`, or `local` when it was chosen so."""
+    if named is not None or os.environ.get("DELEGATE_MODEL"):
+        return named
+    from ..models import default_model_spec
+
+    if default_model_spec() != "local":
+        return None  # a provider whose key is set: `resolve_model` takes it
+    if not sys.stdout.isatty():
+        fail(
+            f"{NO_MODEL}. To run the small embedded model (SmolLM2-135M: slow, and weak at real work), "
+            "name it: --model local (or DELEGATE_MODEL=local)"
+        )
+    typer.echo(
+        f"warning: {NO_MODEL}; {what} use the small embedded model (SmolLM2-135M: slow, and weak at real work). "
+        "Press Ctrl-C and pass --model for a real one.",
+        err=True,
+    )
+    return "local"

@@ -19,14 +19,16 @@ import typer
 
 from .._text import safe_json, safe_text
 from ._common import (
+    LOCAL_TIMEOUT,
     Db,
     OperatorFlags,
     Workspace,
     checked_text,
+    default_model,
     fail,
     open_store,
     operator_flags,
-    print_model_fallback,
+    print_run_warnings,
     print_warnings,
     run_until_done,
     store_option,
@@ -48,19 +50,15 @@ users_app = typer.Typer(help="Users of the HTTP API.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
 
 
-def _default_model(*, quiet: bool) -> str | None:
-    if os.environ.get("DELEGATE_MODEL"):
-        return None
-    from ..models import default_model_spec
-
-    model = default_model_spec()
-    if model == "local" and not quiet:
-        typer.echo(
-            "Using the embedded local model (SmolLM2-135M): no model configured. "
-            "For a real model pass --model openai:<name> or anthropic:<name>, or set DELEGATE_MODEL.",
-            err=True,
-        )
-    return model
+def _model_and_timeout(model: str | None, timeout: float | None) -> tuple[str | None, float | None]:
+    """A new run's model (see `default_model`) and timeout: `LOCAL_TIMEOUT` on the embedded model
+    (`local`, `local:<file>`, named or chosen) unless `--timeout` was given, said on stderr."""
+    model = default_model(model, what="runs")
+    spec = model or os.environ.get("DELEGATE_MODEL") or ""
+    if timeout is None and spec.strip().partition(":")[0] == "local":
+        timeout = LOCAL_TIMEOUT
+        typer.echo(f"note: a run on the local model stops after {LOCAL_TIMEOUT:g} s; --timeout S for longer", err=True)
+    return model, timeout
 
 
 @app.command()
@@ -73,8 +71,13 @@ def run(
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.001, help="Seconds the run may take, subagents included.")
-    ] = 3600.0,
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=0.001,
+            help="Seconds the run may take, subagents included (default: 3600; 300 on the local model).",
+        ),
+    ] = None,
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue this interrupted run (see `delegate runs list`).")
     ] = None,
@@ -96,14 +99,18 @@ def run(
     """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
     if (prompt is None) == (resume is None):
         fail("give a PROMPT, or --resume RUN_ID to continue an interrupted run (not both)")
-    if prompt is not None:
+    if prompt is not None:  # a new run (a resumed one keeps its model)
         checked_text(prompt, "the prompt")
-    if model is None and resume is None:
-        model = _default_model(quiet=as_json)
+        model, timeout = _model_and_timeout(model, timeout)
     from .._agents import Lead
-    from .._config import RunLimits
+    from .._config import DEFAULT_RUN_TIMEOUT, RunLimits
 
-    limits = RunLimits(timeout=timeout, token_budget=token_budget, max_requests=max_requests, max_parallel=max_parallel)
+    limits = RunLimits(
+        timeout=DEFAULT_RUN_TIMEOUT if timeout is None else timeout,
+        token_budget=token_budget,
+        max_requests=max_requests,
+        max_parallel=max_parallel,
+    )
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
     settings = flags.settings(workspace, model=model, lead=lead, limits=limits)
     runtime = settings.build(store=store_option(db))
@@ -113,7 +120,7 @@ def run(
     live = not as_json and sys.stdout.isatty()
     batches: list[dict[str, Any]] = []
     runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
-    runtime.sinks.append(print_model_fallback)
+    runtime.sinks.append(print_run_warnings)
     lead_batches = None
     if not detach_batches:
         from ._batch import LeadBatches

@@ -39,6 +39,7 @@ from .._messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from .._text import safe_json
 from .._usage import Usage
 from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
 from ._retry import (
@@ -146,7 +147,7 @@ class AnthropicModel:
         await self.aclose()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        params = self._params(request)
+        params = safe_json(self._params(request))  # the SDK cannot encode a lone surrogate: see `_text.py`
         client = await self._client()
         where = self._base_url or "api.anthropic.com"
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from .._text import safe_json
 from .._usage import Usage
 from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
 from ._constrained import (
@@ -150,7 +151,9 @@ class OpenAIModel:
         free = None
         if constrained:
             free = free_text_call(request.tools, request.messages, request.tool_choice, request.path_states)
-        params = self._params(request) if free is None else self._free_text_params(request)
+        # The last guard before the SDK, which cannot encode a lone surrogate (see `_text.py`):
+        # a walk of the request, no copy unless a string needs an escape.
+        params = safe_json(self._params(request) if free is None else self._free_text_params(request))
         where = self.base_url or "api.openai.com"
         reply = await call_with_retries(
             self.name, lambda: self._send(params), lambda exc: _classify(exc, where), self.retry, self.deadline

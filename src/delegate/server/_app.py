@@ -4,8 +4,9 @@
 program embedding the server) builds as many independent apps as it likes:
 
 ```python
-app = create_app(ServerSettings(workspace="./ws"))                        # the store in ./ws/.delegate
-app = create_app(ServerSettings(workspace=ws, model=lambda name: FunctionModel(answer)), store=store)
+app = create_app(ServerSettings(runtime=RuntimeSettings(workspace="./ws")))   # the store in ./ws/.delegate
+fake = ServerSettings(runtime=RuntimeSettings(workspace=ws), model=lambda name: FunctionModel(answer))
+app = create_app(fake, store=store)
 uvicorn.run(app, host="127.0.0.1", port=8765)
 ```
 
@@ -42,7 +43,7 @@ from .._store import Store, StoreBusyError
 from .._takeover import Takeover
 from .._tracing import flush as flush_traces
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
-from ._auth import ApiError, UserId, error_response
+from ._auth import ApiError, SafeJSONResponse, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
 from ._files import router as files_router
@@ -153,6 +154,7 @@ def create_app(
         docs_url=None,  # Swagger UI would load its script from a CDN; the schema is enough
         redoc_url=None,
         openapi_url="/api/v1/openapi.json",
+        default_response_class=SafeJSONResponse,
     )
     app.state.delegate = state = AppState(  # read by the routes' dependencies: nothing is shared between apps
         store=store,

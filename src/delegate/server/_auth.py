@@ -15,7 +15,20 @@ from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from .._store import Store
+from .._text import safe_json
 from ._state import app_state
+
+
+class SafeJSONResponse(JSONResponse):
+    """The API's JSON: valid UTF-8 whatever it holds. A lone surrogate (an error naming a file
+    whose name is not UTF-8) is escaped as `_text.py` documents, where `JSONResponse` would fail
+    to encode it and answer 500. Nothing is walked unless the first encoding fails."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return super().render(safe_json(content))
 
 
 class ApiError(Exception):
@@ -40,7 +53,8 @@ def error_response(
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
-    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status, headers=headers or None)
+    body = {"error": {"code": code, "message": message, **extra}}
+    return SafeJSONResponse(body, status, headers=headers or None)
 
 
 async def app_store(request: Request) -> Store:

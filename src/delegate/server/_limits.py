@@ -16,7 +16,7 @@ the API's JSON error:
   `Retry-After`).
 
 ```python
-app = create_app(ServerSettings(workspace=ws, limits=Limits(max_body_bytes=1 << 20)))
+app = create_app(ServerSettings(runtime=RuntimeSettings(workspace=ws), limits=Limits(max_body_bytes=1 << 20)))
 uvicorn.Server(uvicorn_config(app)).run()      # the header and idle timeouts are uvicorn's side
 ```
 """

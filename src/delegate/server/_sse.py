@@ -16,7 +16,9 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Query
 from fastapi.responses import StreamingResponse
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
+
+from .._text import safe_json
 
 KEEPALIVE_INTERVAL = 15.0
 """How long a stream may stay silent before a comment line keeps proxies from closing it."""
@@ -60,8 +62,13 @@ async def poll(step: Step[_T], *, interval: float, wake: asyncio.Event | None = 
 
 
 def sse(seq: int, type: str, data: Any) -> bytes:
-    """One server-sent event: `id:` its number in the stream, `event:` its type, `data:` its JSON."""
-    return f"id: {seq}\nevent: {type}\ndata: {to_json(data, fallback=str).decode()}\n\n".encode()
+    """One server-sent event: `id:` its number in the stream, `event:` its type, `data:` its JSON
+    (valid UTF-8: a string that is not is escaped as `_text.py` documents)."""
+    try:
+        text = to_json(data, fallback=str).decode()
+    except PydanticSerializationError:  # a lone surrogate, which UTF-8 cannot hold
+        text = to_json(safe_json(data), fallback=str).decode()
+    return f"id: {seq}\nevent: {type}\ndata: {text}\n\n".encode()
 
 
 def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
