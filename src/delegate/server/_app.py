@@ -171,7 +171,7 @@ def create_app(
     app.state.workspace_for = operator.workspace_view
     app.state.allow_commands = settings.allow_commands
     app.state.limits = settings.limits
-    app.add_middleware(BodyLimit, limits=settings.limits)  # outside routing: before parsing and auth
+    app.add_middleware(BodyLimit, limits=settings.limits)  # caps a body as a route reads it, after auth
     _error_handlers(app)
     app.include_router(runs_router)
     app.include_router(agents_router)

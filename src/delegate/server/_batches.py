@@ -27,6 +27,7 @@ from .._runtime import Runtime
 from .._store import Store
 from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo
 from ._auth import ApiError, UserId
+from ._body import body_schema, json_body, optional_json_body
 from ._runs import check_prompt
 from ._sse import KEEPALIVE, Offset, event_stream, poll, sse
 
@@ -201,8 +202,10 @@ Service = Annotated[BatchService, Depends(_service)]
 router = APIRouter(prefix="/api/v1", tags=["batches"])
 
 
-@router.post("/batches", status_code=201)
-async def submit_batch(body: BatchRequest, user_id: UserId, service: Service) -> JSONResponse:
+@router.post("/batches", status_code=201, openapi_extra=body_schema(BatchRequest))
+async def submit_batch(
+    body: Annotated[BatchRequest, Depends(json_body(BatchRequest))], user_id: UserId, service: Service
+) -> JSONResponse:
     """Submit a batch: validated completely first; a rejected batch stores nothing."""
     batch = await asyncio.to_thread(service.submit, user_id, body)
     return JSONResponse(batch.to_dict(), 201, headers={"Location": f"/api/v1/batches/{batch.id}"})
@@ -269,9 +272,12 @@ class RetryRequest(BaseModel):
     key: str = Field(min_length=1, description="The failed item to retry (any key, `..` too).")
 
 
-@router.post("/batches/{batch_id}/retry")
+@router.post("/batches/{batch_id}/retry", openapi_extra=body_schema(RetryRequest, required=False))
 async def retry_failed(
-    batch_id: str, user_id: UserId, service: Service, body: RetryRequest | None = None
+    batch_id: str,
+    user_id: UserId,
+    service: Service,
+    body: Annotated[RetryRequest | None, Depends(optional_json_body(RetryRequest))],
 ) -> dict[str, Any]:
     """Queue every failed item again, each with a fresh budget of attempts; with a body
     `{"key": K}`, only that item. Keys such as `.` and `..` cannot travel in a URL path (clients

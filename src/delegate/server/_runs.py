@@ -32,6 +32,7 @@ from .._runtime import Runtime
 from .._store import RUN_LEASE_TTL, Store
 from ..models import LOCAL_FILE_REFUSED, names_a_local_file
 from ._auth import ApiError, Token, UserId, app_store, unknown_token
+from ._body import body_schema, json_body
 from ._limits import Limits
 from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse
 
@@ -431,8 +432,10 @@ AppStore = Annotated[Store, Depends(app_store)]
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 
 
-@router.post("/runs", status_code=202)
-async def start_run(body: RunRequest, user_id: UserId, runs: Runs) -> JSONResponse:
+@router.post("/runs", status_code=202, openapi_extra=body_schema(RunRequest))
+async def start_run(
+    body: Annotated[RunRequest, Depends(json_body(RunRequest))], user_id: UserId, runs: Runs
+) -> JSONResponse:
     """Start a run in the background; follow it with `GET /runs/{id}/events`."""
     uploads = None if body.uploaded_files is None else [f.model_dump(exclude_none=True) for f in body.uploaded_files]
     budget = {"token_budget": body.token_budget, "max_requests": body.max_requests}
