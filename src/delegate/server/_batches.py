@@ -26,10 +26,10 @@ from .._events import Event
 from .._runtime import Runtime
 from .._store import Store
 from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo
-from ._auth import ApiError, UserId
+from ._auth import ApiError, Token, Tokens, UserId
 from ._body import body_schema, json_body, optional_json_body
 from ._runs import check_prompt
-from ._sse import KEEPALIVE, Offset, event_stream, poll, sse
+from ._sse import KEEPALIVE, Offset, event_stream, poll, sse, until
 
 _log = logging.getLogger("delegate.server")
 
@@ -308,12 +308,15 @@ async def export(batch_id: str, user_id: UserId, service: Service) -> StreamingR
 
 
 @router.get("/batches/{batch_id}/events")
-async def batch_events(batch_id: str, user_id: UserId, service: Service) -> StreamingResponse:
+async def batch_events(
+    batch_id: str, user_id: UserId, token: Token, tokens: Tokens, service: Service
+) -> StreamingResponse:
     """Server-sent events: `batch.status` (status and counts) as they change, and `batch.item` as
-    this server's worker finishes items; the stream ends once the batch is done."""
+    this server's worker finishes items; the stream ends once the batch is done (or, with a
+    `token.revoked` event, once the token is revoked or replaced)."""
     await asyncio.to_thread(service.batches.get, user_id, batch_id)  # 404 before the stream opens
 
-    async def stream() -> AsyncIterator[bytes]:
+    async def events() -> AsyncIterator[bytes]:
         seq = 0
         async for type_, data in service.follow(user_id, batch_id):
             if data is None:
@@ -321,6 +324,11 @@ async def batch_events(batch_id: str, user_id: UserId, service: Service) -> Stre
                 continue
             seq += 1
             yield sse(seq, type_, data)
+
+    async def stream() -> AsyncIterator[bytes]:
+        with tokens.hold(token) as taken:
+            async for chunk in until(taken, events()):
+                yield chunk
 
     return event_stream(stream())
 
