@@ -16,7 +16,7 @@ from __future__ import annotations
 import codecs
 from typing import Any, cast
 
-__all__ = ["safe_json", "safe_text"]
+__all__ = ["plural", "safe_json", "safe_text"]
 
 _HANDLER = "delegate-escape"
 
@@ -54,3 +54,8 @@ def safe_json(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [safe_json(v) for v in cast(list[Any], value)]
     return value
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`count` and the noun that goes with it: `1 step`, `2 steps`, `1,200 entries` (with `many`)."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"

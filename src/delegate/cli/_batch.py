@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from .._text import plural
 from ._main import (
     Db,
     OperatorFlags,
@@ -184,7 +185,8 @@ def submit(
         batch = asyncio.run(run_to_end(batches, batch, runner_factory(settings)))
         typer.echo(batch.render(), err=True)
     else:
-        typer.echo(f"Batch {batch.id} stored with {batch.total} items; `delegate batch worker` runs it.", err=True)
+        stored = f"Batch {batch.id} stored with {plural(batch.total, 'item')}"
+        typer.echo(f"{stored}; `delegate batch worker` runs it.", err=True)
     typer.echo(batch.id)
     if not detach and batch.status != "completed":
         raise typer.Exit(1)
@@ -322,7 +324,7 @@ def retry(
     """Queue failed items again: all of them, or one with --key."""
     batches = open_batches(workspace, db)
     count = guarded(lambda: batches.retry(LOCAL_USER, batch_id, key))
-    typer.echo(f"{count} item(s) queued again; a worker runs them.")
+    typer.echo(f"{plural(count, 'item')} queued again; a worker runs {'it' if count == 1 else 'them'}.")
 
 
 @batch_app.command()

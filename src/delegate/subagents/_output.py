@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from .._record import Artifact, FsType, Skipped, Status, StopReason, TaskOutput
+from .._text import plural
 
 __all__ = [
     "MAX_RESULT_CHARS",
@@ -28,7 +29,6 @@ __all__ = [
     "kept",
     "render",
     "render_whole",
-    "steps_text",
 ]
 
 TaskStatus = Status
@@ -45,13 +45,9 @@ _MAX_VERDICT_CHARS = 240
 _MAX_ERROR_CHARS = 300
 
 
-def steps_text(steps: int) -> str:
-    return f"{steps} step" if steps == 1 else f"{steps} steps"
-
-
 def status_line(record: TaskOutput) -> str:
-    tokens = f"{record.usage.total_tokens:,} tokens"
-    return f"[{record.status}] {record.type}: {record.description} ({steps_text(record.steps)}, {tokens})"
+    tokens = plural(record.usage.total_tokens, "token")
+    return f"[{record.status}] {record.type}: {record.description} ({plural(record.steps, 'step')}, {tokens})"
 
 
 def _artifact_line(artifact: Artifact) -> str:
