@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
@@ -75,6 +75,8 @@ def guarded(action: Callable[[], T]) -> T:
 
 def read_items(path: Path) -> list[dict[str, Any]]:
     """Read JSON Lines items; any bad line is an error naming the line, and nothing is stored."""
+    from ..batch import loads_json, repeated_fields
+
     if not path.is_file():
         fail(f"items file {str(path)!r} does not exist")
     items: list[dict[str, Any]] = []
@@ -90,14 +92,20 @@ def read_items(path: Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                item = loads_json(line)
             except json.JSONDecodeError as exc:
                 fail(f"{path}:{number}: not valid JSON ({exc.msg}); each line is one item object")
             except RecursionError:
                 fail(f"{path}:{number}: nested too deeply to read; each line is one flat item object")
             if not isinstance(item, dict):
                 fail(f'{path}:{number}: each line must be an object like {{"key": ..., "prompt": ...}}')
-            items.append(item)  # pyright: ignore[reportUnknownArgumentType]
+            item = cast(dict[str, Any], item)
+            if repeated := repeated_fields(item):
+                fail(
+                    f"{path}:{number}: field(s) {', '.join(map(repr, repeated))} given more than once; "
+                    "give each field once"
+                )
+            items.append(item)
     if not items:
         fail(f"items file {str(path)!r} has no items")
     return items
