@@ -14,6 +14,7 @@ import json
 
 from .._record import Artifact, FsType, Skipped, Status, StopReason, TaskOutput
 from .._text import plural
+from ._acceptance import render_checklist
 
 __all__ = [
     "MAX_RESULT_CHARS",
@@ -75,7 +76,7 @@ def render_whole(record: TaskOutput) -> str:
         lines += [f"- {s.path}: {s.reason}" for s in record.skipped]
     if record.acceptance:
         lines.append("Acceptance checklist:")
-        lines += [f"[{v['result']}] {v['criterion']} — {v['evidence']}" for v in record.acceptance]
+        lines.append(render_checklist(record.acceptance))
     return "\n".join(lines)
 
 
@@ -107,8 +108,7 @@ def render(record: TaskOutput) -> str:
             tail.append(f"- ... and {len(record.skipped) - _MAX_SKIPPED_LINES} more")
     if record.acceptance:
         tail.append("Acceptance checklist:")
-        for v in record.acceptance:
-            tail.append(_clip(f"[{v['result']}] {v['criterion']} — {v['evidence']}", _MAX_VERDICT_CHARS))
+        tail += [_clip(line, _MAX_VERDICT_CHARS) for line in render_checklist(record.acceptance).split("\n")]
     fixed = len("\n".join(head + tail)) + 1
     room = MAX_RESULT_CHARS - fixed
     middle: list[str] = []
