@@ -44,6 +44,7 @@ from ._retry import (
     call_with_retries,
     check_deadline,
     excerpt,
+    redact_urls,
     status_failure,
     transport_failure,
 )
@@ -143,7 +144,8 @@ class OpenAIModel:
         return self.constrained_tools
 
     def __repr__(self) -> str:
-        return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
+        shown = None if self.base_url is None else redact_urls(self.base_url)
+        return f"OpenAIModel({self.model!r}, base_url={shown!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         constrained = self.constrained_tools and bool(request.tools)
@@ -151,9 +153,14 @@ class OpenAIModel:
         if constrained:
             free = free_text_call(request.tools, request.messages, request.tool_choice, request.path_states)
         params = self._params(request) if free is None else self._free_text_params(request)
-        where = self.base_url or "api.openai.com"
+        where = redact_urls(self.base_url or "api.openai.com")
         reply = await call_with_retries(
-            self.name, lambda: self._send(params), lambda exc: _classify(exc, where), self.retry, self.deadline
+            self.name,
+            lambda: self._send(params),
+            lambda exc: _classify(exc, where),
+            self.retry,
+            self.deadline,
+            url=self.base_url,
         )
         if free is not None:
             return reply.as_call(*free)
