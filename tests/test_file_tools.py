@@ -127,7 +127,8 @@ async def test_read_file_of_an_empty_file_says_so(ctx: ToolContext, root: Path) 
 
 async def test_read_file_drops_windows_line_endings_and_survives_bad_utf8(ctx: ToolContext, root: Path) -> None:
     (root / "w.txt").write_bytes(b"caf\xe9\r\nok\r\n")
-    assert await run(ctx, "read_file", path="w.txt") == "     1\tcaf\ufffd\n     2\tok"
+    # the byte is shown as \\xNN, as in every name and output
+    assert await run(ctx, "read_file", path="w.txt") == "     1\tcaf\\xe9\n     2\tok"
 
 
 async def test_read_file_takes_absolute_paths_inside_the_workspace(ctx: ToolContext, root: Path) -> None:
@@ -185,13 +186,14 @@ async def test_a_file_being_written_is_never_in_the_agents_view(
     """Where a process killed between writing and renaming leaves its file: in the hidden scratch
     folder, made for it in a workspace that had no `.delegate/` (found by a kill in CI)."""
     renamed: list[tuple[Path, str]] = []
-    replace = os.replace
+    rename = os.rename
 
-    def spy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-        renamed.append((Path(source).parent, Path(source).read_text()))  # written whole before it takes its name
-        replace(source, target)
+    def spy(source: str, target: str, *, src_dir_fd: int, dst_dir_fd: int) -> None:
+        folder = Path(os.readlink(f"/proc/self/fd/{src_dir_fd}"))
+        renamed.append((folder, (folder / source).read_text()))  # written whole before it takes its name
+        rename(source, target, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
-    monkeypatch.setattr(os, "replace", spy)
+    monkeypatch.setattr(os, "rename", spy)
     await run(ctx, "write_file", path="notes/a.md", content="body")
     await run(ctx, "edit_file", path="notes/a.md", old_string="body", new_string="text")
     assert renamed == [(root / SCRATCH, "body"), (root / SCRATCH, "text")]
