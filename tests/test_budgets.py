@@ -16,7 +16,10 @@ from delegate import UserError
 from delegate._events import Event
 from delegate._runtime import Runtime
 from delegate._store import Store
+from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
+from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import FunctionModel, call
 from tests.cli_support import run_cli
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 from tests.loopback_server import LiveServer
@@ -169,3 +172,32 @@ def test_a_batch_items_budget_caps_what_its_subagent_spends(tmp_path: Path) -> N
     assert (rows["capped"]["status"], rows["capped"]["outcome"], rows["capped"]["steps"]) == ("failed", "aborted", 2)
     assert "model requests" in rows["capped"]["error"]
     assert (rows["free"]["status"], rows["free"]["steps"]) == ("succeeded", 2)
+
+
+def test_subagents_running_when_the_runs_deadline_passes_end_timed_out_with_their_usage(tmp_path: Path) -> None:
+    never = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if request.system.startswith(LEAD_INSTRUCTIONS):
+            prompts = [f"job {n}" for n in range(PARALLEL)]
+            return call("task", subagent_type="general-purpose", description="jobs", prompts=prompts)
+        if len(request.messages) == 1:
+            return call("list_dir")
+        await never.wait()  # each subagent's second request is still in flight at the deadline
+        raise AssertionError("unreachable")
+
+    events: list[Event] = []
+    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, timeout=1.0, max_parallel=PARALLEL)
+    result = rt.run_sync("go", sinks=[events.append])
+    assert (result.status, result.stop_reason) == ("timed_out", "timeout")
+    assert len(result.subagents) == PARALLEL
+    for sub in result.subagents:
+        assert (sub.status, sub.stop_reason) == ("timed_out", "run_timeout")
+        assert sub.error == "the run's deadline (1s) passed while it ran"
+        answered = [e for e in events if e.type == "model.response" and e.agent_id == sub.id]
+        assert sub.usage.output_tokens == sum(e.data["usage"]["output_tokens"] for e in answered)
+    ended = {e.agent_id: e.data["status"] for e in events if e.type == "agent.completed"}
+    assert ended == {"lead": "timed_out", **{s.id: "timed_out" for s in result.subagents}}
+    with Store.for_workspace(tmp_path) as store:
+        stored = store.subagent_records(result.run_id)
+    assert [(s.status, s.stop_reason) for s in stored] == [("timed_out", "run_timeout")] * PARALLEL
