@@ -570,8 +570,8 @@ def task_tool(
             text = f"{len(outputs)} subagents finished; results in prompt order.\n\n" + "\n\n".join(
                 f"## {i + 1}/{len(outputs)}\n{render(o)}" for i, o in enumerate(outputs)
             )
-        # What compaction keeps: all of it while short, else each result's status line and artifacts.
-        keep = text if len(text) <= MAX_KEPT_CHARS else "\n".join(kept(o) for o in outputs)
+        # What compaction keeps: all of it while short, else each result's status, summary and artifacts.
+        keep = text if len(text) <= MAX_KEPT_CHARS else kept(outputs, MAX_KEPT_CHARS)
         delivered = any(o.status == "completed" and o.artifacts for o in outputs)
         return ToolReturn(content=text, keep=keep, data=outputs, progress=delivered)
 
