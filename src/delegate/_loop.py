@@ -430,6 +430,17 @@ def _final(state: _State, text: str) -> AgentResult:
     return state.end("completed", "final_answer")
 
 
+async def _complete(model: Model, request: ModelRequest, usage: Usage) -> ModelResponse:
+    """`model`'s answer to `request`. A request cut off by a timeout or a cancel still counts in
+    `usage`, as one request whose tokens are unknown (`Usage.requests_without_usage`): the
+    provider may have billed it, and no answer says for how much, so no token is made up."""
+    try:
+        return await model.complete(request)
+    except asyncio.CancelledError:
+        usage.add(Usage(requests=1, requests_without_usage=1))
+        raise
+
+
 async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: _State) -> ModelResponse:
     """The model's answer of this turn: recorded before an interruption, else asked (if the run's
     budget lets a request start: `_BudgetSpent` if not)."""
@@ -445,7 +456,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
         if budget is not None and (spent := budget.begin()) is not None:
             raise _BudgetSpent(spent)
         ctx.event("model.request", {"step": step, "messages": len(request.messages)})
-        response = await spec.model.complete(request)
+        response = await _complete(spec.model, request, state.usage)
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
@@ -577,7 +588,7 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
         ),
         messages=[Message.user(transcript)],
     )
-    response = await model.complete(request)
+    response = await _complete(model, request, state.usage)
     state.usage.add(response.usage)
     if spec.budget is not None:
         spec.budget.tokens += response.usage.total_tokens
