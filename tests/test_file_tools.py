@@ -661,3 +661,31 @@ async def test_the_model_is_told_what_each_tool_does(ctx: ToolContext) -> None:
     assert set(sent) == set(READ_ONLY_TOOLS) | {"write_file", "edit_file"}
     assert "line numbers" in sent["read_file"].description
     assert sent["grep"].parameters["properties"]["max_results"]["maximum"] == 1000
+
+
+async def test_a_name_that_is_not_utf8_is_shown_with_escapes_and_can_be_given_back(
+    ctx: ToolContext, root: Path
+) -> None:
+    """A byte that is not UTF-8 (0xe9 of Latin-1, 0xff) in a file name reached the model request
+    as a lone surrogate, which no SDK can encode: the run ended `error`. Now every tool shows it
+    as `\\xNN`, and the model can name the file so."""
+    folder = os.path.join(os.fsencode(root), b"caf\xe9")
+    os.mkdir(folder)
+    Path(os.fsdecode(os.path.join(folder, b"n\xff.txt"))).write_bytes(b"hello \xff\n")
+    shown = [
+        await run(ctx, "list_dir", path="."),
+        await run(ctx, "find_files", pattern="**/*"),
+        await run(ctx, "grep", pattern="hello"),
+        await run(ctx, "read_file", path="caf\\xe9/n\\xff.txt"),
+    ]
+    assert shown == [
+        "./ (1 entry)\ncaf\\xe9/",
+        "caf\\xe9/\ncaf\\xe9/n\\xff.txt",
+        "caf\\xe9/n\\xff.txt:1: hello \\xff",
+        "     1\thello \\xff",
+    ]
+    for text in shown:
+        text.encode("utf-8")  # what reaches the model, the store and the terminal encodes
+    await run(ctx, "write_file", path="caf\\xe9/plain.txt", content="hello")  # into the folder of that name
+    await run(ctx, "edit_file", path="caf\\xe9/plain.txt", old_string="hello", new_string="bye")
+    assert Path(os.fsdecode(os.path.join(folder, b"plain.txt"))).read_text() == "bye"

@@ -19,12 +19,15 @@ import os
 import posixpath
 import stat
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from ._command_limits import CommandLimits
 from ._command_rules import CommandRules
 from ._errors import UserError, WorkspaceError
 from ._paths import Found, MayCreate, PathEscape, PathLoop, open_base, walk
+from ._text import unescape_bytes
 
 HIDDEN = (".delegate",)
 """Folders of a workspace that agents never see: the store, definitions, other users' folders."""
@@ -59,6 +62,7 @@ class CommandPolicy:
     env: tuple[str, ...] = ()
     bwrap: str = "bwrap"
     rules: CommandRules = field(default_factory=CommandRules)
+    limits: CommandLimits = field(default_factory=CommandLimits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +164,25 @@ class Workspace:
         text = os.fspath(path)
         if "\x00" in text:
             raise WorkspaceError(f"path {text!r} contains a NUL byte")
+        escaped = unescape_bytes(text)
+        if escaped is not None:  # perhaps a name the model was shown with `\\xNN` escapes
+            near: Located | None = None  # the first whose folder exists, if neither exists itself
+            for candidate in (text, escaped):
+                with suppress(WorkspaceError):
+                    found = self._locate(candidate, write=write, create=False)
+                    if found.info is not None:
+                        if near is not None:
+                            near.close()
+                        return found
+                    if near is None and found.found.parts[-1:] == (found.name,):
+                        near = found
+                    else:
+                        found.close()
+            if near is not None:
+                return near
+        return self._locate(text, write=write, create=create)
+
+    def _locate(self, text: str, *, write: bool, create: bool) -> Located:
         rel, lexical = self._view_path(text)
         mount = self._mount_of(lexical) if ".." not in PurePosixPath(rel).parts else None
         if mount is not None:

@@ -35,6 +35,8 @@ WorkspaceFor = Callable[[str], Workspace]
 def preview(workspace: Workspace, path: str, limit: int) -> dict[str, Any]:
     """The file at `path` of `workspace`: its size and time, and its first `limit` bytes as text
     (None for a binary file). An `ApiError` if it is outside the view, missing, or not a file."""
+    if not workspace.root.is_dir():  # a user whose agents never ran: nothing is there yet
+        raise ApiError(404, "not_found", f"no file {path!r} in your workspace")
     try:
         at = workspace.locate(path)
     except WorkspaceError:
