@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from .._text import plural
 from ._main import fail
 
 if TYPE_CHECKING:
@@ -85,10 +86,10 @@ def demo(
     batch_files = _show_files(workspace, [f"summaries/batch-{stem}.md" for stem in stems])
     _show_files(workspace, ["results.jsonl"])
     typer.echo(
-        f"\nDone: the lead ran {len(result.subagents)} subagent{'' if len(result.subagents) == 1 else 's'} "
+        f"\nDone: the lead ran {plural(len(result.subagents), 'subagent')} "
         f"({result.status}) and {lead_files} of "
-        f"{len(stems) + 1} files it was asked for were written; the batch ran {batch.total} items "
-        f"({batch.status}) and wrote {batch_files} of {len(stems)} summaries; results are in "
+        f"{plural(len(stems) + 1, 'file')} it was asked for were written; the batch ran {plural(batch.total, 'item')} "
+        f"({batch.status}) and wrote {batch_files} of {plural(len(stems), 'summary', 'summaries')}; results are in "
         f"{workspace / 'results.jsonl'}."
         + (
             " The embedded 135M model drives the machinery and is held to the right file names, but its "

@@ -32,6 +32,7 @@ class SafeJSONResponse(JSONResponse):
         except UnicodeEncodeError:
             return super().render(safe_json(content))
 
+
 _log = logging.getLogger("delegate.server")
 
 REVOKE_POLL = 1.0

@@ -25,7 +25,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from .._events import Event
 from .._runtime import Runtime
 from .._store import Store
-from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo
+from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo, loads_json, repeated_fields
 from ._auth import ApiError, Token, Tokens, UserId
 from ._body import body_schema, json_body, optional_json_body
 from ._runs import check_prompt
@@ -126,9 +126,20 @@ class BatchService:
             with contextlib.suppress(RuntimeError):  # its loop has closed
                 follower.loop.call_soon_threadsafe(follower.tell, event)
 
-    def submit(self, user_id: str, body: BatchRequest) -> Batch:
+    def submit(self, user_id: str, body: BatchRequest, raw: bytes | None = None) -> Batch:
         """Submit a batch (its items wait in the store until a worker runs them, so a model that is
-        still being prepared, like the local model's first download, is no reason to refuse it)."""
+        still being prepared, like the local model's first download, is no reason to refuse it).
+
+        `raw` is the request body `body` was read from: read again here (in a worker thread, after
+        the token was checked) to find an item that names a field twice, which the JSON parser
+        before it kept silently (the last value)."""
+        items = body.items
+        if raw is not None:
+            again = loads_json(raw)
+            if repeated := repeated_fields(again):
+                twice = ", ".join(map(repr, repeated))
+                raise ApiError(422, "invalid_request", f"the body gives {twice} more than once: give each field once")
+            items = cast(dict[str, Any], again)["items"]  # the same items, each marked if it repeats a field
         if self.max_prompt_chars is not None:
             for n, item in enumerate(body.items):
                 prompt = cast(dict[str, Any], item).get("prompt") if isinstance(item, dict) else None
@@ -139,7 +150,7 @@ class BatchService:
         submission = self.batches.submit(
             user_id,
             subagent_type=body.subagent_type,
-            items=body.items,
+            items=items,
             title=body.title,
             max_running_items=body.max_running_items,
             max_live_items=body.max_live_items,
@@ -204,10 +215,11 @@ router = APIRouter(prefix="/api/v1", tags=["batches"])
 
 @router.post("/batches", status_code=201, openapi_extra=body_schema(BatchRequest))
 async def submit_batch(
-    body: Annotated[BatchRequest, Depends(json_body(BatchRequest))], user_id: UserId, service: Service
+    body: Annotated[BatchRequest, Depends(json_body(BatchRequest))], user_id: UserId, service: Service, request: Request
 ) -> JSONResponse:
     """Submit a batch: validated completely first; a rejected batch stores nothing."""
-    batch = await asyncio.to_thread(service.submit, user_id, body)
+    raw = await request.body()  # read once already, by `json_body`, after the token was checked
+    batch = await asyncio.to_thread(service.submit, user_id, body, raw)
     return JSONResponse(batch.to_dict(), 201, headers={"Location": f"/api/v1/batches/{batch.id}"})
 
 
