@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from .._text import plural
 from ._main import fail
 
 if TYPE_CHECKING:
@@ -281,7 +282,7 @@ def judge_summary(name: str, text: str | None, stem: str, documents: dict[str, s
             problems.append(f"copies {_quote(run)} of {what}")
     count, whole = len(_words(text)), len(_words(document))
     if count < MIN_SUMMARY_WORDS:
-        problems.append(f"{count} word{_s(count)}: too short for the two or three sentences asked for")
+        problems.append(f"{plural(count, 'word')}: too short for the two or three sentences asked for")
     elif count > MAX_SUMMARY_SHARE * whole:
         problems.append(f"{count} words for a document of {whole}: a copy or a ramble, not a summary")
     return FileVerdict(name=name, text=text, problems=problems)
@@ -365,7 +366,8 @@ def verdict(
     how = f"the lead completed with an answer in {result.steps} steps" if ending is None else ending.rstrip(".")
     lines = [
         "Verdict (each figure checked in code, each file judged by what it holds):",
-        f"  Part 1: {how}; it started {ran} subagent{_s(ran)} for {documents} documents ({completed} completed); "
+        f"  Part 1: {how}; it started {plural(ran, 'subagent')} for {plural(documents, 'document')} "
+        f"({completed} completed); "
         f"{_held(lead_files)} of the {len(lead_files)} files it was asked for {_hold(lead_files)}.",
         f"  Part 2: the batch ended {batch.status}: {_counts(results.statuses)} of {batch.total} items; its own "
         f"check (the file is not empty) holds for {results.accepted}; judged by what they hold, "
@@ -377,7 +379,7 @@ def verdict(
         lines.append(f"  results.jsonl: {results.rows} rows, one per item.")
     wrong = [f for f in [*lead_files, *batch_files] if not f.holds]
     if wrong:
-        lines.append(f"  What the model got wrong ({len(wrong)} file{_s(len(wrong))}):")
+        lines.append(f"  What the model got wrong ({plural(len(wrong), 'file')}):")
         lines += [f"    {f.name}: {'; '.join(f.problems)}" for f in wrong]
     else:
         lines.append("  Every file holds up.")
@@ -400,10 +402,6 @@ def _hold(files: list[FileVerdict]) -> str:
 
 def _counts(statuses: dict[str, int]) -> str:
     return ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())) or "none exported"
-
-
-def _s(n: int) -> str:
-    return "" if n == 1 else "s"
 
 
 def _judged(workspace: Path, name: str, stem: str, documents: dict[str, str], task: str) -> FileVerdict:

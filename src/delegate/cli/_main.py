@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_type_hi
 
 import typer
 
-from .._text import safe_json, safe_text
+from .._text import plural, safe_json, safe_text
 
 if TYPE_CHECKING:
     from .._events import Event, EventSink
@@ -389,7 +389,7 @@ def run(
         finally:
             if lead_batches is not None:  # the lead's batches run here, to their end
                 for batch in await lead_batches.finish(wait=finished):
-                    typer.echo(f"Batch {batch.id} ({batch.total} items) ended {batch.status}.", err=True)
+                    typer.echo(f"Batch {batch.id} ({plural(batch.total, 'item')}) ended {batch.status}.", err=True)
             await runtime.aclose()
 
     try:
@@ -409,7 +409,8 @@ def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[di
     exit 1 unless it completed."""
     for batch in detached:
         typer.echo(
-            f"Batch {batch['batch_id']} ({batch['items']} items) was submitted; `delegate batch worker` runs it "
+            f"Batch {batch['batch_id']} ({plural(batch['items'], 'item')}) was submitted; "
+            f"`delegate batch worker` runs it "
             f"and `delegate batch status {batch['batch_id']}` follows it.",
             err=True,
         )

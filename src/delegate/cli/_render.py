@@ -14,7 +14,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .._events import Event, EventSink
-from .._text import safe_text
+from .._text import plural, safe_text
 
 if TYPE_CHECKING:
     from .._run_result import RunResult
@@ -89,7 +89,7 @@ def _line(agent: _Agent) -> Text:
     text = Text()
     text.append(f"{agent.status:<9} ", style=_STYLE.get(agent.status, ""))
     text.append(agent.label, style="bold")
-    text.append(f"  {agent.steps} steps · {agent.tokens:,} tokens · {elapsed:.1f}s", style="dim")
+    text.append(f"  {plural(agent.steps, 'step')} · {plural(agent.tokens, 'token')} · {elapsed:.1f}s", style="dim")
     if agent.activity:
         text.append(f"  {agent.activity[:60]}", style="cyan")
     return text
@@ -140,7 +140,7 @@ def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]])
     console.print(
         Text(
             f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens "
-            f"({len(result.subagents)} subagent{'' if len(result.subagents) == 1 else 's'}) · run {result.run_id}",
+            f"({plural(len(result.subagents), 'subagent')}) · run {result.run_id}",
             style="dim",
         )
     )
