@@ -419,7 +419,7 @@ def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[di
     elif not printed:
         typer.echo(safe_text(result.final))
     if result.status != "completed":
-        if not as_json:
+        if not as_json and not printed:  # the live view said why
             typer.echo(f"run {result.run_id} ended {result.status}: {result.error or result.stop_reason}", err=True)
         raise typer.Exit(1)
 

@@ -95,6 +95,19 @@ def _line(agent: _Agent) -> Text:
     return text
 
 
+def ending_line(result: RunResult) -> str | None:
+    """What to say under the answer when the lead did not simply answer: how it ended (status and
+    stop reason) and what the loop said, e.g. "No final answer: the lead ended aborted (max_steps):
+    reached the step limit (4)." None when it completed with an answer."""
+    answered = bool(result.final.strip())
+    if result.status == "completed" and answered:
+        return None
+    said = f": {safe_text(result.error)}" if result.error else ""
+    empty = " with an empty answer" if result.status == "completed" else ""
+    opening = "The lead" if answered else "No final answer: the lead"
+    return f"{opening} ended {result.status} ({result.stop_reason}){empty}{said}."
+
+
 def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]]) -> RunResult:
     """Run `start(sinks)` with the live tree on the terminal, then print the final answer and the usage."""
     from ._main import run_until_done
@@ -118,7 +131,11 @@ def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]])
 
     result = run_until_done(go)
     console.print()
-    console.print(Group(Text("Final answer", style="bold"), Text(safe_text(result.final))))
+    if result.final.strip():
+        console.print(Group(Text("Final answer", style="bold"), Text(safe_text(result.final))))
+    ending = ending_line(result)
+    if ending is not None:
+        console.print(Text(ending, style="bold red"))
     usage = result.usage
     console.print(
         Text(
