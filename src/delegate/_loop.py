@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
@@ -257,6 +258,22 @@ class _State:
         )
 
 
+_DEADLINES: ContextVar[tuple[tuple[asyncio.Timeout, float], ...]] = ContextVar("delegate_deadlines", default=())
+"""The timeouts of the agents the current code runs under (a subagent's task inherits its lead's)."""
+
+
+def passed_deadline() -> float | None:
+    """The timeout, in seconds, of an enclosing agent whose deadline has passed, or None.
+
+    A subagent cancelled because its lead's (the run's) deadline passed asks this to end
+    `timed_out`, not `cancelled`: the deadline expires (`asyncio.Timeout.expired()`) before the
+    cancellation reaches the subagent's task."""
+    for timeout, seconds in _DEADLINES.get():
+        if timeout.expired():
+            return seconds
+    return None
+
+
 async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
     """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
     window = context_window(spec.model, spec.loop.context_window)
@@ -266,6 +283,7 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
     state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
     ctx.event("agent.started", {"name": spec.name, "model": spec.model.name})
     timeout = asyncio.timeout(spec.timeout)
+    under = _DEADLINES.set((*_DEADLINES.get(), (timeout, spec.timeout))) if spec.timeout is not None else None
     try:
         async with timeout:
             result = await _turns(spec, ctx, state)
@@ -276,8 +294,12 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
     except ModelError as exc:
         result = state.end("error", "model_error", error=str(exc))
     except asyncio.CancelledError:
-        ctx.event("agent.completed", _summary(state.end("cancelled", "cancelled")))
+        ended = state.end("timed_out", "run_timeout") if passed_deadline() is not None else None
+        ctx.event("agent.completed", _summary(ended or state.end("cancelled", "cancelled")))
         raise
+    finally:
+        if under is not None:
+            _DEADLINES.reset(under)
     ctx.event("agent.completed", _summary(result))
     return result
 
@@ -404,6 +426,17 @@ def _final(state: _State, text: str) -> AgentResult:
     return state.end("completed", "final_answer")
 
 
+async def _complete(model: Model, request: ModelRequest, usage: Usage) -> ModelResponse:
+    """`model`'s answer to `request`. A request cut off by a timeout or a cancel still counts in
+    `usage`, as one request whose tokens are unknown (`Usage.requests_without_usage`): the
+    provider may have billed it, and no answer says for how much, so no token is made up."""
+    try:
+        return await model.complete(request)
+    except asyncio.CancelledError:
+        usage.add(Usage(requests=1, requests_without_usage=1))
+        raise
+
+
 async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: _State) -> ModelResponse:
     """The model's answer of this turn: recorded before an interruption, else asked (if the run's
     budget lets a request start: `_BudgetSpent` if not)."""
@@ -419,7 +452,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
         if budget is not None and (spent := budget.begin()) is not None:
             raise _BudgetSpent(spent)
         ctx.event("model.request", {"step": step, "messages": len(request.messages)})
-        response = _safe(await spec.model.complete(request))
+        response = _safe(await _complete(spec.model, request, state.usage))
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
@@ -561,7 +594,7 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
         ),
         messages=[Message.user(transcript)],
     )
-    response = _safe(await model.complete(request))
+    response = _safe(await _complete(model, request, state.usage))
     state.usage.add(response.usage)
     if spec.budget is not None:
         spec.budget.tokens += response.usage.total_tokens

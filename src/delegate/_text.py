@@ -17,7 +17,7 @@ import codecs
 import re
 from typing import Any, cast
 
-__all__ = ["safe_json", "safe_text", "unescape_bytes"]
+__all__ = ["plural", "safe_json", "safe_text", "unescape_bytes"]
 
 _HANDLER = "delegate-escape"
 
@@ -108,3 +108,8 @@ def _escaped(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_escaped(v) for v in cast(list[Any], value)]
     return value
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`count` and the noun that goes with it: `1 step`, `2 steps`, `1,200 entries` (with `many`)."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"

@@ -45,6 +45,7 @@ from ._retry import (
     call_with_retries,
     check_deadline,
     excerpt,
+    redact_urls,
     status_failure,
     transport_failure,
 )
@@ -144,7 +145,8 @@ class OpenAIModel:
         return self.constrained_tools
 
     def __repr__(self) -> str:
-        return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
+        shown = None if self.base_url is None else redact_urls(self.base_url)
+        return f"OpenAIModel({self.model!r}, base_url={shown!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         constrained = self.constrained_tools and bool(request.tools)
@@ -154,9 +156,14 @@ class OpenAIModel:
         # The last guard before the SDK, which cannot encode a lone surrogate (see `_text.py`):
         # a walk of the request, no copy unless a string needs an escape.
         params = safe_json(self._params(request) if free is None else self._free_text_params(request))
-        where = self.base_url or "api.openai.com"
+        where = redact_urls(self.base_url or "api.openai.com")
         reply = await call_with_retries(
-            self.name, lambda: self._send(params), lambda exc: _classify(exc, where), self.retry, self.deadline
+            self.name,
+            lambda: self._send(params),
+            lambda exc: _classify(exc, where),
+            self.retry,
+            self.deadline,
+            url=self.base_url,
         )
         if free is not None:
             return reply.as_call(*free)

@@ -43,7 +43,7 @@ from .._store import Store, StoreBusyError
 from .._takeover import Takeover
 from .._tracing import flush as flush_traces
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
-from ._auth import ApiError, SafeJSONResponse, UserId, error_response
+from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
 from ._files import router as files_router
@@ -117,6 +117,7 @@ def create_app(
             logged.add(warning)
         return found
 
+    tokens = TokenWatch(store)
     default_model = settings.model or operator.model
     readiness = ModelReadiness(default_model)
     runs = RunManager(store, runtime_for, limits=settings.limits, ready=readiness.check)
@@ -137,9 +138,11 @@ def create_app(
         if settings.run_batches:
             await batches.start_worker()
         takeover = asyncio.create_task(state.takeover.watch(), name="delegate-run-takeover")
+        revocations = asyncio.create_task(tokens.watch(), name="delegate-token-watch")
         try:
             yield
         finally:
+            revocations.cancel()
             takeover.cancel()
             await runs.close()
             await batches.stop_worker()
@@ -161,13 +164,14 @@ def create_app(
         runs=runs,
         takeover=Takeover(store, runs),
         batches=batches,
+        tokens=tokens,
         catalogue=catalogue,
         workspace_for=operator.workspace_view,
         allow_commands=operator.allow_commands,
         limits=settings.limits,
         run_limits=operator.limits,
     )
-    app.add_middleware(BodyLimit, limits=settings.limits)  # outside routing: before parsing and auth
+    app.add_middleware(BodyLimit, limits=settings.limits)  # caps a body as a route reads it, after auth
     _error_handlers(app)
     app.include_router(runs_router)
     app.include_router(agents_router)

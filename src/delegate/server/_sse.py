@@ -71,6 +71,42 @@ def sse(seq: int, type: str, data: Any) -> bytes:
     return f"id: {seq}\nevent: {type}\ndata: {text}\n\n".encode()
 
 
+_TAKEN = (
+    "this token was revoked or replaced (delegate users revoke|token), so its streams are closed: "
+    "ask the operator for a new token"
+)
+REVOKED = b"event: token.revoked\ndata: " + to_json({"error": {"code": "unauthorized", "message": _TAKEN}}) + b"\n\n"
+"""The last event of a stream whose token was taken away (no `id:`: it is not one of the run's)."""
+
+
+async def until(ended: asyncio.Event, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`body`'s chunks until it ends, or until `ended` is set: then at once, however long `body`
+    would have waited for its next chunk (it is closed), and `REVOKED` is the last chunk."""
+    stop = asyncio.ensure_future(ended.wait())
+    step: asyncio.Future[bytes] | None = None
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(body))
+            await asyncio.wait((step, stop), return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                yield REVOKED
+                return
+            try:
+                chunk = step.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        stop.cancel()
+        if step is not None and not step.done():
+            step.cancel()  # `body` ends where it waited
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await step
+        close = getattr(body, "aclose", None)
+        if close is not None:  # its own `finally` runs now, not when it is collected
+            await close()
+
+
 def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
     """A `text/event-stream` response that proxies pass through unbuffered."""
     return StreamingResponse(

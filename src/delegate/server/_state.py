@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .._store import Store
     from .._takeover import Takeover
     from .._workspace import Workspace
+    from ._auth import TokenWatch
     from ._batches import BatchService
     from ._limits import Limits
     from ._runs import RunManager
@@ -24,6 +25,7 @@ class AppState:
     """One app's state: nothing is shared between two apps.
 
     `catalogue` gives a user's subagent catalogue, `workspace_for` the view of a user's files;
+    `tokens` watches the tokens of open event streams;
     `takeover` resumes the interrupted runs of servers that died; `limits` is what one client may
     cost, `run_limits` what a run may spend unless its request names other limits.
     """
@@ -32,6 +34,7 @@ class AppState:
     runs: RunManager
     takeover: Takeover
     batches: BatchService
+    tokens: TokenWatch
     catalogue: Callable[[str | None], Catalogue]
     workspace_for: Callable[[str | None], Workspace]
     allow_commands: bool

@@ -407,6 +407,13 @@ def _cgroup_base() -> str | None:
 # The disk quota of a workspace
 
 
+USAGE_KEPT = 5.0
+"""Seconds a file tool's measure of a workspace is reused, the bytes it wrote since added: a
+measure costs about 15 µs a file (0.4 s for 28,000 files), too much to pay on every write."""
+_measured: dict[str, tuple[float, int]] = {}
+_measured_lock = threading.Lock()
+
+
 def workspace_usage(workspace: Workspace) -> int:
     """Bytes on disk of what agents can write in the workspace: everything under the root but
     its hidden and closed folders and mounts, each file counted once (hard links), by blocks
@@ -435,6 +442,8 @@ def workspace_usage(workspace: Workspace) -> int:
             total += info.st_blocks * 512
             if stat.S_ISDIR(info.st_mode):
                 stack.append(entry.path)
+    with _measured_lock:  # the file tools' check starts from the latest measure (see `check_disk_quota`)
+        _measured[root] = (time.monotonic(), total)
     return total
 
 
@@ -445,17 +454,11 @@ def disk_room(workspace: Workspace) -> int | None:
     return None if quota == 0 else max(0, quota - workspace_usage(workspace))
 
 
-USAGE_KEPT = 5.0
-"""Seconds a file tool's measure of a workspace is reused, the bytes it wrote since added: a
-measure costs about 15 µs a file (0.4 s for 28,000 files), too much to pay on every write."""
-_measured: dict[str, tuple[float, int]] = {}
-_measured_lock = threading.Lock()
-
-
 def check_disk_quota(workspace: Workspace, adding: int) -> None:
     """Refuse (`ToolError`) a write of `adding` bytes that would take the workspace past its
     disk quota: the file tools call this before they write. The workspace is measured at most
-    every `USAGE_KEPT` seconds; the writes accepted in between are counted as they are made."""
+    every `USAGE_KEPT` seconds (or by the last command's own measure); the writes accepted in
+    between are counted as they are made."""
     quota = workspace.commands.limits.disk_quota
     if quota == 0:
         return
@@ -463,7 +466,9 @@ def check_disk_quota(workspace: Workspace, adding: int) -> None:
     with _measured_lock:
         seen = _measured.get(key)
     if seen is None or time.monotonic() - seen[0] >= USAGE_KEPT:
-        seen = (time.monotonic(), workspace_usage(workspace))
+        workspace_usage(workspace)
+        with _measured_lock:
+            seen = _measured[key]
     room = max(0, quota - seen[1])
     with _measured_lock:
         _measured[key] = (seen[0], seen[1] + (adding if adding <= room else 0))
