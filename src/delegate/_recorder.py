@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter
 
 from ._events import Event, EventSink
-from ._lease import new_owner
+from ._lease import RUN_HEARTBEAT, new_owner
 from ._messages import ToolCallPart, ToolResultPart
 from ._record import TaskOutput
 from ._usage import Usage
@@ -96,8 +96,6 @@ class Recorder:
     """Fans a run's events out to the sinks, and keeps them and its checkpoints in the store."""
 
     def __init__(self, store: Store | None, sinks: list[EventSink], *, heartbeat: float | None = None) -> None:
-        from ._store import RUN_HEARTBEAT
-
         self.store = store
         self.sinks = sinks
         self.run_id = ""

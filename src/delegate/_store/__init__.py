@@ -34,11 +34,10 @@ sort as text and compare the same everywhere).
 """
 
 from .._errors import StoreError
+from .._lease import RUN_HEARTBEAT, RUN_LEASE_TTL
 from ._db import StoreBusyError
 from ._rows import (
     FINAL_STATUSES,
-    RUN_HEARTBEAT,
-    RUN_LEASE_TTL,
     Checkpoint,
     RunRow,
     RunStatus,

@@ -14,7 +14,7 @@ from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from .._errors import StoreError
 from .._events import Event, EventType
-from .._lease import owner_alive
+from .._lease import RUN_LEASE_TTL, owner_alive
 from .._record import STATUSES, Status, TaskOutput
 from .._text import safe_json, safe_text
 from .._usage import Usage
@@ -25,11 +25,6 @@ run's lease; `interrupted` once that process is gone (read so at once on its own
 `RUN_LEASE_TTL` elsewhere): it can be resumed. The others are final."""
 
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled", "aborted", "timed_out"})
-
-RUN_LEASE_TTL = 10.0
-"""Seconds a run's owner may go without a heartbeat before its run reads `interrupted`."""
-RUN_HEARTBEAT = 1.0
-"""How often the owner of a run beats (and looks for a cancellation asked from elsewhere)."""
 
 SubagentStatus = Status
 """A subagent is `running`, then ends like an agent does (completed, aborted, error, ...)."""
