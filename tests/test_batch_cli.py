@@ -182,14 +182,13 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
 
 
 def test_a_batch_left_to_workers_runs_on_the_model_the_lead_submitted_it_with(tmp_path: Path) -> None:
-    from delegate.subagents import LEAD_INSTRUCTIONS
+    from delegate.testing import is_lead
 
     models: list[str] = []
 
     def answer(body: dict[str, Any]) -> Reply:
         models.append(body["model"])
-        system = body["messages"][0]["content"]
-        if system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(body):
             if body["messages"][-1]["role"] == "user":
                 items = [{"key": f"k{i}", "prompt": f"look at {i}"} for i in range(5)]
                 names = {t["function"]["name"] for t in body["tools"]}
@@ -223,11 +222,10 @@ def test_a_batch_left_to_workers_runs_on_the_model_the_lead_submitted_it_with(tm
 
 
 def test_delegate_run_runs_the_batches_its_lead_submits_and_waits_for_them(tmp_path: Path) -> None:
-    from delegate.subagents import LEAD_INSTRUCTIONS
+    from delegate.testing import is_lead
 
     def answer(body: dict[str, Any]) -> Reply:
-        system = body["messages"][0]["content"]
-        if system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(body):
             last = body["messages"][-1]
             if last["role"] == "user":
                 items = [{"key": f"k{i}", "prompt": f"look at {i}"} for i in range(5)]

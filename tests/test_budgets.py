@@ -17,11 +17,12 @@ from delegate._events import Event
 from delegate._runtime import Runtime
 from delegate._store import Store
 from delegate.server import ServerSettings, create_app
+from delegate.testing import is_lead
 from tests.cli_support import run_cli
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 from tests.loopback_server import LiveServer
 from tests.test_batch_cli import env_for
-from tests.test_results import close, is_lead, openai_model, tool_results
+from tests.test_results import close, openai_model, tool_results
 from tests.test_server_api import client, read_events, start
 
 PARALLEL = 4

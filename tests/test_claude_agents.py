@@ -14,7 +14,7 @@ import pytest
 
 from delegate import Catalogue, Event, ModelAliases, Runtime, UserError
 from delegate.models import OpenAIModel, RetryPolicy
-from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import is_lead
 from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
@@ -124,9 +124,8 @@ def test_skills_as_anthropic_writes_them_load_and_a_broken_one_is_named(workspac
 
 def sonnet_responder(body: dict[str, Any]) -> Reply:
     """Lead: delegate to `seo-meta-optimizer` (model: sonnet), then answer. Subagent: complete."""
-    system = body["messages"][0]["content"]
     tool_results = [m for m in body["messages"] if m["role"] == "tool"]
-    if system.startswith(LEAD_INSTRUCTIONS):
+    if is_lead(body):
         if not tool_results:
             task = {"subagent_type": "seo-meta-optimizer", "description": "meta tags", "prompt": "Write meta tags."}
             return Reply(tool_calls=[("task", task)])
@@ -299,7 +298,7 @@ async def test_a_type_from_an_operators_folder_gets_the_mcp_server_it_defines_in
 
     def answer(request: ModelRequest) -> ModelResponse:
         names = {t.name for t in request.tools}
-        if request.system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(request):
             offered.setdefault("lead", names)
             if len(request.messages) == 1:
                 return call("task", subagent_type="adder", description="add", prompt="2 + 40")
@@ -331,7 +330,7 @@ async def test_project_context_is_bounded_marked_and_a_type_can_opt_out(tmp_path
     systems: dict[str, str] = {}
 
     def answer(request: ModelRequest) -> ModelResponse:
-        if request.system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(request):
             systems.setdefault("lead", request.system)
             if len(request.messages) == 1:
                 return call("task", subagent_type="quiet", description="q", prompt="go")
@@ -377,7 +376,7 @@ async def test_bash_rules_of_a_claude_type_decide_which_commands_it_may_run(tmp_
     outputs: list[str] = []
 
     def answer(request: ModelRequest) -> ModelResponse:
-        if request.system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(request):
             if len(request.messages) == 1:
                 return call("task", subagent_type="echoer", description="echo", prompt="Echo.")
             return reply("done")

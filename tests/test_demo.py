@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import is_lead
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
 
 def capable(body: dict[str, Any]) -> Reply:
     messages = body["messages"]
-    system, last = messages[0]["content"], messages[-1]
-    if system.startswith(LEAD_INSTRUCTIONS):
+    last = messages[-1]
+    if is_lead(body):
         if last["role"] == "user":
             docs = re.findall(r"docs/([a-z]+)\.txt", last["content"])
             prompts = [f"Summarise docs/{d}.txt into summaries/{d}.md" for d in docs]

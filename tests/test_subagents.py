@@ -12,12 +12,7 @@ from delegate import Event, UserError
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
-
-
-def is_lead(request: ModelRequest) -> bool:
-    return request.system.startswith(LEAD_INSTRUCTIONS)
+from delegate.testing import FunctionModel, ScriptedModel, call, is_lead, reply, respond
 
 
 def task_result(request: ModelRequest, index: int = 0) -> str:

@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from ._messages import Part, TextPart, ToolCallPart
 from ._usage import Usage
 from .models import ModelRequest, ModelResponse
+from .subagents._prompts import LEAD_INSTRUCTIONS
 
-__all__ = ["FunctionModel", "ScriptedModel", "call", "reply", "respond"]
+__all__ = ["FunctionModel", "ScriptedModel", "call", "is_lead", "reply", "respond", "system_prompt"]
 
 _ids = itertools.count(1)
 
@@ -120,6 +121,29 @@ class FunctionModel:
         if self.latency:
             await asyncio.sleep(self.latency)
         return await _answer(self._fn, request)
+
+
+def is_lead(request: ModelRequest | Mapping[str, Any]) -> bool:
+    """Whether `request` is the lead agent's, not a subagent's: a `ModelRequest` a fake model
+    sees, or the JSON body a loopback provider server receives (see `system_prompt`). The lead's
+    system prompt begins with `LEAD_INSTRUCTIONS`; a subagent's never does."""
+    return system_prompt(request).startswith(LEAD_INSTRUCTIONS)
+
+
+def system_prompt(request: ModelRequest | Mapping[str, Any]) -> str:
+    """The system prompt of `request`: a `ModelRequest`, or the JSON body of an OpenAI chat
+    completion (its first message, when that is the system's) or of an Anthropic message (its
+    `system`, a string or text blocks). `""` when it has none."""
+    if isinstance(request, ModelRequest):
+        return request.system
+    system: Any = request.get("system")
+    if system is None:  # OpenAI: the system prompt is the first message
+        messages: list[dict[str, Any]] = request.get("messages") or [{}]
+        system = messages[0].get("content") if messages[0].get("role") == "system" else ""
+    if isinstance(system, list):  # content blocks
+        blocks: list[dict[str, Any]] = system  # pyright: ignore[reportUnknownVariableType]
+        system = "".join(str(block.get("text", "")) for block in blocks)
+    return str(system or "")
 
 
 async def _answer(turn: Any, request: ModelRequest) -> ModelResponse:
