@@ -33,7 +33,7 @@ def reasons(catalogue: Catalogue, file: str) -> list[str]:
     return [w.reason for w in catalogue.warnings if w.file == f".claude/agents/{file}"]
 
 
-def test_a_public_style_folder_loads_every_readable_file_and_names_the_rest(workspace: Path, clean_env: None) -> None:
+def test_a_public_style_folder_loads_every_readable_file_and_names_the_rest(workspace: Path) -> None:
     catalogue = Catalogue.build(workspace=workspace)
     assert sorted(set(catalogue.names()) - {"general-purpose", "explore", "bash"}) == [
         "architect",
@@ -57,7 +57,7 @@ def test_a_public_style_folder_loads_every_readable_file_and_names_the_rest(work
     assert all(not w.file.startswith("/") and str(workspace) not in str(w) for w in catalogue.warnings)
 
 
-def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path, clean_env: None) -> None:
+def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path) -> None:
     catalogue = Catalogue.build(workspace=workspace)
     reviewer = catalogue.definitions["code-reviewer"]
     assert reviewer.description.endswith("maintainability. Continues on an indented line, as people write it.")
@@ -88,9 +88,7 @@ def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path, cle
     ]
 
 
-def test_aliases_resolve_through_an_overridable_table(
-    workspace: Path, clean_env: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_aliases_resolve_through_an_overridable_table(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert ModelAliases().resolve("sonnet") == ("anthropic:claude-sonnet-4-5", True)
     assert ModelAliases().resolve("claude-opus-4-1") == ("anthropic:claude-opus-4-1", True)
     assert ModelAliases().resolve("openai:gpt-4.1") == ("openai:gpt-4.1", False)
@@ -109,7 +107,7 @@ def test_aliases_resolve_through_an_overridable_table(
         ModelAliases.load(None, ["sonnet=gpt-4"])
 
 
-def test_skills_as_anthropic_writes_them_load_and_a_broken_one_is_named(workspace: Path, clean_env: None) -> None:
+def test_skills_as_anthropic_writes_them_load_and_a_broken_one_is_named(workspace: Path) -> None:
     runtime = Runtime(workspace=workspace, store=False)
     shown = [str(w) for w in runtime.warnings() if "skills" in w.file]
     assert shown[0].startswith(".claude/skills/brand.guidelines/SKILL.md:3: front matter is not strict YAML (")
@@ -133,7 +131,7 @@ def sonnet_responder(body: dict[str, Any]) -> Reply:
     return Reply(tool_calls=[("complete", {"summary": "meta tags written", "paths": []})])
 
 
-async def test_a_sonnet_type_without_an_anthropic_key_runs_on_the_leads_model(workspace: Path, clean_env: None) -> None:
+async def test_a_sonnet_type_without_an_anthropic_key_runs_on_the_leads_model(workspace: Path) -> None:
     events: list[Event] = []
     (workspace / "AGENTS.md").write_text("Run `make check` before you finish. PROJECT-MARK")
     with OpenAIServer(sonnet_responder) as server:
@@ -202,9 +200,7 @@ def tool(body: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("count", [160, 500])
-def test_a_large_catalogue_keeps_the_first_request_small_and_every_type_reachable(
-    tmp_path: Path, clean_env: None, count: int
-) -> None:
+def test_a_large_catalogue_keeps_the_first_request_small_and_every_type_reachable(tmp_path: Path, count: int) -> None:
     many_agents(tmp_path / ".claude/agents", count)
     skills(tmp_path / ".claude/skills", 12)
     first, second = lead_requests(tmp_path, search="agent:specialist-042")
@@ -217,7 +213,7 @@ def test_a_large_catalogue_keeps_the_first_request_small_and_every_type_reachabl
     assert "- specialist-042: Expert number 42" in found and "Triggers on: 'topic42', 'area 42'" in found
 
 
-def test_a_small_catalogue_keeps_full_descriptions_and_the_enum(tmp_path: Path, clean_env: None) -> None:
+def test_a_small_catalogue_keeps_full_descriptions_and_the_enum(tmp_path: Path) -> None:
     many_agents(tmp_path / ".claude/agents", 3)
     [body] = lead_requests(tmp_path)
     task = tool(body, "task")

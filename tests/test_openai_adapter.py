@@ -38,18 +38,6 @@ from .loopback_openai import Fault, OpenAIServer, Reply, scripted
 ModelFactory = Callable[..., OpenAIModel]
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "OPENAI_ORG_ID",
-        "OPENAI_PROJECT_ID",
-        "OPENAI_ADMIN_KEY",
-    ):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 async def make_model() -> AsyncIterator[ModelFactory]:
     """Build models against a server with tiny retry delays, and close their clients afterwards."""
