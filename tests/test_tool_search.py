@@ -51,7 +51,7 @@ async def test_deferred_tools_are_named_hidden_then_loaded_by_tool_search(tmp_pa
     finally:
         await rt.aclose()
     first, second, third, fourth = model.requests
-    assert f"{ADD}, mcp__calc__fail, {SHOUT}" in first.system
+    assert f"{ADD}, mcp__calc__fail, mcp__calc__meet, {SHOUT}" in first.system
     assert ADD not in names(first) and "tool_search" in names(first)
     assert "load it first with tool_search" in second.messages[-1].tool_results[0].content
     loaded = third.messages[-1].tool_results[0].content
