@@ -316,7 +316,8 @@ def test_the_models_page_example_builds_its_models(tmp_path: Path) -> None:
     block = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)[0]
     check = "\nassert rt.model is lead and lead.deadline == 1800 and lead.retry.attempts == 8\n"
     env = scrubbed_env()
-    env["ANTHROPIC_API_KEY"] = "sk-ant-not-used"  # the models are built, never called
+    env["ANTHROPIC_API_KEY"] = "sk-ant-not-used"  # the models are built, never called:
+    env["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"  # were one called, it would reach nothing
     (tmp_path / "ws").mkdir()
     done = subprocess.run(
         [sys.executable, "-c", block + check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
