@@ -12,8 +12,13 @@ from typing import Any
 
 import pytest
 
+from delegate._store import Store
+from delegate.batch import Batches
 from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
+
+LOCAL_USER = "default"
+"""The user of a CLI without a server (`delegate.cli._batch.LOCAL_USER`)."""
 
 
 def env_for(base_url: str, db: str | None = None) -> dict[str, str]:
@@ -152,27 +157,38 @@ def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_pa
         assert done.returncode == 0, done.stderr
         batch_id = done.stdout.strip().splitlines()[-1]
 
+        # Progress is read from the store here, not by a `delegate batch status` process a poll (a
+        # few seconds each on a loaded machine: the test took 121 s, and its kills landed late).
+        batches = Batches(Store.open(store_url))
+
         def succeeded() -> int:
-            return int(batch_status(batch_id, env, tmp_path)["counts"]["succeeded"])
+            return batches.get(LOCAL_USER, batch_id).counts["succeeded"]
 
         worker_args = [sys.executable, "-m", "delegate", "batch", "worker", "--model", "openai:m"]
         log = (tmp_path / "worker.log").open("ab")
+        kills_at: list[int] = []
         for round_ in range(3):
             worker = subprocess.Popen(worker_args, cwd=tmp_path, env=env, stdout=log, stderr=log)
             try:
-                deadline = time.monotonic() + 60
+                deadline = time.monotonic() + 120
                 while succeeded() < 40 * (round_ + 1) and time.monotonic() < deadline:
-                    time.sleep(0.3)
+                    time.sleep(0.02)
             finally:
                 worker.send_signal(signal.SIGKILL)
                 worker.wait(timeout=60)
+                kills_at.append(succeeded())
         worker = subprocess.Popen(worker_args, cwd=tmp_path, env=env, stdout=log, stderr=log)
         try:
-            status = wait_for_end(batch_id, env, tmp_path, timeout=120)
+            deadline = time.monotonic() + 120
+            while not batches.get(LOCAL_USER, batch_id).done and time.monotonic() < deadline:
+                time.sleep(0.05)
+            status = batch_status(batch_id, env, tmp_path)  # what the user reads
         finally:
             worker.send_signal(signal.SIGTERM)
             worker.wait(timeout=30)
             log.close()
+            batches.store.close()
+        assert all(done < 240 for done in kills_at), kills_at  # each kill landed in the middle of the batch
         rows = [json.loads(line) for line in run_cli(["batch", "export", batch_id], env, tmp_path).stdout.splitlines()]
         assert server.max_in_flight <= 12
     assert status["status"] == "completed", status
