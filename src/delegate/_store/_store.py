@@ -7,7 +7,7 @@ import os
 import secrets
 import sqlite3
 import uuid
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Collection, Generator, Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -245,6 +245,18 @@ class Store:
         with self.read() as conn:
             return conn.scalar(_user_of_token, {"token_hash": _hash_token(token)})
 
+    def held_tokens(self, tokens: Collection[str]) -> set[str]:
+        """Those of `tokens` that a user still holds (not revoked, not replaced by a new one):
+        one read, however many tokens (a server checks the tokens of its open streams with it)."""
+        hashes = {_hash_token(token): token for token in tokens}
+        if not hashes:
+            return set()
+        query = sa.select(users_table.c.token_hash).where(
+            users_table.c.token_hash.in_(list(hashes)), users_table.c.revoked_at.is_(None)
+        )
+        with self.read() as conn:
+            return {hashes[found] for found in conn.scalars(query)}
+
     def list_users(self) -> list[UserRow]:
         """Every user of the HTTP API, by name (tokens are never stored, only their hashes)."""
         query = sa.select(users_table).order_by(users_table.c.name)
@@ -291,10 +303,12 @@ class Store:
         uploaded_files: list[dict[str, Any]] | None = None,
         token_budget: int | None = None,
         max_requests: int | None = None,
+        warnings: Sequence[str] = (),
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
         process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
-        `uploaded_files` and the run-wide budgets are kept for the run's resume."""
+        `uploaded_files` and the run-wide budgets are kept for the run's resume; `warnings` are
+        what was wrong as it started (`RunRow.warnings`)."""
         now = utc_now()
         owner = owner or new_owner()
         run = RunRow(
@@ -310,6 +324,7 @@ class Store:
             uploaded_files=uploaded_files,
             token_budget=token_budget,
             max_requests=max_requests,
+            warnings=list(warnings),
         )
         with self.write() as conn:
             conn.execute(runs_table.insert().values(run_values(run)))
@@ -445,8 +460,11 @@ class Store:
             )
             return conn.execute(update.values(values)).rowcount == 1
 
-    def claim_run(self, run_id: str, owner: str, user_id: str | None = None) -> RunRow:
+    def claim_run(
+        self, run_id: str, owner: str, user_id: str | None = None, *, warnings: Sequence[str] | None = None
+    ) -> RunRow:
         """Take over an interrupted run for `owner`, to resume it; `UserError` if it cannot be resumed.
+        `warnings` (if given) replace the run's: what was wrong as it started again.
 
         Exactly one of several processes claiming the same run at once wins.
         """
@@ -457,7 +475,15 @@ class Store:
             raise UserError(f"run {run_id} is still running (in process {run.owner}): it cannot be resumed")
         if run.status != "interrupted":
             raise UserError(f"run {run_id} already ended ({run.status}): only an interrupted run can be resumed")
-        values = {"owner": owner, "heartbeat_at": iso(utc_now()), "status": "running", "cancel_requested": 0}
+        values: dict[str, Any] = {
+            "owner": owner,
+            "heartbeat_at": iso(utc_now()),
+            "status": "running",
+            "cancel_requested": 0,
+        }
+        if warnings is not None:
+            run.warnings = list(warnings)
+            values["warnings"] = run_values(run)["warnings"]
         taken = [runs_table.c.id == run_id, runs_table.c.status == "running"]
         taken.append(runs_table.c.owner == run.owner if run.owner is not None else runs_table.c.owner.is_(None))
         with self.write() as conn:
