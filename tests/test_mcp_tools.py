@@ -350,7 +350,7 @@ async def test_each_server_that_cannot_be_reached_is_left_out_and_named_with_the
         assert "MCP server 'ghost' could not be started" in servers.failed["ghost"]
         assert "'/nonexistent/mcp-server' was not found" in servers.failed["ghost"]
         assert f"MCP server 'down' could not be reached at {closed}" in servers.failed["down"]
-        assert sorted(tools) == ["mcp__tiny__add", "mcp__tiny__fail", "mcp__tiny__shout"]
+        assert sorted(tools) == ["mcp__tiny__add", "mcp__tiny__fail", "mcp__tiny__meet", "mcp__tiny__shout"]
     finally:
         await servers.aclose()
 
