@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from delegate._store import Store
+from delegate import Store
 from tests.cli_support import delegate, run_cli
 from tests.durable_support import (
     FINAL_ANSWER,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import delegate
 
@@ -44,3 +47,25 @@ def test_delegate_help_does_not_import_provider_sdks() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "LOADED []"
+
+
+def test_the_store_and_its_errors_are_public_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Store` and the two errors it raises are imported from `delegate`, not from a private module:
+    a write that meets another process's lock is caught as `StoreBusyError`, itself a `StoreError`."""
+    import sqlite3
+
+    import delegate._store._db
+    from delegate import Store, StoreBusyError, StoreError
+
+    monkeypatch.setattr(delegate._store._db, "SQLITE_BUSY_TIMEOUT_MS", 50)
+    with Store.for_workspace(tmp_path) as store:
+        holder = sqlite3.connect(tmp_path / ".delegate" / "delegate.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreBusyError, match="nothing was written") as caught:
+                store.add_user("ada")
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert isinstance(caught.value, StoreError)
+        assert [u.name for u in store.list_users()] == []

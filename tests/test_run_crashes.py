@@ -16,8 +16,9 @@ from typing import Any
 import httpx2
 import pytest
 
+from delegate import Store
 from delegate._run_result import stored_result
-from delegate._store import FINAL_STATUSES, RunRow, Store
+from delegate._store import FINAL_STATUSES, RunRow
 from tests.cli_support import delegate
 from tests.durable_support import (
     FINAL_ANSWER,

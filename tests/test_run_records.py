@@ -14,11 +14,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import Runtime
+from delegate import Runtime, Store
 from delegate._follow import stored_events
 from delegate._loop import EVENT_VALUE_LIMIT
 from delegate._runtime import DEFAULT_RUN_TIMEOUT
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, ScriptedModel, call, reply

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from delegate import Event, Usage, UserError
+from delegate import Event, Store, StoreError, Usage, UserError
 from delegate._record import Artifact, Skipped, TaskOutput
-from delegate._store import Checkpoint, Migration, Store, StoreError
+from delegate._store import Checkpoint, Migration
 from delegate._store._schema import CORE_MIGRATIONS, _metadata
 
 CORE = [m.name for m in CORE_MIGRATIONS]
@@ -120,7 +120,8 @@ class TestMigrations:
 _MIGRATE_SCRIPT = """
 import pathlib, sys, time
 import sqlalchemy as sa
-from delegate._store import Migration, Store
+from delegate import Store
+from delegate._store import Migration
 
 def slow(conn):
     time.sleep(0.3)

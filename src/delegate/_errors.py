@@ -74,6 +74,20 @@ class StoreError(DelegateError):
     """The database cannot be reached or used, or holds a row delegate cannot read back."""
 
 
+class StoreBusyError(StoreError):
+    """Another process held the database's write lock for longer than the store waits; nothing was
+    written. Try again in a moment (`retry_after` seconds is a fair guess)."""
+
+    retry_after = 2
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            "the store is busy: another process (a `delegate batch worker`, or a tool holding the "
+            f"database open) holds its write lock{f' ({detail})' if detail else ''}; nothing was written, "
+            "try again in a moment"
+        )
+
+
 class UserError(DelegateError):
     """Misconfiguration or bad input. The message says what to fix."""
 

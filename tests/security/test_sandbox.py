@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate._store import Store
+from delegate import Store
 from delegate._workspace import CommandPolicy, Workspace
 from delegate.tools._sandbox import _unreadable, sandbox_argv  # pyright: ignore[reportPrivateUsage]
 from tests.security.support import two_users

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from delegate._store import Store
+from delegate import Store
 from delegate._store._schema import CORE_MIGRATIONS, _core_tables_0001
 from delegate._store._store import _hash_token
 from tests.security.server_support import api, live_server

@@ -33,8 +33,7 @@ Timestamps are timezone-aware UTC datetimes, stored as ISO 8601 text on both bac
 sort as text and compare the same everywhere).
 """
 
-from .._errors import StoreError
-from ._db import StoreBusyError
+from .._errors import StoreBusyError, StoreError
 from ._rows import (
     FINAL_STATUSES,
     RUN_HEARTBEAT,
