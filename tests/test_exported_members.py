@@ -69,3 +69,29 @@ def test_the_store_and_its_errors_are_public_names(tmp_path: Path, monkeypatch: 
             holder.close()
         assert isinstance(caught.value, StoreError)
         assert [u.name for u in store.list_users()] == []
+
+
+def test_the_error_tree_in_the_errors_docstring_draws_every_error_class_under_its_parent() -> None:
+    import re
+
+    import delegate._errors
+    import delegate.batch  # its errors join the tree
+
+    drawn: dict[str, str] = {}
+    parents = ["DelegateError"]
+    for line in (delegate._errors.__doc__ or "").splitlines():
+        branch = re.match(r"^([│ ]*)[├└]── (.+)", line)
+        if branch is None:
+            continue
+        depth = len(branch.group(1)) // 4
+        names = re.findall(r"\b[A-Z]\w+(?:Error|Cancelled)\b", branch.group(2).split("  ")[0])
+        del parents[depth + 1 :]
+        for name in names:
+            drawn[name] = parents[depth]
+        parents.append(names[-1])
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    real = {c.__name__: c.__mro__[1].__name__ for c in subclasses(delegate.DelegateError)}
+    assert drawn == real

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._errors import RunCancelled, RunError
 from ._events import Event
 from ._loop import EVENT_VALUE_LIMIT, AgentResult
 from ._messages import Message
@@ -37,6 +38,18 @@ class RunResult:
     stop_reason: StopReason
     error: str | None = None
     messages: list[Message] = field(default_factory=list[Message])
+
+    def raise_for_status(self) -> RunResult:
+        """This result if the run completed; else raise `RunCancelled` (it was cancelled) or
+        `RunError` (any other end), carrying its `run_id` and `status` (httpx's pattern):
+        `final = (await rt.run(prompt)).raise_for_status().final`."""
+        if self.status == "completed":
+            return self
+        why = self.error or self.stop_reason
+        message = f"run {self.run_id} ended {self.status}: {why}"
+        if self.status == "cancelled":
+            raise RunCancelled(message, run_id=self.run_id, status=self.status)
+        raise RunError(message, run_id=self.run_id, status=self.status)
 
     def to_dict(self) -> dict[str, Any]:
         """The object `delegate run --json` prints."""
