@@ -248,9 +248,7 @@ class Runtime:
         sessions of this event loop, and the store it opened (a `Store` given to it stays open).
         All open again when next needed."""
         for model in self._models.values():
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            await model.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()
         for servers in self._own_mcp.values():
@@ -680,7 +678,7 @@ class Runtime:
         if self._batches is None:
             self._batches = Batches(store)
         existing = [b.id for b in self._batches.list_batches(self.user_id or "default", limit=20)]
-        if getattr(lead_model, "grounds_paths", False) and not existing and not _ASKS_FOR_BATCH.search(prompt):
+        if lead_model.profile.grounds_paths and not existing and not _ASKS_FOR_BATCH.search(prompt):
             return []
         visible = self.catalogue.visible(
             allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents

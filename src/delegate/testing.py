@@ -18,7 +18,7 @@ from typing import Any
 
 from ._messages import Part, TextPart, ToolCallPart
 from ._usage import Usage
-from .models import ModelRequest, ModelResponse
+from .models import ModelProfile, ModelRequest, ModelResponse
 
 __all__ = ["FunctionModel", "ScriptedModel", "call", "reply", "respond"]
 
@@ -65,19 +65,31 @@ class ScriptedModel:
     """Replays `turns` in order, one per request, and records every request it saw.
 
     A turn is a `ModelResponse`, a string (a text reply), or a function of the request.
-    `latency` (seconds) is awaited before each answer.
+    `latency` (seconds) is awaited before each answer. `profile` is what the model declares it can
+    do (a small window, path grounding, advice when stuck), as a provider would.
     """
 
-    def __init__(self, turns: Iterable[Turn], *, name: str = "test:scripted", latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        turns: Iterable[Turn],
+        *,
+        name: str = "test:scripted",
+        latency: float = 0.0,
+        profile: ModelProfile | None = None,
+    ) -> None:
         self._turns = list(turns)
         self._next = 0
         self._name = name
         self.latency = latency
+        self.profile = profile or ModelProfile()
         self.requests: list[ModelRequest] = []
 
     @property
     def name(self) -> str:
         return self._name
+
+    async def aclose(self) -> None:
+        """Nothing to close: a fake holds no connections."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
@@ -97,7 +109,8 @@ class ScriptedModel:
 
 
 class FunctionModel:
-    """Answers each request by calling `fn(request)` (sync or async): for logic-driven tests."""
+    """Answers each request by calling `fn(request)` (sync or async): for logic-driven tests.
+    `profile` as for `ScriptedModel`."""
 
     def __init__(
         self,
@@ -105,15 +118,20 @@ class FunctionModel:
         *,
         name: str = "test:function",
         latency: float = 0.0,
+        profile: ModelProfile | None = None,
     ) -> None:
         self._fn = fn
         self._name = name
         self.latency = latency
+        self.profile = profile or ModelProfile()
         self.requests: list[ModelRequest] = []
 
     @property
     def name(self) -> str:
         return self._name
+
+    async def aclose(self) -> None:
+        """Nothing to close: a fake holds no connections."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)

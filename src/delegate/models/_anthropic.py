@@ -40,7 +40,7 @@ from .._messages import (
     ToolResultPart,
 )
 from .._usage import Usage
-from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
+from ._base import ModelProfile, ModelRequest, ModelResponse, StopReason, ToolSpec
 from ._retry import (
     DEFAULT_DEADLINE,
     BadAnswer,
@@ -103,7 +103,7 @@ class AnthropicModel:
         if not model:
             raise UserError("an Anthropic model needs a name, for example 'anthropic:claude-sonnet-4-5'")
         self.model = model
-        self.context_window = context_window or known_context_window(model)
+        self.profile = ModelProfile(context_window=context_window or known_context_window(model))
         """Tokens the model reads at once (default: the table of known models)."""
         self.max_tokens = max_tokens
         self.stream = stream

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .._usage import Usage
-from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
+from ._base import ModelProfile, ModelRequest, ModelResponse, StopReason, ToolSpec
 from ._constrained import (
     constrained_format,
     constrained_instructions,
@@ -86,7 +86,8 @@ class OpenAIModel:
 
     `context_window` is how many tokens the model reads at once (default: the table of known
     models in `delegate.models`, else what the loop assumes); the loop compacts and cuts the
-    conversation to fit it.
+    conversation to fit it. `when_stuck` is what to tell a user whose agent went round in circles
+    on this model (the local model says: use a real one). All three are its `profile`.
     """
 
     def __init__(
@@ -103,12 +104,14 @@ class OpenAIModel:
         constrained_tools: bool = False,
         lean_tools: bool = False,
         context_window: int | None = None,
+        when_stuck: str = "",
     ) -> None:
         self.model = model
-        self.context_window = context_window or known_context_window(model)
-        self.when_stuck = ""
-        """What to tell a user whose agent went round in circles on this model (the local model
-        says: use a real one)."""
+        self.profile = ModelProfile(
+            context_window=context_window or known_context_window(model),
+            grounds_paths=constrained_tools,  # a constrained model narrows path arguments by `path_states`
+            when_stuck=when_stuck,
+        )
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
         self.deadline = check_deadline(deadline)
@@ -136,11 +139,6 @@ class OpenAIModel:
     @property
     def name(self) -> str:
         return f"openai:{self.model}"
-
-    @property
-    def grounds_paths(self) -> bool:
-        """Whether requests should carry `path_states` (a constrained model narrows paths by them)."""
-        return self.constrained_tools
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
