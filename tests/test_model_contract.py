@@ -147,7 +147,7 @@ async def test_a_bad_answer_is_asked_again_and_the_whole_one_counts(harness: Har
     with harness.serve([bad, harness.reply("a whole answer")]) as server:
         response = await harness.model(server).complete(ask())
     assert response.text == "a whole answer"
-    assert response.stop_reason == "end_turn"
+    assert response.finish_reason == "end_turn"
     assert len(server.requests) == 2
 
 

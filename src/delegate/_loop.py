@@ -45,9 +45,6 @@ from .models import (
 )
 from .tools import Tool, ToolContext, ToolReturn
 
-AgentStatus = EndStatus
-EndReason = StopReason
-
 
 @dataclass(kw_only=True)
 class RunBudget:
@@ -208,8 +205,8 @@ def opening_choices(value: ToolChoice | Sequence[ToolChoice]) -> tuple[ToolChoic
 
 @dataclass(kw_only=True, slots=True)
 class AgentResult:
-    status: AgentStatus
-    stop_reason: EndReason
+    status: EndStatus
+    stop_reason: StopReason
     final: str
     messages: list[Message]
     steps: int
@@ -251,7 +248,7 @@ class _State:
     progressed: set[str] = field(default_factory=set[str])
     """The ids of this turn's calls whose tools said they changed something."""
 
-    def end(self, status: AgentStatus, reason: EndReason, **extra: object) -> AgentResult:
+    def end(self, status: EndStatus, reason: StopReason, **extra: object) -> AgentResult:
         return AgentResult(
             status=status,
             stop_reason=reason,

@@ -29,7 +29,7 @@ class RunResult:
 
     run_id: str
     status: Status
-    """How the lead ended (an `AgentStatus`), or `interrupted` when `Runtime.interrupt` stopped it."""
+    """How the lead ended (an `EndStatus`), or `interrupted` when `Runtime.interrupt` stopped it."""
     final: str
     usage: Usage
     lead_usage: Usage

@@ -30,7 +30,7 @@ from ._loop import (
     run_agent,
 )
 from ._messages import Message
-from ._recorder import Journal, Recorder
+from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._workspace import CommandPolicy, Workspace
 from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool, server_config
@@ -376,7 +376,7 @@ class Runtime:
     ) -> RunResult:
         """Build the lead, then `begin` (record the run, or claim it and read its checkpoints),
         then run it under `budget`: nothing is recorded for a lead that cannot be built."""
-        journal = Journal(recorder)
+        journal = StoredJournal(recorder)
         skills = await asyncio.to_thread(self._skills)
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
         ctx.uploaded_files = uploads_state(uploaded_files)

@@ -30,7 +30,7 @@ def reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5) -> Model
     return ModelResponse(
         parts=[TextPart(text=text)],
         usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1),
-        stop_reason="end_turn",
+        finish_reason="end_turn",
         model="test",
     )
 
@@ -53,7 +53,7 @@ def respond(
     return ModelResponse(
         parts=parts,
         usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1),
-        stop_reason="tool_use",
+        finish_reason="tool_use",
         model="test",
     )
 

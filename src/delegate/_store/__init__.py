@@ -35,31 +35,25 @@ sort as text and compare the same everywhere).
 
 from .._errors import StoreBusyError, StoreError
 from ._rows import (
-    FINAL_STATUSES,
     RUN_HEARTBEAT,
     RUN_LEASE_TTL,
     Checkpoint,
     RunRow,
-    RunStatus,
     RunSummary,
-    SubagentStatus,
     UserRow,
 )
 from ._schema import Migration
 from ._store import Store
 
 __all__ = [
-    "FINAL_STATUSES",
     "RUN_HEARTBEAT",
     "RUN_LEASE_TTL",
     "Checkpoint",
     "Migration",
     "RunRow",
-    "RunStatus",
     "RunSummary",
     "Store",
     "StoreBusyError",
     "StoreError",
-    "SubagentStatus",
     "UserRow",
 ]

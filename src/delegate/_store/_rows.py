@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
 from typing import Any, TypeVar, get_type_hints
 
 import sqlalchemy as sa
@@ -17,22 +16,13 @@ from .._events import Event, EventType
 from .._lease import owner_alive
 from .._record import STATUSES, Status, TaskOutput
 from .._text import safe_json, safe_text
+from .._time import iso, utc_now
 from .._usage import Usage
-
-RunStatus = Status
-"""The status of a run (see `delegate._record.Status`). `running` while its process holds the
-run's lease; `interrupted` once that process is gone (read so at once on its own machine, after
-`RUN_LEASE_TTL` elsewhere): it can be resumed. The others are final."""
-
-FINAL_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled", "aborted", "timed_out"})
 
 RUN_LEASE_TTL = 10.0
 """Seconds a run's owner may go without a heartbeat before its run reads `interrupted`."""
 RUN_HEARTBEAT = 1.0
 """How often the owner of a run beats (and looks for a cancellation asked from elsewhere)."""
-
-SubagentStatus = Status
-"""A subagent is `running`, then ends like an agent does (completed, aborted, error, ...)."""
 
 _T = TypeVar("_T")
 
@@ -60,7 +50,7 @@ class RunRow:
     user_id: str | None
     prompt: str
     model: str
-    status: RunStatus
+    status: Status
     final: str | None = None
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
@@ -95,7 +85,7 @@ class RunSummary:
     answers and errors whole."""
 
     id: str
-    status: RunStatus
+    status: Status
     prompt: str
     model: str
     usage: Usage
@@ -132,22 +122,11 @@ _summary_rows: TypeAdapter[list[tuple[Any, ...]]] = TypeAdapter(
 _event_type: TypeAdapter[EventType] = TypeAdapter(EventType)
 _event_data: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 usage_adapter: TypeAdapter[Usage] = TypeAdapter(Usage)
-_aware: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
 _PackedEvent = tuple[EventType, float, str, str | None, str | None, dict[str, Any]]
 _packed_events: TypeAdapter[list[_PackedEvent]] = TypeAdapter(list[_PackedEvent])
 
 # ---------------------------------------------------------------------------------------------
 # Values in and out
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def iso(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        raise ValueError(f"timestamps must be timezone-aware, got {moment!r}")
-    return (moment if moment.tzinfo is UTC else moment.astimezone(UTC)).isoformat(timespec="microseconds")
 
 
 def _json_text(value: Any) -> str:
@@ -322,9 +301,6 @@ def decode_subagent(run_id: str, row: sa.RowMapping) -> TaskOutput:
         column = ""
         values["id"] = values["id"].removeprefix(f"{run_id}/")
         values["model"] = values["model"] or ""
-        for moment in ("started_at", "completed_at"):
-            if values[moment] is not None:
-                values[moment] = _aware.validate_python(values[moment])
         return TaskOutput.from_dict(values, seq=values.pop("seq") or 0)
     except ValueError as exc:
         where = f" column {column!r}" if column else ""

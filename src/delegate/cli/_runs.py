@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .._record import STATUSES
 from ._main import Db, Workspace, fail, open_store
 
 if TYPE_CHECKING:
@@ -35,9 +36,6 @@ FOLLOW_INTERVAL = 0.2
 TEXT_DATA = 160
 """Characters of an event's data shown on a line of `delegate runs events` (`--json` gives all)."""
 
-_STATUSES = ("running", "interrupted", "completed", "error", "cancelled", "aborted", "timed_out")
-_SHOWN = ", ".join(_STATUSES)
-
 
 def register(app: typer.Typer) -> None:
     app.add_typer(runs_app, name="runs")
@@ -48,14 +46,14 @@ def runs_list(
     workspace: Workspace = Path("."),
     db: Db = None,
     status: Annotated[
-        str | None, typer.Option("--status", help=f"Only runs with this status: {', '.join(_STATUSES)}.")
+        str | None, typer.Option("--status", help=f"Only runs with this status: {', '.join(STATUSES)}.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many runs.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON Lines, one run a line.")] = False,
 ) -> None:
     """The runs, newest first."""
-    if status is not None and status not in _STATUSES:
-        fail(f"unknown status {status!r}: use one of {', '.join(_STATUSES)}")
+    if status is not None and status not in STATUSES:
+        fail(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
     store = open_store(workspace, db)
     runs = store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
     if as_json:

@@ -13,6 +13,7 @@ from .._errors import UserError
 from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
 from ._base import (
     FREE_CHOICES,
+    FinishReason,
     IdChoice,
     Model,
     ModelProfile,
@@ -20,7 +21,6 @@ from ._base import (
     ModelResponse,
     PathRole,
     PathState,
-    StopReason,
     ToolChoice,
     ToolSpec,
 )
@@ -47,6 +47,7 @@ __all__ = [
     "KNOWN_CONTEXT_WINDOWS",
     "LOCAL_FILE_REFUSED",
     "AnthropicModel",
+    "FinishReason",
     "IdChoice",
     "MessageTally",
     "Model",
@@ -58,7 +59,6 @@ __all__ = [
     "PathRole",
     "PathState",
     "RetryPolicy",
-    "StopReason",
     "ToolChoice",
     "ToolSpec",
     "context_window",

@@ -40,7 +40,7 @@ from .._messages import (
     ToolResultPart,
 )
 from .._usage import Usage
-from ._base import ModelProfile, ModelRequest, ModelResponse, StopReason, ToolSpec
+from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
 from ._retry import (
     DEFAULT_DEADLINE,
     BadAnswer,
@@ -60,7 +60,7 @@ REDACTED_PREFIX = "redacted_thinking:"
 """A `redacted_thinking` block travels as a `ReasoningPart` with no text and this signature prefix."""
 
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-_STOP_REASONS: dict[str, StopReason] = {
+_FINISH_REASONS: dict[str, FinishReason] = {
     "end_turn": "end_turn",
     "stop_sequence": "end_turn",
     "tool_use": "tool_use",
@@ -374,7 +374,7 @@ class _Accumulator:
         return ModelResponse(
             parts=parts,
             usage=usage,
-            stop_reason=_stop_reason(self.stop_reason),
+            finish_reason=_finish_reason(self.stop_reason),
             model=self.model,
             context_tokens=_context_tokens(usage),
         )
@@ -466,7 +466,7 @@ def _from_message(message: object, model: str) -> ModelResponse:
     return ModelResponse(
         parts=parts,
         usage=usage,
-        stop_reason=_stop_reason(message.stop_reason),
+        finish_reason=_finish_reason(message.stop_reason),
         model=message.model or model,
         context_tokens=_context_tokens(usage),
     )
@@ -487,8 +487,8 @@ def _context_tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
 
 
-def _stop_reason(reason: str | None) -> StopReason:
-    return _STOP_REASONS.get(reason or "", "other")
+def _finish_reason(reason: str | None) -> FinishReason:
+    return _FINISH_REASONS.get(reason or "", "other")
 
 
 # failures

@@ -72,7 +72,9 @@ class ModelRequest:
     Plain data: a model never sees the workspace itself."""
 
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]
+FinishReason = Literal["end_turn", "tool_use", "max_tokens", "other"]
+"""What the provider said of why its answer ended (each adapter maps its own words onto these);
+not why an agent ended, which is `delegate._record.StopReason`."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -83,7 +85,7 @@ class ModelResponse:
 
     parts: list[Part]
     usage: Usage = field(default_factory=Usage)
-    stop_reason: StopReason = "end_turn"
+    finish_reason: FinishReason = "end_turn"
     model: str = ""
     context_tokens: int | None = None
 

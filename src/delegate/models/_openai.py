@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .._usage import Usage
-from ._base import ModelProfile, ModelRequest, ModelResponse, StopReason, ToolSpec
+from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
 from ._constrained import (
     constrained_format,
     constrained_instructions,
@@ -62,7 +62,7 @@ LOCAL_API_KEY = "not-needed"
 
 FREE_TEXT_SYSTEM = "You write the text a task asks for, from what you are given, in your own words."
 
-_STOP_REASONS: dict[str, StopReason] = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn"}
+_FINISH_REASONS: dict[str, FinishReason] = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn"}
 
 _AUDIO_FORMATS = {
     "audio/wav": "wav",
@@ -605,7 +605,7 @@ class _Reply:
         """The reply's text as the free argument of a call of `tool` (see `free_text_call`)."""
         arguments = {**fixed, free: "".join(self.text).strip() + "\n"}
         call = ToolCallPart(id=f"call_{uuid.uuid4().hex[:24]}", name=tool, arguments=arguments)
-        return ModelResponse(parts=[call], usage=self.usage, stop_reason="tool_use", model=self.model)
+        return ModelResponse(parts=[call], usage=self.usage, finish_reason="tool_use", model=self.model)
 
     def response(self, *, constrained: bool) -> ModelResponse:
         parts: list[Part] = []
@@ -620,10 +620,10 @@ class _Reply:
                 parts.append(TextPart(text=text))
             parts += [call.part() for call in self.calls]
         if any(isinstance(part, ToolCallPart) for part in parts):
-            stop: StopReason = "tool_use"
+            stop: FinishReason = "tool_use"
         else:
-            stop = _STOP_REASONS.get(self.finish or "", "other")
-        return ModelResponse(parts=parts, usage=self.usage, stop_reason=stop, model=self.model)
+            stop = _FINISH_REASONS.get(self.finish or "", "other")
+        return ModelResponse(parts=parts, usage=self.usage, finish_reason=stop, model=self.model)
 
 
 def _reasoning_of(message: object) -> str:

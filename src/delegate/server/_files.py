@@ -19,6 +19,7 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Depends, Query, Request
 
 from .._errors import WorkspaceError
+from .._time import iso
 from .._workspace import Workspace
 from ._auth import ApiError, UserId
 
@@ -60,7 +61,7 @@ def preview(workspace: Workspace, path: str, limit: int) -> dict[str, Any]:
     return {
         "path": workspace.relative(real),
         "size": info.st_size,
-        "modified_at": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+        "modified_at": iso(datetime.fromtimestamp(info.st_mtime, UTC)),
         "binary": text is None,
         "text": text,
         "truncated": text is not None and info.st_size > len(data),

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from .._errors import ToolError, WorkspaceError
 from .._record import ResultSchema
+from .._time import iso
 from .._workspace import Workspace
 from ..tools import PathParam, Tool, ToolContext, ToolReturn
 from ._output import Artifact, Skipped
@@ -66,7 +67,7 @@ def validate_paths(workspace: Workspace, paths: list[str]) -> tuple[list[Artifac
                 path=key,
                 size=info.st_size,
                 fs_type=kind,
-                modified_at=datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+                modified_at=iso(datetime.fromtimestamp(info.st_mtime, UTC)),
                 relative_path=workspace.relative(real),
             )
         )
