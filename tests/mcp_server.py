@@ -2,11 +2,13 @@
 
 `python tests/mcp_server.py` serves over stdio; `--http PORT` serves streamable HTTP at
 http://127.0.0.1:PORT/mcp instead; `--paged` lists the tools one per page, as a server with many
-tools would. Other arguments are ignored (the tests tag their servers' command lines with them).
+tools would; `--root DIR` (or `--root=DIR`) adds `list_root`, listing DIR as a filesystem server
+would. Other arguments are ignored (the tests tag their servers' command lines with them).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -46,6 +48,24 @@ def shout(text: str) -> str:
 def fail(reason: str) -> str:
     """Always fails, saying why."""
     raise ToolError(reason)
+
+
+def _root() -> str | None:
+    for i, arg in enumerate(sys.argv):
+        if arg == "--root" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if arg.startswith("--root="):
+            return arg.removeprefix("--root=")
+    return None
+
+
+ROOT = _root()
+if ROOT is not None:
+
+    @server.tool()
+    def list_root() -> str:
+        """List the folder this server was given, as a filesystem server does."""
+        return "\n".join(sorted(os.listdir(ROOT)))
 
 
 if __name__ == "__main__":

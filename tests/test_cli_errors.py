@@ -93,3 +93,19 @@ def test_an_unknown_run_is_one_line(env: dict[str, str], tmp_path: Path) -> None
     for args in (["runs", "show", "nope"], ["runs", "cancel", "nope"], ["run", "--resume", "nope"]):
         line = one_line_error(run_cli(args, env, tmp_path))
         assert line == "error: no run 'nope': list the runs with `delegate runs list`"
+
+
+def test_a_bad_command_limit_is_refused_in_one_line_naming_the_caps(env: dict[str, str], tmp_path: Path) -> None:
+    proc = run_cli(
+        ["run", "hi", "--model", "openai:m", "--allow-commands", "--command-limit", "speed=3"], env, tmp_path
+    )
+    line = one_line_error(proc)
+    assert line.startswith("error: --command-limit 'speed=3': write NAME=VALUE, NAME one of processes, memory")
+
+
+def test_command_limits_reach_the_workspaces_command_policy(tmp_path: Path) -> None:
+    from delegate.cli._main import OperatorFlags, runtime_settings
+
+    flags = OperatorFlags(allow_commands=True, command_limit=["processes=64", "memory=1G", "disk_quota=0"])
+    limits = runtime_settings(tmp_path, flags).commands.limits
+    assert (limits.processes, limits.memory, limits.disk_quota, limits.open_files) == (64, 1 << 30, 0, 1024)

@@ -127,7 +127,8 @@ async def test_read_file_of_an_empty_file_says_so(ctx: ToolContext, root: Path) 
 
 async def test_read_file_drops_windows_line_endings_and_survives_bad_utf8(ctx: ToolContext, root: Path) -> None:
     (root / "w.txt").write_bytes(b"caf\xe9\r\nok\r\n")
-    assert await run(ctx, "read_file", path="w.txt") == "     1\tcaf\ufffd\n     2\tok"
+    # the byte is shown as \\xNN, as in every name and output
+    assert await run(ctx, "read_file", path="w.txt") == "     1\tcaf\\xe9\n     2\tok"
 
 
 async def test_read_file_takes_absolute_paths_inside_the_workspace(ctx: ToolContext, root: Path) -> None:
@@ -185,13 +186,14 @@ async def test_a_file_being_written_is_never_in_the_agents_view(
     """Where a process killed between writing and renaming leaves its file: in the hidden scratch
     folder, made for it in a workspace that had no `.delegate/` (found by a kill in CI)."""
     renamed: list[tuple[Path, str]] = []
-    replace = os.replace
+    rename = os.rename
 
-    def spy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-        renamed.append((Path(source).parent, Path(source).read_text()))  # written whole before it takes its name
-        replace(source, target)
+    def spy(source: str, target: str, *, src_dir_fd: int, dst_dir_fd: int) -> None:
+        folder = Path(os.readlink(f"/proc/self/fd/{src_dir_fd}"))
+        renamed.append((folder, (folder / source).read_text()))  # written whole before it takes its name
+        rename(source, target, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
-    monkeypatch.setattr(os, "replace", spy)
+    monkeypatch.setattr(os, "rename", spy)
     await run(ctx, "write_file", path="notes/a.md", content="body")
     await run(ctx, "edit_file", path="notes/a.md", old_string="body", new_string="text")
     assert renamed == [(root / SCRATCH, "body"), (root / SCRATCH, "text")]
@@ -659,3 +661,31 @@ async def test_the_model_is_told_what_each_tool_does(ctx: ToolContext) -> None:
     assert set(sent) == set(READ_ONLY_TOOLS) | {"write_file", "edit_file"}
     assert "line numbers" in sent["read_file"].description
     assert sent["grep"].parameters["properties"]["max_results"]["maximum"] == 1000
+
+
+async def test_a_name_that_is_not_utf8_is_shown_with_escapes_and_can_be_given_back(
+    ctx: ToolContext, root: Path
+) -> None:
+    """A byte that is not UTF-8 (0xe9 of Latin-1, 0xff) in a file name reached the model request
+    as a lone surrogate, which no SDK can encode: the run ended `error`. Now every tool shows it
+    as `\\xNN`, and the model can name the file so."""
+    folder = os.path.join(os.fsencode(root), b"caf\xe9")
+    os.mkdir(folder)
+    Path(os.fsdecode(os.path.join(folder, b"n\xff.txt"))).write_bytes(b"hello \xff\n")
+    shown = [
+        await run(ctx, "list_dir", path="."),
+        await run(ctx, "find_files", pattern="**/*"),
+        await run(ctx, "grep", pattern="hello"),
+        await run(ctx, "read_file", path="caf\\xe9/n\\xff.txt"),
+    ]
+    assert shown == [
+        "./ (1 entry)\ncaf\\xe9/",
+        "caf\\xe9/\ncaf\\xe9/n\\xff.txt",
+        "caf\\xe9/n\\xff.txt:1: hello \\xff",
+        "     1\thello \\xff",
+    ]
+    for text in shown:
+        text.encode("utf-8")  # what reaches the model, the store and the terminal encodes
+    await run(ctx, "write_file", path="caf\\xe9/plain.txt", content="hello")  # into the folder of that name
+    await run(ctx, "edit_file", path="caf\\xe9/plain.txt", old_string="hello", new_string="bye")
+    assert Path(os.fsdecode(os.path.join(folder, b"plain.txt"))).read_text() == "bye"

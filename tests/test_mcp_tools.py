@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -334,33 +335,34 @@ async def test_a_streamable_http_server_serves_the_same_tools(http_url: str, tmp
 # -- servers that cannot be used --
 
 
-async def test_each_server_that_cannot_be_reached_is_named_with_the_cause() -> None:
+async def test_each_server_that_cannot_be_reached_is_left_out_and_named_with_the_cause() -> None:
     closed = f"http://127.0.0.1:{free_port()}/mcp"
+    good, _ = stdio_server()
     servers = MCPTools(
-        [MCPServerConfig("ghost", command=["/nonexistent/mcp-server"]), MCPServerConfig("down", url=closed)]
+        [MCPServerConfig("ghost", command=["/nonexistent/mcp-server"]), MCPServerConfig("down", url=closed), good]
     )
-    with pytest.raises(UserError) as caught:
-        await servers.load()
-    message = str(caught.value)
-    assert "MCP server 'ghost' could not be started" in message
-    assert "'/nonexistent/mcp-server' was not found" in message
-    assert f"MCP server 'down' could not be reached at {closed}" in message
-    await servers.aclose()
+    try:
+        tools = by_name(await servers.load())
+        assert sorted(servers.failed) == ["down", "ghost"]
+        assert "MCP server 'ghost' could not be started" in servers.failed["ghost"]
+        assert "'/nonexistent/mcp-server' was not found" in servers.failed["ghost"]
+        assert f"MCP server 'down' could not be reached at {closed}" in servers.failed["down"]
+        assert sorted(tools) == ["mcp__tiny__add", "mcp__tiny__fail", "mcp__tiny__shout"]
+    finally:
+        await servers.aclose()
 
 
-async def test_a_server_that_exits_at_start_is_a_user_error_with_what_it_said() -> None:
+async def test_a_server_that_exits_at_start_is_left_out_with_what_it_said() -> None:
     code = "import sys; sys.exit('GITHUB_TOKEN is not set')"
     servers = MCPTools([MCPServerConfig("github", command=[sys.executable, "-c", code])])
-    with pytest.raises(UserError, match=r"MCP server 'github' could not be started.*GITHUB_TOKEN is not set"):
-        await servers.load()
+    assert await servers.load() == []
+    assert re.search(r"MCP server 'github' could not be started.*GITHUB_TOKEN is not set", servers.failed["github"])
     await servers.aclose()
 
 
 async def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout() -> None:
     silent = [sys.executable, "-c", "import sys; sys.stdin.read()"]
     servers = MCPTools([MCPServerConfig("mute", command=silent, connect_timeout=0.5)])
-    started = time.monotonic()
-    with pytest.raises(UserError, match=r"MCP server 'mute' could not be started.*within 0.5s"):
-        await servers.load()
-    assert time.monotonic() - started < 30  # given up, not waited on for ever
+    assert await servers.load() == []
+    assert re.search(r"MCP server 'mute' could not be started.*within 0.5s", servers.failed["mute"])
     await servers.aclose()

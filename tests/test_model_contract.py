@@ -123,9 +123,7 @@ async def harness(provider: Provider, stream: bool) -> AsyncIterator[Harness]:
     made: list[Model] = []
     yield Harness(provider, stream, made)
     for model in made:
-        close = getattr(model, "aclose", None)
-        if close is not None:
-            await close()
+        await model.aclose()
 
 
 def ask(text: str = "hello") -> ModelRequest:

@@ -32,7 +32,7 @@ def free_port() -> int:
 
 
 def serve(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DELEGATE_MODEL": "local"}  # named: its stdout is no terminal
     env.pop("DELEGATE_DB", None)
     return subprocess.Popen(
         [sys.executable, "-c", SERVE, "serve", *args],

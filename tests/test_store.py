@@ -512,7 +512,7 @@ def _in_threads(count: int, work: object) -> list[BaseException]:
 
 
 def test_a_recorded_answer_stored_before_finish_reason_was_named_so_resumes_with_it(store: Store) -> None:
-    """Migration core.0007: a lead's answer checkpointed with the old `stop_reason` key reads back
+    """Migration core.0008: a lead's answer checkpointed with the old `stop_reason` key reads back
     with the provider's word as `finish_reason`."""
     responses: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
     old = responses.dump_python(reply("cut sh"), mode="json")
@@ -520,10 +520,10 @@ def test_a_recorded_answer_stored_before_finish_reason_was_named_so_resumes_with
     del old["finish_reason"]
     run = store.create_run(prompt="p", model="m")
     store.record(checkpoints=[Checkpoint(run_id=run.id, kind="answer", key="1", data=old)])
-    with store.write() as conn:  # the database as a release before core.0007 left it
-        conn.execute(sa.text("DELETE FROM migrations WHERE name = 'core.0007_finish_reason'"))
+    with store.write() as conn:  # the database as a release before core.0008 left it
+        conn.execute(sa.text("DELETE FROM migrations WHERE name = 'core.0008_finish_reason'"))
 
-    assert store.migrate() == ["core.0007_finish_reason"]
+    assert store.migrate() == ["core.0008_finish_reason"]
     (answer,) = store.checkpoints(run.id)
     assert "stop_reason" not in answer.data
     resumed = responses.validate_python(answer.data)

@@ -362,7 +362,7 @@ def _inline_servers(
                 shown,
                 f"MCP server(s) {', '.join(inline)} defined inline are not started from a workspace folder; "
                 "define them in the runtime's MCP config (--mcp-config) and name them here, or load this file "
-                "with --agents DIR from a folder outside the workspace",
+                "with --agents DIR (a folder the operator names)",
             )
         )
         return {}
@@ -458,8 +458,9 @@ class Catalogue:
         for folder in agent_dirs:
             if not Path(folder).is_dir():
                 raise UserError(f"agents folder {str(folder)!r} does not exist")
-            outside = workspace is None or not Path(folder).resolve().is_relative_to(workspace.resolve())
-            folders.append((Path(folder), False, _label(Path(folder), workspace), outside))
+            # the operator named it: trusted for what the operator put there; one inside the
+            # workspace is read-only to agents (`Runtime` adds it to the view's read-only folders)
+            folders.append((Path(folder), False, _label(Path(folder), workspace), True))
         if own is not None:
             folders += [
                 (own / ".claude" / "agents", True, ".claude/agents", False),

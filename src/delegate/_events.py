@@ -30,6 +30,7 @@ EventType = Literal[
     "batch.submitted",
     "batch.item",
     "batch.completed",
+    "mcp.server_failed",
     "warning",
 ]
 

@@ -365,11 +365,10 @@ def path_states(workspace: Workspace, messages: list[Message]) -> dict[str, Path
     states: dict[str, PathState] = {}
     for path in mentioned_paths(messages):
         try:
-            real = workspace.resolve(path)
+            with workspace.locate(path) as at:
+                states[path] = "file" if at.is_file() else "absent" if at.info is None else "other"
         except WorkspaceError:
             states[path] = "other"
-            continue
-        states[path] = "file" if real.is_file() else "absent" if not real.exists() else "other"
     return states
 
 

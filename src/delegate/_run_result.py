@@ -38,6 +38,9 @@ class RunResult:
     stop_reason: StopReason
     error: str | None = None
     messages: list[Message] = field(default_factory=list[Message])
+    warnings: list[str] = field(default_factory=list[str])
+    """What was wrong as the run started, one line each: an MCP server that did not start (the run
+    went on without its tools), a definition or skill file that was skipped."""
 
     def raise_for_status(self) -> RunResult:
         """This result if the run completed; else raise `RunCancelled` (it was cancelled) or
@@ -62,6 +65,7 @@ class RunResult:
             "steps": self.steps,
             "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
             "subagents": [s.to_dict() for s in self.subagents],
+            "warnings": list(self.warnings),
         }
 
 
@@ -81,6 +85,7 @@ def stored_result(store: Store, run_id: str, user_id: str | None = None) -> RunR
         steps=run.steps,
         stop_reason=run.stop_reason or "interrupted",  # type: ignore[arg-type]  # a run that has not ended
         error=run.error,
+        warnings=run.warnings,
     )
 
 
@@ -95,7 +100,7 @@ def cancelled_result(ctx: ToolContext) -> AgentResult:
     )
 
 
-def run_result(run_id: str, lead: AgentResult, runner: SubagentRunner) -> RunResult:
+def run_result(run_id: str, lead: AgentResult, runner: SubagentRunner, warnings: list[str]) -> RunResult:
     return RunResult(
         run_id=run_id,
         status=lead.status,
@@ -107,6 +112,7 @@ def run_result(run_id: str, lead: AgentResult, runner: SubagentRunner) -> RunRes
         stop_reason=lead.stop_reason,
         error=lead.error,
         messages=lead.messages,
+        warnings=warnings,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import time
 import uuid
@@ -145,7 +146,9 @@ class Runtime:
         for extra in tools:
             self.tools[extra.name] = extra
         self.instructions = instructions
-        self.mcp = MCPTools(mcp_servers) if mcp_servers else None
+        self.mcp_workspaces = [self.workspace.root, *([self._shared] if self._shared is not None else [])]
+        """Folders no MCP server may be given (their `.delegate/` would be in its reach: see `exposed_state`)."""
+        self.mcp = MCPTools(mcp_servers, workspaces=self.mcp_workspaces) if mcp_servers else None
         self._own_mcp = self._inline_servers()
         """Per type, the MCP servers its definition defines inline (started at a run's start)."""
         self._own_mcp_tools: list[Tool] | None = None
@@ -318,19 +321,22 @@ class Runtime:
         recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
         lead_model = await self._model_off_loop(model or self._model_spec)
 
-        async def begin() -> list[Checkpoint]:
+        async def begin(warnings: list[str]) -> list[Checkpoint]:
             if recorder.store is not None:
                 await asyncio.to_thread(
-                    recorder.store.create_run,
-                    run_id=run_id,
-                    user_id=self.user_id,
-                    prompt=prompt,
-                    model=lead_model.name,
-                    workspace=str(self.workspace.root),
-                    owner=recorder.owner,
-                    uploaded_files=uploaded_files,
-                    token_budget=token_budget,
-                    max_requests=max_requests,
+                    functools.partial(
+                        recorder.store.create_run,
+                        run_id=run_id,
+                        user_id=self.user_id,
+                        prompt=prompt,
+                        model=lead_model.name,
+                        workspace=str(self.workspace.root),
+                        owner=recorder.owner,
+                        uploaded_files=uploaded_files,
+                        token_budget=token_budget,
+                        max_requests=max_requests,
+                        warnings=warnings,
+                    )
                 )
             return []
 
@@ -357,8 +363,10 @@ class Runtime:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
         lead_model = await self._model_off_loop(model or self._model_spec or run.model)
 
-        async def begin() -> list[Checkpoint]:
-            await asyncio.to_thread(store.claim_run, run_id, recorder.owner, self.user_id)
+        async def begin(warnings: list[str]) -> list[Checkpoint]:
+            await asyncio.to_thread(
+                functools.partial(store.claim_run, run_id, recorder.owner, self.user_id, warnings=warnings)
+            )
             return await asyncio.to_thread(store.checkpoints, run_id)
 
         budget = self._budget(run.token_budget, run.max_requests)
@@ -371,11 +379,11 @@ class Runtime:
         recorder: Recorder,
         lead_model: Model,
         uploaded_files: list[dict[str, Any]] | None,
-        begin: Callable[[], Awaitable[list[Checkpoint]]],
+        begin: Callable[[list[str]], Awaitable[list[Checkpoint]]],
         budget: RunBudget | None,
     ) -> RunResult:
-        """Build the lead, then `begin` (record the run, or claim it and read its checkpoints),
-        then run it under `budget`: nothing is recorded for a lead that cannot be built."""
+        """Build the lead, then `begin` (record the run with its warnings, or claim it and read its
+        checkpoints), then run it under `budget`: nothing is recorded for a lead that cannot be built."""
         journal = StoredJournal(recorder)
         skills = await asyncio.to_thread(self._skills)
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
@@ -385,7 +393,7 @@ class Runtime:
         lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
         if ctx.uploaded_files is not None:
             lead_tools.append(list_uploaded_files)
-        own = await self._load_own_mcp(recorder.emit, run_id)
+        own = await self._load_own_mcp()
         runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools, context, own, budget)
         runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
         deferred = mcp_tools if self.tool_search else []
@@ -419,7 +427,9 @@ class Runtime:
             first_tool_choice=first,
             journal=journal,
         )
-        checkpoints = await begin()
+        failed = self._mcp_failed()
+        found = [*self.catalogue.warnings, *skills.warnings]
+        checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
         journal.load(checkpoints)
         recorder.start(run_id)
         slash = skills.slash_command(prompt, None)
@@ -427,12 +437,22 @@ class Runtime:
         if checkpoints:
             started["resumed"] = True
         recorder.emit(Event(type="run.started", run_id=run_id, agent_id="lead", data=started))
-        for warning in (*self.catalogue.warnings, *skills.warnings):
+        for warning in found:
             recorder.emit(Event(type="warning", run_id=run_id, agent_id="lead", data=warning.to_dict()))
-        return await self._drive(spec, ctx, [*([slash] if slash else []), Message.user(prompt)], recorder, runner)
+        for data in failed:
+            recorder.emit(Event(type="mcp.server_failed", run_id=run_id, agent_id="lead", data=data))
+        warnings = [*(str(w) for w in found), *(f["warning"] for f in failed)]
+        opening = [*([slash] if slash else []), Message.user(prompt)]
+        return await self._drive(spec, ctx, opening, recorder, runner, warnings)
 
     async def _drive(
-        self, spec: AgentSpec, ctx: ToolContext, messages: list[Message], recorder: Recorder, runner: SubagentRunner
+        self,
+        spec: AgentSpec,
+        ctx: ToolContext,
+        messages: list[Message],
+        recorder: Recorder,
+        runner: SubagentRunner,
+        warnings: list[str],
     ) -> RunResult:
         """Run the lead to its end, or until it is stopped: cancelled (by our caller, or from
         another process), taken over by another process, or interrupted (see `interrupt`)."""
@@ -456,7 +476,7 @@ class Runtime:
                 agent.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await agent
-            cancelled = run_result(run_id, cancelled_result(ctx), runner)
+            cancelled = run_result(run_id, cancelled_result(ctx), runner, warnings)
             if stopped == ["interrupt"]:
                 return await release_interrupted(
                     recorder, replace(cancelled, status="interrupted", stop_reason="interrupted")
@@ -469,7 +489,7 @@ class Runtime:
             await recorder.finish("error", "", ctx.usage + runner.usage, f"{type(exc).__name__}: {exc}")
             raise
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
-            outcome = run_result(run_id, result, runner)
+            outcome = run_result(run_id, result, runner, warnings)
             await record_end(recorder, outcome)
             return outcome
         finally:
@@ -507,7 +527,9 @@ class Runtime:
         ctx = self._context(task_id, "batch", lambda e: _fan(fan_out, e), user_id, skills)
         inherited = [name for name in self.tools if name != "complete"]
         mcp_tools = await self._load_mcp()
-        own = await self._load_own_mcp(ctx.emit, ctx.run_id)
+        own = await self._load_own_mcp()
+        for data in self._mcp_failed():
+            ctx.emit(Event(type="mcp.server_failed", run_id=ctx.run_id, agent_id="batch", data=data))
         context = await asyncio.to_thread(self._prepare_workspace)
         model = await self._model_off_loop(self._model_spec)
         runner = self._runner(ctx, model, inherited, skills, mcp_tools, context, own, budget)
@@ -603,40 +625,45 @@ class Runtime:
                 continue
             try:
                 configs = [server_config(n, e, definition.source) for n, e in definition.mcp_inline.items()]
-                found[definition.name] = MCPTools(configs)
+                found[definition.name] = MCPTools(configs, workspaces=self.mcp_workspaces)
             except UserError as exc:
                 problems.append(CatalogueWarning(definition.source, f"{exc}; it runs without these servers"))
         self.catalogue = self.catalogue.with_warnings(problems)
         return found
 
-    async def _load_own_mcp(self, emit: EventSink, run_id: str) -> list[Tool]:
-        """The tools of the types' own servers, listed once; a server that cannot be reached is a
-        `warning` event, and its type runs without its tools."""
+    async def _load_own_mcp(self) -> list[Tool]:
+        """The tools of the types' own servers, listed once; a server that cannot be used is left
+        out (see `_mcp_failed`), and its type runs without its tools."""
         if self._own_mcp_tools is None:
             self._own_mcp_tools = []
-            for name, servers in self._own_mcp.items():
-                try:
-                    self._own_mcp_tools += await servers.load()
-                except UserError as exc:
-                    source = self.catalogue.definitions[name].source
-                    reason = f"{exc}; type {name!r} runs without its own MCP servers"
-                    emit(
-                        Event(
-                            type="warning",
-                            run_id=run_id,
-                            agent_id="lead",
-                            data=CatalogueWarning(source, reason).to_dict(),
-                        )
-                    )
+            for servers in self._own_mcp.values():
+                self._own_mcp_tools += await servers.load()
         return self._own_mcp_tools
 
     async def _load_mcp(self) -> list[Tool]:
-        """The MCP servers' tools, listed once (a server that cannot be reached is a `UserError`)."""
+        """The MCP servers' tools, listed once; a server that cannot be used is left out (see
+        `_mcp_failed`), and the run goes on without its tools."""
         if self.mcp is None:
             return []
         if self._mcp_tools is None:
             self._mcp_tools = await self.mcp.load()
         return self._mcp_tools
+
+    def _mcp_failed(self) -> list[dict[str, Any]]:
+        """The MCP servers the last loads left out, as `mcp.server_failed` data: `server`, `reason`,
+        `type` (the subagent type whose own server it is; None: the runtime's, for every agent),
+        and `warning`, the line the run's `warnings` and the CLI show."""
+        found: list[dict[str, Any]] = []
+        groups = [(None, self.mcp), *self._own_mcp.items()]
+        for type_name, servers in groups:
+            for server, reason in (servers.failed if servers is not None else {}).items():
+                without = (
+                    "the run goes on without its tools"
+                    if type_name is None
+                    else f"type {type_name!r} runs without its tools"
+                )
+                found.append({"server": server, "reason": reason, "type": type_name, "warning": f"{reason}; {without}"})
+        return found
 
     def _subagent_tools(self, *, uploads: bool) -> dict[str, Tool]:
         """What a definition's tool list may name: every built-in tool (`bash` only when commands

@@ -5,8 +5,11 @@ the text: no pattern can backtrack for hours (`(a+)+$` answers at once). The wal
 run in a child process (`python -m delegate._search`) that the tool kills when its deadline
 passes, so neither a huge tree nor a slow disk can hold an agent, or the server's event loop,
 beyond it; the child runs at a lower priority (`SEARCH_NICENESS`), so searches cannot starve the
-server of CPU either. The child gets the workspace's view (root, hidden folders, mounts) and resolves paths
-through the same `Workspace.resolve` as every other tool; hidden folders and `.git` are not walked.
+server of CPU either. The child gets the workspace's view (root, hidden folders, mounts), finds
+paths through the same `Workspace.locate` as every other tool and walks folders by their handles
+(`scandir` of a folder's descriptor, each subfolder opened from its parent's with `O_NOFOLLOW`),
+so a folder swapped for a symlink mid-walk is never entered; hidden folders and `.git` are not
+walked. Names and lines that are not UTF-8 are matched and shown with `\\xNN` escapes.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO, Protocol, cast
 
 from ._errors import ToolError, WorkspaceError
-from ._workspace import Mount, Workspace
+from ._text import safe_text
+from ._workspace import Located, Mount, Workspace
 
 FIND_MAX_RESULTS = 500
 GREP_LINE_MAX_CHARS = 500
@@ -216,9 +220,11 @@ def _answer(request: dict[str, Any]) -> dict[str, str]:
     args = request["args"]
     try:
         if request["op"] == "find":
-            return {"text": find_files(workspace, args["pattern"], args["path"])}
+            return {"text": safe_text(find_files(workspace, args["pattern"], args["path"]))}
         regex = compile_regex(args["pattern"], ignore_case=args["ignore_case"])
-        return {"text": grep(workspace, regex, args["pattern"], args["path"], args["glob"], args["max_results"])}
+        return {
+            "text": safe_text(grep(workspace, regex, args["pattern"], args["path"], args["glob"], args["max_results"]))
+        }
     except WorkspaceError as exc:
         return {"error": str(exc), "kind": "workspace"}
     except ToolError as exc:
@@ -236,21 +242,21 @@ def find_files(workspace: Workspace, pattern: str, path: str) -> str:
     fixed = 0
     while fixed < len(parts) and not _is_magic(parts[fixed]):
         fixed += 1
-    base = workspace.resolve(Path(path, *parts[:fixed]))
     rest = parts[fixed:]
     if ".." in rest:
         raise ToolError("`..` may only come before the first wildcard of a pattern; or set `path` instead")
-    if not rest:  # no wildcard at all: the pattern names one path
-        matches = [_shown(workspace, base)] if base.exists() else []
-        return _found_text(matches, pattern, path, capped=False, shallow=False)
-    if not base.is_dir():
-        return _found_text([], pattern, path, capped=False, shallow=False)
-    matcher = _glob_regex(rest)
-    max_depth = None if "**" in rest else len(rest)
-    matches: list[str] = []
-    for candidate, is_dir in _walk(workspace, base, max_depth):
-        if matcher.fullmatch(candidate.relative_to(base).as_posix()):
-            matches.append(workspace.relative(candidate) + ("/" if is_dir else ""))
+    with workspace.locate(Path(path, *parts[:fixed])) as base:
+        if not rest:  # no wildcard at all: the pattern names one path
+            matches = [_shown(base)] if base.info is not None else []
+            return _found_text(matches, pattern, path, capped=False, shallow=False)
+        if not base.is_dir():
+            return _found_text([], pattern, path, capped=False, shallow=False)
+        matcher = _glob_regex(rest)
+        max_depth = None if "**" in rest else len(rest)
+        matches: list[str] = []
+        for entry in _walk(workspace, base, max_depth):
+            if matcher.fullmatch(safe_text(entry.below)):
+                matches.append(entry.rel + ("/" if entry.is_dir else ""))
     matches.sort()
     capped = len(matches) > FIND_MAX_RESULTS
     shallow = len(rest) == 1 and rest[0] != "**" and not matches
@@ -271,32 +277,115 @@ def _found_text(matches: list[str], pattern: str, path: str, *, capped: bool, sh
     )
 
 
-def _shown(workspace: Workspace, path: Path) -> str:
-    return workspace.relative(path) + ("/" if path.is_dir() and path != workspace.root else "")
+def _shown(at: Located) -> str:
+    return at.rel + ("/" if at.is_dir() and at.rel != "." else "")
 
 
-def _walk(workspace: Workspace, base: Path, max_depth: int | None = None) -> Iterator[tuple[Path, bool]]:
-    """Every entry under `base` as (path, is_folder), in a stable order, without leaving the root.
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One entry met by `_walk`: its view path `rel`, its path `below` the walk's base, whether it
+    is (or its link leads to) a folder, and the handle of the folder it is in with its `name`
+    there (valid until the walk moves on). `link` is True for a symlink that leads inside."""
 
-    Symlinked folders are not entered (no loops, no duplicates); a symlink is yielded only when it
-    resolves inside the view. `.git` and the view's hidden folders are stepped over. `max_depth`
-    counts path segments below `base`.
+    rel: str
+    below: str
+    is_dir: bool
+    folder: int
+    name: str
+    link: bool = False
+
+
+_OPEN_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(slots=True)
+class _Level:
+    """A folder `_walk` is in: its handle, its view path, its path below the base, and the
+    subfolders it has still to enter."""
+
+    fd: int
+    rel: str
+    below: str
+    pending: list[str]
+
+
+def _walk(workspace: Workspace, base: Located, max_depth: int | None = None) -> Iterator[_Entry]:
+    """Every entry under the folder `base`, in a stable order, without leaving the view.
+
+    Folders are read by handle: the base's from its `Located`, each subfolder opened from its
+    parent's with `O_NOFOLLOW`, so no swap can lead the walk elsewhere; one handle is open per
+    level. Symlinked folders are not entered (no loops, no duplicates); a symlink is yielded only
+    when it resolves inside the view. `.git` and the view's hidden folders are stepped over
+    (inside a mount, whose view path lies in a hidden folder, nothing is). `max_depth` counts
+    path segments below `base`.
     """
-    for folder, dirnames, filenames in os.walk(base):
-        depth = len(Path(folder).relative_to(base).parts)
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not workspace.is_hidden(Path(folder, d)))
-        entries = [(d, True) for d in dirnames] + [(f, False) for f in sorted(filenames)]
-        if max_depth is not None and depth + 1 >= max_depth:
-            dirnames[:] = []  # deeper entries could not match
-        for name, is_dir in entries:
-            candidate = Path(folder, name)
-            if candidate.is_symlink():
-                try:
-                    target = workspace.resolve(workspace.relative(candidate))
-                except WorkspaceError:
-                    continue
-                is_dir = target.is_dir()
-            yield candidate, is_dir
+    in_mount = workspace.hides(base.rel)
+    try:
+        top = base.open(_OPEN_FOLDER)
+    except OSError:
+        return
+    stack = [_Level(top, base.rel, "", [])]
+    try:
+        yield from _entries(workspace, stack[-1], max_depth, in_mount)
+        while stack:
+            level = stack[-1]
+            if not level.pending:
+                os.close(stack.pop().fd)
+                continue
+            name = level.pending.pop(0)
+            try:
+                sub = os.open(name, _OPEN_FOLDER, dir_fd=level.fd)
+            except OSError:
+                continue
+            stack.append(_Level(sub, _joined(level.rel, name), _joined(level.below, name), []))
+            yield from _entries(workspace, stack[-1], max_depth, in_mount)
+    finally:
+        for level in stack:
+            os.close(level.fd)
+
+
+def _entries(workspace: Workspace, level: _Level, max_depth: int | None, in_mount: bool) -> Iterator[_Entry]:
+    """The entries of the open folder of `level` (folders first, then the rest, each sorted by
+    name); the folders to walk into next are put in its `pending`."""
+    try:
+        with os.scandir(level.fd) as found:
+            listed = sorted(found, key=lambda e: e.name)
+    except OSError:
+        return
+    folders: list[os.DirEntry[str]] = []
+    others: list[os.DirEntry[str]] = []
+    for entry in listed:
+        try:
+            is_folder = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            continue
+        if not is_folder:
+            others.append(entry)
+        elif entry.name not in SKIPPED_DIRS and (in_mount or not workspace.hides(_joined(level.rel, entry.name))):
+            folders.append(entry)
+    depth = level.below.count("/") + 1 if level.below else 0
+    if max_depth is None or depth + 1 < max_depth:
+        level.pending.extend(e.name for e in folders)
+    for entry in folders:
+        rel, below = _joined(level.rel, entry.name), _joined(level.below, entry.name)
+        yield _Entry(rel=rel, below=below, is_dir=True, folder=level.fd, name=entry.name)
+    for entry in others:
+        rel, below = _joined(level.rel, entry.name), _joined(level.below, entry.name)
+        is_dir = False
+        link = entry.is_symlink()
+        if link:
+            try:
+                with workspace.locate(rel) as target:
+                    if target.info is None:
+                        continue
+                    is_dir = target.is_dir()
+            except WorkspaceError:
+                continue
+        yield _Entry(rel=rel, below=below, is_dir=is_dir, folder=level.fd, name=entry.name, link=link)
+
+
+def _joined(rel: str, name: str) -> str:
+    return name if rel in (".", "") else f"{rel}/{name}"
 
 
 def _is_magic(segment: str) -> bool:
@@ -393,15 +482,17 @@ class _GrepOutcome:
 
 
 def grep(workspace: Workspace, regex: Regex, pattern: str, path: str, glob: str | None, max_results: int) -> str:
-    base = workspace.resolve(path)
-    rel = workspace.relative(base)
-    if not base.exists():
-        raise ToolError(f"no such file or folder: {rel}")
     outcome = _GrepOutcome(lines=[], too_big=[])
-    for file in _grep_files(workspace, base, glob):
-        _grep_file(workspace, file, regex, max_results, outcome)
-        if outcome.capped:
-            break
+    with workspace.locate(path) as base:
+        rel = base.rel
+        if base.info is None:
+            raise ToolError(f"no such file or folder: {rel}")
+        if base.is_dir():
+            _grep_folder(workspace, base, glob, regex, max_results, outcome)
+        else:
+            raw = _read_for_grep(base.folder, base.name, rel, outcome)
+            if raw is not None:
+                _grep_text(raw, rel, regex, max_results, outcome)
     text = "\n".join(outcome.lines) if outcome.lines else f"no lines match {pattern!r} in {rel}"
     if outcome.capped:
         text += (
@@ -414,37 +505,62 @@ def grep(workspace: Workspace, regex: Regex, pattern: str, path: str, glob: str 
     return text
 
 
-def _grep_files(workspace: Workspace, base: Path, glob: str | None) -> Iterator[Path]:
-    if not base.is_dir():
-        yield base
-        return
+def _grep_folder(
+    workspace: Workspace, base: Located, glob: str | None, regex: Regex, max_results: int, outcome: _GrepOutcome
+) -> None:
+    """Grep each file under `base` that `glob` admits, answering in path order (as find_files
+    does) although the walk meets them folder by folder: each file is read from its folder's
+    handle as the walk meets it (a link at its target, found afresh), its lines kept by path."""
     matcher = _glob_regex(PurePosixPath(glob).parts) if glob else None
     by_name = glob is not None and "/" not in glob
-    files: list[tuple[str, Path]] = []
-    for candidate, is_dir in _walk(workspace, base):
-        if is_dir:
+    found: list[tuple[str, list[str], list[str]]] = []  # path, matching lines, too big
+    for entry in _walk(workspace, base):
+        if entry.is_dir or not (
+            matcher is None or matcher.fullmatch(safe_text(entry.name if by_name else entry.below))
+        ):
             continue
-        rel = candidate.relative_to(base).as_posix()
-        if matcher is None or matcher.fullmatch(candidate.name if by_name else rel):
-            files.append((rel, candidate))
-    files.sort()  # path order, as find_files answers, rather than the walk's folder-by-folder order
-    yield from (path for _, path in files)
+        one = _GrepOutcome(lines=[], too_big=[])
+        raw = _read_entry(workspace, entry, one)
+        if raw is not None:
+            _grep_text(raw, entry.rel, regex, max_results + 1, one)
+        if one.lines or one.too_big:
+            found.append((entry.rel, one.lines, one.too_big))
+    found.sort(key=lambda item: item[0])
+    for _, lines, too_big in found:
+        outcome.too_big += too_big
+        for line in lines:
+            if len(outcome.lines) >= max_results:
+                outcome.capped = True
+                return
+            outcome.lines.append(line)
 
 
-def _grep_file(workspace: Workspace, file: Path, regex: Regex, max_results: int, outcome: _GrepOutcome) -> None:
-    real = workspace.resolve(workspace.relative(file)) if file.is_symlink() else file  # read at its target
-    rel = workspace.relative(file)
+def _read_entry(workspace: Workspace, entry: _Entry, outcome: _GrepOutcome) -> bytes | None:
+    if not entry.link:
+        return _read_for_grep(entry.folder, entry.name, entry.rel, outcome)
     try:
-        with open_for_reading(real, rel) as f:
+        with workspace.locate(entry.rel) as target:
+            return _read_for_grep(target.folder, target.name, entry.rel, outcome)
+    except WorkspaceError:
+        return None
+
+
+def _read_for_grep(folder: int, name: str, rel: str, outcome: _GrepOutcome) -> bytes | None:
+    """The file's bytes, or None when it is skipped (too big, unreadable, binary)."""
+    try:
+        with open_for_reading(folder, name, rel) as f:
             if os.fstat(f.fileno()).st_size > GREP_MAX_FILE_BYTES:
                 outcome.too_big.append(rel)
-                return
+                return None
             raw = f.read()
     except (ToolError, OSError):
-        return  # unreadable files are skipped, as grep -s does
-    if looks_binary(raw[:SNIFF_BYTES]):
-        return
-    for number, line in enumerate(raw.decode("utf-8", "replace").split("\n"), 1):
+        return None  # unreadable files are skipped, as grep -s does
+    return None if looks_binary(raw[:SNIFF_BYTES]) else raw
+
+
+def _grep_text(raw: bytes, rel: str, regex: Regex, max_results: int, outcome: _GrepOutcome) -> None:
+    text = safe_text(raw.decode("utf-8", "surrogateescape"))
+    for number, line in enumerate(text.split("\n"), 1):
         line = line.rstrip("\r")
         if regex.search(line):
             if len(outcome.lines) >= max_results:
@@ -454,20 +570,20 @@ def _grep_file(workspace: Workspace, file: Path, regex: Regex, max_results: int,
             outcome.lines.append(f"{rel}:{number}: {shown}")
 
 
-def open_for_reading(real: Path, rel: str) -> BinaryIO:
-    """Open a resolved regular file for reading.
+def open_for_reading(folder: int, name: str, rel: str) -> BinaryIO:
+    """Open the regular file `name` of the folder handle `folder` (from `Workspace.locate`).
 
-    `O_NOFOLLOW` refuses a symlink put in its place since it was resolved; `O_NONBLOCK` keeps a
+    `O_NOFOLLOW` refuses a symlink put in its place since it was found; `O_NONBLOCK` keeps a
     named pipe from blocking the open forever (it is then refused, as are devices and sockets).
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(real, flags)
+        fd = os.open(name, flags, dir_fd=folder)
     except OSError as exc:
-        raise ToolError(f"cannot read {rel}: {exc.strerror or exc}") from None
+        raise ToolError(f"cannot read {safe_text(rel)}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ToolError(f"{rel} is not a regular file (a pipe, socket or device); it cannot be read")
+        raise ToolError(f"{safe_text(rel)} is not a regular file (a pipe, socket or device); it cannot be read")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 

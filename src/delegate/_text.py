@@ -14,9 +14,10 @@ Everything else is kept as it is.
 from __future__ import annotations
 
 import codecs
+import re
 from typing import Any, cast
 
-__all__ = ["safe_json", "safe_text"]
+__all__ = ["safe_json", "safe_text", "unescape_bytes"]
 
 _HANDLER = "delegate-escape"
 
@@ -43,6 +44,19 @@ def safe_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", _HANDLER).decode("utf-8")
     return text
+
+
+_BYTE_ESCAPE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def unescape_bytes(text: str) -> str | None:
+    """`text` with each `\\xNN` escape of `safe_text` (NN ≥ 80) turned back into the byte it
+    stands for (as Python holds it: a lone surrogate, which `os` functions encode back to that
+    byte), or None when it holds none: how a model names a file whose name it was shown escaped."""
+    if "\\x" not in text:
+        return None
+    back = _BYTE_ESCAPE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), text)
+    return back if back != text else None
 
 
 def safe_json(value: Any) -> Any:

@@ -3,29 +3,38 @@ policy for the commands it runs.
 
 A `Workspace` is a view, not just a folder. Its `root` is the one place agents may write. Inside
 it, `hidden` folders do not exist for agents (by default `.delegate/`, where the store and the
-definitions live), `read_only` folders can be read but not changed (by default `.claude/agents`
-and `.claude/skills`, definitions), and `mounts` show folders from elsewhere, read-only, at a
-path of the view (the skills a run may use, under `.delegate/skills/<name>`). Every tool resolves
-paths through `Workspace.resolve` (the file tools, `complete`'s paths, acceptance checks), and
-the command sandbox builds its mounts from the same fields (`tools/_sandbox.py`), so what an agent
-can reach follows from the view, in one place.
+definitions live), `read_only` folders can be read but not changed (by default `.claude`, with
+definitions, skills and settings, and `.git`), and `mounts` show folders from elsewhere, read-only,
+at a path of the view (the skills a run may use, under `.delegate/skills/<name>`). Every tool
+finds paths through `Workspace.locate` (the file tools, `complete`'s paths, acceptance checks,
+search, the server's file preview), which walks them from a handle on the root and hands back a
+handle to operate on, so no rename or symlink swapped in meanwhile can send an operation
+elsewhere (see `_paths.py`); the command sandbox builds its mounts from the same fields
+(`tools/_sandbox.py`), so what an agent can reach follows from the view, in one place.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import posixpath
+import stat
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from ._command_limits import CommandLimits
 from ._command_rules import CommandRules
 from ._errors import UserError, WorkspaceError
+from ._paths import Found, MayCreate, PathEscape, PathLoop, open_base, walk
+from ._text import unescape_bytes
 
 HIDDEN = (".delegate",)
 """Folders of a workspace that agents never see: the store, definitions, other users' folders."""
-READ_ONLY = (".claude/agents", ".claude/skills")
-"""Folders of a workspace that agents may read but not change: definitions that runs load."""
+READ_ONLY = (".claude", ".git")
+"""Folders of a workspace that agents may read but not change: `.claude` holds definitions,
+skills and settings that runs load; `.git` holds configuration that the operator's own git runs
+(`core.fsmonitor`, hooks, `core.pager`, aliases: a command for whoever runs `git status` next)."""
 COMMAND_ENV = ("PATH", "HOME", "LANG", "TERM")
 """The environment variables a command gets from ours, besides those the operator names."""
 
@@ -53,6 +62,54 @@ class CommandPolicy:
     env: tuple[str, ...] = ()
     bwrap: str = "bwrap"
     rules: CommandRules = field(default_factory=CommandRules)
+    limits: CommandLimits = field(default_factory=CommandLimits)
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A path of the view, found (`Workspace.locate`): the handle of the folder that holds it, its
+    name there, its view spelling `rel` and its place on disk `real` (for records, never to be
+    opened by name). `info` is its `lstat` when found, None when it does not exist."""
+
+    found: Found
+    rel: str
+    real: Path
+
+    @property
+    def info(self) -> os.stat_result | None:
+        return self.found.info
+
+    @property
+    def folder(self) -> int:
+        return self.found.folder
+
+    @property
+    def name(self) -> str:
+        return self.found.name
+
+    @property
+    def followed(self) -> bool:
+        """Whether the path named a symlink and this is where it leads."""
+        return self.found.followed
+
+    def is_dir(self) -> bool:
+        return self.info is not None and stat.S_ISDIR(self.info.st_mode)
+
+    def is_file(self) -> bool:
+        return self.info is not None and stat.S_ISREG(self.info.st_mode)
+
+    def open(self, flags: int) -> int:
+        """`os.open` of it, from its folder's handle, never following a symlink."""
+        return self.found.open(flags)
+
+    def close(self) -> None:
+        self.found.close()
+
+    def __enter__(self) -> Located:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.found.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,41 +149,99 @@ class Workspace:
                 raise ValueError(f"mount {mount.at!r} is not inside a hidden folder of the workspace")
         return replace(self, mounts=(*self.mounts, *mounts))
 
-    def resolve(self, path: str | os.PathLike[str], *, write: bool = False) -> Path:
-        """The real path of `path` (workspace-relative, or absolute inside the root), refused with a
-        `WorkspaceError` if it leaves the view, lies in a hidden folder, or (with `write`) in a
-        read-only one or a mount.
+    def locate(self, path: str | os.PathLike[str], *, write: bool = False, create: bool = False) -> Located:
+        """Where `path` (workspace-relative, or absolute inside the root) is: a handle on the folder
+        that holds it and its name there (see `_paths.py`), refused with a `WorkspaceError` if it
+        leaves the view, lies in a hidden folder, or (with `write`) in a read-only one or a mount.
 
         Symlinks are followed, and the checks apply to where they lead: a link to a hidden folder
-        is refused like the folder. On a symlink loop `realpath` gives up and returns the rest of
-        the path unresolved (and its handling changed in Python 3.13), so we trust only a fixed
-        point: a result that `realpath` changes again, that `stat` finds looping, or that still
-        holds `..` is refused.
+        is refused like the folder. The walk is made from a handle on the root, so what it finds
+        is where the object really is, whatever is renamed or swapped meanwhile; operate on it
+        through the `Located` (`open`, `folder` + `name` for `*at` calls), never by name again.
+        `create` makes missing folders on the way (each checked before it is made). The caller
+        closes the handle (`with workspace.locate(...) as at:`).
         """
         text = os.fspath(path)
         if "\x00" in text:
             raise WorkspaceError(f"path {text!r} contains a NUL byte")
+        escaped = unescape_bytes(text)
+        if escaped is not None:  # perhaps a name the model was shown with `\\xNN` escapes
+            near: Located | None = None  # the first whose folder exists, if neither exists itself
+            for candidate in (text, escaped):
+                with suppress(WorkspaceError):
+                    found = self._locate(candidate, write=write, create=False)
+                    if found.info is not None:
+                        if near is not None:
+                            near.close()
+                        return found
+                    if near is None and found.found.parts[-1:] == (found.name,):
+                        near = found
+                    else:
+                        found.close()
+            if near is not None:
+                return near
+        return self._locate(text, write=write, create=create)
+
+    def _locate(self, text: str, *, write: bool, create: bool) -> Located:
         rel, lexical = self._view_path(text)
         mount = self._mount_of(lexical) if ".." not in PurePosixPath(rel).parts else None
         if mount is not None:
             if write:
                 raise WorkspaceError(f"{lexical} is read-only: it is a definition that runs load")
-            source = Path(os.path.realpath(mount.source))
-            real = _real(text, source / posixpath.relpath(lexical, mount.at))
-            if real != source and not real.is_relative_to(source):
-                raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
-            return real
-        real = _real(text, self.root / rel)
-        if real != self.root and not real.is_relative_to(self.root):
-            raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
-        inside = real.relative_to(self.root).as_posix()
-        if any(_under_rel(inside, h) for h in self.hidden):
-            if self._mount_of(inside) is None:  # a real path under a mount's place is not the mount
-                raise WorkspaceError(f"path {text!r} is not part of the workspace: {inside} is internal state")
-            raise WorkspaceError(f"path {text!r} goes through a link into internal state; use {inside}")
-        if write and any(_under_rel(inside, r) for r in self.read_only):
-            raise WorkspaceError(f"{inside} is read-only: it is a definition that runs load")
-        return real
+            source = os.path.realpath(mount.source)
+            found = self._walk(text, source, posixpath.relpath(lexical, mount.at), None)
+            inside = posixpath.join(mount.at, *found.parts)
+            return Located(found=found, rel=inside, real=Path(source, *found.parts))
+        refuse = self._refusal(text, write)
+        found = self._walk(text, str(self.root), rel, (lambda parts: refuse("/".join(parts))) if create else None)
+        inside = "/".join(found.parts) or "."
+        try:
+            refuse(inside)
+        except BaseException:
+            found.close()
+            raise
+        return Located(found=found, rel=inside, real=self.root.joinpath(*found.parts))
+
+    def resolve(self, path: str | os.PathLike[str], *, write: bool = False) -> Path:
+        """The real path of `path`, checked as `locate` checks it: a name for records and
+        comparisons only. Never open or change what it returns by name (that is the race
+        `locate` exists to close): use `locate`."""
+        with self.locate(path, write=write) as at:
+            return at.real
+
+    def hides(self, rel: str) -> bool:
+        """Whether a path of the view (workspace-relative, real) lies in a hidden folder."""
+        return any(_under_rel(rel, h) for h in self.hidden)
+
+    def _refusal(self, text: str, write: bool) -> Callable[[str], None]:
+        def refuse(inside: str) -> None:
+            if self.hides(inside):
+                if self._mount_of(inside) is None:  # a real path under a mount's place is not the mount
+                    raise WorkspaceError(f"path {text!r} is not part of the workspace: {inside} is internal state")
+                raise WorkspaceError(f"path {text!r} goes through a link into internal state; use {inside}")
+            if write and any(_under_rel(inside, r) for r in self.read_only):
+                raise WorkspaceError(f"{inside} is read-only: {_why_read_only(inside)}")
+
+        return refuse
+
+    def _walk(self, text: str, base: str, rel: str, create: MayCreate | None) -> Found:
+        try:
+            fd = open_base(base)
+        except OSError as exc:
+            raise WorkspaceError(f"path {text!r} cannot be resolved: {exc.strerror or exc}") from None
+        try:
+            return walk(fd, base, rel.split("/"), create=create)
+        except PathEscape:
+            raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}") from None
+        except PathLoop:
+            raise WorkspaceError(f"path {text!r} cannot be resolved: it goes through a symlink loop") from None
+        except NotADirectoryError:
+            why = "part of that path is a file, not a folder"
+            raise WorkspaceError(f"path {text!r} cannot be resolved: {why}") from None
+        except OSError as exc:
+            raise WorkspaceError(f"path {text!r} cannot be resolved: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
 
     def relative(self, path: Path) -> str:
         """`path` (a real path from `resolve`) as the workspace-relative spelling shown to models."""
@@ -139,14 +254,6 @@ class Workspace:
             return path.relative_to(self.root).as_posix() or "."
         except ValueError:
             return str(path)
-
-    def is_hidden(self, path: Path) -> bool:
-        """Whether a real path under the root lies in a hidden folder (walks step over these)."""
-        try:
-            inside = path.relative_to(self.root).as_posix()
-        except ValueError:
-            return False
-        return any(_under_rel(inside, h) for h in self.hidden)
 
     def virtual_children(self, rel: str) -> list[str] | None:
         """The entries of a hidden folder that holds mounts (such as `.delegate/skills`), or None
@@ -184,14 +291,10 @@ def _under_rel(rel: str, prefix: str) -> bool:
     return rel == prefix or rel.startswith(prefix + "/")
 
 
-def _real(text: str, candidate: Path) -> Path:
-    try:
-        real = Path(os.path.realpath(candidate))
-    except OSError as exc:  # realpath does not raise in non-strict mode today; stay safe if it does
-        raise WorkspaceError(f"path {text!r} cannot be resolved: {exc.strerror}") from None
-    if ".." in real.parts or _is_symlink_loop(real) or Path(os.path.realpath(real)) != real:
-        raise WorkspaceError(f"path {text!r} cannot be resolved: it goes through a symlink loop")
-    return real
+def _why_read_only(rel: str) -> str:
+    if _under_rel(rel, ".git"):
+        return "agents may read the repository's .git but never change it"
+    return "it is a definition, skill or setting that runs load"
 
 
 def _expand_home(text: str) -> str:
@@ -202,13 +305,3 @@ def _expand_home(text: str) -> str:
         return str(Path(text).expanduser())
     except RuntimeError:  # no home folder for that user
         return text
-
-
-def _is_symlink_loop(path: Path) -> bool:
-    try:
-        os.stat(path)
-    except OSError as exc:
-        return exc.errno == errno.ELOOP
-    except ValueError:
-        return False
-    return False

@@ -126,9 +126,49 @@ def test_a_server_whose_store_is_not_a_database_refuses_to_start_and_says_why(tm
         capture_output=True,
         text=True,
         timeout=120,
-        env={k: v for k, v in os.environ.items() if k != "DELEGATE_DB"},
+        env={**{k: v for k, v in os.environ.items() if k != "DELEGATE_DB"}, "DELEGATE_MODEL": "local"},
     )
     assert done.returncode == 2
     assert "is empty" in done.stderr or "is not a SQLite database" in done.stderr
     assert "restore it from a backup" in done.stderr
     assert db.read_bytes() == content  # nothing was written over it
+
+
+def test_the_file_tools_may_read_git_and_claude_but_never_change_them(tmp_path: Path) -> None:
+    """`core.fsmonitor` (or a hook, `core.pager`, an alias) in `.git/config` runs as whoever runs
+    `git status` next: the operator, outside any sandbox. `.claude/settings.json` holds the
+    permission rules and hooks runs load."""
+    import asyncio
+
+    from delegate import ToolContext, ToolError, Workspace
+    from delegate.tools import BUILTIN_TOOLS
+
+    root = (tmp_path / "ws").resolve()
+    (root / ".git").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (root / ".claude").mkdir()
+    (root / ".claude" / "settings.json").write_text('{"permissions": {"deny": ["Bash"]}}')
+    ctx = ToolContext(run_id="r", agent_id="a", workspace=Workspace.open(root), emit=lambda e: None)
+
+    async def outcome(name: str, **arguments: str) -> str:
+        try:
+            return (await BUILTIN_TOOLS[name].run(ctx, arguments)).content
+        except ToolError as exc:
+            return f"refused: {exc}"
+
+    async def attempts() -> list[str]:
+        return [
+            await outcome("read_file", path=".git/config"),
+            await outcome("write_file", path=".git/config", content="[core]\n\tfsmonitor = touch /tmp/pwned\n"),
+            await outcome("edit_file", path=".git/config", old_string="bare = false", new_string="fsmonitor = x"),
+            await outcome("write_file", path=".git/hooks/pre-commit", content="#!/bin/sh\ntouch /tmp/pwned\n"),
+            await outcome("write_file", path=".claude/settings.json", content="{}"),
+            await outcome("write_file", path=".claude/agents/new.md", content="---\nname: new\n---\n"),
+        ]
+
+    read, *changes = asyncio.run(attempts())
+    assert "bare = false" in read
+    assert all(c.startswith("refused:") and "read-only" in c for c in changes), changes
+    assert (root / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
+    assert not (root / ".git" / "hooks").exists() and not (root / ".claude" / "agents").exists()
+    assert (root / ".claude" / "settings.json").read_text() == '{"permissions": {"deny": ["Bash"]}}'

@@ -4,6 +4,7 @@ network, and can write only its user's workspace."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import subprocess
@@ -13,8 +14,13 @@ from pathlib import Path
 import pytest
 
 from delegate import Store
-from delegate._workspace import CommandPolicy, Workspace
+from delegate._errors import ToolError
+from delegate._workspace import CommandPolicy, Mount, Workspace
+from delegate.skills import SkillCatalogue
+from delegate.subagents._acceptance import check_criteria, snapshot_before
+from delegate.tools import run_command
 from delegate.tools._sandbox import _unreadable, sandbox_argv  # pyright: ignore[reportPrivateUsage]
+from delegate.tools._shell import CommandResult
 from tests.security.support import two_users
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (/usr/bin/bwrap)")
@@ -229,3 +235,139 @@ def test_running_commands_unsandboxed_is_said_out_loud_on_the_command_line(tmp_p
     assert "WITHOUT a sandbox" not in quiet.stderr
     assert "warning: agents' commands run WITHOUT a sandbox (--unsandboxed-commands)" in loud.stderr
     assert loud.returncode == 2 and "the prompt is empty" in loud.stderr
+
+
+# --- the sandbox's view is closed (issue 20) ----------------------------------------------------
+
+
+def _run(command: str, workspace: Workspace) -> CommandResult:
+    return asyncio.run(run_command(command, workspace, timeout=60))
+
+
+def test_a_command_cannot_move_definitions_aside_nor_write_them_nor_the_repository(tmp_path: Path) -> None:
+    """`mv .claude .claude_old && mkdir -p .claude/agents` once gave a command fresh, writable
+    definition folders: now each closed folder is a read-only mount, which cannot be renamed."""
+    root = tmp_path.resolve()
+    (root / ".claude" / "agents").mkdir(parents=True)
+    (root / ".claude" / "agents" / "explore.md").write_text("the operator's\n")
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (root / ".git" / "config").write_text("[core]\n")
+    workspace = Workspace.open(root, allow_commands=True)
+    result = _run(
+        'mv .claude .claude_old; mv .claude/agents .claude/old; mv .git .git_old; mv "$PWD" "$PWD-moved"; '
+        "rm -rf .claude .git; mkdir -p .claude/skills/mine; echo x > .claude/agents/explore.md; "
+        "printf '[core]\\n\\tfsmonitor = touch /tmp/owned\\n' >> .git/config; mkdir .git/hooks; "
+        "cat .git/HEAD; echo mine > mine.txt; echo done",
+        workspace,
+    )
+    output = result.output
+    for moved in (".claude' to '.claude_old", ".git' to '.git_old", f"{root}' to '{root}-moved"):
+        assert f"cannot move '{moved}': Device or resource busy" in output, output
+    assert "cannot move '.claude/agents' to '.claude/old': Read-only file system" in output
+    assert "cannot create .git/config: Read-only file system" in output
+    assert "ref: refs/heads/main" in output and output.rstrip().endswith("done")  # .git is readable
+    assert sorted(p.name for p in root.iterdir()) == [".claude", ".delegate", ".git", "mine.txt"]
+    assert (root / ".claude" / "agents" / "explore.md").read_text() == "the operator's\n"
+    assert sorted(p.name for p in (root / ".claude").iterdir()) == ["agents"]
+    assert (root / ".git" / "config").read_text() == "[core]\n"
+    assert sorted(p.name for p in (root / ".git").iterdir()) == ["HEAD", "config"]
+
+
+def test_a_missing_definitions_folder_or_repository_cannot_be_created_by_a_command(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    workspace = Workspace.open(root, allow_commands=True)
+    result = _run(
+        "mkdir -p .claude/agents; git init -q . 2>&1; mkdir .git/hooks; ls -A .claude .git; echo done", workspace
+    )
+    assert "Read-only file system" in result.output and result.output.rstrip().endswith("done")
+    assert list((root / ".claude").iterdir()) == [] and list((root / ".git").iterdir()) == []
+
+
+def test_a_closed_name_that_is_a_symbolic_link_refuses_commands_saying_what_to_do(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    (root / "elsewhere").mkdir()
+    (root / ".claude").symlink_to(root / "elsewhere")
+    workspace = Workspace.open(root, allow_commands=True)
+    with pytest.raises(ToolError, match=r"\.claude in the workspace is a symbolic link"):
+        _run("touch .claude/agents", workspace)
+    assert list((root / "elsewhere").iterdir()) == []
+
+
+def _with_skill(root: Path, elsewhere: Path) -> Workspace:
+    for folder, name in ((root / ".delegate" / "skills", "review"), (elsewhere, "notes")):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {name}s.\n---\nDo it.\n")
+    catalogue = SkillCatalogue.build(root, dirs=[elsewhere])
+    assert sorted(catalogue.skills) == ["notes", "review"]
+    return Workspace.open(root, allow_commands=True).with_mounts(catalogue.mounts())
+
+
+def test_commands_run_with_skills_installed_and_read_them_but_never_write_them(tmp_path: Path) -> None:
+    """One SKILL.md in the catalogue made every command answer `bwrap: Can't mkdir parents for
+    .../.delegate/skills/NAME: Read-only file system`: the mount points are now made first."""
+    root = (tmp_path / "ws").resolve()
+    root.mkdir()
+    workspace = _with_skill(root, tmp_path / "skills")
+    result = _run(
+        "ls .delegate/skills; head -2 .delegate/skills/notes/SKILL.md; "
+        "echo x > .delegate/skills/notes/SKILL.md; mkdir .delegate/skills/new; echo ran",
+        workspace,
+    )
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[:4] == ["notes", "review", "---", "name: notes"]
+    assert result.output.count("Read-only file system") == 2 and lines[-1] == "ran"
+    assert (tmp_path / "skills" / "notes" / "SKILL.md").read_text().startswith("---\nname: notes")
+    assert not (root / ".delegate" / "skills" / "new").exists()
+
+
+def test_a_tests_passed_check_holds_with_skills_installed(tmp_path: Path) -> None:
+    root = (tmp_path / "ws").resolve()
+    root.mkdir()
+    workspace = _with_skill(root, tmp_path / "skills")
+    criterion = "tests_passed: test -f .delegate/skills/notes/SKILL.md && echo ok"
+    [verdict] = asyncio.run(check_criteria([criterion], workspace, snapshot_before([criterion], workspace)))
+    assert (verdict.result, verdict.checked) == ("holds", True), verdict
+
+
+def test_a_command_whose_sandbox_cannot_start_is_unverified_with_the_reason(tmp_path: Path) -> None:
+    """A `tests_passed:` check whose command never ran used to read "does not hold"."""
+    root = tmp_path.resolve()
+    broken = Workspace.open(root, allow_commands=True).with_mounts([Mount(".delegate/skills/gone", root / "gone")])
+    criterion = "tests_passed: true"
+    [verdict] = asyncio.run(check_criteria([criterion], broken, snapshot_before([criterion], broken)))
+    assert (verdict.result, verdict.checked) == ("UNVERIFIED", False), verdict
+    assert verdict.evidence.startswith("the sandbox could not start the command: bwrap: Can't find source path")
+    with pytest.raises(ToolError, match="the sandbox could not start the command"):
+        _run("true", broken)
+
+
+def test_a_shared_skill_leaves_every_users_bash_working(workspace: Path, store: Store) -> None:
+    skill = workspace / ".delegate" / "skills" / "review"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: review\ndescription: Reviews code.\n---\nReview it.\n")
+    with two_users(workspace, store, allow_commands=True) as users:
+        [listed] = users.act("alice", [bash("ls .delegate/skills && echo x > .delegate/skills/review/SKILL.md")])
+        [other] = users.act("bob", [bash("echo bob-ran")])
+    assert listed.content.splitlines()[0] == "review" and "Read-only file system" in listed.content
+    assert not other.error and other.content.startswith("bob-ran")
+    assert (skill / "SKILL.md").read_text().endswith("Review it.\n")
+
+
+def test_a_command_has_no_capability_even_when_the_server_runs_as_root(tmp_path: Path) -> None:
+    """bwrap keeps every capability for a caller of uid 0: a root server's command could
+    `umount .delegate` and read the store under it, or remount a read-only folder writable."""
+    root = tmp_path.resolve()
+    (root / ".delegate").mkdir()
+    (root / ".delegate" / "delegate.db").write_text("the store")
+    (root / ".claude").mkdir()
+    workspace = Workspace.open(root, allow_commands=True)
+    result = _run(
+        "grep CapEff /proc/self/status; umount .delegate 2>&1; mount -o remount,rw,bind .claude 2>&1; "
+        "unshare -Urm true 2>&1 || echo no-namespace; cat .delegate/delegate.db 2>&1; touch .claude/x 2>&1",
+        workspace,
+    )
+    assert result.output.splitlines()[0].split() == ["CapEff:", "0000000000000000"]
+    assert "no-namespace" in result.output and "the store" not in result.output
+    assert "Read-only file system" in result.output and not (root / ".claude" / "x").exists()

@@ -72,6 +72,9 @@ class RunRow:
     """The run-wide budgets given for this run (`Runtime.run`, `POST /runs`; None: the runtime's),
     kept for its resume."""
     max_requests: int | None = None
+    warnings: list[str] = field(default_factory=list[str])
+    """What was wrong as the run started (an MCP server that did not start, a definition file
+    skipped): the `warnings` of `runs show --json`."""
 
 
 SUMMARY_PROMPT_CHARS = 200
@@ -191,6 +194,7 @@ def run_values(run: RunRow) -> dict[str, Any]:
     values["heartbeat_at"] = None if run.heartbeat_at is None else iso(run.heartbeat_at)
     values["cancel_requested"] = int(run.cancel_requested)
     values["uploaded_files"] = None if run.uploaded_files is None else _json_text(run.uploaded_files)
+    values["warnings"] = _json_text([safe_text(w) for w in run.warnings]) if run.warnings else None
     return values
 
 
@@ -255,7 +259,9 @@ def decode_user(row: sa.RowMapping) -> UserRow:
 def decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRow:
     """A stored run; one stored `running` whose owner is gone reads `interrupted` (`seen`: what
     was found of each owner so far in this listing, see `owner_alive`)."""
-    run = _decode(_run_row, row, "runs", ("usage",) if row["uploaded_files"] is None else ("usage", "uploaded_files"))
+    values = {**row, "warnings": row["warnings"] or "[]"}
+    json_columns = ("usage", "warnings", *(("uploaded_files",) if row["uploaded_files"] is not None else ()))
+    run = _decode(_run_row, values, "runs", json_columns)
     if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, utc_now(), RUN_LEASE_TTL, seen):
         run.status = "interrupted"  # stored `running`; its owner is gone
     return run

@@ -197,6 +197,12 @@ def _resume_columns() -> list[sa.Column[Any]]:
     ]
 
 
+def _warnings_column() -> sa.Column[Any]:
+    """The column migration core.0007 adds to `runs`: what was wrong as the run started (an MCP
+    server that did not start, a definition file skipped), a JSON array of lines (NULL: none)."""
+    return sa.Column("warnings", sa.Text)
+
+
 def _event_pack_column() -> sa.Column[Any]:
     """The column migration core.0006 adds to `events`: how many events the row holds. A row of
     one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
@@ -230,7 +236,7 @@ def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
 
 _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
-for _column in [*_lease_columns(), *_resume_columns()]:
+for _column in [*_lease_columns(), *_resume_columns(), _warnings_column()]:
     runs_table.append_column(_column)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
@@ -293,7 +299,12 @@ def _m0006_packed_progress(conn: Connection) -> None:
         )
 
 
-def _m0007_finish_reason(conn: Connection) -> None:
+def _m0007_run_warnings(conn: Connection) -> None:
+    column = _warnings_column()
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
+def _m0008_finish_reason(conn: Connection) -> None:
     """A lead's recorded model answers (checkpoints of kind `answer`, a `ModelResponse` as JSON)
     name what the provider said `finish_reason`, no longer `stop_reason` (the word for why an
     agent ended): an interrupted run stored before resumes with its answers whole."""
@@ -314,5 +325,6 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0004_run_leases", _m0004_run_leases),
     Migration("core.0005_run_resume_inputs", _m0005_run_resume_inputs),
     Migration("core.0006_packed_progress", _m0006_packed_progress),
-    Migration("core.0007_finish_reason", _m0007_finish_reason),
+    Migration("core.0007_run_warnings", _m0007_run_warnings),
+    Migration("core.0008_finish_reason", _m0008_finish_reason),
 )

@@ -288,10 +288,12 @@ class Store:
         uploaded_files: list[dict[str, Any]] | None = None,
         token_budget: int | None = None,
         max_requests: int | None = None,
+        warnings: Sequence[str] = (),
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
         process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
-        `uploaded_files` and the run-wide budgets are kept for the run's resume."""
+        `uploaded_files` and the run-wide budgets are kept for the run's resume; `warnings` are
+        what was wrong as it started (`RunRow.warnings`)."""
         now = utc_now()
         owner = owner or new_owner()
         run = RunRow(
@@ -307,6 +309,7 @@ class Store:
             uploaded_files=uploaded_files,
             token_budget=token_budget,
             max_requests=max_requests,
+            warnings=list(warnings),
         )
         with self.write() as conn:
             conn.execute(runs_table.insert().values(run_values(run)))
@@ -442,8 +445,11 @@ class Store:
             )
             return conn.execute(update.values(values)).rowcount == 1
 
-    def claim_run(self, run_id: str, owner: str, user_id: str | None = None) -> RunRow:
+    def claim_run(
+        self, run_id: str, owner: str, user_id: str | None = None, *, warnings: Sequence[str] | None = None
+    ) -> RunRow:
         """Take over an interrupted run for `owner`, to resume it; `UserError` if it cannot be resumed.
+        `warnings` (if given) replace the run's: what was wrong as it started again.
 
         Exactly one of several processes claiming the same run at once wins.
         """
@@ -454,7 +460,15 @@ class Store:
             raise UserError(f"run {run_id} is still running (in process {run.owner}): it cannot be resumed")
         if run.status != "interrupted":
             raise UserError(f"run {run_id} already ended ({run.status}): only an interrupted run can be resumed")
-        values = {"owner": owner, "heartbeat_at": iso(utc_now()), "status": "running", "cancel_requested": 0}
+        values: dict[str, Any] = {
+            "owner": owner,
+            "heartbeat_at": iso(utc_now()),
+            "status": "running",
+            "cancel_requested": 0,
+        }
+        if warnings is not None:
+            run.warnings = list(warnings)
+            values["warnings"] = run_values(run)["warnings"]
         taken = [runs_table.c.id == run_id, runs_table.c.status == "running"]
         taken.append(runs_table.c.owner == run.owner if run.owner is not None else runs_table.c.owner.is_(None))
         with self.write() as conn:

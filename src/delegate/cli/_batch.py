@@ -19,6 +19,7 @@ from ._main import (
     Db,
     OperatorFlags,
     Workspace,
+    default_model,
     fail,
     operator_flags,
     runtime_settings,
@@ -159,6 +160,7 @@ def submit(
     from .._errors import UserError
 
     items = read_items(file)
+    model = default_model(model, what="its items")
     settings = settings_or_fail(workspace, flags, model=model)
     try:
         catalogue = settings.catalogue()
@@ -367,6 +369,7 @@ def worker(
     from ..batch import BatchWorker
 
     batches = open_batches(workspace, db)
+    model = default_model(model, what="batches that name no model")
     settings = settings_or_fail(workspace, flags, model=model)
     factory = runner_factory(settings)
     runs = run_takeover(settings, batches)

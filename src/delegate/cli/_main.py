@@ -73,6 +73,16 @@ CommandEnv = Annotated[
     list[str] | None,
     typer.Option("--command-env", help="An environment variable agents' commands may see (repeat for more)."),
 ]
+CommandLimit = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--command-limit",
+        metavar="NAME=VALUE",
+        help="A cap of each agent's command (repeat for more): processes=512, memory=4G (each process), "
+        "file_size=1G, open_files=1024, cpu_seconds=600 (each process), tmp_size=512M, disk_quota=10G "
+        "(the workspace; 0: none). See docs/security.md.",
+    ),
+]
 Unsandboxed = Annotated[
     bool,
     typer.Option(
@@ -109,6 +119,7 @@ class OperatorFlags:
     allow_commands: AllowCommands = False
     allow_network: AllowNetwork = False
     command_env: CommandEnv = None
+    command_limit: CommandLimit = None
     unsandboxed_commands: Unsandboxed = False
     model_alias: ModelAlias = None
     context_window: ContextWindow = None
@@ -155,7 +166,9 @@ def runtime_settings(
 
     if not workspace.is_dir():
         raise UserError(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
-    policy = command_policy(flags.allow_commands, flags.allow_network, flags.command_env, flags.unsandboxed_commands)
+    policy = command_policy(
+        flags.allow_commands, flags.allow_network, flags.command_env, flags.unsandboxed_commands, flags.command_limit
+    )
     failures, idle = flags.max_repeated_failures, flags.max_idle_steps
     guard = LoopGuard(repeated_failures=failures or None, idle_steps=idle or None) if failures or idle else None
     return (kind or RuntimeSettings)(
@@ -173,9 +186,17 @@ def runtime_settings(
     )
 
 
-def command_policy(allow_commands: bool, network: bool, env: list[str] | None, unsandboxed: bool) -> CommandPolicy:
-    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud."""
+def command_policy(
+    allow_commands: bool, network: bool, env: list[str] | None, unsandboxed: bool, limits: list[str] | None = None
+) -> CommandPolicy:
+    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud.
+
+    Raises `UserError` for a `--command-limit` that is not `NAME=VALUE` of a known cap.
+    """
+    from .._command_limits import CommandLimits
     from .._workspace import CommandPolicy
+
+    caps = CommandLimits().with_settings(limits or [])
 
     if allow_commands and unsandboxed:
         typer.echo(
@@ -183,7 +204,7 @@ def command_policy(allow_commands: bool, network: bool, env: list[str] | None, u
             "with your files and the network",
             err=True,
         )
-    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()))
+    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()), limits=caps)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -197,9 +218,12 @@ def print_warnings(runtime: Runtime) -> None:
         typer.echo(f"warning: {warning}", err=True)
 
 
-def print_model_fallback(event: Event) -> None:
-    """A type whose aliased model has no key runs on the lead's: say so on stderr as it happens."""
-    if event.type == "warning" and "subagent_type" in event.data:
+def print_run_warnings(event: Event) -> None:
+    """What goes wrong as a run goes on, on stderr as it happens: an MCP server that did not start
+    (the run goes on without its tools), a type whose aliased model has no key (it runs on the lead's)."""
+    if event.type == "mcp.server_failed":
+        typer.echo(f"warning: {event.data['warning']}", err=True)
+    elif event.type == "warning" and "subagent_type" in event.data:
         typer.echo(f"warning: {event.data['reason']}", err=True)
 
 
@@ -244,19 +268,51 @@ def run_until_done(start: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
         raise KeyboardInterrupt from None
 
 
-def _default_model(*, quiet: bool) -> str | None:
-    if os.environ.get("DELEGATE_MODEL"):
-        return None
+LOCAL_TIMEOUT = 300.0
+"""Seconds a `delegate run` on the embedded local model may take unless `--timeout` says otherwise:
+on a CPU it reads about 20 tokens a second, and with nobody watching a run once went on for 14
+minutes (89,500 tokens) on work it could not do."""
+
+NO_MODEL = (
+    "no model configured: pass --model provider:name (e.g. --model openai:gpt-4.1-mini), set DELEGATE_MODEL, "
+    "or set OPENAI_API_KEY (or OPENAI_BASE_URL for vLLM, Ollama, llama.cpp) or ANTHROPIC_API_KEY"
+)
+
+
+def default_model(named: str | None, *, what: str) -> str | None:
+    """The model of a command that runs agents (`what`: its runs, its items), checked when the
+    operator named none: with no `--model`, no `DELEGATE_MODEL` and no provider's key, the small
+    embedded model is never chosen in silence. Off a terminal (a script, a pipe, `--json` into a
+    file) that is bad usage, exit 2, saying what to set; on one, a warning on stderr. Returns
+    `named`, or `local` when it was chosen so."""
+    if named is not None or os.environ.get("DELEGATE_MODEL"):
+        return named
     from ..models import default_model_spec
 
-    model = default_model_spec()
-    if model == "local" and not quiet:
-        typer.echo(
-            "Using the embedded local model (SmolLM2-135M): no model configured. "
-            "For a real model pass --model openai:<name> or anthropic:<name>, or set DELEGATE_MODEL.",
-            err=True,
+    if default_model_spec() != "local":
+        return None  # a provider whose key is set: `resolve_model` takes it
+    if not sys.stdout.isatty():
+        fail(
+            f"{NO_MODEL}. To run the small embedded model (SmolLM2-135M: slow, and weak at real work), "
+            "name it: --model local (or DELEGATE_MODEL=local)"
         )
-    return model
+    typer.echo(
+        f"warning: {NO_MODEL}; {what} use the small embedded model (SmolLM2-135M: slow, and weak at real work). "
+        "Press Ctrl-C and pass --model for a real one.",
+        err=True,
+    )
+    return "local"
+
+
+def _model_and_timeout(model: str | None, timeout: float | None) -> tuple[str | None, float | None]:
+    """A new run's model (see `default_model`) and timeout: `LOCAL_TIMEOUT` on the embedded model
+    (`local`, `local:<file>`, named or chosen) unless `--timeout` was given, said on stderr."""
+    model = default_model(model, what="runs")
+    spec = model or os.environ.get("DELEGATE_MODEL") or ""
+    if timeout is None and spec.strip().partition(":")[0] == "local":
+        timeout = LOCAL_TIMEOUT
+        typer.echo(f"note: a run on the local model stops after {LOCAL_TIMEOUT:g} s; --timeout S for longer", err=True)
+    return model, timeout
 
 
 @app.command()
@@ -269,8 +325,13 @@ def run(
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.001, help="Seconds the run may take, subagents included.")
-    ] = 3600.0,
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=0.001,
+            help="Seconds the run may take, subagents included (default: 3600; 300 on the local model).",
+        ),
+    ] = None,
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue this interrupted run (see `delegate runs list`).")
     ] = None,
@@ -292,15 +353,15 @@ def run(
     """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
     if (prompt is None) == (resume is None):
         fail("give a PROMPT, or --resume RUN_ID to continue an interrupted run (not both)")
-    if prompt is not None:
+    if prompt is not None:  # a new run (a resumed one keeps its model)
         checked_text(prompt, "the prompt")
-    if model is None and resume is None:
-        model = _default_model(quiet=as_json)
+        model, timeout = _model_and_timeout(model, timeout)
     settings = runtime_settings(
         workspace, flags, model=model, max_parallel=max_parallel, subagent_model=subagent_model, max_steps=max_steps
     )
     runtime = settings.build(store=store_option(db))
-    runtime.timeout = timeout
+    if timeout is not None:
+        runtime.timeout = timeout
     runtime.token_budget, runtime.max_requests = token_budget, max_requests
     if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
@@ -308,7 +369,7 @@ def run(
     live = not as_json and sys.stdout.isatty()
     batches: list[dict[str, Any]] = []
     runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
-    runtime.sinks.append(print_model_fallback)
+    runtime.sinks.append(print_run_warnings)
     lead_batches = None
     if not detach_batches:
         from ._batch import LeadBatches, runner_factory

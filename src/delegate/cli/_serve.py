@@ -13,7 +13,7 @@ from typing import Annotated, NoReturn, cast
 
 import typer
 
-from ._main import OperatorFlags, operator_flags, runtime_settings
+from ._main import OperatorFlags, default_model, operator_flags, runtime_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -67,6 +67,7 @@ def serve(
 
     if not workspace.is_dir():
         _fail(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace")
+    chosen = default_model(model, what="runs that name no model")
     sock = _bind(host, port)
     try:
         import uvicorn
@@ -99,12 +100,11 @@ def serve(
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     typer.echo(f"delegate serving {workspace.resolve()} at http://{shown}:{bound_port}/  (Ctrl+C stops)", err=True)
-    if model is None and not os.environ.get("DELEGATE_MODEL"):
+    if model is None:
         from ..models import default_model_spec
 
-        default = default_model_spec()
-        note = " (the small embedded model: pass --model provider:name for a real one)" if default == "local" else ""
-        typer.echo(f"Runs use {default} unless a request names a model{note}.", err=True)
+        default = chosen or os.environ.get("DELEGATE_MODEL") or default_model_spec()
+        typer.echo(f"Runs use {default} unless a request names a model.", err=True)
     typer.echo("Sign in with a token from `delegate users add NAME`.", err=True)
     config = uvicorn_config(app, timeout_graceful_shutdown=5)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl+C once it has shut down

@@ -5,7 +5,7 @@ servers = MCPTools([
     MCPServerConfig("github", command=["github-mcp-server", "stdio"], env={"GITHUB_TOKEN": token}),
     MCPServerConfig("docs", url="http://127.0.0.1:8000/mcp"),
 ])
-tools = await servers.load()    # mcp__github__create_issue, mcp__docs__search, ...
+tools = await servers.load()    # mcp__github__create_issue, mcp__docs__search, ... (servers.failed: those left out)
 rt = Runtime(model=..., tools=tools)
 ...
 await servers.aclose()
@@ -175,10 +175,14 @@ def mcp_tool_name(server: str, tool: str) -> str:
 
 
 class MCPTools:
-    """The tools of some MCP servers. `load()` connects and lists them; `aclose()` disconnects."""
+    """The tools of some MCP servers. `load()` connects and lists them (leaving out, in `failed`,
+    those that cannot be used); `aclose()` disconnects."""
 
-    def __init__(self, servers: Iterable[MCPServerConfig]) -> None:
+    def __init__(self, servers: Iterable[MCPServerConfig], *, workspaces: Iterable[Path] = ()) -> None:
         self.servers = list(servers)
+        self.workspaces = [Path(w).resolve() for w in workspaces]
+        """Folders whose `.delegate/` no server may be given (see `exposed_state`): a server whose
+        command line or `cwd` names one of them is not started, and `load` reports it failed."""
         seen: set[str] = set()
         for server in self.servers:
             if not isinstance(server, MCPServerConfig):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -187,6 +191,8 @@ class MCPTools:
                 raise UserError(f"two MCP servers are named {server.name!r}; give each server its own name")
             seen.add(server.name)
         self._connections: dict[asyncio.AbstractEventLoop, dict[str, _Connection]] = {}
+        self.failed: dict[str, str] = {}
+        """The servers the last `load` left out, by name: why each could not be used."""
 
     def __repr__(self) -> str:
         return f"MCPTools({[s.name for s in self.servers]!r})"
@@ -194,20 +200,24 @@ class MCPTools:
     async def load(self) -> list[Tool]:
         """Connect to every server and list its tools, as `Tool`s named `mcp__<server>__<tool>`.
 
-        Raises `UserError` naming each server that could not be started, reached or listed.
+        A server that cannot be started, reached or listed is left out, as Claude Code does: the
+        tools of the others are returned, and `failed` names each one left out with the reason
+        (also logged, at INFO). So is one that would be given internal state (`exposed_state`),
+        never started.
         """
-        listings = await asyncio.gather(*(self._server_tools(s) for s in self.servers), return_exceptions=True)
+        failed = {s.name: why for s in self.servers if (why := exposed_state(s, self.workspaces)) is not None}
+        started = [s for s in self.servers if s.name not in failed]
+        listings = await asyncio.gather(*(self._server_tools(s) for s in started), return_exceptions=True)
         tools: list[Tool] = []
-        problems: list[str] = []
-        for listing in listings:
+        for server, listing in zip(started, listings, strict=True):
             if isinstance(listing, UserError):
-                problems.append(str(listing))
+                failed[server.name] = str(listing)
+                logger.info("%s; going on without its tools", listing)
             elif isinstance(listing, BaseException):
                 raise listing
             else:
                 tools += listing
-        if problems:
-            raise UserError("; ".join(problems))
+        self.failed = failed
         return tools
 
     async def aclose(self) -> None:
@@ -292,6 +302,55 @@ class MCPTools:
         if connection is None or connection.retired:
             connection = held[server.name] = _Connection(server)
         return connection
+
+
+HIDDEN = ".delegate"
+"""The folder of internal state (the store, every run, users' token hashes, their workspaces)."""
+
+
+def exposed_state(server: MCPServerConfig, workspaces: Iterable[Path]) -> str | None:
+    """Why `server` must not be started, or None: its `cwd`, or a path among its arguments (a
+    `--flag=VALUE`'s value too; relative ones from where it would run), is a folder from which
+    `.delegate/` can be read: one of `workspaces`, a folder above one, a folder that holds a
+    `.delegate`, or one inside it. A server runs as the operator's user, outside the sandbox that
+    gives commands an empty `.delegate` (the official filesystem server given the workspace root
+    lists and reads it), so the file tools' hidden paths are never offered to it."""
+    if server.command is None:
+        return None
+    base = Path(server.cwd).expanduser() if server.cwd is not None else Path.cwd()
+    named = [("cwd", str(server.cwd))] if server.cwd is not None else []
+    for argument in server.command[1:]:
+        value = argument.partition("=")[2] if argument.startswith("-") and "=" in argument else argument
+        if value and not value.startswith("-"):
+            named.append(("argument", value))
+    roots = list(workspaces)
+    for where, value in named:
+        try:
+            path = (base / Path(value).expanduser()).resolve()
+            what = _state_in(path, roots)
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if what is not None:
+            inside = f"{roots[0]}/<folder>" if roots else "a folder of the workspace"
+            return (
+                f"MCP server {server.name!r} is not started: its {where} {value!r} is {what}, and a server "
+                f"runs outside the sandbox, so it would read {HIDDEN}/ (the store, every run, users' token "
+                f"hashes); give it a folder inside the workspace that holds no {HIDDEN} ({inside}), or no path"
+            )
+    return None
+
+
+def _state_in(path: Path, roots: list[Path]) -> str | None:
+    if HIDDEN in path.parts:
+        return f"inside a {HIDDEN} folder"
+    for root in roots:
+        if path == root:
+            return "the workspace root"
+        if root.is_relative_to(path):
+            return "a folder that holds the workspace"
+    if (path / HIDDEN).exists():
+        return f"a folder that holds {HIDDEN}"
+    return None
 
 
 class _Connection:

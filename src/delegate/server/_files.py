@@ -10,6 +10,7 @@ regular file is read, and only its first `limit` bytes: a FIFO or a device never
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -19,8 +20,9 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Depends, Query, Request
 
 from .._errors import WorkspaceError
+from .._text import safe_text
 from .._time import iso
-from .._workspace import Workspace
+from .._workspace import Located, Workspace
 from ._auth import ApiError, UserId
 
 PREVIEW_BYTES = 64 * 1024
@@ -34,20 +36,28 @@ WorkspaceFor = Callable[[str], Workspace]
 def preview(workspace: Workspace, path: str, limit: int) -> dict[str, Any]:
     """The file at `path` of `workspace`: its size and time, and its first `limit` bytes as text
     (None for a binary file). An `ApiError` if it is outside the view, missing, or not a file."""
+    if not workspace.root.is_dir():  # a user whose agents never ran: nothing is there yet
+        raise ApiError(404, "not_found", f"no file {path!r} in your workspace")
     try:
-        real = workspace.resolve(path)
+        at = workspace.locate(path)
     except WorkspaceError:
         raise ApiError(
             403,
             "outside_workspace",
             f"path {path!r} is not in your workspace: name a file relative to it, as a run's artifacts are",
         ) from None
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with at:
+        return _preview(at, path, limit)
+
+
+def _preview(at: Located, path: str, limit: int) -> dict[str, Any]:
     try:
-        fd = os.open(real, flags)  # `real` has no links left: one swapped in since is refused here
+        fd = at.open(os.O_RDONLY | os.O_NONBLOCK)  # from the folder's handle: a link swapped in is refused
     except FileNotFoundError:
         raise ApiError(404, "not_found", f"no file {path!r} in your workspace") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a symlink put in its place since it was found
+            raise ApiError(409, "changed", f"{path!r} changed while it was read: try again") from None
         raise ApiError(422, "not_a_file", f"{path!r} cannot be read: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
@@ -59,7 +69,7 @@ def preview(workspace: Workspace, path: str, limit: int) -> dict[str, Any]:
         os.close(fd)
     text = _text(data, truncated=info.st_size > len(data))
     return {
-        "path": workspace.relative(real),
+        "path": safe_text(at.rel),
         "size": info.st_size,
         "modified_at": iso(datetime.fromtimestamp(info.st_mtime, UTC)),
         "binary": text is None,

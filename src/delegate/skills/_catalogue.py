@@ -171,10 +171,10 @@ class SkillGate:
 
     def _skill_at(self, path: str) -> Skill | None:
         try:
-            real = self.workspace.resolve(path)
+            with self.workspace.locate(path) as at:
+                return self.by_path.get(at.rel)
         except WorkspaceError:
             return None
-        return self.by_path.get(self.workspace.relative(real))
 
 
 def load_skill(

@@ -40,12 +40,13 @@ import stat
 import time
 import unicodedata
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
 from .._errors import ToolError, WorkspaceError
-from .._workspace import Workspace
+from .._workspace import Located, Workspace
 from ..tools import run_command
 
 __all__ = [
@@ -257,45 +258,29 @@ class _Unverifiable(Exception):
         self.checked = checked
 
 
-def _locate(text: str, workspace: Workspace) -> Path:
-    """The real path of `text`, if it lies under the workspace root or the outputs folder.
-
-    `Workspace.resolve` does the resolving; containment is checked here once more, so a verdict
-    never rests on one guard alone.
-    """
+def _locate(text: str, workspace: Workspace) -> Located:
+    """Where `text` is, if it lies under the workspace root or the outputs folder: a handle that
+    every check then works on (`Workspace.locate`), so no swap can point a verdict elsewhere."""
     outputs = workspace.outputs
     where = " or the outputs folder" if outputs is not None else ""
     try:
-        real = workspace.resolve(text)
+        return workspace.locate(text)
     except WorkspaceError as exc:
         refusal = f"{exc}{where}; not checked"
-    else:
-        if _under(real, workspace.root):
-            return real
-        refusal = f"path {text!r} is outside the workspace {str(workspace.root)!r}{where}; not checked"
     if outputs is not None and "\x00" not in text:
-        try:
-            base = (outputs if outputs.is_absolute() else workspace.root / outputs).resolve()
-            candidate = Path(text).expanduser()
-            real = (candidate if candidate.is_absolute() else workspace.root / candidate).resolve()
-        except (OSError, RuntimeError, ValueError):
-            pass
-        else:
-            if _under(real, base) and not workspace.is_hidden(real):
-                return real
+        base = outputs if outputs.is_absolute() else workspace.root / outputs
+        folder = Workspace(root=Path(os.path.realpath(base)), hidden=())
+        candidate = Path(text).expanduser()
+        absolute = candidate if candidate.is_absolute() else workspace.root / candidate
+        with suppress(WorkspaceError):
+            return folder.locate(absolute)
     raise _Unverifiable(refusal, checked=False)
 
 
-def _under(path: Path, folder: Path) -> bool:
-    return path == folder or path.is_relative_to(folder)
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    """The path's status (it is already resolved), None when it does not exist."""
+def _lstat(at: Located) -> os.stat_result | None:
+    """The located path's status now, None when it does not exist."""
     try:
-        return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+        return at.found.stat()
     except OSError as exc:
         raise _Unverifiable(f"cannot inspect the path: {exc.strerror or exc}", checked=True) from None
 
@@ -305,15 +290,14 @@ _HASH_EDGE = 4 * 1024 * 1024
 _CHUNK = 1024 * 1024
 
 
-def _digest(path: Path) -> str:
+def _digest(at: Located) -> str:
     """A SHA-256 of the file's content: whole up to 8 MiB, else its first and last 4 MiB and size.
 
     Opened without following a symlink and without blocking, and checked to be a regular file
     after opening, so a path swapped for a pipe or a link meanwhile is never read.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags)
+        fd = at.open(os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise _Unverifiable(f"cannot read the file: {exc.strerror or exc}", checked=True) from None
     with os.fdopen(fd, "rb") as handle:
@@ -337,8 +321,8 @@ def _digest(path: Path) -> str:
     return sha.hexdigest()
 
 
-def _state(path: Path) -> FileState:
-    info = _lstat(path)
+def _state(at: Located) -> FileState:
+    info = _lstat(at)
     if info is None:
         return FileState(exists=False)
     regular = stat.S_ISREG(info.st_mode)
@@ -348,7 +332,7 @@ def _state(path: Path) -> FileState:
         identity=(info.st_dev, info.st_ino),
         size=info.st_size,
         mtime_ns=info.st_mtime_ns,
-        digest=_digest(path) if regular else None,
+        digest=_digest(at) if regular else None,
     )
 
 
@@ -382,8 +366,8 @@ def snapshot_before(criteria: Sequence[str], workspace: Workspace) -> Baseline:
         if parsed is None or parsed[0] != "written":
             continue
         try:
-            path = _locate(parsed[1], workspace)
-            files[path] = _state(path)
+            with _locate(parsed[1], workspace) as at:
+                files[at.real] = _state(at)
         except _Unverifiable:
             continue
     return Baseline(started_ns=started_ns, files=files)
@@ -418,14 +402,18 @@ async def _check_one(criterion: str, workspace: Workspace, baseline: Baseline, t
         if form == "tests":
             result, evidence = await _run_tests(argument, workspace, timeout)
         else:
-            path = _locate(argument, workspace)
-            result, evidence = await asyncio.to_thread(_check_path, form, path, baseline)
+            result, evidence = await asyncio.to_thread(_check_located, form, argument, workspace, baseline)
     except _Unverifiable as exc:
         return Verdict(criterion, "UNVERIFIED", str(exc), checked=exc.checked)
     return Verdict(criterion, result, evidence, checked=True)
 
 
-def _check_path(form: _Form, path: Path, baseline: Baseline) -> tuple[VerdictResult, str]:
+def _check_located(form: _Form, argument: str, workspace: Workspace, baseline: Baseline) -> tuple[VerdictResult, str]:
+    with _locate(argument, workspace) as at:
+        return _check_path(form, at, baseline)
+
+
+def _check_path(form: _Form, path: Located, baseline: Baseline) -> tuple[VerdictResult, str]:
     info = _lstat(path)
     if info is None:
         return "does not hold", "no such file"
@@ -438,9 +426,9 @@ def _check_path(form: _Form, path: Path, baseline: Baseline) -> tuple[VerdictRes
     return _check_written(path, info, baseline)
 
 
-def _check_written(path: Path, info: os.stat_result, baseline: Baseline) -> tuple[VerdictResult, str]:
+def _check_written(path: Located, info: os.stat_result, baseline: Baseline) -> tuple[VerdictResult, str]:
     size = _size(info.st_size)
-    before = baseline.files.get(path)
+    before = baseline.files.get(path.real)
     if before is None:
         if info.st_mtime_ns >= baseline.started_ns:
             return "holds", f"modified after the run started (no before-run record), {size}"

@@ -8,7 +8,6 @@ subagent ends `error` (stop reason `invalid_result`).
 
 from __future__ import annotations
 
-import os
 import stat
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +18,7 @@ from pydantic import Field
 from .._errors import ToolError, WorkspaceError
 from .._record import ResultSchema
 from .._time import iso
-from .._workspace import Workspace
+from .._workspace import Located, Workspace
 from ..tools import PathParam, Tool, ToolContext, ToolReturn
 from ._output import Artifact, Skipped
 
@@ -45,33 +44,35 @@ def validate_paths(workspace: Workspace, paths: list[str]) -> tuple[list[Artifac
     seen: set[str] = set()
     for claimed in paths:
         try:
-            real = workspace.resolve(claimed)
+            at = workspace.locate(claimed)
         except WorkspaceError as exc:
             skipped.append(Skipped(path=claimed, reason=str(exc)))
             continue
-        key = str(real)
-        if key in seen:
-            skipped.append(Skipped(path=claimed, reason="listed more than once"))
-            continue
-        seen.add(key)
-        given = claimed if os.path.isabs(claimed) else workspace.root / claimed
-        try:
-            link = os.lstat(given)
-            info = os.stat(real)
-        except OSError:
+        with at:
+            artifact = _artifact(at)
+        if artifact is None:
             skipped.append(Skipped(path=claimed, reason="does not exist"))
-            continue
-        kind = "symlink" if stat.S_ISLNK(link.st_mode) else "directory" if stat.S_ISDIR(info.st_mode) else "file"
-        artifacts.append(
-            Artifact(
-                path=key,
-                size=info.st_size,
-                fs_type=kind,
-                modified_at=iso(datetime.fromtimestamp(info.st_mtime, UTC)),
-                relative_path=workspace.relative(real),
-            )
-        )
+        elif artifact.path in seen:
+            skipped.append(Skipped(path=claimed, reason="listed more than once"))
+        else:
+            seen.add(artifact.path)
+            artifacts.append(artifact)
     return artifacts, skipped
+
+
+def _artifact(at: Located) -> Artifact | None:
+    """The artifact at a located path (a link named as such, sized as its target), None if missing."""
+    info = at.info
+    if info is None:
+        return None
+    kind = "symlink" if at.followed else "directory" if stat.S_ISDIR(info.st_mode) else "file"
+    return Artifact(
+        path=str(at.real),
+        size=info.st_size,
+        fs_type=kind,
+        modified_at=iso(datetime.fromtimestamp(info.st_mtime, UTC)),
+        relative_path=at.rel,
+    )
 
 
 def _complete(

@@ -4,12 +4,15 @@ system prompt of the lead and of every subagent whose definition does not opt ou
 
 from __future__ import annotations
 
-from .._errors import WorkspaceError
+from .._errors import ToolError, WorkspaceError
+from .._search import open_for_reading
 from .._workspace import Workspace
 
 CONTEXT_FILES = ("AGENTS.md", "CLAUDE.md", ".claude/CLAUDE.md")
 MAX_FILE_CHARS = 8_000
 """Characters of one file kept in the prompt; the rest is left for `read_file`."""
+MAX_FILE_BYTES = 64 * 1024
+"""Bytes of one file read to find its first `MAX_FILE_CHARS` characters (a huge file is not read whole)."""
 
 
 def project_context(workspace: Workspace) -> str:
@@ -18,14 +21,12 @@ def project_context(workspace: Workspace) -> str:
     parts: list[str] = []
     for name in CONTEXT_FILES:
         try:
-            path = workspace.resolve(name)
-        except WorkspaceError:
-            continue
-        if not path.is_file():
-            continue
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+            with workspace.locate(name) as at:
+                if not at.is_file():
+                    continue
+                with open_for_reading(at.folder, at.name, at.rel) as f:
+                    text = f.read(MAX_FILE_BYTES).decode("utf-8").strip()
+        except (WorkspaceError, ToolError, OSError, UnicodeDecodeError):
             continue
         if not text:
             continue

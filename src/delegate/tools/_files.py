@@ -1,9 +1,13 @@
 """The file tools: read, write, edit, list, find and grep, each confined to the workspace root.
 
-Every path a model gives goes through `Workspace.resolve` before anything touches it, so `../x`,
-absolute paths elsewhere and symlinks that lead out are refused with a `WorkspaceError`. Walks
-never descend into a symlinked folder, and a symlinked file is only shown when it points inside.
-Paths shown back to the model are workspace-relative. Every output is capped, and a note says
+Every path a model gives is found with `Workspace.locate` before anything touches it, so `../x`,
+absolute paths elsewhere and symlinks that lead out are refused with a `WorkspaceError`, and the
+tool then works on the handle that the walk returned (`*at` calls), never on the name again: a
+folder swapped for a symlink meanwhile cannot send a read, a write or a listing out of the
+workspace (see `delegate._paths`). Walks never descend into a symlinked folder, and a symlinked
+file is only shown when it points inside. Paths shown back to the model are workspace-relative,
+and bytes of a name or a file that are not UTF-8 are shown as `\\xNN` (`delegate._text`).
+Every output is capped, and a note says
 how to get the rest, because one huge result would crowd everything else out of the context.
 
 The work runs in a thread (`run_blocking`) so that a big read or grep never stalls the other
@@ -18,14 +22,14 @@ import stat
 import time
 from collections.abc import Iterator
 from contextlib import suppress
-from pathlib import Path
 from typing import Annotated, BinaryIO
 
 from pydantic import Field
 
 from .._errors import ToolError, WorkspaceError
 from .._search import SNIFF_BYTES, compile_regex, looks_binary, open_for_reading, search
-from .._workspace import Workspace
+from .._text import safe_text
+from .._workspace import Located, Workspace
 from ._tool import PathParam, ToolContext, ToolReturn, run_blocking, tool
 
 READ_MAX_LINES = 2000
@@ -63,9 +67,8 @@ async def read_file(
 
 
 def _read_file(workspace: Workspace, path: str, offset: int, limit: int) -> str:
-    real = _existing_file(workspace, path)
-    rel = workspace.relative(real)
-    with open_for_reading(real, rel) as f:
+    with _existing_file(workspace, path) as at, open_for_reading(at.folder, at.name, at.rel) as f:
+        rel = safe_text(at.rel)
         size = os.fstat(f.fileno()).st_size
         if looks_binary(f.read(SNIFF_BYTES)):
             raise ToolError(f"{rel} is a binary file ({_human_size(size)}); read_file shows text files only")
@@ -78,7 +81,7 @@ def _read_file(workspace: Workspace, path: str, offset: int, limit: int) -> str:
             seen += 1
             if seen < offset:
                 continue
-            decoded = raw.decode("utf-8", "replace").rstrip("\r\n")
+            decoded = safe_text(raw.decode("utf-8", "surrogateescape")).rstrip("\r\n")
             line = _cut_line(decoded, length if length > len(raw) else None)
             entry = f"{seen:>6}\t{line}\n"
             used += len(entry.encode())
@@ -160,19 +163,13 @@ async def write_file(
 
 
 def _write_file(workspace: Workspace, path: str, content: str) -> ToolReturn:
-    real = workspace.resolve(path, write=True)
-    rel = workspace.relative(real)
-    if real.is_dir():
-        raise ToolError(f"{rel} is a folder; give the path of a file inside it")
-    existed = real.exists()
     data = _encode(content)
-    try:
-        real.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ToolError(f"cannot create the folders of {rel}: part of that path is a file") from None
-    except OSError as exc:
-        raise _os_error(exc, f"cannot create the folders of {rel}") from None
-    _replace_atomically(real, rel, data, workspace)
+    with workspace.locate(path, write=True, create=True) as at:
+        rel = safe_text(at.rel)
+        if at.is_dir():
+            raise ToolError(f"{rel} is a folder; give the path of a file inside it")
+        existed = at.info is not None
+        _replace_atomically(at, data, workspace)
     verb = "replaced" if existed else "created"
     return ToolReturn(
         content=f"{verb} {rel} ({len(data):,} byte{'' if len(data) == 1 else 's'} written)",
@@ -205,13 +202,17 @@ async def edit_file(
 
 
 def _edit_file(workspace: Workspace, path: str, old: str, new: str, replace_all: bool) -> ToolReturn:
-    real = _existing_file(workspace, path, write=True)
-    rel = workspace.relative(real)
     if not old:
         raise ToolError("old_string is empty; give the exact text to replace (to create a file, use write_file)")
     if old == new:
         raise ToolError("old_string and new_string are the same; there is nothing to change")
-    with open_for_reading(real, rel) as f:
+    with _existing_file(workspace, path, write=True) as at:
+        return _edit_located(at, workspace, old, new, replace_all)
+
+
+def _edit_located(at: Located, workspace: Workspace, old: str, new: str, replace_all: bool) -> ToolReturn:
+    rel = safe_text(at.rel)
+    with open_for_reading(at.folder, at.name, at.rel) as f:
         raw = f.read()
     try:
         text = raw.decode("utf-8")
@@ -231,7 +232,7 @@ def _edit_file(workspace: Workspace, path: str, old: str, new: str, replace_all:
         )
     start = text.index(old)
     updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-    _replace_atomically(real, rel, _encode(updated), workspace)
+    _replace_atomically(at, _encode(updated), workspace)
     what = f"{count} occurrences" if count > 1 else "1 occurrence"
     return ToolReturn(
         content=f"edited {rel}: replaced {what}\n{_snippet(updated, start, len(new))}",
@@ -267,50 +268,73 @@ def sweep_scratch(workspace: Workspace) -> None:
                     os.unlink(entry.path)
 
 
-def _replace_atomically(real: Path, rel: str, data: bytes, workspace: Workspace) -> None:
-    """Write `data` to a new file, then rename it over `real` in one step.
+def _replace_atomically(at: Located, data: bytes, workspace: Workspace) -> None:
+    """Write `data` to a new file, then rename it over `at` in one step.
 
     The new file is made in the workspace's `.delegate/tmp/` (made when missing), which agents
     never see, so a process killed between the two steps leaves nothing in their view (nor in
     the user's, but for the hidden folder; `sweep_scratch` removes what such a kill left); only
-    where that folder cannot be made, or lies on another file system, beside `real`.
+    where that folder cannot be made, or lies on another file system, beside the file. Both steps
+    work on handles (`at.folder`, the scratch folder's), never on names.
 
     The temporary file is created with the usual permissions (0o666 less the umask) and an
     existing file's mode is kept. Renaming never follows a symlink at the destination, and it
     breaks hard links, so content never lands in a file that merely shares the name.
     """
+    rel = safe_text(at.rel)
     mode: int | None = None
-    with suppress(FileNotFoundError):
-        info = real.lstat()
-        if stat.S_ISREG(info.st_mode):
-            if not os.access(real, os.W_OK):
-                raise ToolError(f"{rel} is read-only")
-            mode = stat.S_IMODE(info.st_mode)
-    scratch = workspace.root / SCRATCH
-    try:
-        scratch.mkdir(parents=True, exist_ok=True)
-        same_device = scratch.stat().st_dev == real.parent.stat().st_dev
-    except OSError:
-        same_device = False
-    folder = scratch if same_device else real.parent
-    temp = folder / f".{real.name[:180]}.{secrets.token_hex(4)}.tmp"
+    info = at.found.stat()
+    if info is not None and stat.S_ISREG(info.st_mode):
+        if not os.access(at.name, os.W_OK, dir_fd=at.folder):
+            raise ToolError(f"{rel} is read-only")
+        mode = stat.S_IMODE(info.st_mode)
+    scratch = _scratch_folder(workspace)
+    if scratch is not None and os.fstat(scratch).st_dev != os.fstat(at.folder).st_dev:
+        os.close(scratch)
+        scratch = None
+    folder = scratch if scratch is not None else at.folder
+    temp = f".{at.name[:180]}.{secrets.token_hex(4)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(temp, flags, 0o666)
-    except OSError as exc:
-        raise _os_error(exc, f"cannot write {rel}") from None
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        if mode is not None:
-            os.chmod(temp, mode)
-        os.replace(temp, real)
-    except BaseException as exc:
-        with suppress(OSError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
+        try:
+            fd = os.open(temp, flags, 0o666, dir_fd=folder)
+        except OSError as exc:
             raise _os_error(exc, f"cannot write {rel}") from None
-        raise
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                if mode is not None:
+                    os.fchmod(out.fileno(), mode)
+            os.rename(temp, at.name, src_dir_fd=folder, dst_dir_fd=at.folder)
+        except BaseException as exc:
+            with suppress(OSError):
+                os.unlink(temp, dir_fd=folder)
+            if isinstance(exc, OSError):
+                raise _os_error(exc, f"cannot write {rel}") from None
+            raise
+    finally:
+        if scratch is not None:
+            os.close(scratch)
+
+
+def _scratch_folder(workspace: Workspace) -> int | None:
+    """A handle on the workspace's `SCRATCH` folder, made when missing; None where it cannot be.
+    Each step refuses a symlink: the folder is the runtime's own, whatever is found in its place."""
+    try:
+        fd = os.open(workspace.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    for name in SCRATCH.split("/"):
+        try:
+            with suppress(FileExistsError):
+                os.mkdir(name, dir_fd=fd)
+            step = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        fd = step
+    return fd
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,49 +361,64 @@ def _list_dir(workspace: Workspace, path: str) -> str:
     if virtual is not None and path not in (".", ""):  # a folder of mounts, such as .delegate/skills
         lines = [f"{path.rstrip('/')}/ ({_plural(len(virtual), 'entry', 'entries')})", *(f"{n}/" for n in virtual)]
         return "\n".join(lines)
-    real = workspace.resolve(path)
-    rel = workspace.relative(real)
-    if not real.exists():
-        raise ToolError(f"folder not found: {rel}")
-    if not real.is_dir():
-        raise ToolError(f"{rel} is a file, not a folder; use read_file to read it")
-    try:
-        with os.scandir(real) as found:
-            entries = sorted((e for e in found if not workspace.is_hidden(Path(e.path))), key=lambda e: e.name)
-    except OSError as exc:
-        raise _os_error(exc, f"cannot list {rel}") from None
-    mounted = [f"{name}/" for name in virtual or ()] if real == workspace.root else []
+    with workspace.locate(path) as at:
+        rel = safe_text(at.rel)
+        if at.info is None:
+            raise ToolError(f"folder not found: {rel}")
+        if not at.is_dir():
+            raise ToolError(f"{rel} is a file, not a folder; use read_file to read it")
+        try:
+            fd = at.open(os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise _os_error(exc, f"cannot list {rel}") from None
+        try:
+            with os.scandir(fd) as found:
+                entries = sorted(
+                    (e for e in found if not workspace.hides(_joined(at.rel, e.name))), key=lambda e: e.name
+                )
+            described = [_describe_entry(workspace, at.rel, entry) for entry in entries[:LIST_MAX_ENTRIES]]
+        except OSError as exc:
+            raise _os_error(exc, f"cannot list {rel}") from None
+        finally:
+            os.close(fd)
+        mounted = [f"{name}/" for name in virtual or ()] if at.rel == "." else []
     if not entries and not mounted:
         return f"{rel}/ is empty"
     lines = [f"{rel}/ ({_plural(len(entries) + len(mounted), 'entry', 'entries')})"]
     # hidden folders that hold mounts (such as .delegate, for skills) show as folders
-    lines += sorted([*(_describe_entry(workspace, entry) for entry in entries[:LIST_MAX_ENTRIES]), *mounted])
+    lines += sorted([*described, *mounted])
     if len(entries) > LIST_MAX_ENTRIES:
         left = len(entries) - LIST_MAX_ENTRIES
         lines.append(f"[{left:,} more entries not shown; use find_files with a pattern to narrow]")
     return "\n".join(lines)
 
 
-def _describe_entry(workspace: Workspace, entry: os.DirEntry[str]) -> str:
+def _joined(rel: str, name: str) -> str:
+    return name if rel == "." else f"{rel}/{name}"
+
+
+def _describe_entry(workspace: Workspace, rel: str, entry: os.DirEntry[str]) -> str:
+    name = safe_text(entry.name)
     try:
         if entry.is_symlink():
-            return f"{entry.name} -> {_link_target(workspace, entry.path)}"
+            return f"{name} -> {_link_target(workspace, _joined(rel, entry.name))}"
         if entry.is_dir(follow_symlinks=False):
-            return f"{entry.name}/"
-        return f"{entry.name}  {_human_size(entry.stat(follow_symlinks=False).st_size)}"
+            return f"{name}/"
+        return f"{name}  {_human_size(entry.stat(follow_symlinks=False).st_size)}"
     except OSError:
-        return f"{entry.name}  (unreadable)"
+        return f"{name}  (unreadable)"
 
 
 def _link_target(workspace: Workspace, path: str) -> str:
     """Where a symlink leads, workspace-relative; a link that leads out is named as such, no more."""
     try:
-        target = workspace.resolve(path)
+        with workspace.locate(path) as target:
+            shown = safe_text(target.rel)
+            if target.info is None:
+                return f"{shown} (missing)"
+            return shown + ("/" if target.is_dir() else "")
     except WorkspaceError:
         return "(outside the workspace, or a symlink loop)"
-    if not target.exists():
-        return f"{workspace.relative(target)} (missing)"
-    return workspace.relative(target) + ("/" if target.is_dir() else "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,14 +477,17 @@ async def grep(
 # shared helpers
 
 
-def _existing_file(workspace: Workspace, path: str, *, write: bool = False) -> Path:
-    real = workspace.resolve(path, write=write)
-    rel = workspace.relative(real)
-    if real.is_dir():
+def _existing_file(workspace: Workspace, path: str, *, write: bool = False) -> Located:
+    """The located file at `path` (the caller closes it); a `ToolError` for a folder or nothing."""
+    at = workspace.locate(path, write=write)
+    rel = safe_text(at.rel)
+    if at.is_dir():
+        at.close()
         raise ToolError(f"{rel} is a folder, not a file; use list_dir or find_files to see what it holds")
-    if not real.exists():
+    if at.info is None:
+        at.close()
         raise ToolError(f"file not found: {rel} (use find_files to look for it)")
-    return real
+    return at
 
 
 def _encode(text: str) -> bytes:

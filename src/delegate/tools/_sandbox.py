@@ -12,17 +12,20 @@ from scratch:
   read-only folder, since a command runs with the server's user id and a server run as root
   would read them all (see `_unreadable`; `/etc` is looked at for every command);
 - a fresh `/proc` (of the new PID namespace: the server's processes are not in it), a minimal
-  `/dev` and an empty `/tmp`;
+  `/dev` and an empty `/tmp` of `tmp_size` bytes;
 - the workspace's root, at its own path, the only writable mount;
-- over it, exactly as the file tools see it (`Workspace`): an empty read-only folder over each
-  hidden folder (`.delegate/`), each read-only folder bound read-only (a missing one becomes an
-  empty read-only folder, so a command cannot create it either), and each mount bound read-only
-  at its place.
+- over it, exactly as the file tools see it (`Workspace`), and closed whatever the view says
+  (`view_mounts`): an empty folder over each hidden folder (`.delegate/`), the mounts bound
+  read-only in it, then `.claude`, `.delegate`, `.git` and each read-only folder bound read-only
+  whole (a mount point cannot be renamed away), then the hidden folders remounted read-only.
 
 The environment is built from nothing: `PATH`, `LANG`, `TERM` (when set) and the variables the
 operator names, plus `HOME` set to the workspace root. The model providers' keys and the database
-URL are never passed, even when named. Capabilities are dropped (bwrap's default), and the command
-gets a new session, so it cannot push input to a terminal.
+URL are never passed, even when named. Every capability is dropped (bwrap keeps them for a caller
+of uid 0 unless told), in a user namespace that cannot make another, and the command gets a new
+session, so it cannot push input to a terminal. Each command runs within the workspace's
+`CommandLimits`: rlimits set by `prlimit` inside the sandbox, a pids cgroup (`PidsCgroup`) where
+one can be made, and the disk quota (`workspace_usage`, watched by `run_command`).
 
 Where bwrap is missing or cannot run (no user namespaces, say), commands are refused with a
 message saying what to install, unless the operator runs them unconfined, explicitly
@@ -31,15 +34,21 @@ message saying what to install, unless the operator runs them unconfined, explic
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
+import resource
+import secrets
 import shutil
+import signal
 import stat
 import subprocess
 import threading
 import time
 from pathlib import Path
 
+from .._command_limits import CommandLimits
 from .._errors import ToolError
 from .._workspace import COMMAND_ENV, Workspace
 
@@ -73,34 +82,116 @@ def command_environment(workspace: Workspace) -> dict[str, str]:
     return env
 
 
-def sandbox_argv(command: str, workspace: Workspace) -> list[str]:
-    """The bwrap command line that runs `command` with /bin/sh in the workspace's sandbox.
+CLOSED = (".claude", ".delegate", ".git")
+"""Folders of every workspace that commands may never change, whatever the view says: the
+definitions and skills runs load, the store, and the repository (whose config and hooks the
+operator's own `git` runs). Each is bound read-only whole, so it cannot be renamed away either."""
 
-    Raises `ToolError` (saying what to install) when bwrap cannot run here.
+
+def sandbox_argv(command: str, workspace: Workspace, *, marker: str = "", file_size: int | None = None) -> list[str]:
+    """The bwrap command line that runs `command` with /bin/sh in the workspace's sandbox, within
+    the workspace's `CommandLimits` (`file_size`, when given, in place of the limits' own).
+
+    With a `marker`, the sandbox prints it on a line of its own once it is set up, before the
+    command runs: output without it means the sandbox itself failed. Raises `ToolError` (saying
+    what to install) when bwrap cannot run here.
     """
     bwrap = _usable_bwrap(workspace.commands.bwrap)
+    limits = workspace.commands.limits
     root = str(workspace.root)
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-    argv += ["--unshare-cgroup-try", "--hostname", "sandbox"]
+    argv += ["--unshare-cgroup-try", "--hostname", "sandbox", "--cap-drop", "ALL"]
+    if "--disable-userns" in _bwrap_options(bwrap):
+        argv += ["--unshare-user", "--disable-userns"]  # no namespace of its own to gain capabilities in
     if not workspace.commands.network:
         argv.append("--unshare-net")
     argv += _system_mounts()
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", root, root]
-    for hidden in workspace.hidden:
-        path = os.path.join(root, hidden)
-        argv += ["--tmpfs", path, "--remount-ro", path]
-    for mount in workspace.mounts:
-        argv += ["--ro-bind", str(mount.source), os.path.join(root, mount.at)]
-    for read_only in workspace.read_only:
-        path = os.path.join(root, read_only)
-        if os.path.isdir(path) and not os.path.islink(path):
-            argv += ["--ro-bind", path, path]
-        elif not os.path.lexists(path):
-            argv += ["--tmpfs", path, "--remount-ro", path]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    if "--size" in _bwrap_options(bwrap):
+        argv += ["--size", str(limits.tmp_size)]
+    argv += ["--tmpfs", "/tmp", *view_mounts(workspace)]
     argv += ["--chdir", root, "--clearenv"]
     for name, value in command_environment(workspace).items():
         argv += ["--setenv", name, value]
-    return [*argv, "--", "/bin/sh", "-c", command]
+    shell = f"printf '%s\\n' {marker}; exec /bin/sh -c \"$0\"" if marker else 'exec /bin/sh -c "$0"'
+    return [*argv, "--", *_rlimits(limits, file_size), "/bin/sh", "-c", shell, command]
+
+
+def view_mounts(workspace: Workspace) -> list[str]:
+    """The bwrap arguments that lay the workspace's view over its root, in an order that works:
+
+    1. the root, bound writable;
+    2. an empty tmpfs over each hidden folder (`.delegate/`), still writable, so that
+    3. each mount (a skill, under `.delegate/skills/<name>`) gets its mount point there and is
+       bound read-only;
+    4. every closed folder (`CLOSED`, and the view's `read_only` ones) bound read-only whole, a
+       missing one made an empty read-only folder (so it cannot be created either), one inside
+       another left to the outer one, one inside a hidden folder left hidden;
+    5. only then each hidden folder remounted read-only.
+
+    A mount point cannot be renamed or removed (EBUSY), so a command can neither move a closed
+    folder aside nor put a writable one in its place. A closed name that is a symbolic link is
+    refused: the link could be replaced, and binding it would bind what it points to.
+    """
+    root = str(workspace.root)
+    argv = ["--bind", root, root]
+    hidden = [os.path.join(root, h) for h in workspace.hidden]
+    for path in hidden:
+        argv += ["--tmpfs", path]
+    for mount in workspace.mounts:
+        argv += ["--ro-bind", str(mount.source), os.path.join(root, mount.at)]
+    closed: list[str] = []
+    for rel in sorted({*CLOSED, *workspace.read_only}, key=lambda r: (r.count("/"), r)):
+        if any(_under(rel, other) for other in (*workspace.hidden, *closed)):
+            continue
+        closed.append(rel)
+        path = os.path.join(root, rel)
+        if os.path.islink(path):
+            raise ToolError(
+                f"{rel} in the workspace is a symbolic link; commands run only while it is a real folder "
+                f"or absent (the operator must replace the link with the folder it points to)"
+            )
+        if os.path.lexists(path):
+            argv += ["--ro-bind", path, path]
+        else:
+            argv += ["--tmpfs", path, "--remount-ro", path]
+    for path in hidden:
+        argv += ["--remount-ro", path]
+    return argv
+
+
+def _under(rel: str, prefix: str) -> bool:
+    return rel == prefix or rel.startswith(prefix + "/")
+
+
+def _rlimits(limits: CommandLimits, file_size: int | None) -> list[str]:
+    """`prlimit` and its options: each cap of `limits`, soft and hard alike (so a command cannot
+    raise it again), none above what the server itself may use."""
+    prlimit = shutil.which("prlimit", path="/usr/bin:/bin:/usr/sbin:/sbin")
+    if prlimit is None:
+        raise ToolError(
+            "commands' limits are set with prlimit, which is not installed: install util-linux "
+            "(Debian/Ubuntu: apt-get install util-linux)"
+        )
+    caps = [
+        ("nproc", resource.RLIMIT_NPROC, limits.processes),
+        ("as", resource.RLIMIT_AS, limits.memory),
+        ("fsize", resource.RLIMIT_FSIZE, limits.file_size if file_size is None else file_size),
+        ("nofile", resource.RLIMIT_NOFILE, limits.open_files),
+    ]
+    argv = [prlimit]
+    for option, kind, value in caps:
+        value = _within_hard(kind, value)
+        argv.append(f"--{option}={value}:{value}")
+    # SIGXCPU at the soft cap (a process may report it), SIGKILL a second later
+    soft = _within_hard(resource.RLIMIT_CPU, limits.cpu_seconds)
+    argv.append(f"--cpu={soft}:{_within_hard(resource.RLIMIT_CPU, soft + 1)}")
+    return [*argv, "--"]
+
+
+def _within_hard(kind: int, value: int) -> int:
+    hard = resource.getrlimit(kind)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
 def _system_mounts() -> list[str]:
@@ -172,6 +263,16 @@ def _walk_unreadable(folder: str, found: list[tuple[str, bool]]) -> None:
 
 
 @functools.cache
+def _bwrap_options(bwrap: str) -> frozenset[str]:
+    """The options this bwrap knows (`--size` and `--disable-userns` came with 0.8)."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    return frozenset(word for word in (done.stdout + done.stderr).split() if word.startswith("--"))
+
+
+@functools.cache
 def _usable_bwrap(program: str) -> str:
     """The path of a bwrap that can build a sandbox here (checked once per process)."""
     found = shutil.which(program)
@@ -188,3 +289,176 @@ def _usable_bwrap(program: str) -> str:
         reason = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["it failed"]
         raise ToolError(INSTALL_HINT.format(why=f" ({reason[0]})"))
     return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting a command's processes: a pids cgroup of its own
+
+CGROUP_FOLDER = "delegate-commands"
+_log = logging.getLogger("delegate.sandbox")
+
+
+class PidsCgroup:
+    """A pids cgroup for one command: at most `limit` processes and threads at once, counted over
+    everything the command starts whatever its user, and a list of them all to kill at the end.
+
+    `RLIMIT_NPROC` counts the processes of a user id, and never binds a server run as root (the
+    kernel exempts uid 0, in a user namespace too): for root, this cgroup is what caps processes.
+    The command joins it before bwrap starts (`wrap`), so nothing it forks is outside it.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, limit: int) -> PidsCgroup | None:
+        """A new cgroup capped at `limit`, or None where no pids cgroup can be made here."""
+        base = _cgroup_base()
+        if base is None:
+            return None
+        path = os.path.join(base, f"{os.getpid()}-{secrets.token_hex(6)}")
+        try:
+            os.mkdir(path)
+            Path(path, "pids.max").write_text(str(limit))
+        except OSError as exc:
+            _log.warning("could not make a pids cgroup for a command (%s): its processes are not capped", exc)
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+            return None
+        return cls(path)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """`argv`, started by a shell that first moves itself into this cgroup."""
+        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(self.path, "cgroup.procs"), *argv]
+
+    def refused(self) -> int:
+        """How many forks the cap refused."""
+        try:
+            events = Path(self.path, "pids.events").read_text().split()
+        except OSError:
+            return 0
+        return int(events[1]) if len(events) >= 2 and events[0] == "max" and events[1].isdigit() else 0
+
+    def kill(self) -> None:
+        """SIGKILL every process in the cgroup, even one that left the command's process group."""
+        try:
+            pids = Path(self.path, "cgroup.procs").read_text().split()
+        except OSError:
+            return
+        for pid in pids:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+
+    def remove(self) -> None:
+        """Kill what is left and remove the cgroup (an emptied cgroup goes at once; give its
+        processes a moment to be reaped, then leave it to the next server start)."""
+        for _ in range(50):
+            self.kill()
+            try:
+                os.rmdir(self.path)
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.02)  # its killed processes are still being reaped
+            else:
+                return
+        _log.warning("a command's cgroup %s could not be removed: processes are left in it", self.path)
+
+
+@functools.cache
+def _cgroup_base() -> str | None:
+    """Where this server makes its commands' pids cgroups: under the cgroup v2 root when it
+    hands out the pids controller, else the v1 pids hierarchy; None where neither can be written
+    (a server not run as root, a container's read-only /sys/fs/cgroup). Empty cgroups left by an
+    earlier server are removed."""
+    candidates: list[tuple[str, bool]] = []
+    unified = Path("/sys/fs/cgroup/cgroup.subtree_control")
+    with contextlib.suppress(OSError):
+        if "pids" in unified.read_text().split():
+            candidates.append(("/sys/fs/cgroup", True))
+    if Path("/sys/fs/cgroup/pids/cgroup.procs").exists():
+        candidates.append(("/sys/fs/cgroup/pids", False))
+    for hierarchy, v2 in candidates:
+        base = os.path.join(hierarchy, CGROUP_FOLDER)
+        try:
+            os.makedirs(base, exist_ok=True)
+            if v2:
+                Path(base, "cgroup.subtree_control").write_text("+pids")
+            probe = PidsCgroup(os.path.join(base, f"probe-{os.getpid()}"))
+            os.makedirs(probe.path, exist_ok=True)
+            Path(probe.path, "pids.max").write_text("max")
+            os.rmdir(probe.path)
+        except OSError:
+            continue
+        for stale in os.listdir(base):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(base, stale))  # fails for one that still has processes
+        return base
+    if os.geteuid() == 0:
+        _log.warning(
+            "no pids cgroup can be made here (/sys/fs/cgroup): the number of processes of commands is "
+            "not capped, since RLIMIT_NPROC does not bind root; run the server as another user, or "
+            "give it a writable cgroup"
+        )
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The disk quota of a workspace
+
+
+def workspace_usage(workspace: Workspace) -> int:
+    """Bytes on disk of what agents can write in the workspace: everything under the root but
+    its hidden and closed folders and mounts, each file counted once (hard links), by blocks
+    used (a sparse file counts what it holds)."""
+    root = str(workspace.root)
+    skipped = {os.path.join(root, rel) for rel in (*workspace.hidden, *CLOSED, *workspace.read_only)}
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.path in skipped:
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            total += info.st_blocks * 512
+            if stat.S_ISDIR(info.st_mode):
+                stack.append(entry.path)
+    return total
+
+
+def disk_room(workspace: Workspace) -> int | None:
+    """Bytes the workspace may still grow by under its disk quota (0 when at or past it), or
+    None when it has no quota."""
+    quota = workspace.commands.limits.disk_quota
+    return None if quota == 0 else max(0, quota - workspace_usage(workspace))
+
+
+def check_disk_quota(workspace: Workspace, adding: int) -> None:
+    """Refuse (`ToolError`) a write of `adding` bytes that would take the workspace past its
+    disk quota: the file tools call this before they write."""
+    room = disk_room(workspace)
+    if room is not None and adding > room:
+        quota = workspace.commands.limits.disk_quota
+        raise ToolError(
+            f"the write was refused: it would take the workspace past its disk quota of {size_text(quota)} "
+            f"({size_text(room)} left); delete files you no longer need to make room"
+        )
+
+
+def size_text(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import subprocess
+import time
 from collections.abc import Awaitable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from pydantic import Field
 
 from .._errors import ToolError
 from .._workspace import Workspace
-from ._sandbox import command_environment, sandbox_argv
+from ._sandbox import PidsCgroup, command_environment, sandbox_argv, size_text, workspace_usage
 from ._tool import ToolContext, ToolReturn, tool
 
 OUTPUT_MAX_CHARS = 30_000
@@ -34,6 +36,9 @@ HOLD_GRACE = 2.0
 """Seconds that background processes may keep the output open after the shell has exited."""
 SETTLE = 2.0
 """Seconds to wait for the processes to be gone after they were killed."""
+DISK_LOOK = 0.5
+"""Seconds between two looks at the workspace's size while a command runs (at least: a look
+that takes long is followed by a pause 20 times as long, so watching costs at most 5% of a core)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -45,6 +50,13 @@ class CommandResult:
     output_bytes: int
     timed_out: bool = False
     stopped_background: bool = False
+    started: bool = True
+    """Whether the command itself ran (False: its sandbox failed to start it)."""
+    over_quota: bool = False
+    """Whether it was killed for growing the workspace past its disk quota."""
+    notes: list[str] = field(default_factory=list[str])
+    """What the command's caps did to it, one line each (process starts refused, a CPU cap hit,
+    the disk quota passed)."""
 
 
 @tool
@@ -76,7 +88,7 @@ async def bash(
             f"the command timed out after {timeout:g}s and was killed, with every process it started; "
             f"output so far:\n{output}"
         )
-    notes: list[str] = []
+    notes = list(result.notes)
     if result.stopped_background:
         notes.append(
             "[background processes still holding the output were stopped when the command ended; "
@@ -99,16 +111,50 @@ async def run_command(
     cancellation goes on. Output past `max_chars` keeps its head and tail with a note between.
     Raises `ToolError` when the sandbox cannot run here (saying what to install).
     """
-    loop = asyncio.get_running_loop()
+    limits = workspace.commands.limits
+    usage = await asyncio.to_thread(workspace_usage, workspace) if limits.disk_quota else 0
+    room = max(0, limits.disk_quota - usage) if limits.disk_quota else None
+    cgroup: PidsCgroup | None = None
+    marker = ""
     if workspace.commands.sandbox:
-        argv = await asyncio.to_thread(sandbox_argv, command, workspace)
+        marker = f"delegate-sandbox-started-{secrets.token_hex(8)}"
+        file_size = limits.file_size if room is None else min(limits.file_size, room)
+        argv = await asyncio.to_thread(sandbox_argv, command, workspace, marker=marker, file_size=file_size)
         env: dict[str, str] = {}  # bwrap builds the command's environment itself (--clearenv, --setenv)
+        cgroup = await asyncio.to_thread(PidsCgroup.create, limits.processes)
+        if cgroup is not None:
+            argv = cgroup.wrap(argv)
     else:
         argv = ["/bin/sh", "-c", command]
         env = command_environment(workspace)
+    # a workspace already past its quota may still shrink: only growth past it kills the command
+    grown = max(limits.disk_quota, usage) if limits.disk_quota else None
+    try:
+        result = await _run(argv, env, workspace, timeout, _Collector(max_chars, marker.encode()), cgroup, grown)
+        result.notes += _cap_notes(result, workspace, room, cgroup)
+    finally:
+        if cgroup is not None:
+            await asyncio.to_thread(cgroup.remove)
+    if marker and not result.started and not result.timed_out:
+        said = result.output.strip() or f"it ended with exit code {result.exit_code} and no output"
+        raise ToolError(f"the sandbox could not start the command: {said}")
+    return result
+
+
+async def _run(
+    argv: list[str],
+    env: dict[str, str],
+    workspace: Workspace,
+    timeout: float,
+    collector: _Collector,
+    cgroup: PidsCgroup | None,
+    grown: int | None,
+) -> CommandResult:
+    """Start `argv` and wait for it as `run_command` says; past `grown` bytes of workspace, kill it."""
+    loop = asyncio.get_running_loop()
     starting = asyncio.ensure_future(
         loop.subprocess_exec(
-            lambda: _Collector(max_chars),
+            lambda: collector,
             *argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -119,7 +165,7 @@ async def run_command(
         )
     )
     try:
-        transport, collector = await asyncio.shield(starting)
+        transport, _ = await asyncio.shield(starting)
     except asyncio.CancelledError:
         # Cancelled while its pipes were being connected (the command runs already): asyncio would
         # kill the shell alone and leave what it started running; kill the whole group once started.
@@ -127,6 +173,8 @@ async def run_command(
         raise
     group = transport.get_pid()
     timed_out = stopped_background = False
+    over_quota = asyncio.Event()
+    watcher = None if grown is None else asyncio.ensure_future(_watch_disk(workspace, grown, group, cgroup, over_quota))
     try:
         try:
             async with asyncio.timeout(timeout):
@@ -136,11 +184,13 @@ async def run_command(
             timed_out = not collector.exited.is_set()
             stopped_background = not timed_out  # the shell had ended; a background process had not
         if timed_out or stopped_background:
-            await _stop(group, collector)
+            await _stop(group, collector, cgroup)
     except BaseException:  # cancelled, or failed: leave no process behind, then let it go on
-        await _stop(group, collector)
+        await _stop(group, collector, cgroup)
         raise
     finally:
+        if watcher is not None:
+            watcher.cancel()
         exit_code = transport.get_returncode()
         transport.close()  # closes our end of the pipe, even if an escaped process still holds theirs
     return CommandResult(
@@ -149,13 +199,61 @@ async def run_command(
         output_bytes=collector.total,
         timed_out=timed_out,
         stopped_background=stopped_background,
+        started=collector.started,
+        over_quota=over_quota.is_set(),
     )
+
+
+async def _watch_disk(
+    workspace: Workspace, most: int, group: int, cgroup: PidsCgroup | None, over: asyncio.Event
+) -> None:
+    """Look at the workspace's size while the command runs; past `most` bytes, kill the command."""
+    while True:
+        began = time.monotonic()
+        usage = await asyncio.to_thread(workspace_usage, workspace)
+        if usage > most:
+            over.set()
+            _kill_group(group)
+            if cgroup is not None:
+                await asyncio.to_thread(cgroup.kill)
+            return
+        await asyncio.sleep(max(DISK_LOOK, 20 * (time.monotonic() - began)))
+
+
+def _cap_notes(result: CommandResult, workspace: Workspace, room: int | None, cgroup: PidsCgroup | None) -> list[str]:
+    limits = workspace.commands.limits
+    quota = size_text(limits.disk_quota)
+    notes: list[str] = []
+    if result.over_quota:
+        notes.append(
+            f"[the command was killed: the workspace grew past its disk quota of {quota}; "
+            "delete files you no longer need to make room]"
+        )
+    elif room == 0:
+        notes.append(f"[the workspace is at its disk quota of {quota}: no file could grow; delete files to make room]")
+    refused = cgroup.refused() if cgroup is not None else 0
+    if refused:
+        notes.append(
+            f"[{refused} process starts were refused: a command may have at most {limits.processes} "
+            "processes and threads at once]"
+        )
+    code = result.exit_code
+    if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+        notes.append(f"[a process was stopped at its CPU time cap ({limits.cpu_seconds} s)]")
+    if code in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
+        left = f", {size_text(room)} left under the disk quota" if room is not None else ""
+        cap = f"{size_text(limits.file_size)} a file{left}"
+        notes.append(f"[a process was stopped writing past the file size cap ({cap})]")
+    return notes
 
 
 class _Collector(asyncio.SubprocessProtocol):
     """Keeps the first and the last `max_bytes / 2` bytes of the output, and notes exit and EOF."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, marker: bytes = b"") -> None:
+        self.marker = marker + b"\n" if marker else b""
+        self.pending = bytearray()
+        self.started = not marker
         self.half = max(1, max_bytes // 2)
         self.head = bytearray()
         self.tail = bytearray()
@@ -164,6 +262,26 @@ class _Collector(asyncio.SubprocessProtocol):
         self.closed = asyncio.Event()
 
     def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        if self.marker:  # the sandbox's line saying it started the command comes first, or never
+            self.pending += data
+            if len(self.pending) < len(self.marker) and self.marker.startswith(self.pending):
+                return
+            data = self._settle_marker()
+            if not data:
+                return
+        self._keep(data)
+
+    def _settle_marker(self) -> bytes:
+        """What the output holds besides the marker line, once it is known whether it came."""
+        data = bytes(self.pending)
+        if data.startswith(self.marker):
+            self.started = True
+            data = data[len(self.marker) :]
+        self.marker = b""
+        self.pending.clear()
+        return data
+
+    def _keep(self, data: bytes | bytearray) -> None:
         self.total += len(data)
         room = self.half - len(self.head)
         if room > 0:
@@ -175,6 +293,8 @@ class _Collector(asyncio.SubprocessProtocol):
                 del self.tail[: len(self.tail) - self.half]
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if self.marker:
+            self._keep(self._settle_marker())
         self.closed.set()
 
     def process_exited(self) -> None:
@@ -204,13 +324,16 @@ def _kill_group(group: int) -> None:
         os.killpg(group, signal.SIGKILL)
 
 
-async def _stop(group: int, collector: _Collector) -> None:
-    """Kill the command's process group, and give the output a moment to reach its end.
+async def _stop(group: int, collector: _Collector, cgroup: PidsCgroup | None) -> None:
+    """Kill the command's process group (and all of its cgroup, where it has one), and give the
+    output a moment to reach its end.
 
-    A process that left the group (`setsid`) may hold the output open for ever: after `SETTLE`
-    seconds we stop waiting for it.
+    Without a cgroup, a process that left the group (`setsid`) may hold the output open for ever:
+    after `SETTLE` seconds we stop waiting for it.
     """
     _kill_group(group)
+    if cgroup is not None:
+        await asyncio.to_thread(cgroup.kill)
     await _within(_settled(collector), SETTLE)
 
 
