@@ -41,6 +41,7 @@ from ._rows import (
     RunRow,
     RunSummary,
     UserRow,
+    stored_fields,
 )
 from ._schema import Migration
 from ._store import Store
@@ -56,4 +57,5 @@ __all__ = [
     "StoreBusyError",
     "StoreError",
     "UserRow",
+    "stored_fields",
 ]

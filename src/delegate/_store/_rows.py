@@ -76,6 +76,11 @@ class RunRow:
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
 
+    def to_dict(self) -> dict[str, Any]:
+        """The run's line of a listing (see `RunSummary.to_dict`); its whole JSON is
+        `delegate._run_result.stored_run`."""
+        return summary_dict(self)
+
 
 SUMMARY_PROMPT_CHARS = 200
 """How much of its prompt a run's summary (a line of `GET /runs`) carries."""
@@ -96,6 +101,27 @@ class RunSummary:
     completed_at: AwareDatetime | None = None
     owner: str | None = None
     heartbeat_at: AwareDatetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A line of `delegate runs list --json` and of `GET /runs`: the keys of the run's whole
+        JSON that a listing has, in the same order (`run_id`, `status`, `usage`, `prompt`, `model`,
+        `created_at`, `completed_at`)."""
+        return summary_dict(self)
+
+
+def summary_dict(run: RunRow | RunSummary) -> dict[str, Any]:
+    head = {"run_id": run.id, "status": run.status, "usage": run.usage.totals()}
+    return head | stored_fields(run) | {"prompt": run.prompt[:SUMMARY_PROMPT_CHARS]}
+
+
+def stored_fields(run: RunRow | RunSummary) -> dict[str, Any]:
+    """What the store knows of a run beyond what the run gave back (`RunResult.to_dict`)."""
+    return {
+        "prompt": run.prompt,
+        "model": run.model,
+        "created_at": iso(run.created_at),
+        "completed_at": iso(run.completed_at),
+    }
 
 
 @dataclass(kw_only=True, slots=True)

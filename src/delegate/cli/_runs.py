@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -58,7 +58,7 @@ def runs_list(
     runs = store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
     if as_json:
         for run in runs:
-            typer.echo(json.dumps(_summary(run), ensure_ascii=False))
+            typer.echo(json.dumps(run.to_dict(), ensure_ascii=False))
         return
     from rich.console import Console
     from rich.table import Table
@@ -136,19 +136,14 @@ def runs_events(
 @runs_app.command("export")
 def runs_export(run_id: RunId, workspace: Workspace = Path("."), db: Db = None) -> None:
     """The run, its subagent records and every event, as one JSON document."""
-    from .._run_result import stored_result
+    from .._run_result import stored_run
 
     store = open_store(workspace, db)
-    run = _known(store, run_id)
-    result = stored_result(store, run_id)
-    assert result is not None
-    head = result.to_dict() | {
-        "prompt": run.prompt,
-        "model": run.model,
-        "created_at": run.created_at.isoformat(),
-        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
-        "uploaded_files": run.uploaded_files,
-    }
+    found = stored_run(store, run_id)
+    if found is None:
+        fail(f"no run {run_id!r}: list the runs with `delegate runs list`")
+    run, data = found
+    head = data | {"uploaded_files": run.uploaded_files}
     # Written as it is read, a page of events at a time: a run of any length is exported whole.
     out = sys.stdout
     out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "events": [')
@@ -176,18 +171,6 @@ def runs_cancel(
         typer.echo(f"run {run_id}: cancellation asked; its process has not stopped yet", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id}: {run.status}")
-
-
-def _summary(run: RunRow) -> dict[str, Any]:
-    return {
-        "run_id": run.id,
-        "status": run.status,
-        "prompt": run.prompt[:200],
-        "model": run.model,
-        "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
-        "created_at": run.created_at.isoformat(),
-        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
-    }
 
 
 def _known(store: Store, run_id: str) -> RunRow:
