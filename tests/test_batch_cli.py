@@ -103,6 +103,11 @@ def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Pa
         (['{"key": "a", "prompt": "p"}', "not json"], ":2: not valid JSON"),
         (['{"key": "a", "prompt": "p"}', '{"key": "a", "prompt": "q"}'], "duplicate"),
         (['{"key": "a", "prompt": ""}'], "prompt"),
+        (['{"key": "a", "prompt": "p"}', '{"key": 2, "prompt": "q"}'], "item 1: key is a number (2)"),
+        (
+            ['{"key": "a", "prompt": "p"}', "", '{"key": "b", "prompt": "q", "prompt": "r"}'],
+            "bad.jsonl:3: field(s) 'prompt' given more than once; give each field once",
+        ),
     ],
 )
 def test_bad_items_exit_2_and_store_nothing(tmp_path: Path, lines: list[str], message: str) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from delegate import UserError
-from delegate.batch import MAX_ITEMS, Batches, BatchValidationError
+from delegate.batch import MAX_ITEMS, Batches, BatchValidationError, loads_json
 from delegate.batch._model import validate_submission
 
 from .batch_support import USER, batches_fixture, count_rows, items  # noqa: F401
@@ -26,6 +26,13 @@ def submit(batches: Batches, **changes: Any) -> None:
         ({"items": [{"key": "", "prompt": "p"}]}, "empty key"),
         ({"items": [{"key": "   ", "prompt": "p"}]}, "empty key"),
         ({"items": [{"key": "a", "prompt": "p"}, {"key": "a", "prompt": "q"}]}, "duplicate key 'a'"),
+        ({"items": [{"key": 7, "prompt": "p"}]}, "item 0: key is a number (7); a key is a string: write it in quotes"),
+        ({"items": [{"key": ["a"], "prompt": "p"}]}, 'item 0: key is an array (["a"])'),
+        ({"items": [{"key": "a", "prompt": 3}]}, "item 0 ('a'): prompt is a number; a prompt is a string"),
+        (
+            {"items": [loads_json('{"key": "a", "prompt": "p", "prompt": "q"}')]},
+            "item 0: field(s) 'prompt' given more than once; give each field once",
+        ),
         ({"items": [{"key": "a", "prompt": " \n"}]}, "empty prompt"),
         ({"items": [{"key": "a"}]}, "empty prompt"),
         ({"items": [{"key": "a", "prompt": "p", "promt": "typo"}]}, "unknown field(s) 'promt'"),

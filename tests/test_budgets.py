@@ -15,7 +15,10 @@ import pytest
 from delegate import Store, UserError
 from delegate._events import Event
 from delegate._runtime import Runtime
+from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
+from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import FunctionModel, call
 from tests.cli_support import run_cli
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 from tests.loopback_server import LiveServer
@@ -168,3 +171,61 @@ def test_a_batch_items_budget_caps_what_its_subagent_spends(tmp_path: Path) -> N
     assert (rows["capped"]["status"], rows["capped"]["outcome"], rows["capped"]["steps"]) == ("failed", "aborted", 2)
     assert "model requests" in rows["capped"]["error"]
     assert (rows["free"]["status"], rows["free"]["steps"]) == ("succeeded", 2)
+
+
+def test_subagents_running_when_the_runs_deadline_passes_end_timed_out_with_their_usage(tmp_path: Path) -> None:
+    never = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if request.system.startswith(LEAD_INSTRUCTIONS):
+            prompts = [f"job {n}" for n in range(PARALLEL)]
+            return call("task", subagent_type="general-purpose", description="jobs", prompts=prompts)
+        if len(request.messages) == 1:
+            return call("list_dir")
+        await never.wait()  # each subagent's second request is still in flight at the deadline
+        raise AssertionError("unreachable")
+
+    events: list[Event] = []
+    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, timeout=1.0, max_parallel=PARALLEL)
+    result = rt.run_sync("go", sinks=[events.append])
+    assert (result.status, result.stop_reason) == ("timed_out", "timeout")
+    assert len(result.subagents) == PARALLEL
+    for sub in result.subagents:
+        assert (sub.status, sub.stop_reason) == ("timed_out", "run_timeout")
+        assert sub.error == "the run's deadline (1s) passed while it ran"
+        answered = [e for e in events if e.type == "model.response" and e.agent_id == sub.id]
+        assert sub.usage.output_tokens == sum(e.data["usage"]["output_tokens"] for e in answered)
+        assert (sub.usage.requests, sub.usage.requests_without_usage) == (len(answered) + 1, 1)  # one cut off
+    ended = {e.agent_id: e.data["status"] for e in events if e.type == "agent.completed"}
+    assert ended == {"lead": "timed_out", **{s.id: "timed_out" for s in result.subagents}}
+    with Store.for_workspace(tmp_path) as store:
+        stored = store.subagent_records(result.run_id)
+    assert [(s.status, s.stop_reason) for s in stored] == [("timed_out", "run_timeout")] * PARALLEL
+
+
+def test_a_request_in_flight_at_a_timeout_or_a_cancel_counts_as_a_request_whose_tokens_are_unknown(
+    tmp_path: Path,
+) -> None:
+    never = asyncio.Event()
+    asked: list[int] = []
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        asked.append(len(request.messages))
+        if len(request.messages) == 1:
+            return call("list_dir")
+        await never.wait()  # the second request is in flight when the deadline passes
+        raise AssertionError("unreachable")
+
+    events: list[Event] = []
+    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, timeout=0.5)
+    result = rt.run_sync("go", sinks=[events.append])
+    assert result.status == "timed_out" and len(asked) == 2
+    assert sum(e.type == "model.request" for e in events) == 2
+    answered = [e.data["usage"] for e in events if e.type == "model.response"]
+    assert len(answered) == 1  # one answer came back; the other request got none
+    assert (result.usage.requests, result.usage.requests_without_usage) == (2, 1)
+    assert result.usage.input_tokens == answered[0]["input_tokens"]  # no token made up for the cut-off one
+    assert result.usage.output_tokens == answered[0]["output_tokens"]
+    with Store.for_workspace(tmp_path) as store:
+        stored = store.get_run(result.run_id)
+    assert stored is not None and (stored.usage.requests, stored.usage.requests_without_usage) == (2, 1)

@@ -689,3 +689,16 @@ async def test_a_name_that_is_not_utf8_is_shown_with_escapes_and_can_be_given_ba
     await run(ctx, "write_file", path="caf\\xe9/plain.txt", content="hello")  # into the folder of that name
     await run(ctx, "edit_file", path="caf\\xe9/plain.txt", old_string="hello", new_string="bye")
     assert Path(os.fsdecode(os.path.join(folder, b"plain.txt"))).read_text() == "bye"
+
+
+async def test_a_write_past_the_workspaces_disk_quota_is_refused_and_writes_nothing(root: Path) -> None:
+    from delegate._command_limits import CommandLimits
+    from delegate._workspace import CommandPolicy
+
+    policy = CommandPolicy(limits=CommandLimits(disk_quota=64 * 1024))
+    ctx = ToolContext(run_id="r", agent_id="a", workspace=Workspace.open(root, commands=policy), emit=lambda e: None)
+    await run(ctx, "write_file", path="small.txt", content="x" * 1000)
+    refused = await fails(ctx, "write_file", path="big.txt", content="x" * 100_000)
+    assert "disk quota" in refused and "delete files you no longer need" in refused
+    assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == ["small.txt"]
+    assert not list((root / SCRATCH).iterdir())  # no half-written file left behind either

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -31,6 +33,7 @@ from delegate import (
     OpenAIModel,
     RetryPolicy,
     Runtime,
+    Store,
     ToolContext,
     UserError,
     Workspace,
@@ -296,6 +299,72 @@ async def test_a_batch_item_whose_answers_are_cut_fails_after_its_attempts(batch
     assert item.attempts == 2
     assert item.error is not None and "incomplete" in item.error
     assert len(server.requests) == 2
+
+
+# -- credentials in a provider URL stay with the operator --
+
+LEAKS = ("leakuser", "leakpass", "leaksecret")
+
+
+def with_credentials(base_url: str, *, query: bool) -> SimpleNamespace:
+    """A stand-in for a loopback server whose URL carries `user:pass@` and maybe `?api-key=` (as
+    an operator's `OPENAI_BASE_URL` may)."""
+    scheme, _, rest = base_url.partition("://")
+    return SimpleNamespace(base_url=f"{scheme}://leakuser:leakpass@{rest}" + ("?api-key=leaksecret" if query else ""))
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        "HTTP 500",
+        "a 404 quoting the path",  # the SDKs put the query inside the path, which the server echoes
+        "connection refused",
+    ],
+)
+async def test_credentials_in_the_base_url_reach_no_error_run_or_event(
+    harness: Harness, tmp_path: Path, batches: Batches, failure: str
+) -> None:
+    with harness.serve(lambda body: harness.fault(500, "the model is down")) as server:
+        url = f"http://127.0.0.1:{closed_port()}/v1" if failure == "connection refused" else server.base_url
+        model = harness.model(with_credentials(url, query=failure != "HTTP 500"))
+        with pytest.raises(ModelError) as raised:
+            await model.complete(ask())
+        (tmp_path / "ws").mkdir()
+        with Store.for_workspace(tmp_path / "ws") as store:
+            events: list[Event] = []
+            runtime = Runtime(model=model, workspace=tmp_path / "ws", store=store, sinks=[events.append])
+            result = await runtime.run("Say hi.")
+            stored = store.get_run(result.run_id)
+            stored_events = store.events(result.run_id)
+            sub = batches.submit("alice", subagent_type="general-purpose", items=[{"key": "a", "prompt": "Say hi."}])
+            settings = FAST | {"system_schema": dbos_schema(batches)}
+            async with BatchWorker(batches, runtime, **settings) as worker:
+                await finished(worker, sub.batch.id, user="alice")
+            await runtime.aclose()
+    item = batches.item("alice", sub.batch.id, "a")
+    exported = list(batches.export_rows("alice", sub.batch.id))
+    assert stored is not None and result.status == "error" and item.status == "failed"
+    place = "127.0.0.1:" + url.split(":")[-1]
+    texts = {
+        "the error": str(raised.value),
+        "the run's error": result.error or "",
+        "the stored run": repr(stored),
+        "its events": repr(events) + repr(stored_events),
+        "the item's error": item.error or "",
+        "the export": repr(exported),
+        "the model's repr": repr(model),
+    }
+    for what, text in texts.items():
+        assert not [leak for leak in LEAKS if leak in text], f"{what} shows a credential: {text[:2000]}"
+    assert place in str(raised.value) and place in (result.error or "") and place in (item.error or "")
+    said = {"HTTP 500": "answered HTTP 500", "a 404 quoting the path": "HTTP 404", "connection refused": "connection"}
+    assert said[failure] in str(raised.value)
 
 
 # -- a provider sees schemas and plain data --

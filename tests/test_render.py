@@ -29,5 +29,5 @@ async def test_the_tree_shows_each_subagent_with_status_steps_and_tokens(tmp_pat
     text = console.export_text()
     lines = text.splitlines()
     assert lines[0].startswith("completed lead") and "2 steps · 30 tokens" in lines[0]
-    assert "completed explore: look around [1/2]  1 steps · 15 tokens" in text
+    assert "completed explore: look around [1/2]  1 step · 15 tokens" in text
     assert "error     explore: look around [2/2]  0 steps · 0 tokens" in text and "model down" in text

@@ -307,6 +307,50 @@ async def test_compaction_keeps_each_results_status_line_and_artifacts_whatever_
         assert f"- {path} (" in note
 
 
+async def test_compaction_of_a_prompts_call_keeps_each_subagents_summary_and_artifacts_within_the_bound(
+    tmp_path: Path,
+) -> None:
+    jobs = ["alpha", "beta", "gamma"]
+    compacted: list[str] = []
+
+    def responder(body: dict[str, Any]) -> Reply | Fault:
+        system = body["messages"][0]["content"]
+        if system.startswith("You compact a conversation"):
+            return Reply(content="older turns, summarised")
+        if is_lead(body):
+            notes = [m["content"] for m in body["messages"] if m["role"] == "user" and "Preserved" in str(m["content"])]
+            compacted.extend(notes)
+            turn = len([m for m in body["messages"] if m["role"] == "assistant"])
+            if turn == 0:
+                task = {"subagent_type": "general-purpose", "description": "report", "prompts": jobs}
+                return Reply(tool_calls=[("task", task)], prompt_tokens=10)
+            if not notes:
+                return Reply(tool_calls=[("list_dir", {})], prompt_tokens=5_000)
+            return Reply(content="done")
+        job = prompt_of(body)
+        if not tool_results(body):
+            return Reply(tool_calls=[("write_file", {"path": f"out/{job}.md", "content": f"# {job}\n"})])
+        summary = f"{job} found the entry point in src/{job}.py. " + "detail " * 300  # 2,100 characters
+        return Reply(tool_calls=[("complete", {"summary": summary, "paths": [f"out/{job}.md"]})])
+
+    with OpenAIServer(responder) as server:
+        rt = Runtime(
+            model=openai_model(server),
+            workspace=tmp_path,
+            store=False,
+            compaction=Compaction(max_context_tokens=1_000, keep_recent=2),
+        )
+        result = await rt.run("go")
+        await close(rt)
+    assert result.final == "done", (result.status, result.error, result.stop_reason)
+    preserved = compacted[0].split("Preserved tool results:\n", 1)[1]
+    assert len(preserved) <= 4_000 + 100  # the bound, and the note's own "- " before it
+    for record, job in zip(result.subagents, jobs, strict=True):
+        assert f"[completed] general-purpose: report [{jobs.index(job) + 1}/3] (" in preserved
+        assert f"Summary: {job} found the entry point in src/{job}.py. detail" in preserved
+        assert f"- out/{job}.md (" in preserved and record.summary not in preserved  # cut, not dropped
+
+
 async def test_tools_that_talk_to_the_user_are_never_inherited_whatever_their_name(tmp_path: Path) -> None:
     @tool(talks_to_user=True)
     def ask_clarification(question: str) -> str:

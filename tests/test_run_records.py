@@ -36,7 +36,8 @@ def test_text_that_is_not_utf8_is_stored_and_shown_with_escapes(tmp_path: Path) 
     assert run.final == "done \\ud800 and caf\\xe9"  # an undecodable byte as \xNN, a lone surrogate as \uNNNN
     started = next(e for e in store.events(result.run_id) if e.type == "tool.started")
     assert started.data["arguments"]["path"] == "caf\\xe9.md"
-    assert (tmp_path / "caf\udce9.md").read_text() == "x"  # the file itself has the name asked for
+    # the argument was made valid UTF-8 where it came in, so the tool was given the escape too
+    assert (tmp_path / "caf\\xe9.md").read_text() == "x"
     store.close()
 
 

@@ -104,6 +104,22 @@ def test_a_bad_batch_is_refused_with_every_problem_and_nothing_is_stored(alice: 
     assert alice.get("/batches").json()["batches"] == []
 
 
+def test_a_batch_item_with_a_number_key_or_a_field_given_twice_is_refused_and_nothing_is_stored(
+    alice: httpx2.Client,
+) -> None:
+    headers = {"Content-Type": "application/json"}
+    items = '[{"key": "a", "prompt": "p"}, {"key": "b", "prompt": "q", "prompt": "r"}]'
+    twice = f'{{"subagent_type": "explore", "items": {items}}}'
+    repeated = alice.post("/batches", content=twice, headers=headers)
+    top = alice.post("/batches", content='{"subagent_type": "explore", "items": [], "items": []}', headers=headers)
+    number = alice.post("/batches", json={"subagent_type": "explore", "items": [{"key": 1, "prompt": "p"}]})
+    assert (repeated.status_code, top.status_code, number.status_code) == (422, 422, 422)
+    assert "item 1: field(s) 'prompt' given more than once" in " | ".join(repeated.json()["error"]["problems"])
+    assert "the body gives 'items' more than once" in top.json()["error"]["message"]
+    assert "item 0: key is a number (1); a key is a string" in " | ".join(number.json()["error"]["problems"])
+    assert alice.get("/batches").json()["batches"] == []
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [

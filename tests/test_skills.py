@@ -53,6 +53,27 @@ def test_the_catalogue_reads_every_source_and_the_users_own_shadow_the_shared(ro
     assert shared.skills["report"].body == "Use headings."
 
 
+def test_claude_tool_names_in_a_delegate_skill_are_mapped_and_unknown_names_are_warned_about(tmp_path: Path) -> None:
+    tools = "Read, Edit, Glob, LS, Bash(git diff:*), WebFetch, red_file, mcp__docs__search"
+    skill(tmp_path, ".delegate/skills", "fix", "Fixes code.", tools)
+    catalogue = SkillCatalogue.build(tmp_path)
+    allowed = catalogue.skills["fix"].allowed_tools
+    assert allowed == ("read_file", "edit_file", "find_files", "list_dir", "bash", "red_file", "mcp__docs__search")
+    reasons = [w.reason for w in catalogue.warnings]
+    assert [w.file for w in catalogue.warnings] == [".delegate/skills/fix/SKILL.md"] * 3
+    assert "Bash(git diff:*) lets the skill keep bash, but its pattern is not enforced by a skill" in reasons[0]
+    assert reasons[1] == "allowed-tools: delegate has no tool(s) WebFetch; left out"
+    assert reasons[2].startswith("allowed-tools: 'red_file' is no built-in tool or Claude Code tool name; kept")
+
+
+async def test_an_active_skill_that_allows_claudes_read_keeps_read_file(tmp_path: Path) -> None:
+    skill(tmp_path, ".delegate/skills", "notes", "Takes notes.", "Read, Write")
+    turns = iter([call("read_file", path=".delegate/skills/notes/SKILL.md"), reply("ok")])
+    model = FunctionModel(lambda request: next(turns))
+    await Runtime(model=model, workspace=tmp_path, store=False, builtin_subagents=False).run("take notes")
+    assert sorted(t.name for t in model.requests[1].tools) == ["read_file", "write_file"]
+
+
 @pytest.mark.parametrize(
     ("text", "message", "loaded"),
     [

@@ -193,7 +193,7 @@ BUILTIN_SUBAGENTS: tuple[Subagent, ...] = (
 )
 
 
-def _names(value: Any) -> Any:
+def tool_names(value: Any) -> Any:
     """`Read, Grep` or `Read Grep` (as Claude Code writes tools) or a list."""
     if isinstance(value, str):
         return [part for part in re.split(r"[,\s]+(?![^()]*\))", value) if part]
@@ -232,12 +232,12 @@ class _FrontMatter(BaseModel):
     @field_validator("tools", "skills", mode="before")
     @classmethod
     def _split_or_inherit(cls, value: Any) -> Any:
-        return None if value is None or (isinstance(value, str) and not value.strip()) else _names(value)
+        return None if value is None or (isinstance(value, str) and not value.strip()) else tool_names(value)
 
     @field_validator("disallowed_tools", "stop_tools", "mcp_servers", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        return [] if value is None else _names(value)
+        return [] if value is None else tool_names(value)
 
     @field_validator("name", "description", mode="before")
     @classmethod
@@ -269,9 +269,9 @@ def load_definition(path: Path, *, claude: bool = False, name: str | None = None
     extra = dict(parsed.model_extra or {})
     if extra:
         warnings.append(CatalogueWarning(shown, f"unknown field(s) {', '.join(sorted(extra))}: kept, not used"))
-    tools, unavailable = _map_tools(parsed.tools, shown, warnings, claude=claude)
-    disallowed = _map_tools(parsed.disallowed_tools, shown, [], claude=False)[0] or []
-    allow, deny = _bash_rules(parsed.tools), _bash_rules(parsed.disallowed_tools)
+    tools, unavailable = map_tools(parsed.tools, shown, warnings, claude=claude)
+    disallowed = map_tools(parsed.disallowed_tools, shown, [], claude=False)[0] or []
+    allow, deny = bash_rules(parsed.tools), bash_rules(parsed.disallowed_tools)
     if _names_bash(parsed.tools):
         allow = ()  # plain Bash allows every command
     if deny and not _names_bash(parsed.disallowed_tools):
@@ -369,7 +369,7 @@ def _inline_servers(
     return inline
 
 
-def _bash_rules(names: list[str] | None) -> tuple[str, ...]:
+def bash_rules(names: list[str] | None) -> tuple[str, ...]:
     """The rules inside each `Bash(...)` of a tool list, in order."""
     return tuple(
         rule
@@ -383,11 +383,11 @@ def _names_bash(names: list[str] | None) -> bool:
     return any(CLAUDE_TOOL_NAMES.get(name.strip(), name.strip()) == "bash" for name in names or ())
 
 
-def _map_tools(
+def map_tools(
     names: list[str] | None, shown: str, warnings: list[CatalogueWarning], *, claude: bool
 ) -> tuple[list[str] | None, list[str]]:
     """Claude Code's tool names mapped to delegate's; `(tools, unavailable)`. A Claude name with a
-    pattern maps to its tool: `Bash(git diff:*)` is enforced (see `_bash_rules`), other tools'
+    pattern maps to its tool: `Bash(git diff:*)` is enforced (see `bash_rules`), other tools'
     patterns are not, with a warning."""
     if names is None:
         return None, []

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
+
+from ._text import safe_json, safe_text
 
 EventType = Literal[
     "run.started",
@@ -48,6 +50,34 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def safe(self) -> Event:
+        """The event itself when its text is valid UTF-8 (see `_text.py`), else a copy with each
+        lone surrogate escaped. The recorder sends every event on so: a sink (the terminal, a
+        stream, the store, a trace exporter) never gets text it cannot encode."""
+        if self.type in SAFE_BY_CONSTRUCTION:
+            return self
+        data = safe_json(self.data)
+        parent, call = self.parent_agent_id, self.tool_call_id
+        if (
+            data is self.data
+            and self.agent_id.isascii()
+            and (parent is None or parent.isascii())
+            and (call is None or call.isascii())
+        ):
+            return self  # the ids are the framework's own or a model's call ids: ASCII but for a hostile one
+        return replace(
+            self,
+            data=data,
+            agent_id=safe_text(self.agent_id),
+            parent_agent_id=None if self.parent_agent_id is None else safe_text(self.parent_agent_id),
+            tool_call_id=None if self.tool_call_id is None else safe_text(self.tool_call_id),
+        )
+
+
+SAFE_BY_CONSTRUCTION: frozenset[str] = frozenset({"model.request", "model.response", "tool.started", "tool.completed"})
+"""Events the loop builds only of text made safe where it entered (the model's answer and each
+tool's result, see `delegate._loop`), four of the seven events of a one-turn subagent: `Event.safe`
+does not walk them again (a walk of every event cost a fan-out a few per cent)."""
 
 EventSink = Callable[[Event], None]
 """Receives every event, synchronously, in order. Must be quick and must not raise."""

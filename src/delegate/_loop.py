@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
 from ._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from ._fit import cut_text, fit_request
 from ._guard import LoopGuard, LoopWatch
-from ._messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
 from ._record import EndStatus, StopReason
 from ._usage import Usage
 from ._workspace import Workspace
@@ -260,6 +261,22 @@ class _State:
         )
 
 
+_DEADLINES: ContextVar[tuple[tuple[asyncio.Timeout, float], ...]] = ContextVar("delegate_deadlines", default=())
+"""The timeouts of the agents the current code runs under (a subagent's task inherits its lead's)."""
+
+
+def passed_deadline() -> float | None:
+    """The timeout, in seconds, of an enclosing agent whose deadline has passed, or None.
+
+    A subagent cancelled because its lead's (the run's) deadline passed asks this to end
+    `timed_out`, not `cancelled`: the deadline expires (`asyncio.Timeout.expired()`) before the
+    cancellation reaches the subagent's task."""
+    for timeout, seconds in _DEADLINES.get():
+        if timeout.expired():
+            return seconds
+    return None
+
+
 async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
     """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
     window = context_window(spec.model, spec.context_window)
@@ -267,6 +284,7 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
     state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
     ctx.event("agent.started", {"name": spec.name, "model": spec.model.name})
     timeout = asyncio.timeout(spec.timeout)
+    under = _DEADLINES.set((*_DEADLINES.get(), (timeout, spec.timeout))) if spec.timeout is not None else None
     try:
         async with timeout:
             result = await _turns(spec, ctx, state)
@@ -277,8 +295,12 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
     except ModelError as exc:
         result = state.end("error", "model_error", error=str(exc))
     except asyncio.CancelledError:
-        ctx.event("agent.completed", _summary(state.end("cancelled", "cancelled")))
+        ended = state.end("timed_out", "run_timeout") if passed_deadline() is not None else None
+        ctx.event("agent.completed", _summary(ended or state.end("cancelled", "cancelled")))
         raise
+    finally:
+        if under is not None:
+            _DEADLINES.reset(under)
     ctx.event("agent.completed", _summary(result))
     return result
 
@@ -401,6 +423,17 @@ def _final(state: _State, text: str) -> AgentResult:
     return state.end("completed", "final_answer")
 
 
+async def _complete(model: Model, request: ModelRequest, usage: Usage) -> ModelResponse:
+    """`model`'s answer to `request`. A request cut off by a timeout or a cancel still counts in
+    `usage`, as one request whose tokens are unknown (`Usage.requests_without_usage`): the
+    provider may have billed it, and no answer says for how much, so no token is made up."""
+    try:
+        return await model.complete(request)
+    except asyncio.CancelledError:
+        usage.add(Usage(requests=1, requests_without_usage=1))
+        raise
+
+
 async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: _State) -> ModelResponse:
     """The model's answer of this turn: recorded before an interruption, else asked (if the run's
     budget lets a request start: `_BudgetSpent` if not)."""
@@ -409,14 +442,14 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     budget = spec.budget
     recorded = journal.answer(step) if journal is not None else None
     if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
-        response = recorded
+        response = _safe(recorded)
         if budget is not None:
             budget.requests += 1  # but it was a request of this run, and counts against its budget
     else:
         if budget is not None and (spent := budget.begin()) is not None:
             raise _BudgetSpent(spent)
         ctx.event("model.request", {"step": step, "messages": len(request.messages)})
-        response = await spec.model.complete(request)
+        response = _safe(await _complete(spec.model, request, state.usage))
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
@@ -436,6 +469,13 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
             },
         )
     return response
+
+
+def _safe(response: ModelResponse) -> ModelResponse:
+    """The answer with its text valid UTF-8: any model (a JSON `"\\ud800"`, a checkpoint of an
+    older version) may answer a lone surrogate, which no provider, store or stream can take."""
+    parts = safe_parts(response.parts)
+    return response if parts is response.parts else replace(response, parts=parts)
 
 
 async def _next_step(
@@ -463,7 +503,7 @@ async def _call_tool(
 ) -> tuple[ToolResultPart, ToolReturn | None]:
     recorded = journal.tool_result(call) if journal is not None else None
     if recorded is not None:  # it ran before the run was interrupted: not run again
-        return recorded, None
+        return safe_part(recorded), None
     ctx.event("tool.started", {"name": call.name, "arguments": capped(call.arguments)}, tool_call_id=call.id)
     returned: ToolReturn | None = None
     try:
@@ -474,6 +514,9 @@ async def _call_tool(
     except Exception as exc:  # a tool's crash is the model's to handle, never the loop's
         message = f"Error: tool {call.name} failed: {type(exc).__name__}: {exc}"
         part = ToolResultPart(tool_call_id=call.id, name=call.name, content=message, is_error=True)
+    # Whatever the tool (built-in, `@tool`, MCP) or its error put in it, the result is valid UTF-8:
+    # a file name's byte 0xff reads `\xff`, never a lone surrogate no provider can send.
+    part = safe_part(part)
     if journal is not None:
         journal.record_tool(call, part)
     ctx.event(
@@ -548,7 +591,7 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
         ),
         messages=[Message.user(transcript)],
     )
-    response = await model.complete(request)
+    response = _safe(await _complete(model, request, state.usage))
     state.usage.add(response.usage)
     if spec.budget is not None:
         spec.budget.tokens += response.usage.total_tokens

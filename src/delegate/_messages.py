@@ -7,10 +7,12 @@ in the order of the calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, TypeAdapter
+
+from ._text import safe_json
 
 
 @dataclass(kw_only=True, slots=True)
@@ -97,6 +99,39 @@ class Message:
     @property
     def tool_results(self) -> list[ToolResultPart]:
         return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+
+_TEXTS: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "media": ("media_type", "data", "url", "name"),
+    "reasoning": ("text", "signature"),
+    "tool_call": ("id", "name", "arguments", "raw_arguments"),
+    "tool_result": ("tool_call_id", "name", "content", "keep"),
+}
+"""The fields of each kind of part that hold text (or, `arguments`, JSON)."""
+
+
+_P = TypeVar("_P", bound=TextPart | MediaPart | ReasoningPart | ToolCallPart | ToolResultPart)
+
+
+def safe_part(part: _P) -> _P:
+    """`part` itself when its text is valid UTF-8 (see `_text.py`), else a copy with each lone
+    surrogate escaped: what a tool returned, or a model answered, before it joins a conversation
+    (a provider's SDK cannot send a lone surrogate, nor can the store, a stream or a terminal)."""
+    names = _TEXTS[part.kind]
+    for name in names:
+        value = getattr(part, name)
+        if not (value is None or (type(value) is str and value.isascii()) or safe_json(value) is value):
+            return replace(part, **{n: safe_json(getattr(part, n)) for n in names})
+    return part
+
+
+def safe_parts(parts: list[Part]) -> list[Part]:
+    """`parts` itself when every one is valid UTF-8, else a list of `safe_part`s."""
+    for part in parts:
+        if safe_part(part) is not part:
+            return [safe_part(p) for p in parts]
+    return parts
 
 
 messages_adapter: TypeAdapter[list[Message]] = TypeAdapter(list[Message])

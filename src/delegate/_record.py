@@ -37,6 +37,7 @@ StopReason = Literal[
     "run_token_budget",
     "run_max_requests",
     "timeout",
+    "run_timeout",
     "cancelled",
     "model_error",
     "invalid_result",
@@ -47,7 +48,8 @@ StopReason = Literal[
 its own limits (`max_steps`, `token_budget`, `timeout`), the loop guard (`no_progress`: turns in
 a row that did nothing new; `repeated_failure`: the same call failing again and again; see
 `_guard.py`), a run-wide budget (`run_token_budget`,
-`run_max_requests`), `cancelled`, a model that failed (`model_error`), a typed result the subagent
+`run_max_requests`), the run's deadline passing while a subagent ran (`run_timeout`), `cancelled`,
+a model that failed (`model_error`), a typed result the subagent
 could not get right (`invalid_result`), a crash of the subagent (`crash`), or its process dying
 (`interrupted`)."""
 

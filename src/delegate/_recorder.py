@@ -121,6 +121,7 @@ class Recorder:
     # -- on the event loop ------------------------------------------------------------------
 
     def emit(self, event: Event) -> None:
+        event = event.safe()  # a tool's or a model's lone surrogate reaches no sink (see `Event.safe`)
         if self.store is not None:
             self._put(event)
         for sink in self.sinks:

@@ -33,6 +33,7 @@ from ._loop import (
 from ._messages import Message
 from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
+from ._text import safe_text
 from ._workspace import CommandPolicy, Workspace
 from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool, server_config
 from .models import Model, ModelAliases, ToolChoice, resolve_model
@@ -315,6 +316,7 @@ class Runtime:
         """
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
+        prompt = safe_text(prompt)  # an argument `delegate run $'\xff'` holds a lone surrogate
         budget = self._budget(token_budget, max_requests)
         uploaded_files = uploads_state(uploaded_files)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"

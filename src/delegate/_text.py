@@ -17,7 +17,7 @@ import codecs
 import re
 from typing import Any, cast
 
-__all__ = ["safe_json", "safe_text", "unescape_bytes"]
+__all__ = ["plural", "safe_json", "safe_text", "unescape_bytes"]
 
 _HANDLER = "delegate-escape"
 
@@ -60,11 +60,56 @@ def unescape_bytes(text: str) -> str | None:
 
 
 def safe_json(value: Any) -> Any:
-    """A copy of a JSON-like value (dicts, lists, strings, numbers) with every string made safe."""
+    """A JSON-like value (dicts, lists, strings, numbers) with every string made safe: `value`
+    itself when nothing in it needs an escape (a walk, no copy: what almost every value costs),
+    else a copy with the strings that need one escaped (dict keys too, each as `str`)."""
+    return value if _item_clean(value) else _escaped(value)
+
+
+def _clean(value: Any) -> bool:
+    """Whether every string in `value` encodes as UTF-8 (and every dict key is a string).
+    Exact type checks first: events and requests are walked so, many a run."""
+    kind = type(cast(object, value))
+    if kind is dict:
+        for key, item in cast(dict[Any, Any], value).items():
+            if type(key) is not str or not _item_clean(key) or not _item_clean(item):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(map(_item_clean, cast(list[Any], value)))
+    if isinstance(value, str | dict | list | tuple):  # a str, or a subclass: the slow way
+        return _escaped(value) == value
+    return True
+
+
+def _item_clean(item: Any) -> bool:
+    kind = type(cast(object, item))
+    if kind is str:
+        return item.isascii() or _encodes(item)
+    return kind in _SCALARS or _clean(item)
+
+
+_SCALARS: frozenset[type[object]] = frozenset({int, float, bool, type(None)})
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escaped(value: Any) -> Any:
     if isinstance(value, str):
         return safe_text(value)
     if isinstance(value, dict):
-        return {safe_text(str(k)): safe_json(v) for k, v in cast(dict[Any, Any], value).items()}
+        return {safe_text(str(k)): _escaped(v) for k, v in cast(dict[Any, Any], value).items()}
     if isinstance(value, list | tuple):
-        return [safe_json(v) for v in cast(list[Any], value)]
+        return [_escaped(v) for v in cast(list[Any], value)]
     return value
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`count` and the noun that goes with it: `1 step`, `2 steps`, `1,200 entries` (with `many`)."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"

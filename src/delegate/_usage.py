@@ -8,13 +8,20 @@ from typing import Any
 
 @dataclass(kw_only=True, slots=True)
 class Usage:
-    """Tokens and requests spent. Adding two usages sums every field."""
+    """Tokens and requests spent. Adding two usages sums every field.
+
+    `requests_without_usage` counts the requests among `requests` whose tokens nobody knows: a
+    request still in flight when its agent was cancelled or timed out. The provider may have
+    billed it, but no answer came back to say what it used, so its tokens are in no token field
+    (nothing is estimated): the token fields are exact for the other requests, and the count says
+    how many requests they leave out."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     requests: int = 0
+    requests_without_usage: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -23,6 +30,7 @@ class Usage:
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             requests=self.requests + other.requests,
+            requests_without_usage=self.requests_without_usage + other.requests_without_usage,
         )
 
     def add(self, other: Usage) -> None:
@@ -32,6 +40,7 @@ class Usage:
         self.cache_read_tokens += other.cache_read_tokens
         self.cache_write_tokens += other.cache_write_tokens
         self.requests += other.requests
+        self.requests_without_usage += other.requests_without_usage
 
     @property
     def total_tokens(self) -> int:
@@ -45,6 +54,7 @@ class Usage:
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "requests": self.requests,
+            "requests_without_usage": self.requests_without_usage,
         }
 
     def totals(self) -> dict[str, int]:

@@ -43,7 +43,7 @@ def test_a_300_mb_body_without_a_token_is_refused_413_before_it_is_read(tmp_path
     assert headers["content-type"] == "application/json"
 
 
-def test_a_streamed_body_is_refused_413_as_soon_as_it_passes_the_cap(tmp_path: Path, store: Store) -> None:
+def test_a_streamed_body_is_refused_413_as_soon_as_it_passes_the_cap(tmp_path: Path, store: Store, token: str) -> None:
     sent: list[int] = []
 
     def chunks() -> Iterator[bytes]:
@@ -51,7 +51,7 @@ def test_a_streamed_body_is_refused_413_as_soon_as_it_passes_the_cap(tmp_path: P
             sent.append(1)
             yield b"x" * (1 << 20)
 
-    with live_server(tmp_path, store, limits=Limits(max_body_bytes=2 << 20)) as server, api(server, None) as client:
+    with live_server(tmp_path, store, limits=Limits(max_body_bytes=2 << 20)) as server, api(server, token) as client:
         response = client.post("/runs", content=chunks(), headers={"Content-Type": "application/json"})
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "body_too_large"
@@ -115,9 +115,12 @@ def test_headers_past_16_kb_are_refused_and_the_connection_closed(tmp_path: Path
             assert refused(sock).startswith(b"HTTP/1.1 400 ")
 
 
-def test_a_body_that_stalls_answers_408(tmp_path: Path, store: Store) -> None:
+def test_a_body_that_stalls_answers_408(tmp_path: Path, store: Store, token: str) -> None:
     with live_server(tmp_path, store, limits=Limits(idle_timeout=0.5)) as server:
-        head = b"POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        head = (
+            b"POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
+            b"Authorization: Bearer " + token.encode() + b"\r\n\r\n"
+        )
         status, _, body = raw_request(server, head + b'{"prompt": ')
     assert status == 408
     assert body["error"]["code"] == "request_timeout"

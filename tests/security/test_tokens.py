@@ -9,14 +9,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import httpx2
+import pytest
 import sqlalchemy as sa
 
 from delegate import Store
 from delegate._store._schema import CORE_MIGRATIONS, _core_tables_0001
 from delegate._store._store import _hash_token
-from tests.security.server_support import api, live_server
+from tests.security.server_support import Gate, api, live_server
 
 
 def delegate(*args: str, db: str) -> subprocess.CompletedProcess[str]:
@@ -72,6 +75,80 @@ def test_a_new_token_refuses_the_old_one_at_once(tmp_path: Path, store_url: str)
             assert client.get("/runs").status_code == 401
         with api(server, new) as client:
             assert client.get("/runs").status_code == 200
+
+
+class Follower:
+    """Reads one event stream to its end in a thread of its own, with a real HTTP client."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+        self.lines: list[str] = []
+        self.opened = threading.Event()
+        self.spoke = threading.Event()
+        """Set once the stream sent its first event."""
+        self.ended = threading.Event()
+        self.status: int | None = None
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        try:
+            with httpx2.Client(timeout=120) as client, client.stream("GET", self.url, headers=headers) as response:
+                self.status = response.status_code
+                self.opened.set()
+                for line in response.iter_lines():
+                    self.lines.append(line)
+                    if line.startswith("event: "):
+                        self.spoke.set()
+        finally:
+            self.opened.set()
+            self.ended.set()
+
+    def events(self) -> list[str]:
+        return [line.removeprefix("event: ") for line in self.lines if line.startswith("event: ")]
+
+
+@pytest.mark.parametrize("command", ["revoke", "token"])
+def test_taking_a_token_away_ends_the_event_streams_it_holds_open(tmp_path: Path, store_url: str, command: str) -> None:
+    alice = token_of(delegate("users", "add", "alice", db=store_url))
+    bob = token_of(delegate("users", "add", "bob", db=store_url))
+    gate = Gate()  # the runs stay live until it opens: their streams would stay open
+    with Store.open(store_url) as store, live_server(tmp_path, store, gate=gate) as server:
+        streams: dict[str, Follower] = {}
+        for name, token in (("alice", alice), ("bob", bob)):
+            with api(server, token) as client:
+                run_id = client.post("/runs", json={"prompt": "wait"}).json()["run_id"]
+                batch = client.post(
+                    "/batches", json={"type": "general-purpose", "items": [{"key": "a", "prompt": "p"}]}
+                )
+                assert batch.status_code == 201, batch.text  # no worker runs it: it stays queued
+                batch_id = batch.json()["id"]
+            streams[f"{name} run"] = Follower(f"{server.url}/api/v1/runs/{run_id}/events", token)
+            streams[f"{name} batch"] = Follower(f"{server.url}/api/v1/batches/{batch_id}/events", token)
+        bob_batch = batch_id
+        for follower in streams.values():
+            assert follower.spoke.wait(60) and follower.status == 200  # each stream is open and sending
+
+        done = delegate("users", command, "alice", db=store_url)  # another process, the same database
+        assert done.returncode == 0, done.stderr
+
+        for name in ("alice run", "alice batch"):
+            assert streams[name].ended.wait(60), f"{name}'s stream is still open"
+            assert streams[name].events()[-1] == "token.revoked"
+            assert '"code":"unauthorized"' in streams[name].lines[-2]
+        assert not streams["bob run"].ended.is_set() and not streams["bob batch"].ended.is_set()
+        with api(server, alice) as client:
+            assert client.get(f"/runs/{run_id}/events").status_code == 401
+            assert client.get("/runs").status_code == 401
+        gate.release()
+        assert streams["bob run"].ended.wait(60)
+        assert streams["bob run"].events()[-1] == "run.completed"  # bob's stream went on to its end
+        assert not streams["bob batch"].ended.is_set()
+        with api(server, bob) as client:
+            assert client.post(f"/batches/{bob_batch}/cancel").status_code == 200
+        assert streams["bob batch"].ended.wait(60)
+        assert streams["bob batch"].events()[-1] == "batch.status"
 
 
 def test_an_unknown_user_is_a_clear_usage_error(store_url: str) -> None:

@@ -7,7 +7,7 @@ import os
 import secrets
 import sqlite3
 import uuid
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Collection, Generator, Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -241,6 +241,18 @@ class Store:
         """The id of the user holding `token`, or None for an unknown or revoked token."""
         with self.read() as conn:
             return conn.scalar(_user_of_token, {"token_hash": _hash_token(token)})
+
+    def held_tokens(self, tokens: Collection[str]) -> set[str]:
+        """Those of `tokens` that a user still holds (not revoked, not replaced by a new one):
+        one read, however many tokens (a server checks the tokens of its open streams with it)."""
+        hashes = {_hash_token(token): token for token in tokens}
+        if not hashes:
+            return set()
+        query = sa.select(users_table.c.token_hash).where(
+            users_table.c.token_hash.in_(list(hashes)), users_table.c.revoked_at.is_(None)
+        )
+        with self.read() as conn:
+            return {hashes[found] for found in conn.scalars(query)}
 
     def list_users(self) -> list[UserRow]:
         """Every user of the HTTP API, by name (tokens are never stored, only their hashes)."""

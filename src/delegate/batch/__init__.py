@@ -39,7 +39,7 @@ failed) or `failed`; or `cancelled`. `Batch.done` is True for the last three.
 
 Limits (checked before anything is stored; a rejected submission stores nothing and raises
 `BatchValidationError` listing every problem): 1 to `MAX_ITEMS` (100,000) items with non-empty,
-unique keys (at most 256 characters) and non-empty prompts; `max_running_items` 1-1,000 (default
+unique string keys (at most 256 characters) and non-empty prompts; `max_running_items` 1-1,000 (default
 3); `max_live_items` 1-10,000 (default 100, or `max_running_items` when higher), and
 `max_running_items <= max_live_items`; `max_attempts` 1-10 (default 3).
 
@@ -83,6 +83,8 @@ from ._model import (
     ItemInput,
     ItemStatus,
     Submission,
+    loads_json,
+    repeated_fields,
 )
 from ._queue import ServeInfo
 from ._store import BATCH_MIGRATIONS, Batches, BatchStoreError
@@ -116,5 +118,7 @@ __all__ = [
     "ServeInfo",
     "Submission",
     "batch_tools",
+    "loads_json",
+    "repeated_fields",
     "system_database_url",
 ]

@@ -6,6 +6,7 @@ a constant here, so the documentation, the validation and the error messages can
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,6 +48,41 @@ MAX_KEY_CHARS = 256
 MAX_PROMPT_CHARS = 200_000
 MAX_TITLE_CHARS = 500
 ITEM_FIELDS = frozenset({"key", "prompt", "acceptance_criteria", "token_budget", "max_requests"})
+
+
+def loads_json(text: str | bytes) -> Any:
+    """`json.loads`, but an object that names one field more than once comes back as a
+    `RepeatedFields` saying which. JSON allows it and Python would keep the last value silently, so
+    an item with two `"prompt"` fields would run a prompt its author may not have meant; the item's
+    validation (or the caller) refuses it instead."""
+    return json.loads(text, object_pairs_hook=_object)
+
+
+class RepeatedFields(dict[str, Any]):
+    """A JSON object that named some field more than once (the last value kept); `repeated` lists
+    those fields in the order they first came back."""
+
+    repeated: tuple[str, ...]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    made = dict(pairs)
+    if len(made) == len(pairs):
+        return made
+    seen: set[str] = set()
+    repeated: dict[str, None] = {}  # ordered, each once
+    for name, _ in pairs:
+        if name in seen:
+            repeated[name] = None
+        seen.add(name)
+    marked = RepeatedFields(made)
+    marked.repeated = tuple(repeated)
+    return marked
+
+
+def repeated_fields(value: object) -> tuple[str, ...]:
+    """The fields a JSON object read by `loads_json` named more than once (none for anything else)."""
+    return value.repeated if isinstance(value, RepeatedFields) else ()
 
 
 class BatchNotFoundError(UserError):
@@ -285,24 +321,17 @@ def _item(raw: object, index: int, problems: list[str], seen: set[str]) -> ItemI
         if unknown:
             problems.append(f"item {index}: unknown field(s) {', '.join(map(repr, unknown))}")
             return None
+        if repeated := repeated_fields(raw):
+            twice = ", ".join(map(repr, repeated))
+            problems.append(f"item {index}: field(s) {twice} given more than once; give each field once")
+            return None
         key, prompt, criteria = raw.get("key"), raw.get("prompt"), raw.get("acceptance_criteria")
         tokens, requests = raw.get("token_budget"), raw.get("max_requests")
     else:
         problems.append(f"item {index}: expected an object with key and prompt")
         return None
     before = len(problems)
-    if not isinstance(key, str) or not key.strip():
-        problems.append(f"item {index}: empty key; every item needs a non-empty, unique key")
-    elif len(key) > MAX_KEY_CHARS:
-        problems.append(f"item {index}: key is {len(key)} characters long; the most is {MAX_KEY_CHARS}")
-    elif key in seen:
-        problems.append(f"item {index}: duplicate key {key!r}; every key must be unique")
-    else:
-        seen.add(key)
-    if not isinstance(prompt, str) or not prompt.strip():
-        problems.append(f"item {index} ({key!r}): empty prompt")
-    elif len(prompt) > MAX_PROMPT_CHARS:
-        problems.append(f"item {index} ({key!r}): prompt longer than {MAX_PROMPT_CHARS} characters")
+    problems += _key_problems(key, index, seen) + _prompt_problems(prompt, f"item {index} ({key!r})")
     try:  # the same checks as a `task` call's: what `task` refuses, a batch refuses
         checked = parse_criteria(criteria) or None
     except ToolError as exc:
@@ -319,6 +348,45 @@ def _item(raw: object, index: int, problems: list[str], seen: set[str]) -> ItemI
         token_budget=cast(int | None, tokens),
         max_requests=cast(int | None, requests),
     )
+
+
+def _key_problems(key: object, index: int, seen: set[str]) -> list[str]:
+    """What is wrong with an item's key (none if it is a new, non-empty string; then it is `seen`).
+    A number is refused, not read as its string: `7` and `"7"` would be two keys that print alike."""
+    if key is not None and not isinstance(key, str):
+        shown = json.dumps(key, default=str)[:40]
+        return [f"item {index}: key is {_json_kind(key)} ({shown}); a key is a string: write it in quotes"]
+    if not isinstance(key, str) or not key.strip():
+        return [f"item {index}: empty key; every item needs a non-empty, unique key"]
+    if len(key) > MAX_KEY_CHARS:
+        return [f"item {index}: key is {len(key)} characters long; the most is {MAX_KEY_CHARS}"]
+    if key in seen:
+        return [f"item {index}: duplicate key {key!r}; every key must be unique"]
+    seen.add(key)
+    return []
+
+
+def _prompt_problems(prompt: object, where: str) -> list[str]:
+    if prompt is not None and not isinstance(prompt, str):
+        return [f"{where}: prompt is {_json_kind(prompt)}; a prompt is a string"]
+    if not isinstance(prompt, str) or not prompt.strip():
+        return [f"{where}: empty prompt"]
+    if len(prompt) > MAX_PROMPT_CHARS:
+        return [f"{where}: prompt longer than {MAX_PROMPT_CHARS} characters"]
+    return []
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, as its author wrote it: `a number`, `an array`, ..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"a {type(value).__name__}"
 
 
 def _is_int(value: object) -> bool:

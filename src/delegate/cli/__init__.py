@@ -11,6 +11,7 @@ def main() -> None:
     refuses) is one line on stderr and exit code 2; `--debug` or `DELEGATE_DEBUG=1` shows the
     traceback instead."""
     from .._errors import StoreError, UserError
+    from .._text import safe_text
     from .._tracing import flush as flush_traces
     from . import _agents, _batch, _demo, _runs, _serve
     from ._main import app
@@ -28,7 +29,7 @@ def main() -> None:
     except (UserError, StoreError, OSError, UnicodeError, RecursionError) as exc:
         if debug:
             raise
-        print(f"error: {_message(exc)}", file=sys.stderr)
+        print(f"error: {safe_text(_message(exc))}", file=sys.stderr)  # a path's byte 0xff reads \xff
         sys.exit(2)
     finally:
         flush_traces()  # spans still queued reach the collector before the process ends

@@ -11,10 +11,11 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
+from .._text import plural
 from ._main import (
     Db,
     OperatorFlags,
@@ -75,6 +76,8 @@ def guarded(action: Callable[[], T]) -> T:
 
 def read_items(path: Path) -> list[dict[str, Any]]:
     """Read JSON Lines items; any bad line is an error naming the line, and nothing is stored."""
+    from ..batch import loads_json, repeated_fields
+
     if not path.is_file():
         fail(f"items file {str(path)!r} does not exist")
     items: list[dict[str, Any]] = []
@@ -90,14 +93,20 @@ def read_items(path: Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                item = loads_json(line)
             except json.JSONDecodeError as exc:
                 fail(f"{path}:{number}: not valid JSON ({exc.msg}); each line is one item object")
             except RecursionError:
                 fail(f"{path}:{number}: nested too deeply to read; each line is one flat item object")
             if not isinstance(item, dict):
                 fail(f'{path}:{number}: each line must be an object like {{"key": ..., "prompt": ...}}')
-            items.append(item)  # pyright: ignore[reportUnknownArgumentType]
+            item = cast(dict[str, Any], item)
+            if repeated := repeated_fields(item):
+                fail(
+                    f"{path}:{number}: field(s) {', '.join(map(repr, repeated))} given more than once; "
+                    "give each field once"
+                )
+            items.append(item)
     if not items:
         fail(f"items file {str(path)!r} has no items")
     return items
@@ -186,7 +195,8 @@ def submit(
         batch = asyncio.run(run_to_end(batches, batch, runner_factory(settings)))
         typer.echo(batch.render(), err=True)
     else:
-        typer.echo(f"Batch {batch.id} stored with {batch.total} items; `delegate batch worker` runs it.", err=True)
+        stored = f"Batch {batch.id} stored with {plural(batch.total, 'item')}"
+        typer.echo(f"{stored}; `delegate batch worker` runs it.", err=True)
     typer.echo(batch.id)
     if not detach and batch.status != "completed":
         raise typer.Exit(1)
@@ -324,7 +334,7 @@ def retry(
     """Queue failed items again: all of them, or one with --key."""
     batches = open_batches(workspace, db)
     count = guarded(lambda: batches.retry(LOCAL_USER, batch_id, key))
-    typer.echo(f"{count} item(s) queued again; a worker runs them.")
+    typer.echo(f"{plural(count, 'item')} queued again; a worker runs {'it' if count == 1 else 'them'}.")
 
 
 @batch_app.command()

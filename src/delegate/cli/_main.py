@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_type_hi
 
 import typer
 
-from .._text import safe_json, safe_text
+from .._text import plural, safe_json, safe_text
 from .._time import iso
 
 if TYPE_CHECKING:
@@ -390,7 +390,7 @@ def run(
         finally:
             if lead_batches is not None:  # the lead's batches run here, to their end
                 for batch in await lead_batches.finish(wait=finished):
-                    typer.echo(f"Batch {batch.id} ({batch.total} items) ended {batch.status}.", err=True)
+                    typer.echo(f"Batch {batch.id} ({plural(batch.total, 'item')}) ended {batch.status}.", err=True)
             await runtime.aclose()
 
     try:
@@ -410,7 +410,8 @@ def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[di
     exit 1 unless it completed."""
     for batch in detached:
         typer.echo(
-            f"Batch {batch['batch_id']} ({batch['items']} items) was submitted; `delegate batch worker` runs it "
+            f"Batch {batch['batch_id']} ({plural(batch['items'], 'item')}) was submitted; "
+            f"`delegate batch worker` runs it "
             f"and `delegate batch status {batch['batch_id']}` follows it.",
             err=True,
         )
@@ -419,7 +420,7 @@ def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[di
     elif not printed:
         typer.echo(safe_text(result.final))
     if result.status != "completed":
-        if not as_json:
+        if not as_json and not printed:  # the live view said why
             typer.echo(f"run {result.run_id} ended {result.status}: {result.error or result.stop_reason}", err=True)
         raise typer.Exit(1)
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .._events import Event, EventSink
-from .._text import safe_text
+from .._text import plural, safe_text
 
 if TYPE_CHECKING:
     from .._run_result import RunResult
@@ -89,10 +89,23 @@ def _line(agent: _Agent) -> Text:
     text = Text()
     text.append(f"{agent.status:<9} ", style=_STYLE.get(agent.status, ""))
     text.append(agent.label, style="bold")
-    text.append(f"  {agent.steps} steps · {agent.tokens:,} tokens · {elapsed:.1f}s", style="dim")
+    text.append(f"  {plural(agent.steps, 'step')} · {plural(agent.tokens, 'token')} · {elapsed:.1f}s", style="dim")
     if agent.activity:
         text.append(f"  {agent.activity[:60]}", style="cyan")
     return text
+
+
+def ending_line(result: RunResult) -> str | None:
+    """What to say under the answer when the lead did not simply answer: how it ended (status and
+    stop reason) and what the loop said, e.g. "No final answer: the lead ended aborted (max_steps):
+    reached the step limit (4)." None when it completed with an answer."""
+    answered = bool(result.final.strip())
+    if result.status == "completed" and answered:
+        return None
+    said = f": {safe_text(result.error)}" if result.error else ""
+    empty = " with an empty answer" if result.status == "completed" else ""
+    opening = "The lead" if answered else "No final answer: the lead"
+    return f"{opening} ended {result.status} ({result.stop_reason}){empty}{said}."
 
 
 def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]]) -> RunResult:
@@ -118,12 +131,16 @@ def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]])
 
     result = run_until_done(go)
     console.print()
-    console.print(Group(Text("Final answer", style="bold"), Text(safe_text(result.final))))
+    if result.final.strip():
+        console.print(Group(Text("Final answer", style="bold"), Text(safe_text(result.final))))
+    ending = ending_line(result)
+    if ending is not None:
+        console.print(Text(ending, style="bold red"))
     usage = result.usage
     console.print(
         Text(
             f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens "
-            f"({len(result.subagents)} subagent{'' if len(result.subagents) == 1 else 's'}) · run {result.run_id}",
+            f"({plural(len(result.subagents), 'subagent')}) · run {result.run_id}",
             style="dim",
         )
     )

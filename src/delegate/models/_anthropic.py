@@ -39,6 +39,7 @@ from .._messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from .._text import safe_json
 from .._usage import Usage
 from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
 from ._retry import (
@@ -49,6 +50,7 @@ from ._retry import (
     call_with_retries,
     check_deadline,
     excerpt,
+    redact_urls,
     status_failure,
     transport_failure,
 )
@@ -146,9 +148,9 @@ class AnthropicModel:
         await self.aclose()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        params = self._params(request)
+        params = safe_json(self._params(request))  # the SDK cannot encode a lone surrogate: see `_text.py`
         client = await self._client()
-        where = self._base_url or "api.anthropic.com"
+        where = redact_urls(self._base_url or "api.anthropic.com")
 
         async def attempt() -> ModelResponse:
             if self.stream:
@@ -159,7 +161,10 @@ class AnthropicModel:
                 raise BadAnswer(f"the reply is not whole JSON: {exc}") from exc
             return _from_message(message, self.model)
 
-        return await call_with_retries(self.name, attempt, lambda exc: _classify(exc, where), self.retry, self.deadline)
+        def classify(exc: Exception) -> Failure | None:
+            return _classify(exc, where)
+
+        return await call_with_retries(self.name, attempt, classify, self.retry, self.deadline, url=self._base_url)
 
     async def _client(self) -> anthropic.AsyncAnthropic:
         if self._given_client is not None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
+from .._cache import cache_root
 from .._errors import UserError
 from ._base import Model
 from ._gguf import read_gguf
@@ -86,14 +87,9 @@ _USE_A_REAL_MODEL = (
 
 
 def cache_dir() -> Path:
-    """Where model weights are cached: `$DELEGATE_CACHE_DIR/models`, else `$XDG_CACHE_HOME/delegate/models`,
-    else `~/.cache/delegate/models`."""
-    root = os.environ.get("DELEGATE_CACHE_DIR")
-    if root:
-        return Path(root).expanduser() / "models"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "delegate" / "models"
+    """Where model weights are cached: `models/` of delegate's cache folder (`$DELEGATE_CACHE_DIR`,
+    else `$XDG_CACHE_HOME/delegate`, else `~/.cache/delegate`)."""
+    return cache_root() / "models"
 
 
 def ensure_weights(weights: Weights = SMOLLM2, *, cache: Path | None = None) -> Path:

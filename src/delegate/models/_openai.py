@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from .._text import safe_json
 from .._usage import Usage
 from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
 from ._constrained import (
@@ -44,6 +45,7 @@ from ._retry import (
     call_with_retries,
     check_deadline,
     excerpt,
+    redact_urls,
     status_failure,
     transport_failure,
 )
@@ -141,17 +143,25 @@ class OpenAIModel:
         return f"openai:{self.model}"
 
     def __repr__(self) -> str:
-        return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
+        shown = None if self.base_url is None else redact_urls(self.base_url)
+        return f"OpenAIModel({self.model!r}, base_url={shown!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         constrained = self.constrained_tools and bool(request.tools)
         free = None
         if constrained:
             free = free_text_call(request.tools, request.messages, request.tool_choice, request.path_states)
-        params = self._params(request) if free is None else self._free_text_params(request)
-        where = self.base_url or "api.openai.com"
+        # The last guard before the SDK, which cannot encode a lone surrogate (see `_text.py`):
+        # a walk of the request, no copy unless a string needs an escape.
+        params = safe_json(self._params(request) if free is None else self._free_text_params(request))
+        where = redact_urls(self.base_url or "api.openai.com")
         reply = await call_with_retries(
-            self.name, lambda: self._send(params), lambda exc: _classify(exc, where), self.retry, self.deadline
+            self.name,
+            lambda: self._send(params),
+            lambda exc: _classify(exc, where),
+            self.retry,
+            self.deadline,
+            url=self.base_url,
         )
         if free is not None:
             return reply.as_call(*free)

@@ -24,7 +24,9 @@ import asyncio
 import email.utils
 import math
 import random
+import re
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -40,6 +42,7 @@ __all__ = [
     "call_with_retries",
     "check_deadline",
     "excerpt",
+    "redact_urls",
     "retry_after",
     "status_failure",
     "transport_failure",
@@ -106,6 +109,33 @@ def excerpt(body: object) -> str:
     return repr(text[:120] + ("..." if len(text) > 120 else ""))
 
 
+_URL = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?:[^\s/?#@]*@)?(?P<place>[^\s?#]*)(?:[?#]\S*)?")
+
+
+def redact_urls(text: str, *known: str | None) -> str:
+    """`text` with every URL in it shown without credentials (`user:pass@`), query string or
+    fragment (`?api-key=...`), and without the credentials and query of each `known` URL (the
+    provider's, from `OPENAI_BASE_URL` say) wherever it quotes them: a server may echo the path
+    it was asked for. How a provider URL may appear in an error, an event, an export or a log."""
+    text = _URL.sub(lambda found: found["head"] + found["place"], text)
+    for url in known:
+        for secret in _secrets(url):
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _secrets(url: str | None) -> list[str]:
+    """The parts of a URL that are not for anyone's eyes: user, password, query and fragment,
+    and each query value, as written and decoded; the longest first."""
+    if not url:
+        return []
+    parts = urllib.parse.urlsplit(url)
+    found = [parts.query, parts.fragment, parts.username or "", parts.password or ""]
+    found += [value for _, value in urllib.parse.parse_qsl(parts.query)]
+    found += [urllib.parse.unquote(part) for part in found]
+    return sorted({part for part in found if len(part) >= 3}, key=len, reverse=True)
+
+
 def check_deadline(deadline: float) -> float:
     """`deadline`, if it is a positive number of seconds; else a `UserError` saying what to give."""
     if not (deadline > 0 and math.isfinite(deadline)):
@@ -119,12 +149,14 @@ async def call_with_retries(
     classify: Callable[[Exception], Failure | None],
     policy: RetryPolicy,
     deadline: float,
+    url: str | None = None,
 ) -> _T:
     """`attempt()` until it answers, under `policy` and within `deadline` seconds in all.
 
     `classify` says what an exception means; `None` lets it through unchanged (a bug is not the
     server's failure). A `BadAnswer` is always retryable. Raises `ModelError`, saying what failed,
-    after how many attempts, or that the deadline was reached.
+    after how many attempts, or that the deadline was reached; its message never shows the
+    credentials or query of `url`, the provider's (see `redact_urls`).
     """
     loop = asyncio.get_running_loop()
     ends = loop.time() + deadline
@@ -145,17 +177,18 @@ async def call_with_retries(
             failure = Failure(str(exc), retryable=True) if isinstance(exc, BadAnswer) else classify(exc)
             if failure is None:
                 raise
+            said = redact_urls(failure.message, url)  # the server's own words may quote its URL
             if failure.overflow:
-                raise ContextOverflowError(f"{name}: {failure.message}", limit=failure.limit) from exc
+                raise ContextOverflowError(f"{name}: {said}", limit=failure.limit) from exc
             if not failure.retryable:
-                raise ModelError(f"{name}: {failure.message}") from exc
+                raise ModelError(f"{name}: {said}") from exc
             error = ModelOutputError if isinstance(exc, BadAnswer) else ModelError
             if tries >= policy.attempts:
-                raise error(f"{name} failed after {_tries(tries)}: {failure.message}") from exc
+                raise error(f"{name} failed after {_tries(tries)}: {said}") from exc
             wait = policy.delay(tries, failure.retry_after)
             if loop.time() + wait >= ends:
                 raise error(
-                    f"{name} failed after {_tries(tries)}: {failure.message}; the next try, {wait:.3g} s "
+                    f"{name} failed after {_tries(tries)}: {said}; the next try, {wait:.3g} s "
                     f"from now, would pass the {deadline:g} s deadline"
                 ) from exc
         await asyncio.sleep(wait)

@@ -41,7 +41,7 @@ from .._settings import RuntimeSettings
 from .._store import Store, StoreBusyError
 from .._tracing import flush as flush_traces
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
-from ._auth import ApiError, UserId, error_response
+from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
 from ._files import router as files_router
@@ -126,6 +126,7 @@ def create_app(
             logged.add(warning)
         return found
 
+    tokens = TokenWatch(store)
     readiness = ModelReadiness(settings.model)
     runs = RunManager(store, runtime_for, limits=settings.limits, ready=readiness.check)
 
@@ -145,9 +146,11 @@ def create_app(
         if settings.run_batches:
             await batches.start_worker()
         takeover = asyncio.create_task(runs.watch(), name="delegate-run-takeover")
+        revocations = asyncio.create_task(tokens.watch(), name="delegate-token-watch")
         try:
             yield
         finally:
+            revocations.cancel()
             takeover.cancel()
             await runs.close()
             await batches.stop_worker()
@@ -162,16 +165,18 @@ def create_app(
         docs_url=None,  # Swagger UI would load its script from a CDN; the schema is enough
         redoc_url=None,
         openapi_url="/api/v1/openapi.json",
+        default_response_class=SafeJSONResponse,
     )
     # Per-app state, read by the routes' dependencies: nothing is shared between two apps.
     app.state.store = store
     app.state.runs = runs
     app.state.batches = batches
+    app.state.tokens = tokens
     app.state.catalogue = catalogue
     app.state.workspace_for = operator.workspace_view
     app.state.allow_commands = settings.allow_commands
     app.state.limits = settings.limits
-    app.add_middleware(BodyLimit, limits=settings.limits)  # outside routing: before parsing and auth
+    app.add_middleware(BodyLimit, limits=settings.limits)  # caps a body as a route reads it, after auth
     _error_handlers(app)
     app.include_router(runs_router)
     app.include_router(agents_router)

@@ -9,12 +9,34 @@ not found (404), never forbidden (403), which would confirm that it exists.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+from collections.abc import Generator
 from typing import Annotated, Any, cast
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from .._store import Store
+from .._text import safe_json
+
+
+class SafeJSONResponse(JSONResponse):
+    """The API's JSON: valid UTF-8 whatever it holds. A lone surrogate (an error naming a file
+    whose name is not UTF-8) is escaped as `_text.py` documents, where `JSONResponse` would fail
+    to encode it and answer 500. Nothing is walked unless the first encoding fails."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return super().render(safe_json(content))
+
+
+_log = logging.getLogger("delegate.server")
+
+REVOKE_POLL = 1.0
+"""How often a server checks the tokens of its open event streams (a revoked one ends its streams)."""
 
 
 class ApiError(Exception):
@@ -39,7 +61,8 @@ def error_response(
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
-    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status, headers=headers or None)
+    body = {"error": {"code": code, "message": message, **extra}}
+    return SafeJSONResponse(body, status, headers=headers or None)
 
 
 async def app_store(request: Request) -> Store:
@@ -85,3 +108,57 @@ async def current_user(request: Request, token: Token) -> str:
 
 UserId = Annotated[str, Depends(current_user)]
 """A route parameter that names the caller (and makes the route answer 401 without a good token)."""
+
+
+async def token_watch(request: Request) -> TokenWatch:
+    """The app's `TokenWatch` (set by `create_app`)."""
+    return cast(TokenWatch, request.app.state.tokens)
+
+
+Tokens = Annotated["TokenWatch", Depends(token_watch)]
+"""A route parameter with the app's `TokenWatch`, for a route that holds a stream open."""
+
+
+class TokenWatch:
+    """The tokens that hold event streams open, checked against the store every `interval`
+    seconds (one read for all of them, only while a stream is open): when `delegate users revoke`
+    or `delegate users token` (in any process on the same database) takes a token away, every
+    stream it holds ends within `interval`."""
+
+    def __init__(self, store: Store, interval: float = REVOKE_POLL) -> None:
+        self.store = store
+        self.interval = interval
+        self._open: dict[str, set[asyncio.Event]] = {}
+
+    @contextlib.contextmanager
+    def hold(self, token: str) -> Generator[asyncio.Event]:
+        """An event set once `token` is no longer good, for as long as the `with` block lasts."""
+        taken = asyncio.Event()
+        self._open.setdefault(token, set()).add(taken)
+        try:
+            yield taken
+        finally:
+            held = self._open.get(token, set())
+            held.discard(taken)
+            if not held:
+                self._open.pop(token, None)
+
+    async def check(self) -> None:
+        """Set the event of every open stream whose token the store no longer knows."""
+        tokens = list(self._open)
+        if not tokens:
+            return
+        held = await asyncio.to_thread(self.store.held_tokens, tokens)
+        for token in tokens:
+            if token not in held:
+                for taken in self._open.get(token, set()):
+                    taken.set()
+
+    async def watch(self) -> None:
+        """`check` every `interval` seconds, for as long as the server runs."""
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.check()
+            except Exception:  # the store away for a moment must not end the watch
+                _log.exception("checking the tokens of open streams failed")

@@ -25,10 +25,11 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from .._events import Event
 from .._runtime import Runtime
 from .._store import Store
-from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo
-from ._auth import ApiError, UserId
+from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo, loads_json, repeated_fields
+from ._auth import ApiError, Token, Tokens, UserId
+from ._body import body_schema, json_body, optional_json_body
 from ._runs import check_prompt
-from ._sse import KEEPALIVE, Offset, event_stream, poll, sse
+from ._sse import KEEPALIVE, Offset, event_stream, poll, sse, until
 
 _log = logging.getLogger("delegate.server")
 
@@ -125,9 +126,20 @@ class BatchService:
             with contextlib.suppress(RuntimeError):  # its loop has closed
                 follower.loop.call_soon_threadsafe(follower.tell, event)
 
-    def submit(self, user_id: str, body: BatchRequest) -> Batch:
+    def submit(self, user_id: str, body: BatchRequest, raw: bytes | None = None) -> Batch:
         """Submit a batch (its items wait in the store until a worker runs them, so a model that is
-        still being prepared, like the local model's first download, is no reason to refuse it)."""
+        still being prepared, like the local model's first download, is no reason to refuse it).
+
+        `raw` is the request body `body` was read from: read again here (in a worker thread, after
+        the token was checked) to find an item that names a field twice, which the JSON parser
+        before it kept silently (the last value)."""
+        items = body.items
+        if raw is not None:
+            again = loads_json(raw)
+            if repeated := repeated_fields(again):
+                twice = ", ".join(map(repr, repeated))
+                raise ApiError(422, "invalid_request", f"the body gives {twice} more than once: give each field once")
+            items = cast(dict[str, Any], again)["items"]  # the same items, each marked if it repeats a field
         if self.max_prompt_chars is not None:
             for n, item in enumerate(body.items):
                 prompt = cast(dict[str, Any], item).get("prompt") if isinstance(item, dict) else None
@@ -138,7 +150,7 @@ class BatchService:
         submission = self.batches.submit(
             user_id,
             subagent_type=body.subagent_type,
-            items=body.items,
+            items=items,
             title=body.title,
             max_running_items=body.max_running_items,
             max_live_items=body.max_live_items,
@@ -201,10 +213,13 @@ Service = Annotated[BatchService, Depends(_service)]
 router = APIRouter(prefix="/api/v1", tags=["batches"])
 
 
-@router.post("/batches", status_code=201)
-async def submit_batch(body: BatchRequest, user_id: UserId, service: Service) -> JSONResponse:
+@router.post("/batches", status_code=201, openapi_extra=body_schema(BatchRequest))
+async def submit_batch(
+    body: Annotated[BatchRequest, Depends(json_body(BatchRequest))], user_id: UserId, service: Service, request: Request
+) -> JSONResponse:
     """Submit a batch: validated completely first; a rejected batch stores nothing."""
-    batch = await asyncio.to_thread(service.submit, user_id, body)
+    raw = await request.body()  # read once already, by `json_body`, after the token was checked
+    batch = await asyncio.to_thread(service.submit, user_id, body, raw)
     return JSONResponse(batch.to_dict(), 201, headers={"Location": f"/api/v1/batches/{batch.id}"})
 
 
@@ -269,9 +284,12 @@ class RetryRequest(BaseModel):
     key: str = Field(min_length=1, description="The failed item to retry (any key, `..` too).")
 
 
-@router.post("/batches/{batch_id}/retry")
+@router.post("/batches/{batch_id}/retry", openapi_extra=body_schema(RetryRequest, required=False))
 async def retry_failed(
-    batch_id: str, user_id: UserId, service: Service, body: RetryRequest | None = None
+    batch_id: str,
+    user_id: UserId,
+    service: Service,
+    body: Annotated[RetryRequest | None, Depends(optional_json_body(RetryRequest))],
 ) -> dict[str, Any]:
     """Queue every failed item again, each with a fresh budget of attempts; with a body
     `{"key": K}`, only that item. Keys such as `.` and `..` cannot travel in a URL path (clients
@@ -302,12 +320,15 @@ async def export(batch_id: str, user_id: UserId, service: Service) -> StreamingR
 
 
 @router.get("/batches/{batch_id}/events")
-async def batch_events(batch_id: str, user_id: UserId, service: Service) -> StreamingResponse:
+async def batch_events(
+    batch_id: str, user_id: UserId, token: Token, tokens: Tokens, service: Service
+) -> StreamingResponse:
     """Server-sent events: `batch.status` (status and counts) as they change, and `batch.item` as
-    this server's worker finishes items; the stream ends once the batch is done."""
+    this server's worker finishes items; the stream ends once the batch is done (or, with a
+    `token.revoked` event, once the token is revoked or replaced)."""
     await asyncio.to_thread(service.batches.get, user_id, batch_id)  # 404 before the stream opens
 
-    async def stream() -> AsyncIterator[bytes]:
+    async def events() -> AsyncIterator[bytes]:
         seq = 0
         async for type_, data in service.follow(user_id, batch_id):
             if data is None:
@@ -315,6 +336,11 @@ async def batch_events(batch_id: str, user_id: UserId, service: Service) -> Stre
                 continue
             seq += 1
             yield sse(seq, type_, data)
+
+    async def stream() -> AsyncIterator[bytes]:
+        with tokens.hold(token) as taken:
+            async for chunk in until(taken, events()):
+                yield chunk
 
     return event_stream(stream())
 

@@ -3,14 +3,16 @@
 Each limit is a setting of `delegate serve` (`Limits`, flags of the same names) and each answers
 the API's JSON error:
 
-- a request body past `max_body_bytes` answers 413 `body_too_large` before anything parses it
-  and before the token is checked: a `Content-Length` past the cap at once, a streamed (chunked)
-  body as soon as it passes the cap. The server never holds more than the cap of one body.
+- a request body is read only after the token is checked (a request without a good token is
+  answered 401 without reading its body), and parsed in a worker thread (see `_body.py`).
+- a request body past `max_body_bytes` answers 413 `body_too_large`: a `Content-Length` past the
+  cap at once, before the token is checked; a streamed (chunked) body as soon as it passes the
+  cap. The server never holds more than the cap of one body.
 - headers must arrive within `header_timeout` of the connection opening (or of the previous
   response): a client that trickles them is disconnected. A body may fall silent for at most
   `idle_timeout` (408 `request_timeout`), and an idle keep-alive connection is closed after it.
-- a body that is not UTF-8, or whose JSON names an unpaired surrogate (`"\\ud800"`, which no
-  database can store), answers 400 / 422 before the app sees it.
+- a body that is not UTF-8, not JSON, nested too deep, or whose JSON names an unpaired surrogate
+  (`"\\ud800"`, which no database can store) answers 400 / 422 (`_body.py`), never a 500.
 - `max_prompt_chars` caps a run's prompt and each batch item's prompt (422 `invalid_request`).
 - `max_live_runs_per_user` caps the runs one user has going at once (429 `too_many_runs`, with
   `Retry-After`).
@@ -24,15 +26,13 @@ uvicorn.Server(uvicorn_config(app)).run()      # the header and idle timeouts ar
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ._auth import error_response
+from ._auth import ApiError, error_response
 
 if TYPE_CHECKING:
     import uvicorn
@@ -69,8 +69,13 @@ class Limits:
 
 
 class BodyLimit:
-    """ASGI middleware: read the whole body, within `max_body_bytes` and `idle_timeout`, before
-    the app sees the request (so before parsing, routing and authentication)."""
+    """ASGI middleware: a request body is read only when the app asks for it, and then within
+    `max_body_bytes` and `idle_timeout` (a `Content-Length` past the cap is refused at once).
+
+    Nothing is read or parsed before the token is checked: a route reads its body through
+    `json_body` (`_body.py`), after authentication. An answer given before the body was read
+    whole (a 401, say) closes the connection, so the rest of the body is never taken in.
+    """
 
     def __init__(self, app: ASGIApp, limits: Limits) -> None:
         self.app = app
@@ -78,9 +83,9 @@ class BodyLimit:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not _has_body(scope):
-            await self.app(scope, receive, send)  # no body to read (a GET): nothing to wait for
+            await self.app(scope, receive, send)  # no body to read (a GET): nothing to cap
             return
-        cap = self.limits.max_body_bytes
+        cap, idle = self.limits.max_body_bytes, self.limits.idle_timeout
         length = _content_length(scope)
         if length == -1:
             await _refuse(scope, receive, send, 400, "bad_request", "the Content-Length header is not a number")
@@ -88,85 +93,37 @@ class BodyLimit:
         if length is not None and length > cap:
             await _refuse(scope, receive, send, 413, "body_too_large", _too_large(cap))
             return
-        chunks: list[bytes] = []
         size = 0
-        while True:
+        whole = False  # the body's last part has been read
+
+        async def capped() -> Message:
+            nonlocal size, whole
+            if whole:
+                return await receive()  # after the body: the client's disconnect
             try:
-                message = await asyncio.wait_for(receive(), self.limits.idle_timeout)
+                message = await asyncio.wait_for(receive(), idle)
             except TimeoutError:
-                message = f"the request body stalled for {self.limits.idle_timeout:g} s: send it at once"
-                await _refuse(scope, receive, send, 408, "request_timeout", message)
-                return
-            if message["type"] == "http.disconnect":
-                return  # the client left; there is no one to answer
-            body = cast(bytes, message.get("body", b""))
-            size += len(body)
+                message = f"the request body stalled for {idle:g} s: send it at once"
+                raise BodyRefused(408, "request_timeout", message) from None
+            if message["type"] != "http.request":
+                whole = True  # the client left
+                return message
+            size += len(cast(bytes, message.get("body", b"")))
             if size > cap:
-                await _refuse(scope, receive, send, 413, "body_too_large", _too_large(cap))
-                return
-            chunks.append(body)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        problem = _bad_text(body)
-        if problem is not None:
-            await _refuse(scope, receive, send, *problem)
-            return
-        whole: Message = {"type": "http.request", "body": body, "more_body": False}
-        replayed = False
+                raise BodyRefused(413, "body_too_large", _too_large(cap))
+            whole = not message.get("more_body", False)
+            return message
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return whole
-            return await receive()  # after the body: the client's disconnect
+        async def answer(message: Message) -> None:
+            if message["type"] == "http.response.start" and not whole:
+                message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
+            await send(message)
 
-        await self.app(scope, replay, send)
+        await self.app(scope, capped, answer)
 
 
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def _bad_text(body: bytes) -> tuple[int, str, str] | None:
-    """Why a body's text cannot be stored (not UTF-8, or JSON naming an unpaired surrogate such
-    as `\\ud800`, which no database column can hold), as `(status, code, message)`."""
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        byte = f"byte {body[exc.start]:#04x} at {exc.start}"
-        return 400, "bad_request", f"the body is not valid UTF-8 ({byte}): send UTF-8 text"
-    if not _SURROGATE_ESCAPE.search(body):
-        return None
-    try:
-        where = _lone_surrogate(json.loads(body), "")
-    except ValueError:
-        return None  # not JSON: the route says so
-    if where is None:
-        return None  # only whole pairs (an emoji, say)
-    message = f"{where or 'the body'}: the text holds an unpaired surrogate (\\ud800-\\udfff), which is not Unicode"
-    return 422, "invalid_request", message
-
-
-def _lone_surrogate(value: Any, where: str) -> str | None:
-    """Where in a JSON value a string holds an unpaired surrogate (`items[0].key`), or None."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return where
-        return None
-    if isinstance(value, dict):
-        for key, item in cast(dict[str, Any], value).items():
-            found = _lone_surrogate(key, where) or _lone_surrogate(item, f"{where}.{key}" if where else key)
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for n, item in enumerate(cast(list[Any], value)):
-            found = _lone_surrogate(item, f"{where}[{n}]")
-            if found is not None:
-                return found
-    return None
+class BodyRefused(ApiError):
+    """A body past the cap, or one that stalled, found while the app reads it (a JSON 413 or 408)."""
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -196,10 +153,7 @@ def _size(n: int) -> str:
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str) -> None:
-    if code == "invalid_request":
-        response = error_response(status, code, message, problems=[message])
-    else:
-        response = error_response(status, code, message)
+    response = error_response(status, code, message)
     response.headers["Connection"] = "close"  # the rest of the body is never read
     await response(scope, receive, send)
 

@@ -32,9 +32,10 @@ from .._run_result import stored_run
 from .._runtime import Runtime
 from .._store import RUN_LEASE_TTL, Store
 from ..models import LOCAL_FILE_REFUSED, names_a_local_file
-from ._auth import ApiError, Token, UserId, app_store, unknown_token
+from ._auth import ApiError, Token, Tokens, UserId, app_store, unknown_token
+from ._body import body_schema, json_body
 from ._limits import Limits
-from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse
+from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse, until
 
 _log = logging.getLogger("delegate.server")
 
@@ -407,8 +408,10 @@ AppStore = Annotated[Store, Depends(app_store)]
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 
 
-@router.post("/runs", status_code=202)
-async def start_run(body: RunRequest, user_id: UserId, runs: Runs) -> JSONResponse:
+@router.post("/runs", status_code=202, openapi_extra=body_schema(RunRequest))
+async def start_run(
+    body: Annotated[RunRequest, Depends(json_body(RunRequest))], user_id: UserId, runs: Runs
+) -> JSONResponse:
     """Start a run in the background; follow it with `GET /runs/{id}/events`."""
     uploads = None if body.uploaded_files is None else [f.model_dump(exclude_none=True) for f in body.uploaded_files]
     budget = {"token_budget": body.token_budget, "max_requests": body.max_requests}
@@ -444,21 +447,29 @@ async def run_events(
     run_id: str,
     request: Request,
     user_id: UserId,
+    token: Token,
+    tokens: Tokens,
     store: AppStore,
     runs: Runs,
     after: Annotated[int | None, Query(ge=0, le=MAX_NUMBER, description="Resume after this event number.")] = None,
 ) -> StreamingResponse:
     """Server-sent events: the run's stored events, then live ones, until `run.completed`.
 
-    Each event's `id:` is its number in the run, so `Last-Event-ID` (or `?after=`) resumes.
+    Each event's `id:` is its number in the run, so `Last-Event-ID` (or `?after=`) resumes. If
+    the token is revoked or replaced meanwhile, the stream ends with a `token.revoked` event.
     """
     if await asyncio.to_thread(store.get_run, run_id, user_id) is None:
         raise _no_run(run_id)
     start = last_event_id(request.headers.get("last-event-id"), after)
 
-    async def stream() -> AsyncIterator[bytes]:
+    async def events() -> AsyncIterator[bytes]:
         async for seq, event in runs.follow(run_id, start):
             yield run_sse(seq, event)
+
+    async def stream() -> AsyncIterator[bytes]:
+        with tokens.hold(token) as taken:
+            async for chunk in until(taken, events()):
+                yield chunk
 
     return event_stream(stream())
 

@@ -16,7 +16,9 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Query
 from fastapi.responses import StreamingResponse
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
+
+from .._text import safe_json
 
 KEEPALIVE_INTERVAL = 15.0
 """How long a stream may stay silent before a comment line keeps proxies from closing it."""
@@ -60,8 +62,49 @@ async def poll(step: Step[_T], *, interval: float, wake: asyncio.Event | None = 
 
 
 def sse(seq: int, type: str, data: Any) -> bytes:
-    """One server-sent event: `id:` its number in the stream, `event:` its type, `data:` its JSON."""
-    return f"id: {seq}\nevent: {type}\ndata: {to_json(data, fallback=str).decode()}\n\n".encode()
+    """One server-sent event: `id:` its number in the stream, `event:` its type, `data:` its JSON
+    (valid UTF-8: a string that is not is escaped as `_text.py` documents)."""
+    try:
+        text = to_json(data, fallback=str).decode()
+    except PydanticSerializationError:  # a lone surrogate, which UTF-8 cannot hold
+        text = to_json(safe_json(data), fallback=str).decode()
+    return f"id: {seq}\nevent: {type}\ndata: {text}\n\n".encode()
+
+
+_TAKEN = (
+    "this token was revoked or replaced (delegate users revoke|token), so its streams are closed: "
+    "ask the operator for a new token"
+)
+REVOKED = b"event: token.revoked\ndata: " + to_json({"error": {"code": "unauthorized", "message": _TAKEN}}) + b"\n\n"
+"""The last event of a stream whose token was taken away (no `id:`: it is not one of the run's)."""
+
+
+async def until(ended: asyncio.Event, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`body`'s chunks until it ends, or until `ended` is set: then at once, however long `body`
+    would have waited for its next chunk (it is closed), and `REVOKED` is the last chunk."""
+    stop = asyncio.ensure_future(ended.wait())
+    step: asyncio.Future[bytes] | None = None
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(body))
+            await asyncio.wait((step, stop), return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                yield REVOKED
+                return
+            try:
+                chunk = step.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        stop.cancel()
+        if step is not None and not step.done():
+            step.cancel()  # `body` ends where it waited
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await step
+        close = getattr(body, "aclose", None)
+        if close is not None:  # its own `finally` runs now, not when it is collected
+            await close()
 
 
 def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:

@@ -23,14 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from .._agents import CLAUDE_TOOL_NAMES, NAME
+from .._agents import CLAUDE_TOOL_NAMES, NAME, NEVER_GIVEN, bash_rules, map_tools, tool_names
 from .._errors import UserError, WorkspaceError
 from .._frontmatter import CatalogueWarning, Unreadable, display_name, read_front_matter
 from .._messages import Message, ToolCallPart, ToolResultPart
 from .._workspace import Mount, Workspace
+from ..tools import BUILTIN_TOOLS
 
 ALWAYS_ALLOWED = frozenset({"complete", "tool_search"})
 """Tools an active skill never takes away: the way to finish, and the way to find deferred tools."""
+
+KNOWN_TOOLS = frozenset({*BUILTIN_TOOLS, *CLAUDE_TOOL_NAMES.values(), *ALWAYS_ALLOWED, *NEVER_GIVEN})
+"""Tool names a skill's `allowed-tools` may give without a warning (besides `mcp__` tools)."""
 
 KNOWN_FIELDS = frozenset({"name", "description", "allowed-tools", "allowed_tools", "license", "metadata", "version"})
 """`SKILL.md` fields read or kept quietly (Anthropic's skills carry `license`); others are warned about."""
@@ -197,12 +201,7 @@ def load_skill(
         raise Unreadable(
             CatalogueWarning(shown, "field 'description': say in one line when the skill is useful; skipped")
         )
-    tools = fields.get("allowed-tools", fields.get("allowed_tools"))
-    if isinstance(tools, str):
-        tools = [t.strip() for t in tools.replace(",", " ").split() if t.strip()]
-    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, str) for t in cast(list[Any], tools))):
-        problems.append(CatalogueWarning(shown, "field 'allowed-tools': not a list of tool names; ignored"))
-        tools = None
+    tools = _allowed_tools(fields.get("allowed-tools", fields.get("allowed_tools")), shown, problems, claude=claude)
     unknown = sorted(set(fields) - KNOWN_FIELDS)
     if unknown:
         problems.append(CatalogueWarning(shown, f"unknown field(s) {', '.join(unknown)}: kept, not used"))
@@ -212,10 +211,47 @@ def load_skill(
         path=f"{SKILLS_AT}/{name}/SKILL.md",
         body=front.body,
         folder=file.parent,
-        allowed_tools=None if tools is None else tuple(_tool_name(t, claude) for t in cast(list[str], tools)),
+        allowed_tools=tools,
         extra=tuple((k, v) for k, v in fields.items() if k not in ("name", "description", "allowed-tools")),
     )
 
 
-def _tool_name(name: str, claude: bool) -> str:
-    return CLAUDE_TOOL_NAMES.get(name, name) if claude else name
+def _allowed_tools(
+    value: object, shown: str, problems: list[CatalogueWarning], *, claude: bool
+) -> tuple[str, ...] | None:
+    """A skill's `allowed-tools`, read as an agent definition's `tools` is (`_agents.map_tools`):
+    Claude Code's names (`Read`, `Write`, `Edit`, `Grep`, `Glob`, `LS`, `Bash`) become delegate's,
+    `Bash(git diff:*)` becomes `bash`, and every name that is neither a built-in tool nor a known
+    one is warned about. A skill only narrows what an agent has, so a `Bash(...)` rule keeps the
+    whole `bash` tool visible while the skill is active: its pattern is not enforced there (the
+    agent's own command rules are), and the warning says so."""
+    names = tool_names(value)
+    if names is None:
+        return None
+    if not (isinstance(names, list) and all(isinstance(t, str) for t in cast(list[Any], names))):
+        problems.append(CatalogueWarning(shown, "field 'allowed-tools': not a list of tool names; ignored"))
+        return None
+    written = [t.strip() for t in cast(list[str], names) if t.strip()]
+    for rule in bash_rules(written):
+        problems.append(
+            CatalogueWarning(
+                shown,
+                f"allowed-tools: Bash({rule}) lets the skill keep bash, but its pattern is not enforced by a "
+                "skill (the agent's own command rules are): write the rule in the agent's definition",
+            )
+        )
+    tools, unavailable = map_tools(written, shown, problems, claude=claude)
+    unknown = [t for t in tools or () if t not in KNOWN_TOOLS and not t.startswith("mcp__")]
+    if unavailable:
+        problems.append(
+            CatalogueWarning(shown, f"allowed-tools: delegate has no tool(s) {', '.join(unavailable)}; left out")
+        )
+    if unknown:
+        problems.append(
+            CatalogueWarning(
+                shown,
+                f"allowed-tools: {', '.join(map(repr, unknown))} is no built-in tool or Claude Code tool name; kept, "
+                "so it allows a tool of that name given in code (check the spelling otherwise)",
+            )
+        )
+    return tuple(tools or ())

@@ -202,11 +202,20 @@ def frame_criteria(criteria: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def render_checklist(verdicts: Sequence[Verdict]) -> str:
-    """One line per criterion, such as `[holds] file:report.md exists — 1,234 bytes`."""
-    return "\n".join(
-        f"[{v.result}] {_clip(neutralise(v.criterion), 240)} — {_clip(neutralise(v.evidence), 300)}" for v in verdicts
-    )
+def render_checklist(verdicts: Sequence[Verdict | Mapping[str, object]]) -> str:
+    """One line per criterion, such as `[holds] file:report.md exists — 1,234 bytes`, from verdicts
+    or the dicts a record keeps of them. The criterion and the evidence are untrusted (the lead's
+    text, a file name, a command's output), so each is neutralised: the line holds no line break,
+    no tag and no fence, and a criterion cannot write a line of its own into the lead's context."""
+    lines: list[str] = []
+    for v in verdicts:
+        result, criterion, evidence = (
+            (v.result, v.criterion, v.evidence)
+            if isinstance(v, Verdict)
+            else (v.get("result"), v.get("criterion"), v.get("evidence"))
+        )
+        lines.append(f"[{result}] {_clip(neutralise(str(criterion)), 240)} — {_clip(neutralise(str(evidence)), 300)}")
+    return "\n".join(lines)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -393,8 +402,8 @@ async def _check_one(criterion: str, workspace: Workspace, baseline: Baseline, t
         return Verdict(
             criterion,
             "UNVERIFIED",
-            "not one of the forms checked in code (file:<path> exists, file:<path> non-empty, "
-            "file_written:<path>, tests_passed:<command>); judge it from the report",
+            "not one of the forms checked in code (file:PATH exists, file:PATH non-empty, "
+            "file_written:PATH, tests_passed:COMMAND); judge it from the report",
             checked=False,
         )
     form, argument = parsed

@@ -11,8 +11,11 @@ status line and artifact list word for word (`kept`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from .._record import Artifact, FsType, Skipped, Status, StopReason, TaskOutput
+from .._text import plural
+from ._acceptance import render_checklist
 
 __all__ = [
     "MAX_RESULT_CHARS",
@@ -28,7 +31,6 @@ __all__ = [
     "kept",
     "render",
     "render_whole",
-    "steps_text",
 ]
 
 TaskStatus = Status
@@ -43,15 +45,12 @@ _MAX_ARTIFACT_LINES = 20
 _MAX_SKIPPED_LINES = 5
 _MAX_VERDICT_CHARS = 240
 _MAX_ERROR_CHARS = 300
-
-
-def steps_text(steps: int) -> str:
-    return f"{steps} step" if steps == 1 else f"{steps} steps"
+_MIN_KEPT_SUMMARY_CHARS = 200
 
 
 def status_line(record: TaskOutput) -> str:
-    tokens = f"{record.usage.total_tokens:,} tokens"
-    return f"[{record.status}] {record.type}: {record.description} ({steps_text(record.steps)}, {tokens})"
+    tokens = plural(record.usage.total_tokens, "token")
+    return f"[{record.status}] {record.type}: {record.description} ({plural(record.steps, 'step')}, {tokens})"
 
 
 def _artifact_line(artifact: Artifact) -> str:
@@ -79,7 +78,7 @@ def render_whole(record: TaskOutput) -> str:
         lines += [f"- {s.path}: {s.reason}" for s in record.skipped]
     if record.acceptance:
         lines.append("Acceptance checklist:")
-        lines += [f"[{v['result']}] {v['criterion']} — {v['evidence']}" for v in record.acceptance]
+        lines.append(render_checklist(record.acceptance))
     return "\n".join(lines)
 
 
@@ -111,8 +110,7 @@ def render(record: TaskOutput) -> str:
             tail.append(f"- ... and {len(record.skipped) - _MAX_SKIPPED_LINES} more")
     if record.acceptance:
         tail.append("Acceptance checklist:")
-        for v in record.acceptance:
-            tail.append(_clip(f"[{v['result']}] {v['criterion']} — {v['evidence']}", _MAX_VERDICT_CHARS))
+        tail += [_clip(line, _MAX_VERDICT_CHARS) for line in render_checklist(record.acceptance).split("\n")]
     fixed = len("\n".join(head + tail)) + 1
     room = MAX_RESULT_CHARS - fixed
     middle: list[str] = []
@@ -136,11 +134,30 @@ def _artifact_lines(record: TaskOutput, most: int | None) -> list[str]:
     return lines
 
 
-def kept(record: TaskOutput) -> str:
-    """What survives compaction of a result, whatever the summary's size: its status line and
-    its artifact list as the lead read them, word for word."""
+def kept(records: Sequence[TaskOutput], most: int) -> str:
+    """What survives compaction of a `task` call's results (all of them, in prompt order) when
+    the lead's text of them passes `most` characters.
+
+    Each result keeps its status line, its error (clipped) and its artifact list (path, size,
+    type) as the lead read them, word for word, whatever their size; and its summary, cut to an
+    equal share of the room those leave within `most` (never under `_MIN_KEPT_SUMMARY_CHARS`,
+    so ten results with long artifact lists still say what each found). The lead can then still
+    tell what every subagent did and re-read every delivered file."""
+    bare = [_kept_lines(r) for r in records]
+    fixed = sum(len("\n".join(lines)) + 1 for lines in bare)
+    share = max(_MIN_KEPT_SUMMARY_CHARS, (most - fixed) // max(len(records), 1) - 1)
+    out: list[str] = []
+    for record, lines in zip(records, bare, strict=True):
+        summary = record.summary.strip()
+        at = 2 if record.error else 1  # after the status line and the error
+        out += [*lines[:at], *([_clip(f"Summary: {summary}", share)] if summary else []), *lines[at:]]
+    return "\n".join(out)
+
+
+def _kept_lines(record: TaskOutput) -> list[str]:
     shortened = record.result_file is not None or not fits(record)
-    return "\n".join([status_line(record), *_artifact_lines(record, _MAX_ARTIFACT_LINES if shortened else None)])
+    error = [_clip(f"Error: {record.error}", _MAX_ERROR_CHARS)] if record.error else []
+    return [status_line(record), *error, *_artifact_lines(record, _MAX_ARTIFACT_LINES if shortened else None)]
 
 
 def _clip(text: str, most: int) -> str:

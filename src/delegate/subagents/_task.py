@@ -32,6 +32,7 @@ from .._loop import (
     RunBudget,
     ToolGate,
     opening_choices,
+    passed_deadline,
     run_agent,
 )
 from .._messages import Message
@@ -325,8 +326,13 @@ class SubagentRunner:
             if not fits(record):
                 await asyncio.to_thread(self._write_whole, record)
         except asyncio.CancelledError:
-            why = "interrupted" if self.interrupting else "cancelled"
-            record.status, record.stop_reason, record.steps = why, why, ctx.steps
+            deadline = None if self.interrupting else passed_deadline()
+            if deadline is not None:  # the run's deadline, not a person, ended it
+                record.status, record.stop_reason, record.steps = "timed_out", "run_timeout", ctx.steps
+                record.error = f"the run's deadline ({deadline:g}s) passed while it ran"
+            else:
+                why = "interrupted" if self.interrupting else "cancelled"
+                record.status, record.stop_reason, record.steps = why, why, ctx.steps
             self._finish(record, ctx, None, stored=not self.interrupting)  # not kept for a resume: it starts afresh
             raise
         except Exception as exc:  # a crash of this subagent is its own result, never its siblings'
@@ -564,8 +570,8 @@ def task_tool(
             text = f"{len(outputs)} subagents finished; results in prompt order.\n\n" + "\n\n".join(
                 f"## {i + 1}/{len(outputs)}\n{render(o)}" for i, o in enumerate(outputs)
             )
-        # What compaction keeps: all of it while short, else each result's status line and artifacts.
-        keep = text if len(text) <= MAX_KEPT_CHARS else "\n".join(kept(o) for o in outputs)
+        # What compaction keeps: all of it while short, else each result's status, summary and artifacts.
+        keep = text if len(text) <= MAX_KEPT_CHARS else kept(outputs, MAX_KEPT_CHARS)
         delivered = any(o.status == "completed" and o.artifacts for o in outputs)
         return ToolReturn(content=text, keep=keep, data=outputs, progress=delivered)
 

@@ -28,8 +28,9 @@ from pydantic import Field
 
 from .._errors import ToolError, WorkspaceError
 from .._search import SNIFF_BYTES, compile_regex, looks_binary, open_for_reading, search
-from .._text import safe_text
+from .._text import plural, safe_text
 from .._workspace import Located, Workspace
+from ._sandbox import check_disk_quota
 from ._tool import PathParam, ToolContext, ToolReturn, run_blocking, tool
 
 READ_MAX_LINES = 2000
@@ -282,6 +283,7 @@ def _replace_atomically(at: Located, data: bytes, workspace: Workspace) -> None:
     breaks hard links, so content never lands in a file that merely shares the name.
     """
     rel = safe_text(at.rel)
+    check_disk_quota(workspace, len(data))
     mode: int | None = None
     info = at.found.stat()
     if info is not None and stat.S_ISREG(info.st_mode):
@@ -359,7 +361,7 @@ async def list_dir(
 def _list_dir(workspace: Workspace, path: str) -> str:
     virtual = workspace.virtual_children(path)
     if virtual is not None and path not in (".", ""):  # a folder of mounts, such as .delegate/skills
-        lines = [f"{path.rstrip('/')}/ ({_plural(len(virtual), 'entry', 'entries')})", *(f"{n}/" for n in virtual)]
+        lines = [f"{path.rstrip('/')}/ ({plural(len(virtual), 'entry', 'entries')})", *(f"{n}/" for n in virtual)]
         return "\n".join(lines)
     with workspace.locate(path) as at:
         rel = safe_text(at.rel)
@@ -384,7 +386,7 @@ def _list_dir(workspace: Workspace, path: str) -> str:
         mounted = [f"{name}/" for name in virtual or ()] if at.rel == "." else []
     if not entries and not mounted:
         return f"{rel}/ is empty"
-    lines = [f"{rel}/ ({_plural(len(entries) + len(mounted), 'entry', 'entries')})"]
+    lines = [f"{rel}/ ({plural(len(entries) + len(mounted), 'entry', 'entries')})"]
     # hidden folders that hold mounts (such as .delegate, for skills) show as folders
     lines += sorted([*described, *mounted])
     if len(entries) > LIST_MAX_ENTRIES:
@@ -508,7 +510,3 @@ def _human_size(size: int) -> str:
             return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} TiB"
-
-
-def _plural(count: int, one: str, many: str | None = None) -> str:
-    return f"{count} {one if count == 1 else (many or one + 's')}"

@@ -27,6 +27,7 @@ from typing import Annotated
 from pydantic import Field
 
 from .._errors import ToolError
+from .._text import safe_text
 from .._workspace import Workspace
 from ._sandbox import PidsCgroup, command_environment, sandbox_argv, size_text, workspace_usage
 from ._tool import ToolContext, ToolReturn, tool
@@ -301,13 +302,20 @@ class _Collector(asyncio.SubprocessProtocol):
         self.exited.set()
 
     def text(self) -> str:
+        """The output kept, its bytes that are not UTF-8 shown as `\\xNN` (see `_text.py`)."""
         cut = self.total - len(self.head) - len(self.tail)
         if cut <= 0:
-            return bytes(self.head + self.tail).decode("utf-8", "replace")
-        head = bytes(self.head).decode("utf-8", "replace")
-        tail = bytes(self.tail).decode("utf-8", "replace")
+            return _decode(self.head + self.tail)
+        head = _decode(self.head)
+        tail = _decode(self.tail)
         note = f"[… {cut:,} bytes of output cut; send it to a file and read that in parts to see it all …]"
         return f"{head}\n{note}\n{tail}"
+
+
+def _decode(output: bytes | bytearray) -> str:
+    """A command's output as text: a byte 0xff (a file name `ls` printed) reads `\\xff`, so the
+    model sees which byte it was, where U+FFFD would hide it."""
+    return safe_text(bytes(output).decode("utf-8", "surrogateescape"))
 
 
 def _kill_started(starting: asyncio.Future[tuple[asyncio.SubprocessTransport, _Collector]]) -> None:
