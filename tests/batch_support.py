@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from delegate import UserError
-from delegate._store import Store
+from delegate import Store, UserError
 from delegate._usage import Usage
 from delegate.batch import Batch, Batches, BatchWorker
 

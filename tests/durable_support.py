@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from delegate._store import RunRow, Store
+from delegate import Store
+from delegate._store import RunRow
 from delegate.testing import is_lead
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import Fault, OpenAIServer, Reply

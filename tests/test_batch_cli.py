@@ -122,7 +122,7 @@ def test_bad_items_exit_2_and_store_nothing(tmp_path: Path, lines: list[str], me
     done = run_cli(["batch", "submit", str(path), "--type", "explore", "--detach"], env, tmp_path)
     assert done.returncode == 2
     assert message in done.stderr.lower() or message in done.stderr
-    from delegate._store import Store
+    from delegate import Store
     from delegate.batch import Batches
 
     assert Batches(Store.for_workspace(tmp_path)).list_batches("default") == []

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from delegate import UserError
+from delegate import Store, UserError
 from delegate._events import Event
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, call, is_lead

@@ -126,7 +126,7 @@ async def test_failures_become_error_results_the_model_reads(tmp_path: Path) -> 
 async def test_malformed_tool_arguments_are_reported_to_the_model(tmp_path: Path) -> None:
     from delegate import ToolCallPart
 
-    bad = ModelResponse(parts=[ToolCallPart(id="c1", name="add", raw_arguments='{"a": 1,')], stop_reason="tool_use")
+    bad = ModelResponse(parts=[ToolCallPart(id="c1", name="add", raw_arguments='{"a": 1,')], finish_reason="tool_use")
     model = ScriptedModel([bad, reply("ok")])
     await run_agent(spec(model, [add]), make_ctx(tmp_path), [Message.user("go")])
     result = model.requests[1].messages[-1].tool_results[0]

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from delegate import Store
 from delegate._loop import Compaction
 from delegate._record import TaskOutput
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.server._runs import run_json
 from delegate.testing import is_lead

@@ -12,8 +12,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import LoopGuard
-from delegate._store import Store
+from delegate import LoopGuard, Store
 from delegate._usage import Usage
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app

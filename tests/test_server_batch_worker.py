@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate._store import Store
+from delegate import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, call

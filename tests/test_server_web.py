@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate._store import Store
+from delegate import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, call, is_lead, reply, respond

@@ -15,9 +15,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import ModelError, _tracing
+from delegate import ModelError, Store, _tracing
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.testing import FunctionModel, is_lead, reply, respond
 from tests.cli_support import scrubbed_env

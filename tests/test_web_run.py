@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from delegate._store import Store
+from delegate import Store
 from delegate.server import ServerSettings, create_app
 from delegate.testing import is_lead
 from tests.loopback_openai import OpenAIServer, Reply

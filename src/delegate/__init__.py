@@ -20,6 +20,8 @@ if TYPE_CHECKING:
         ModelOutputError,
         RunCancelled,
         RunError,
+        StoreBusyError,
+        StoreError,
         ToolError,
         UserError,
         WorkspaceError,
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
     from ._run_result import RunResult
     from ._runtime import Runtime
+    from ._store import Store
     from ._usage import Usage
     from ._workspace import Workspace
     from .models import (
@@ -74,6 +77,9 @@ _WHERE = {
     "RunResult": "._run_result",
     "Runtime": "._runtime",
     "Skipped": ".subagents",
+    "Store": "._store",
+    "StoreBusyError": "._errors",
+    "StoreError": "._errors",
     "Subagent": "._agents",
     "TaskOutput": ".subagents",
     "TextPart": "._messages",
@@ -135,6 +141,9 @@ __all__ = [
     "RunResult",
     "Runtime",
     "Skipped",
+    "Store",
+    "StoreBusyError",
+    "StoreError",
     "Subagent",
     "TaskOutput",
     "TextPart",

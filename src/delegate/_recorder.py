@@ -11,7 +11,7 @@
 - A batch that cannot be stored (text that is not UTF-8 was made safe before; a database that
   refuses a row, a full disk) is stored piece by piece: what still fails is dropped with a note
   in the log, once. The writer never retries one transaction for ever.
-- `Journal` replays the checkpoints of an interrupted run, so resuming it does not ask the model
+- `StoredJournal` replays the checkpoints of an interrupted run, so resuming it does not ask the model
   again for an answer it gave, nor run a finished subagent again.
 """
 
@@ -40,7 +40,7 @@ from .models import ModelResponse
 if TYPE_CHECKING:
     from ._store import Checkpoint, Store
 
-__all__ = ["REPLAYED_NEVER", "Journal", "Recorder"]
+__all__ = ["REPLAYED_NEVER", "Recorder", "StoredJournal"]
 
 _log = logging.getLogger("delegate.recorder")
 _response: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
@@ -262,9 +262,9 @@ class Recorder:
             self._loop.call_soon_threadsafe(self.on_stop, "cancel" if held else "lost")
 
 
-class Journal:
-    """The lead's journal (see `delegate._loop.Journal`): records answers and tool results as
-    checkpoints, and replays those of an interrupted run."""
+class StoredJournal:
+    """The lead's `delegate._loop.Journal`, kept in the store: records answers and tool results
+    as checkpoints, and replays those of an interrupted run."""
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder

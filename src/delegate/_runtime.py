@@ -31,7 +31,7 @@ from ._loop import (
     run_agent,
 )
 from ._messages import Message
-from ._recorder import Journal, Recorder
+from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._text import safe_text
 from ._workspace import CommandPolicy, Workspace
@@ -252,9 +252,7 @@ class Runtime:
         sessions of this event loop, and the store it opened (a `Store` given to it stays open).
         All open again when next needed."""
         for model in self._models.values():
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            await model.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()
         for servers in self._own_mcp.values():
@@ -388,7 +386,7 @@ class Runtime:
     ) -> RunResult:
         """Build the lead, then `begin` (record the run with its warnings, or claim it and read its
         checkpoints), then run it under `budget`: nothing is recorded for a lead that cannot be built."""
-        journal = Journal(recorder)
+        journal = StoredJournal(recorder)
         skills = await asyncio.to_thread(self._skills)
         ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
         ctx.uploaded_files = uploads_state(uploaded_files)
@@ -709,7 +707,7 @@ class Runtime:
         if self._batches is None:
             self._batches = Batches(store)
         existing = [b.id for b in self._batches.list_batches(self.user_id or "default", limit=20)]
-        if getattr(lead_model, "grounds_paths", False) and not existing and not _ASKS_FOR_BATCH.search(prompt):
+        if lead_model.profile.grounds_paths and not existing and not _ASKS_FOR_BATCH.search(prompt):
             return []
         visible = self.catalogue.visible(
             allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents

@@ -18,7 +18,7 @@ from typing import Any
 
 from ._messages import Part, TextPart, ToolCallPart
 from ._usage import Usage
-from .models import ModelRequest, ModelResponse
+from .models import ModelProfile, ModelRequest, ModelResponse
 from .subagents._prompts import LEAD_INSTRUCTIONS
 
 __all__ = ["FunctionModel", "ScriptedModel", "call", "is_lead", "reply", "respond", "system_prompt"]
@@ -31,7 +31,7 @@ def reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5) -> Model
     return ModelResponse(
         parts=[TextPart(text=text)],
         usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1),
-        stop_reason="end_turn",
+        finish_reason="end_turn",
         model="test",
     )
 
@@ -54,7 +54,7 @@ def respond(
     return ModelResponse(
         parts=parts,
         usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1),
-        stop_reason="tool_use",
+        finish_reason="tool_use",
         model="test",
     )
 
@@ -66,19 +66,31 @@ class ScriptedModel:
     """Replays `turns` in order, one per request, and records every request it saw.
 
     A turn is a `ModelResponse`, a string (a text reply), or a function of the request.
-    `latency` (seconds) is awaited before each answer.
+    `latency` (seconds) is awaited before each answer. `profile` is what the model declares it can
+    do (a small window, path grounding, advice when stuck), as a provider would.
     """
 
-    def __init__(self, turns: Iterable[Turn], *, name: str = "test:scripted", latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        turns: Iterable[Turn],
+        *,
+        name: str = "test:scripted",
+        latency: float = 0.0,
+        profile: ModelProfile | None = None,
+    ) -> None:
         self._turns = list(turns)
         self._next = 0
         self._name = name
         self.latency = latency
+        self.profile = profile or ModelProfile()
         self.requests: list[ModelRequest] = []
 
     @property
     def name(self) -> str:
         return self._name
+
+    async def aclose(self) -> None:
+        """Nothing to close: a fake holds no connections."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
@@ -98,7 +110,8 @@ class ScriptedModel:
 
 
 class FunctionModel:
-    """Answers each request by calling `fn(request)` (sync or async): for logic-driven tests."""
+    """Answers each request by calling `fn(request)` (sync or async): for logic-driven tests.
+    `profile` as for `ScriptedModel`."""
 
     def __init__(
         self,
@@ -106,15 +119,20 @@ class FunctionModel:
         *,
         name: str = "test:function",
         latency: float = 0.0,
+        profile: ModelProfile | None = None,
     ) -> None:
         self._fn = fn
         self._name = name
         self.latency = latency
+        self.profile = profile or ModelProfile()
         self.requests: list[ModelRequest] = []
 
     @property
     def name(self) -> str:
         return self._name
+
+    async def aclose(self) -> None:
+        """Nothing to close: a fake holds no connections."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_type_hi
 import typer
 
 from .._text import plural, safe_json, safe_text
+from .._time import iso
 
 if TYPE_CHECKING:
     from .._events import Event, EventSink
@@ -450,9 +451,9 @@ def users_list(
         {
             "name": u.name,
             "status": "revoked" if u.revoked else "active",
-            "created_at": u.created_at.isoformat(),
-            "token_created_at": u.token_created_at.isoformat() if u.token_created_at else None,
-            "revoked_at": u.revoked_at.isoformat() if u.revoked_at else None,
+            "created_at": iso(u.created_at),
+            "token_created_at": iso(u.token_created_at),
+            "revoked_at": iso(u.revoked_at),
         }
         for u in users
     ]
