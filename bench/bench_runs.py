@@ -38,9 +38,8 @@ from typing import Literal
 
 from bench_subagents import one_run
 
-from delegate import Lead, LoopSettings, RunLimits
+from delegate import Lead, LoopSettings, RunLimits, Store
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.batch import Batches
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS

@@ -56,8 +56,7 @@ def serve(workspace: Path, run_batches: bool) -> None:
 
     import uvicorn
 
-    from delegate import Lead, LoopSettings, RunLimits, RuntimeSettings
-    from delegate._store import Store
+    from delegate import Lead, LoopSettings, RunLimits, RuntimeSettings, Store
     from delegate.models import ModelRequest, ModelResponse
     from delegate.server import ServerSettings, create_app, uvicorn_config
     from delegate.testing import FunctionModel, call, reply
@@ -216,7 +215,7 @@ def p95(values: list[float]) -> float:
 
 def latency(concurrent: int, regex_chars: int, timeout: float, repeats: int) -> dict[str, Any]:
     """Quiet and loaded bursts in turn, `repeats` times each, on one server; medians of each figure."""
-    from delegate._store import Store
+    from delegate import Store
     from delegate._usage import Usage
 
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
@@ -332,7 +331,7 @@ def _wait_for_grep(client: Any, run_id: str, timeout: float) -> bool:
 def memory(batches: int) -> dict[str, Any]:
     import httpx2
 
-    from delegate._store import Store
+    from delegate import Store
 
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         workspace = Path(tmp)

@@ -13,19 +13,17 @@ from typing import Any
 
 import pytest
 
-from delegate import RunLimits, RuntimeSettings, UserError
+from delegate import RunLimits, RuntimeSettings, Store, UserError
 from delegate._events import Event
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, call
+from delegate.testing import FunctionModel, call, is_lead
 from tests.cli_support import run_cli
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 from tests.loopback_server import LiveServer
 from tests.test_batch_cli import env_for
-from tests.test_results import close, is_lead, openai_model, tool_results
+from tests.test_results import close, openai_model, tool_results
 from tests.test_server_api import client, read_events, start
 
 PARALLEL = 4
@@ -190,7 +188,7 @@ def test_subagents_running_when_the_runs_deadline_passes_end_timed_out_with_thei
     never = asyncio.Event()
 
     async def answer(request: ModelRequest) -> ModelResponse:
-        if request.system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(request):
             prompts = [f"job {n}" for n in range(PARALLEL)]
             return call("task", subagent_type="general-purpose", description="jobs", prompts=prompts)
         if len(request.messages) == 1:

@@ -18,8 +18,7 @@ from delegate import Lead, Runtime
 from delegate.cli._demo import SUMMARIZER_INSTRUCTIONS, judge_report, judge_results, judge_summary, run_demo
 from delegate.cli._render import ending_line, run_live
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, ScriptedModel, call, reply
+from delegate.testing import FunctionModel, ScriptedModel, call, is_lead, reply
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
@@ -45,8 +44,8 @@ def task_of(name: str) -> str:
 
 def capable(body: dict[str, Any]) -> Reply:
     messages = body["messages"]
-    system, last = messages[0]["content"], messages[-1]
-    if system.startswith(LEAD_INSTRUCTIONS):
+    last = messages[-1]
+    if is_lead(body):
         if last["role"] == "user":
             docs = re.findall(r"docs/([a-z]+)\.txt", last["content"])
             return Reply(
@@ -124,7 +123,7 @@ GARBLED = [task_of("bikes"), task_of("bread"), "Summarise docs/coffee.txt into s
 def weak(request: ModelRequest) -> ModelResponse:
     """A lead that delegates 3 prompts for 4 documents (one garbled), writes its prompt as the report
     and then reads documents until its step limit; subagents that go wrong in a different way each."""
-    if request.system.startswith(LEAD_INSTRUCTIONS):
+    if is_lead(request):
         turn = sum(1 for m in request.messages if m.role == "assistant")
         if turn == 0:
             return call("task", subagent_type="summarizer", description="summaries", prompts=GARBLED)

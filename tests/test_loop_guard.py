@@ -14,7 +14,7 @@ import pytest
 
 from delegate import Extensions, Lead, LoopGuard, LoopSettings, Runtime, UserError
 from delegate.models import OpenAIModel
-from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import is_lead
 from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply, scripted
 
@@ -81,7 +81,7 @@ def test_a_guard_with_a_limit_below_one_is_refused() -> None:
 def stuck_subagent(body: dict[str, Any]) -> Reply:
     """The lead delegates once, then answers; its subagent reads a missing file again and again."""
     messages = body["messages"]
-    if messages[0]["content"].startswith(LEAD_INSTRUCTIONS):
+    if is_lead(body):
         if messages[-1]["role"] == "user":
             task = {"subagent_type": "reader", "description": "read it", "prompt": "Read missing.md."}
             return Reply(tool_calls=[("task", task)])

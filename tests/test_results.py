@@ -14,25 +14,19 @@ from typing import Any
 
 import pytest
 
-from delegate import Lead, LoopSettings, RunLimits
+from delegate import Lead, LoopSettings, RunLimits, Store
 from delegate._loop import Compaction
 from delegate._record import TaskOutput
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.server._runs import run_json
-from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import is_lead
 from delegate.tools import BUILTIN_TOOLS, tool
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 
 DEADLINE = 30.0
 """How long a responder waits for another subagent before the test fails (never reached when it passes)."""
-
-
-def is_lead(body: dict[str, Any]) -> bool:
-    first = body["messages"][0]
-    return first["role"] == "system" and str(first["content"]).startswith(LEAD_INSTRUCTIONS)
 
 
 def prompt_of(body: dict[str, Any]) -> str:

@@ -14,11 +14,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import RunLimits, Runtime, RuntimeSettings
+from delegate import ModelError, RunCancelled, RunError, RunLimits, Runtime, RuntimeSettings, Store
 from delegate._config import DEFAULT_RUN_TIMEOUT
 from delegate._follow import stored_events
 from delegate._loop import EVENT_VALUE_LIMIT
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.server._state import app_state
@@ -127,6 +126,41 @@ def test_a_run_is_cancelled_from_another_store_handle_at_its_next_heartbeat(tmp_
     run = other.get_run(result.run_id)
     assert run is not None and run.status == "cancelled"
     other.close()
+
+
+def test_raise_for_status_gives_back_a_completed_result(tmp_path: Path) -> None:
+    result = Runtime(model=ScriptedModel([reply("done")]), workspace=tmp_path, store=False).run_sync("go")
+    assert result.raise_for_status() is result
+    assert result.raise_for_status().final == "done"
+
+
+def test_raise_for_status_raises_run_error_naming_the_run_that_failed(tmp_path: Path) -> None:
+    async def broken(request: ModelRequest) -> ModelResponse:
+        raise ModelError("the provider refused the key")
+
+    result = Runtime(model=FunctionModel(broken), workspace=tmp_path).run_sync("go")
+    with pytest.raises(RunError, match="the provider refused the key") as caught:
+        result.raise_for_status()
+    assert not isinstance(caught.value, RunCancelled)
+    assert (caught.value.run_id, caught.value.status) == (result.run_id, "error")
+    with Store.for_workspace(tmp_path) as store:  # the id names the run `delegate runs show` finds
+        run = store.get_run(caught.value.run_id)
+    assert run is not None and run.status == "error"
+
+
+def test_raise_for_status_raises_run_cancelled_for_a_cancelled_run(tmp_path: Path) -> None:
+    async def cancel_then_wait(request: ModelRequest) -> ModelResponse:
+        run = rt.store.list_runs(None)[0]
+        rt.store.request_cancel(run.id)  # what `delegate runs cancel` does; seen at the next heartbeat
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    rt = Runtime(model=FunctionModel(cancel_then_wait), workspace=tmp_path)
+    result = rt.run_sync("wait")
+    with pytest.raises(RunCancelled, match=f"run {result.run_id} ended cancelled") as caught:
+        result.raise_for_status()
+    assert isinstance(caught.value, RunError)
+    assert (caught.value.run_id, caught.value.status) == (result.run_id, "cancelled")
 
 
 def _dead_pid() -> int:

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from delegate import RunResult, Runtime
-from delegate._store import RunRow, Store
+from delegate import RunResult, Runtime, Store
+from delegate._store import RunRow
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, call, reply
 from tests.durable_support import wait_for

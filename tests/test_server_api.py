@@ -12,19 +12,14 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import LoopGuard, LoopSettings, RuntimeSettings
-from delegate._store import Store
+from delegate import LoopGuard, LoopSettings, RuntimeSettings, Store
 from delegate._usage import Usage
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
-from delegate.testing import FunctionModel, call, reply, respond
+from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from tests.loopback_server import LiveServer
 
 Answer = Callable[[ModelRequest], Any]
-
-
-def is_lead(request: ModelRequest) -> bool:
-    return "complete" not in {t.name for t in request.tools}
 
 
 def fruit_counting(request: ModelRequest) -> ModelResponse:

@@ -10,8 +10,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import RuntimeSettings
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, call

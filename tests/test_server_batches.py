@@ -15,8 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import RuntimeSettings
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.server import ServerSettings, create_app
 from tests.loopback_server import LiveServer
 

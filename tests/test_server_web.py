@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from delegate import RuntimeSettings
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
-from delegate.testing import FunctionModel, call, reply, respond
+from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from tests.loopback_server import LiveServer
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -36,7 +35,7 @@ ARGS = [
 
 def research(request: ModelRequest) -> ModelResponse:
     """Lead: two subagents of different types in one turn, then a final answer. Subagents: complete."""
-    if "complete" in {t.name for t in request.tools}:
+    if not is_lead(request):
         return call("complete", summary=f"Found it: {request.messages[0].text}")
     if request.messages[-1].role == "user":
         return respond(
@@ -162,7 +161,7 @@ def test_the_batches_view_shows_progress_and_cancels_a_batch(
 async def typed_pricing(request: ModelRequest) -> ModelResponse:
     """Lead: two pricer subagents in one turn; the first one called answers last. Subagents:
     complete with a typed result."""
-    if "complete" in {t.name for t in request.tools}:
+    if not is_lead(request):
         item = request.messages[0].text
         if item == "mug":
             await asyncio.sleep(0.3)  # the model of the first subagent is slower than the second's

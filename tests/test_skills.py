@@ -13,8 +13,7 @@ from delegate._runtime import Runtime
 from delegate._workspace import Workspace
 from delegate.models import ModelRequest, ModelResponse
 from delegate.skills import SkillCatalogue
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, call, reply
+from delegate.testing import FunctionModel, call, is_lead, reply
 
 
 def write(path: Path, text: str) -> None:
@@ -33,10 +32,6 @@ def root(tmp_path: Path) -> Path:
     skill(tmp_path, ".delegate/skills", "review", "Reviews code.")
     skill(tmp_path, ".claude/skills", "pdf", "Reads PDFs.", "Read, Grep")
     return tmp_path
-
-
-def is_lead(request: ModelRequest) -> bool:
-    return request.system.startswith(LEAD_INSTRUCTIONS)
 
 
 def test_the_catalogue_reads_every_source_and_the_users_own_shadow_the_shared(root: Path) -> None:

@@ -12,13 +12,8 @@ from delegate import Event, Extensions, Lead, LoopSettings, RunLimits, UserError
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
+from delegate.testing import FunctionModel, ScriptedModel, call, is_lead, reply, respond
 from delegate.tools import BUILTIN_TOOLS
-
-
-def is_lead(request: ModelRequest) -> bool:
-    return request.system.startswith(LEAD_INSTRUCTIONS)
 
 
 def task_result(request: ModelRequest, index: int = 0) -> str:

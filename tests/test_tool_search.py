@@ -18,8 +18,7 @@ from delegate._errors import UserError
 from delegate._runtime import Runtime
 from delegate.mcp import MCPServerConfig, load_mcp_config, rank
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, call, reply
+from delegate.testing import FunctionModel, call, is_lead, reply
 from delegate.tools import Tool
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
@@ -34,10 +33,6 @@ def calc(**options: object) -> list[MCPServerConfig]:
 
 def names(request: ModelRequest) -> set[str]:
     return {t.name for t in request.tools}
-
-
-def is_lead(request: ModelRequest) -> bool:
-    return request.system.startswith(LEAD_INSTRUCTIONS)
 
 
 async def test_deferred_tools_are_named_hidden_then_loaded_by_tool_search(tmp_path: Path) -> None:
@@ -59,7 +54,7 @@ async def test_deferred_tools_are_named_hidden_then_loaded_by_tool_search(tmp_pa
     finally:
         await rt.aclose()
     first, second, third, fourth = model.requests
-    assert f"{ADD}, mcp__calc__fail, {SHOUT}" in first.system
+    assert f"{ADD}, mcp__calc__fail, mcp__calc__meet, {SHOUT}" in first.system
     assert ADD not in names(first) and "tool_search" in names(first)
     assert "load it first with tool_search" in second.messages[-1].tool_results[0].content
     loaded = third.messages[-1].tool_results[0].content

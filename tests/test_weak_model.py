@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, cast
 
-from delegate import Extensions, Runtime, Subagent
-from delegate._store import Store
+from delegate import Extensions, Runtime, Store, Subagent
 from delegate.batch import Batches
 from delegate.models import OpenAIModel
 from tests.loopback_openai import OpenAIServer, Reply

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
         ModelOutputError,
         RunCancelled,
         RunError,
+        StoreBusyError,
+        StoreError,
         ToolError,
         UserError,
         WorkspaceError,
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from ._run_result import RunResult
     from ._runtime import Runtime
     from ._settings import RuntimeFactory, RuntimeSettings
+    from ._store import Store
     from ._usage import Usage
     from ._workspace import CommandPolicy, Workspace
     from .models import (
@@ -84,6 +87,9 @@ _WHERE = {
     "RuntimeFactory": "._settings",
     "RuntimeSettings": "._settings",
     "Skipped": ".subagents",
+    "Store": "._store",
+    "StoreBusyError": "._errors",
+    "StoreError": "._errors",
     "Subagent": "._agents",
     "TaskOutput": ".subagents",
     "TextPart": "._messages",
@@ -153,6 +159,9 @@ __all__ = [
     "RuntimeFactory",
     "RuntimeSettings",
     "Skipped",
+    "Store",
+    "StoreBusyError",
+    "StoreError",
     "Subagent",
     "TaskOutput",
     "TextPart",

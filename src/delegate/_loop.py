@@ -47,9 +47,6 @@ from .models import (
 )
 from .tools import Tool, ToolContext, ToolReturn
 
-AgentStatus = EndStatus
-EndReason = StopReason
-
 
 @dataclass(kw_only=True)
 class RunBudget:
@@ -203,8 +200,8 @@ def opening_choices(value: ToolChoice | Sequence[ToolChoice]) -> tuple[ToolChoic
 
 @dataclass(kw_only=True, slots=True)
 class AgentResult:
-    status: AgentStatus
-    stop_reason: EndReason
+    status: EndStatus
+    stop_reason: StopReason
     final: str
     messages: list[Message]
     steps: int
@@ -246,7 +243,7 @@ class _State:
     progressed: set[str] = field(default_factory=set[str])
     """The ids of this turn's calls whose tools said they changed something."""
 
-    def end(self, status: AgentStatus, reason: EndReason, **extra: object) -> AgentResult:
+    def end(self, status: EndStatus, reason: StopReason, **extra: object) -> AgentResult:
         return AgentResult(
             status=status,
             stop_reason=reason,
@@ -277,9 +274,8 @@ def passed_deadline() -> float | None:
 async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
     """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
     window = context_window(spec.model, spec.loop.context_window)
-    watch = (
-        LoopWatch(spec.loop.guard, advice=str(getattr(spec.model, "when_stuck", "") or "")) if spec.loop.guard else None
-    )
+    guard = spec.loop.guard
+    watch = LoopWatch(guard, advice=spec.model.profile.when_stuck) if guard else None
     state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
     ctx.event("agent.started", {"name": spec.name, "model": spec.model.name})
     timeout = asyncio.timeout(spec.timeout)
@@ -347,7 +343,7 @@ async def _answer(spec: AgentSpec, ctx: ToolContext, state: _State, offered: lis
             tools=offered,
             max_tokens=spec.max_tokens,
             tool_choice=spec.tool_choice(state.steps),
-            path_states=path_states(ctx.workspace, state.messages) if _grounds_paths(spec.model) else None,
+            path_states=path_states(ctx.workspace, state.messages) if spec.model.profile.grounds_paths else None,
         )
         limit = state.window - reply_reserve(state.window, spec.max_tokens)
         threshold = int(state.window * COMPACT_AT)
@@ -378,10 +374,6 @@ def _watch(state: _State) -> tuple[StopReason, str] | None:
         return None
     calls, results = state.messages[-2].tool_calls, state.messages[-1].tool_results
     return state.watch.after_turn(calls, results, state.progressed)
-
-
-def _grounds_paths(model: Model) -> bool:
-    return bool(getattr(model, "grounds_paths", False))
 
 
 def path_states(workspace: Workspace, messages: list[Message]) -> dict[str, PathState]:

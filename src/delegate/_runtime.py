@@ -24,7 +24,7 @@ from ._events import Event, EventSink
 from ._frontmatter import CatalogueWarning
 from ._loop import AgentSpec, RunBudget, run_agent
 from ._messages import Message
-from ._recorder import Journal, Recorder
+from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._settings import open_store
 from ._text import safe_text
@@ -195,9 +195,7 @@ class Runtime:
         sessions of this event loop, and the store it opened (a `Store` given to it stays open).
         All open again when next needed."""
         for model in self._models.values():
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            await model.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()
         for servers in self._own_mcp.values():
@@ -331,7 +329,7 @@ class Runtime:
     ) -> RunResult:
         """Build the lead, then `begin` (record the run with its warnings, or claim it and read its
         checkpoints), then run it under `limits`: nothing is recorded for a lead that cannot be built."""
-        journal = Journal(recorder)
+        journal = StoredJournal(recorder)
         skills = await asyncio.to_thread(self._skills)
         context = await asyncio.to_thread(self._prepare_workspace)
         mcp_tools = await self._load_mcp()
@@ -634,7 +632,7 @@ class Runtime:
         if self._batches is None:
             self._batches = Batches(store)
         existing = [b.id for b in self._batches.list_batches(self.user_id or "default", limit=20)]
-        if getattr(lead_model, "grounds_paths", False) and not existing and not _ASKS_FOR_BATCH.search(prompt):
+        if lead_model.profile.grounds_paths and not existing and not _ASKS_FOR_BATCH.search(prompt):
             return []
         visible = self._delegable()
         spec = self.lead.subagent_model

@@ -13,9 +13,8 @@ from typing import Any
 
 import httpx2
 
-from delegate import RuntimeSettings
+from delegate import RuntimeSettings, Store
 from delegate._messages import ToolResultPart
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, reply, respond

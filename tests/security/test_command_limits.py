@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from delegate import Store
 from delegate._command_limits import MIB, CommandLimits
 from delegate._errors import ToolError, UserError
-from delegate._store import Store
 from delegate._workspace import CommandPolicy, Workspace
 from delegate.tools import run_command
 from delegate.tools._sandbox import check_disk_quota, workspace_usage

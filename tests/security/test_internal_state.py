@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate import Extensions
-from delegate._store import Store
+from delegate import Extensions, Store
 from delegate.testing import FunctionModel, call, reply
 from delegate.tools import builtin_tools
 from tests.security.support import Calls, two_users

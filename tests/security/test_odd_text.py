@@ -15,10 +15,9 @@ from typing import Any
 
 import httpx2
 
-from delegate import CommandPolicy, Lead, Runtime, RuntimeSettings, tool
+from delegate import CommandPolicy, Lead, Runtime, RuntimeSettings, Store, tool
 from delegate._events import Event
 from delegate._messages import ToolResultPart, messages_adapter
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, reply, respond

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from delegate import Store
 from delegate._errors import ToolError
-from delegate._store import Store
 from delegate._workspace import CommandPolicy, Mount, Workspace
 from delegate.skills import SkillCatalogue
 from delegate.subagents._acceptance import check_criteria, snapshot_before

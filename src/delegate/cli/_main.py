@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .._text import plural, safe_json, safe_text
+from .._time import iso
 from ._common import (
     LOCAL_TIMEOUT,
     Db,
@@ -202,9 +203,9 @@ def users_list(
         {
             "name": u.name,
             "status": "revoked" if u.revoked else "active",
-            "created_at": u.created_at.isoformat(),
-            "token_created_at": u.token_created_at.isoformat() if u.token_created_at else None,
-            "revoked_at": u.revoked_at.isoformat() if u.revoked_at else None,
+            "created_at": iso(u.created_at),
+            "token_created_at": iso(u.token_created_at),
+            "revoked_at": iso(u.revoked_at),
         }
         for u in users
     ]

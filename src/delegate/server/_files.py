@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from .._errors import WorkspaceError
 from .._text import safe_text
+from .._time import iso
 from .._workspace import Located, Workspace
 from ._auth import ApiError, UserId
 from ._state import app_state
@@ -71,7 +72,7 @@ def _preview(at: Located, path: str, limit: int) -> dict[str, Any]:
     return {
         "path": safe_text(at.rel),
         "size": info.st_size,
-        "modified_at": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+        "modified_at": iso(datetime.fromtimestamp(info.st_mtime, UTC)),
         "binary": text is None,
         "text": text,
         "truncated": text is not None and info.st_size > len(data),

@@ -29,6 +29,7 @@ from .._config import RunLimits
 from .._errors import UserError
 from .._events import Event
 from .._follow import stored_events
+from .._run_result import stored_run
 from .._runtime import Runtime
 from .._settings import RuntimeFactory
 from .._store import Store
@@ -316,26 +317,13 @@ def last_event_id(header: str | None, after: int | None) -> int:
 
 
 def run_json(store: Store, run_id: str, user_id: str) -> dict[str, Any] | None:
-    """What `GET /runs/{id}` answers, read from the store (so it holds after a restart)."""
-    run = store.get_run(run_id, user_id)
-    if run is None:
+    """What `GET /runs/{id}` answers, read from the store (so it holds after a restart): the
+    stored run's JSON (`stored_run`) and how many events it has."""
+    found = stored_run(store, run_id, user_id)
+    if found is None:
         return None
-    subagents = store.subagent_records(run_id)  # while it runs: those finished so far
-    return {
-        "run_id": run.id,
-        "status": run.status,
-        "prompt": run.prompt,
-        "model": run.model,
-        "final": run.final,
-        "stop_reason": run.stop_reason,
-        "steps": run.steps,
-        "error": run.error,
-        "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
-        "created_at": run.created_at.isoformat(),
-        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
-        "events": run.event_count,
-        "subagents": [s.to_dict() for s in subagents],
-    }
+    run, data = found
+    return data | {"events": run.event_count}
 
 
 def run_list(store: Store, token: str, offset: int, limit: int) -> bytes | None:
@@ -344,19 +332,7 @@ def run_list(store: Store, token: str, offset: int, limit: int) -> bytes | None:
     runs = store.run_summaries(token, limit=limit, offset=offset)
     if runs is None:
         return None
-    listed = [
-        {
-            "run_id": run.id,
-            "status": run.status,
-            "prompt": run.prompt,
-            "model": run.model,
-            "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
-            "created_at": run.created_at.isoformat(),
-            "completed_at": run.completed_at.isoformat() if run.completed_at else None,
-        }
-        for run in runs
-    ]
-    return to_json({"runs": listed, "offset": offset})
+    return to_json({"runs": [run.to_dict() for run in runs], "offset": offset})
 
 
 # -- routes ---------------------------------------------------------------------------------------

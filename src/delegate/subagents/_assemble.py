@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from .._agents import Lead, Subagent
 from .._config import LoopSettings, RunLimits
 from .._events import EventSink
-from .._loop import AgentSpec, RunBudget, ToolGate
+from .._loop import AgentSpec, Journal, RunBudget, ToolGate
 from .._record import ResultSchema
-from .._recorder import Journal
 from .._workspace import Workspace
 from ..mcp import DeferredGate, deferred_index, search_tool
 from ..models import Model
