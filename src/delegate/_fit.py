@@ -20,8 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from ._messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
-from .models import ModelRequest, estimate_tokens
-from .models._window import fixed_chars, message_chars, part_chars, tokens_of
+from .models import ModelRequest, estimate_tokens, fixed_chars, message_chars, part_chars, tokens_of
 
 __all__ = ["CUT_NOTE", "cut_text", "fit_request"]
 

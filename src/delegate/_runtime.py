@@ -32,9 +32,17 @@ from ._workspace import CommandPolicy, Workspace
 from .mcp import MCPTools, server_config
 from .models import Model, ModelAliases, resolve_model
 from .skills import SkillCatalogue
-from .subagents import RunScope, SubagentRunner, TaskOutput, assemble, project_context, task_tool, toolset
-from .subagents._acceptance import parse_criteria
-from .subagents._prompts import type_listing
+from .subagents import (
+    RunScope,
+    SubagentRunner,
+    TaskOutput,
+    assemble,
+    parse_criteria,
+    project_context,
+    task_tool,
+    toolset,
+    type_listing,
+)
 from .tools import BUILTIN_TOOLS, Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
 
 if TYPE_CHECKING:

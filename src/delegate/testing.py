@@ -19,7 +19,7 @@ from typing import Any
 from ._messages import Part, TextPart, ToolCallPart
 from ._usage import Usage
 from .models import ModelProfile, ModelRequest, ModelResponse
-from .subagents._prompts import LEAD_INSTRUCTIONS
+from .subagents import LEAD_INSTRUCTIONS
 
 __all__ = ["FunctionModel", "ScriptedModel", "call", "is_lead", "reply", "respond", "system_prompt"]
 

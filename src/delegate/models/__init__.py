@@ -32,7 +32,11 @@ from ._window import (
     MessageTally,
     context_window,
     estimate_tokens,
+    fixed_chars,
     known_context_window,
+    message_chars,
+    part_chars,
+    tokens_of,
 )
 
 if TYPE_CHECKING:
@@ -64,11 +68,15 @@ __all__ = [
     "context_window",
     "credentials_hint",
     "estimate_tokens",
+    "fixed_chars",
     "has_credentials",
     "known_context_window",
     "mentioned_paths",
+    "message_chars",
     "names_a_local_file",
+    "part_chars",
     "resolve_model",
+    "tokens_of",
 ]
 
 

@@ -5,7 +5,7 @@ from ._assemble import RunScope, assemble, toolset
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
-from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS
+from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, type_listing
 from ._task import SubagentRunner, task_tool
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "project_context",
     "task_tool",
     "toolset",
+    "type_listing",
 ]
