@@ -90,7 +90,7 @@ async def run_batch(items: int, delay: float, max_running: int, trace: bool = Fa
     import gc
     import tracemalloc
 
-    from delegate._store import Store
+    from delegate import Store
     from delegate.batch import Batches, BatchWorker
 
     workspace = Path(tempfile.mkdtemp(prefix="bench-batch-"))

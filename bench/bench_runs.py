@@ -38,8 +38,8 @@ from typing import Literal
 
 from bench_subagents import one_run
 
+from delegate import Lead, LoopSettings, RunLimits, Store
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.batch import Batches
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
@@ -59,11 +59,9 @@ async def lead_turns(root: Path, turns: int, store: bool) -> None:
     rt = Runtime(
         model=model,
         workspace=root,
-        tools=[echo],
-        builtin=[],
-        max_steps=turns + 1,
         store=None if store else False,
-        heartbeat_interval=3600,
+        lead=Lead(tools=["task", echo], max_steps=turns + 1),
+        loop=LoopSettings(heartbeat_interval=3600),
     )
     result = await rt.run("echo many times")
     await rt.aclose()
@@ -118,7 +116,9 @@ def resume_after_kill(root: Path, n: int) -> float:
         return reply("all done")
 
     async def go() -> float:
-        rt = Runtime(model=FunctionModel(lead_only), workspace=root, max_parallel=None, max_subagents=None)
+        rt = Runtime(
+            model=FunctionModel(lead_only), workspace=root, limits=RunLimits(max_parallel=None, max_subagents=None)
+        )
         start = time.perf_counter()
         result = await rt.resume(run_id)
         elapsed = time.perf_counter() - start

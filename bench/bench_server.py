@@ -56,11 +56,9 @@ def serve(workspace: Path, run_batches: bool) -> None:
 
     import uvicorn
 
-    from delegate import Runtime
-    from delegate._settings import RuntimeSettings
-    from delegate._store import Store
+    from delegate import Lead, LoopSettings, RunLimits, RuntimeSettings, Store
     from delegate.models import ModelRequest, ModelResponse
-    from delegate.server import RunOptions, ServerSettings, create_app, uvicorn_config
+    from delegate.server import ServerSettings, create_app, uvicorn_config
     from delegate.testing import FunctionModel, call, reply
 
     async def answer(request: ModelRequest) -> ModelResponse:
@@ -75,15 +73,15 @@ def serve(workspace: Path, run_batches: bool) -> None:
     # The server's own runtimes, but with a lead that may take LEAD_STEPS steps, and no loop guard
     # (it would end alice's agent after ten greps alike).
     store = Store.for_workspace(workspace)
-    operator = RuntimeSettings(workspace=workspace, max_parallel=4, max_steps=LEAD_STEPS, loop_guard=None)
-
-    def runtime(options: RunOptions) -> Runtime:
-        model = fake(options.model)
-        return operator.build(user_id=options.user_id, model=model, max_parallel=options.max_parallel, store=store)
-
+    operator = RuntimeSettings(
+        workspace=workspace,
+        lead=Lead(max_steps=LEAD_STEPS),
+        limits=RunLimits(max_parallel=4),
+        loop=LoopSettings(guard=None),
+    )
     fake = lambda _: FunctionModel(answer)  # noqa: E731 - the model of every run: ready at once
-    settings = ServerSettings(workspace=workspace, model=fake, run_batches=run_batches, max_parallel=4)
-    app = create_app(settings, store=store, runtime_factory=runtime)
+    settings = ServerSettings(runtime=operator, model=fake, run_batches=run_batches)
+    app = create_app(settings, store=store)
     sock = socket.create_server(("127.0.0.1", 0))
     print(f"ready {sock.getsockname()[1]}", flush=True)
     uvicorn.Server(uvicorn_config(app)).run(sockets=[sock])
@@ -217,7 +215,7 @@ def p95(values: list[float]) -> float:
 
 def latency(concurrent: int, regex_chars: int, timeout: float, repeats: int) -> dict[str, Any]:
     """Quiet and loaded bursts in turn, `repeats` times each, on one server; medians of each figure."""
-    from delegate._store import Store
+    from delegate import Store
     from delegate._usage import Usage
 
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
@@ -333,7 +331,7 @@ def _wait_for_grep(client: Any, run_id: str, timeout: float) -> bool:
 def memory(batches: int) -> dict[str, Any]:
     import httpx2
 
-    from delegate._store import Store
+    from delegate import Store
 
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         workspace = Path(tmp)

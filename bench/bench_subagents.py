@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from delegate import Message, ToolContext, Workspace
+from delegate import LoopSettings, Message, RunLimits, ToolContext, Workspace
 from delegate._loop import AgentSpec, run_agent
 from delegate._runtime import Runtime
 from delegate.models import ModelRequest, ModelResponse
@@ -55,10 +55,9 @@ async def one_run(root: Path, n: int, latency: float, store: bool) -> float:
     rt = Runtime(
         model=fan_out_model(n, latency),
         workspace=root,
-        max_parallel=None,
-        max_subagents=None,
         store=None if store else False,
-        heartbeat_interval=3600,
+        limits=RunLimits(max_parallel=None, max_subagents=None),
+        loop=LoopSettings(heartbeat_interval=3600),
     )
     start = time.perf_counter()
     result = await rt.run("fan out")

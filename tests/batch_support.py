@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from delegate import UserError
-from delegate._store import Store
+from delegate import Store, UserError
 from delegate._usage import Usage
 from delegate.batch import Batch, Batches, BatchWorker
 
@@ -137,10 +136,54 @@ def items(n: int, prefix: str = "item") -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def worker(batches: Batches, runner: Any, **options: Any) -> AsyncIterator[BatchWorker]:
+async def worker(
+    batches: Batches, runner: Any, *, looks: QueueLooks | None = None, **options: Any
+) -> AsyncIterator[BatchWorker]:
+    """A started worker over `batches` (its looks at the queue counted in `looks`, if given)."""
     settings = FAST | {"system_schema": dbos_schema(batches)} | options
-    async with BatchWorker(batches, runner, **settings) as started:
+    built = BatchWorker(batches, runner, **settings)
+    if looks is not None:
+        looks.watch(built)
+    async with built as started:
         yield started
+
+
+class QueueLooks:
+    """Counts a worker's looks at its queue, so a test waits on them instead of sleeping: the
+    scheduler's passes (each asks which batches to serve) and every claim's answer."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.claims: list[tuple[str, str, int]] = []
+        """`(batch id, state, items claimed)` of each claim answered, in order."""
+        self.claiming = 0
+
+    def watch(self, w: BatchWorker) -> None:
+        queue = w.queue
+        serving, claim = queue.serving, queue.claim
+
+        def counted_serving() -> list[tuple[str, int]]:
+            try:
+                return serving()
+            finally:
+                self.passes += 1
+
+        def counted_claim(batch_id: str, *args: Any) -> Any:
+            self.claiming += 1
+            try:
+                answer = claim(batch_id, *args)
+                self.claims.append((batch_id, answer.state, len(answer.items)))
+                return answer
+            finally:
+                self.claiming -= 1
+
+        queue.serving = counted_serving  # type: ignore[method-assign]
+        queue.claim = counted_claim  # type: ignore[method-assign]
+
+    async def passes_more(self, n: int) -> None:
+        """Wait until the scheduler has looked `n` more times and no claim is on its way."""
+        target = self.passes + n
+        await until(lambda: self.passes >= target and self.claiming == 0)
 
 
 async def finished(w: BatchWorker, batch_id: str, *, timeout: float = 60.0, user: str = USER) -> Batch:

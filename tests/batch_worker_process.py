@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from delegate._store import Store
+from delegate import Store
 from delegate._usage import Usage
 from delegate.batch import Batches, BatchWorker
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from delegate._store import Store
+from delegate import Store
 
 PG_ENV = "DELEGATE_TEST_PG"
 BACKENDS = ["sqlite", "postgresql"]

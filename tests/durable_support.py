@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from delegate._store import RunRow, Store
-from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate import Store
+from delegate._store import RunRow
+from delegate.testing import is_lead
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 
@@ -29,11 +30,6 @@ finish before its kill lands, and sets it to let the run end."""
 FINAL_ANSWER.set()
 LATENCY = 0.03
 """Seconds each answer takes: long enough for kills to land in the middle of a run."""
-
-
-def _system(body: dict[str, Any]) -> str:
-    first = body["messages"][0]
-    return first["content"] if first["role"] == "system" else ""
 
 
 def _first_user(body: dict[str, Any]) -> str:
@@ -49,7 +45,7 @@ def keyed_responder(body: dict[str, Any]) -> Reply | Fault:
     writes one file and completes. Usage is keyed on what is asked, never on the order of asking."""
     time.sleep(LATENCY)
     turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
-    if _system(body).startswith(LEAD_INSTRUCTIONS):
+    if is_lead(body):
         if turns == 0:
             prompts = [f"topic {i}: write notes/{i}.md" for i in range(SUBAGENTS)]
             task = {"subagent_type": "general-purpose", "description": "notes", "prompts": prompts}

@@ -38,6 +38,22 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
+_arrived = 0
+_all_arrived = anyio.Event()
+
+
+@server.tool()
+async def meet(party: int) -> int:
+    """Wait until `party` calls of meet are running at once (at most 30 s); say how many came."""
+    global _arrived
+    _arrived += 1
+    if _arrived >= party:
+        _all_arrived.set()
+    with anyio.move_on_after(30):  # calls served one after another would each wait alone
+        await _all_arrived.wait()
+    return _arrived
+
+
 @server.tool()
 def shout(text: str) -> str:
     """Repeat the text in capitals."""

@@ -65,7 +65,7 @@ async def test_a_text_answer_comes_back_as_text(make_model: MakeModel, stream: b
         model = make_model(server, stream=stream)
         response = await model.complete(ask())
     assert response.text == "Hello there, how can I help?"
-    assert response.stop_reason == "end_turn"
+    assert response.finish_reason == "end_turn"
     assert response.tool_calls == []
     assert server.requests[0]["stream"] is stream
     assert model.name == "anthropic:claude-test"
@@ -80,7 +80,7 @@ async def test_a_tool_use_becomes_a_tool_call_with_parsed_arguments(make_model: 
     }
     with AnthropicServer(scripted([Reply("Reading it.", tool_uses=[("read_file", arguments)])])) as server:
         response = await make_model(server, stream=stream).complete(ask())
-    assert response.stop_reason == "tool_use"
+    assert response.finish_reason == "tool_use"
     assert response.text == "Reading it."
     [call] = response.tool_calls
     assert (call.id, call.name, call.arguments, call.raw_arguments) == (
@@ -177,7 +177,7 @@ async def test_usage_with_cache_tokens_matches_what_the_server_reported(make_mod
 async def test_stop_reasons_map_to_the_loops_vocabulary(make_model: MakeModel, reason: str, expected: str) -> None:
     with AnthropicServer(scripted([Reply("cut", stop_reason=reason)])) as server:
         response = await make_model(server).complete(ask())
-    assert response.stop_reason == expected
+    assert response.finish_reason == expected
 
 
 async def test_max_tokens_comes_from_the_request_else_from_the_model(make_model: MakeModel) -> None:

@@ -19,6 +19,7 @@ from delegate.testing import FunctionModel, reply
 from .batch_support import (
     USER,
     Output,
+    QueueLooks,
     Runner,
     batches_fixture,  # noqa: F401  (the `batches` fixture)
     finished,
@@ -95,14 +96,16 @@ async def test_running_and_claimed_items_never_exceed_the_batch_caps(batches: Ba
 async def test_a_paused_batch_starts_nothing_until_resumed(batches: Batches) -> None:
     hold = asyncio.Event()
     runner = Runner(hold=hold)
+    looks = QueueLooks()
     sub = batches.submit(USER, subagent_type="t", items=items(6), max_running_items=2)
-    async with worker(batches, runner) as w:
+    async with worker(batches, runner, looks=looks) as w:
         await until(lambda: runner.running == 2)
         paused = batches.pause(USER, sub.batch.id)
         assert paused.status == "paused"
         hold.set()  # the two running items finish; nothing new starts
         await until(lambda: batches.get(USER, sub.batch.id).counts["succeeded"] == 2)
-        await asyncio.sleep(0.3)
+        await until(lambda: (sub.batch.id, "paused", 0) in looks.claims)  # the worker asked, and took nothing
+        await looks.passes_more(3)  # nor does its scheduler serve the batch again
         held = batches.get(USER, sub.batch.id)
         assert (held.counts["queued"], held.counts["running"], len(runner.calls)) == (4, 0, 2)
         assert batches.resume(USER, sub.batch.id).status == "running"
@@ -124,9 +127,11 @@ async def test_cancel_stops_running_items_and_a_restart_does_not_bring_them_back
     assert batch.status == "cancelled"
     hold.set()
     fresh = Runner()
-    async with worker(batches, fresh):  # a new engine over the same files
-        await asyncio.sleep(0.4)
+    looks = QueueLooks()
+    async with worker(batches, fresh, looks=looks):  # a new engine over the same files
+        await looks.passes_more(3)  # it has looked for work three times, and every claim is answered
     assert fresh.calls == []
+    assert [c for c in looks.claims if c[2]] == []  # nothing claimed
     assert batches.get(USER, sub.batch.id).counts["cancelled"] == 10
     with pytest.raises(BatchStateError):
         batches.resume(USER, sub.batch.id)

@@ -7,24 +7,23 @@ import asyncio
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from delegate import UserError
+from delegate import RunLimits, RuntimeSettings, Store, UserError
 from delegate._events import Event
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, call
+from delegate.testing import FunctionModel, call, is_lead
 from tests.cli_support import run_cli
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 from tests.loopback_server import LiveServer
 from tests.test_batch_cli import env_for
-from tests.test_results import close, is_lead, openai_model, tool_results
+from tests.test_results import close, openai_model, tool_results
 from tests.test_server_api import client, read_events, start
 
 PARALLEL = 4
@@ -57,8 +56,10 @@ def starts_and_spending(events: list[Event]) -> list[int]:
 async def test_no_request_starts_once_the_token_budget_is_spent(tmp_path: Path) -> None:
     events: list[Event] = []
     with OpenAIServer(busy) as server:
-        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, max_parallel=PARALLEL)
-        result = await rt.run("go", sinks=[events.append], token_budget=200)
+        rt = Runtime(
+            model=openai_model(server), workspace=tmp_path, store=False, limits=RunLimits(max_parallel=PARALLEL)
+        )
+        result = await rt.run("go", sinks=[events.append], limits=replace(rt.limits, token_budget=200))
         await close(rt)
     at_start = starts_and_spending(events)
     assert len(server.requests) == len(at_start)  # every request the server saw, the run counted
@@ -75,8 +76,10 @@ async def test_no_request_starts_once_the_token_budget_is_spent(tmp_path: Path) 
 async def test_the_request_budget_counts_the_lead_and_every_subagent(tmp_path: Path) -> None:
     events: list[Event] = []
     with OpenAIServer(busy) as server:
-        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, max_parallel=PARALLEL)
-        result = await rt.run("go", sinks=[events.append], max_requests=9)
+        rt = Runtime(
+            model=openai_model(server), workspace=tmp_path, store=False, limits=RunLimits(max_parallel=PARALLEL)
+        )
+        result = await rt.run("go", sinks=[events.append], limits=replace(rt.limits, max_requests=9))
         await close(rt)
     assert len(server.requests) == 9
     assert sum(e.type == "model.request" for e in events) == 9
@@ -90,7 +93,12 @@ async def test_a_budget_that_is_not_spent_changes_nothing(tmp_path: Path) -> Non
         return Reply(content="done")
 
     with OpenAIServer(answer) as server:
-        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, token_budget=1_000, max_requests=5)
+        rt = Runtime(
+            model=openai_model(server),
+            workspace=tmp_path,
+            store=False,
+            limits=RunLimits(token_budget=1_000, max_requests=5),
+        )
         result = await rt.run("go")
         await close(rt)
     assert (result.status, result.stop_reason, result.final) == ("completed", "final_answer", "done")
@@ -98,8 +106,8 @@ async def test_a_budget_that_is_not_spent_changes_nothing(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("limits", [{"token_budget": 0}, {"max_requests": -1}, {"max_requests": True}])
 def test_a_budget_must_be_a_whole_number_of_at_least_one(tmp_path: Path, limits: dict[str, Any]) -> None:
-    with pytest.raises(UserError, match="use a whole number of at least 1"):
-        Runtime(model="test:echo", workspace=tmp_path, store=False, **limits)
+    with pytest.raises(UserError, match="give a whole number of at least 1"):
+        Runtime(model="test:echo", workspace=tmp_path, store=False, limits=RunLimits(**limits))
 
 
 def test_delegate_run_takes_both_budgets_and_exits_1_when_one_is_spent(tmp_path: Path) -> None:
@@ -132,7 +140,9 @@ def test_post_runs_takes_both_budgets(tmp_path: Path, store: Store) -> None:
     token = store.add_user("alice")[1]
     with OpenAIServer(busy) as upstream:
         model = openai_model(upstream)
-        config = ServerSettings(workspace=tmp_path, model=lambda name: model, run_batches=False)
+        config = ServerSettings(
+            runtime=RuntimeSettings(workspace=tmp_path), model=lambda name: model, run_batches=False
+        )
         with LiveServer(create_app(config, store=store)) as server, client(server, token) as api:
             run_id = start(api, "go", max_requests=3)
             read_events(api, f"/runs/{run_id}/events")
@@ -178,7 +188,7 @@ def test_subagents_running_when_the_runs_deadline_passes_end_timed_out_with_thei
     never = asyncio.Event()
 
     async def answer(request: ModelRequest) -> ModelResponse:
-        if request.system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(request):
             prompts = [f"job {n}" for n in range(PARALLEL)]
             return call("task", subagent_type="general-purpose", description="jobs", prompts=prompts)
         if len(request.messages) == 1:
@@ -187,7 +197,7 @@ def test_subagents_running_when_the_runs_deadline_passes_end_timed_out_with_thei
         raise AssertionError("unreachable")
 
     events: list[Event] = []
-    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, timeout=1.0, max_parallel=PARALLEL)
+    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, limits=RunLimits(timeout=1.0, max_parallel=PARALLEL))
     result = rt.run_sync("go", sinks=[events.append])
     assert (result.status, result.stop_reason) == ("timed_out", "timeout")
     assert len(result.subagents) == PARALLEL
@@ -218,7 +228,7 @@ def test_a_request_in_flight_at_a_timeout_or_a_cancel_counts_as_a_request_whose_
         raise AssertionError("unreachable")
 
     events: list[Event] = []
-    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, timeout=0.5)
+    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, limits=RunLimits(timeout=0.5))
     result = rt.run_sync("go", sinks=[events.append])
     assert result.status == "timed_out" and len(asked) == 2
     assert sum(e.type == "model.request" for e in events) == 2

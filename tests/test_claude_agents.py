@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from delegate import Catalogue, Event, ModelAliases, Runtime, UserError
+from delegate import Catalogue, CommandPolicy, Event, Extensions, ModelAliases, Runtime, UserError
 from delegate.models import OpenAIModel, RetryPolicy
-from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import is_lead
 from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
@@ -33,7 +33,7 @@ def reasons(catalogue: Catalogue, file: str) -> list[str]:
     return [w.reason for w in catalogue.warnings if w.file == f".claude/agents/{file}"]
 
 
-def test_a_public_style_folder_loads_every_readable_file_and_names_the_rest(workspace: Path, clean_env: None) -> None:
+def test_a_public_style_folder_loads_every_readable_file_and_names_the_rest(workspace: Path) -> None:
     catalogue = Catalogue.build(workspace=workspace)
     assert sorted(set(catalogue.names()) - {"general-purpose", "explore", "bash"}) == [
         "architect",
@@ -57,7 +57,7 @@ def test_a_public_style_folder_loads_every_readable_file_and_names_the_rest(work
     assert all(not w.file.startswith("/") and str(workspace) not in str(w) for w in catalogue.warnings)
 
 
-def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path, clean_env: None) -> None:
+def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path) -> None:
     catalogue = Catalogue.build(workspace=workspace)
     reviewer = catalogue.definitions["code-reviewer"]
     assert reviewer.description.endswith("maintainability. Continues on an indented line, as people write it.")
@@ -88,9 +88,7 @@ def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path, cle
     ]
 
 
-def test_aliases_resolve_through_an_overridable_table(
-    workspace: Path, clean_env: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_aliases_resolve_through_an_overridable_table(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert ModelAliases().resolve("sonnet") == ("anthropic:claude-sonnet-4-5", True)
     assert ModelAliases().resolve("claude-opus-4-1") == ("anthropic:claude-opus-4-1", True)
     assert ModelAliases().resolve("openai:gpt-4.1") == ("openai:gpt-4.1", False)
@@ -109,7 +107,7 @@ def test_aliases_resolve_through_an_overridable_table(
         ModelAliases.load(None, ["sonnet=gpt-4"])
 
 
-def test_skills_as_anthropic_writes_them_load_and_a_broken_one_is_named(workspace: Path, clean_env: None) -> None:
+def test_skills_as_anthropic_writes_them_load_and_a_broken_one_is_named(workspace: Path) -> None:
     runtime = Runtime(workspace=workspace, store=False)
     shown = [str(w) for w in runtime.warnings() if "skills" in w.file]
     assert shown[0].startswith(".claude/skills/brand.guidelines/SKILL.md:3: front matter is not strict YAML (")
@@ -124,9 +122,8 @@ def test_skills_as_anthropic_writes_them_load_and_a_broken_one_is_named(workspac
 
 def sonnet_responder(body: dict[str, Any]) -> Reply:
     """Lead: delegate to `seo-meta-optimizer` (model: sonnet), then answer. Subagent: complete."""
-    system = body["messages"][0]["content"]
     tool_results = [m for m in body["messages"] if m["role"] == "tool"]
-    if system.startswith(LEAD_INSTRUCTIONS):
+    if is_lead(body):
         if not tool_results:
             task = {"subagent_type": "seo-meta-optimizer", "description": "meta tags", "prompt": "Write meta tags."}
             return Reply(tool_calls=[("task", task)])
@@ -134,7 +131,7 @@ def sonnet_responder(body: dict[str, Any]) -> Reply:
     return Reply(tool_calls=[("complete", {"summary": "meta tags written", "paths": []})])
 
 
-async def test_a_sonnet_type_without_an_anthropic_key_runs_on_the_leads_model(workspace: Path, clean_env: None) -> None:
+async def test_a_sonnet_type_without_an_anthropic_key_runs_on_the_leads_model(workspace: Path) -> None:
     events: list[Event] = []
     (workspace / "AGENTS.md").write_text("Run `make check` before you finish. PROJECT-MARK")
     with OpenAIServer(sonnet_responder) as server:
@@ -203,9 +200,7 @@ def tool(body: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("count", [160, 500])
-def test_a_large_catalogue_keeps_the_first_request_small_and_every_type_reachable(
-    tmp_path: Path, clean_env: None, count: int
-) -> None:
+def test_a_large_catalogue_keeps_the_first_request_small_and_every_type_reachable(tmp_path: Path, count: int) -> None:
     many_agents(tmp_path / ".claude/agents", count)
     skills(tmp_path / ".claude/skills", 12)
     first, second = lead_requests(tmp_path, search="agent:specialist-042")
@@ -218,7 +213,7 @@ def test_a_large_catalogue_keeps_the_first_request_small_and_every_type_reachabl
     assert "- specialist-042: Expert number 42" in found and "Triggers on: 'topic42', 'area 42'" in found
 
 
-def test_a_small_catalogue_keeps_full_descriptions_and_the_enum(tmp_path: Path, clean_env: None) -> None:
+def test_a_small_catalogue_keeps_full_descriptions_and_the_enum(tmp_path: Path) -> None:
     many_agents(tmp_path / ".claude/agents", 3)
     [body] = lead_requests(tmp_path)
     task = tool(body, "task")
@@ -299,7 +294,7 @@ async def test_a_type_from_an_operators_folder_gets_the_mcp_server_it_defines_in
 
     def answer(request: ModelRequest) -> ModelResponse:
         names = {t.name for t in request.tools}
-        if request.system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(request):
             offered.setdefault("lead", names)
             if len(request.messages) == 1:
                 return call("task", subagent_type="adder", description="add", prompt="2 + 40")
@@ -310,7 +305,10 @@ async def test_a_type_from_an_operators_folder_gets_the_mcp_server_it_defines_in
         return call("complete", summary=request.messages[-1].tool_results[0].content)
 
     async with Runtime(
-        model=FunctionModel(answer), workspace=tmp_path / "ws", agents_dirs=[operator], store=False
+        model=FunctionModel(answer),
+        workspace=tmp_path / "ws",
+        store=False,
+        extensions=Extensions(agents_dirs=[operator]),
     ) as rt:
         result = await rt.run("Add 2 and 40.")
     assert result.subagents[0].summary == "42"
@@ -331,7 +329,7 @@ async def test_project_context_is_bounded_marked_and_a_type_can_opt_out(tmp_path
     systems: dict[str, str] = {}
 
     def answer(request: ModelRequest) -> ModelResponse:
-        if request.system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(request):
             systems.setdefault("lead", request.system)
             if len(request.messages) == 1:
                 return call("task", subagent_type="quiet", description="q", prompt="go")
@@ -377,7 +375,7 @@ async def test_bash_rules_of_a_claude_type_decide_which_commands_it_may_run(tmp_
     outputs: list[str] = []
 
     def answer(request: ModelRequest) -> ModelResponse:
-        if request.system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(request):
             if len(request.messages) == 1:
                 return call("task", subagent_type="echoer", description="echo", prompt="Echo.")
             return reply("done")
@@ -389,7 +387,7 @@ async def test_bash_rules_of_a_claude_type_decide_which_commands_it_may_run(tmp_
         outputs.append("")
         return call("bash", command=commands[done])
 
-    async with Runtime(model=FunctionModel(answer), workspace=tmp_path, allow_commands=True, store=False) as rt:
+    async with Runtime(model=FunctionModel(answer), workspace=tmp_path, store=False, commands=CommandPolicy()) as rt:
         await rt.run("Echo.")
     assert outputs[0].startswith("hi\nok")
     assert outputs[1] == (

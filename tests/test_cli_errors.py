@@ -104,8 +104,10 @@ def test_a_bad_command_limit_is_refused_in_one_line_naming_the_caps(env: dict[st
 
 
 def test_command_limits_reach_the_workspaces_command_policy(tmp_path: Path) -> None:
-    from delegate.cli._main import OperatorFlags, runtime_settings
+    from delegate.cli._common import OperatorFlags
 
     flags = OperatorFlags(allow_commands=True, command_limit=["processes=64", "memory=1G", "disk_quota=0"])
-    limits = runtime_settings(tmp_path, flags).commands.limits
+    policy = flags.settings(tmp_path).commands
+    assert policy is not None
+    limits = policy.limits
     assert (limits.processes, limits.memory, limits.disk_quota, limits.open_files) == (64, 1 << 30, 0, 1024)

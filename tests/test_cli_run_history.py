@@ -13,9 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+import sqlalchemy as sa
 
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
+from delegate.server import ServerSettings, create_app
 from tests.cli_support import delegate, run_cli
 from tests.durable_support import (
     FINAL_ANSWER,
@@ -27,6 +30,7 @@ from tests.durable_support import (
     wait_for,
 )
 from tests.loopback_openai import OpenAIServer
+from tests.loopback_server import LiveServer
 
 
 def _finished_run(openai: OpenAIServer, root: Path) -> tuple[dict[str, str], dict[str, Any]]:
@@ -72,6 +76,37 @@ def test_runs_export_is_the_run_its_subagents_and_every_event_in_one_json_docume
     assert exported["completed_at"] >= exported["created_at"]
     assert len(exported["subagents"]) == SUBAGENTS and exported["final"] == result["final"]
     assert exported["events"] == _stored(tmp_path, result["run_id"])
+
+
+def test_a_run_has_one_json_that_show_list_export_and_http_give_with_the_same_keys_in_order(
+    openai: OpenAIServer, tmp_path: Path
+) -> None:
+    env, result = _finished_run(openai, tmp_path)  # `delegate run --json`
+    run_id, where = result["run_id"], ["-w", str(tmp_path)]
+    shown = run_json(run_cli(["runs", "show", run_id, "--json", *where], env))
+    assert list(shown.items()) == list(result.items())  # the same object, key for key
+    exported = json.loads(run_cli(["runs", "export", run_id, *where], env).stdout)
+    (listed,) = [json.loads(line) for line in run_cli(["runs", "list", "--json", *where], env).stdout.splitlines()]
+    with Store.for_workspace(tmp_path) as store:
+        _, token = store.add_user("ada")
+        with store.write() as conn:  # the CLI's run, made the HTTP user's to read it back there
+            conn.execute(sa.text("UPDATE runs SET user_id = :u"), {"u": store.user_for_token(token)})
+        app = create_app(ServerSettings(runtime=RuntimeSettings(workspace=tmp_path), run_batches=False), store=store)
+        with (
+            LiveServer(app) as server,
+            httpx2.Client(base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}) as api,
+        ):
+            served = api.get(f"/runs/{run_id}").json()
+            (served_line,) = api.get("/runs").json()["runs"]
+
+    whole = [*result, "prompt", "model", "created_at", "completed_at"]
+    assert list(served) == [*whole, "events"] and list(exported) == [*whole, "uploaded_files", "events"]
+    for extended in (served, exported):
+        assert {k: extended[k] for k in result} == result
+    assert served["events"] == len(exported["events"])
+    line_keys = ["run_id", "status", "usage", "prompt", "model", "created_at", "completed_at"]
+    assert list(listed) == list(served_line) == line_keys  # a listing keeps the whole's order
+    assert listed == served_line == {k: served[k] for k in line_keys}
 
 
 def test_runs_events_and_export_of_an_unknown_run_say_how_to_find_one(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from delegate import Runtime, ToolContext, tool
+from delegate import Extensions, Lead, LoopSettings, Runtime, ToolContext, tool
 from delegate._events import Event
 from delegate._fit import CUT_NOTE, fit_request
 from delegate._messages import Message, ToolCallPart, ToolResultPart
@@ -78,7 +78,13 @@ def fetches(*names: str) -> list[Reply]:
 def run(server: OpenAIServer, tmp_path: Path, window: int | None, prompt: str = "Fetch the documents.") -> Any:
     model = OpenAIModel("small-model", base_url=server.base_url, api_key="k", context_window=window)
     events: list[Event] = []
-    rt = Runtime(model=model, workspace=tmp_path, tools=[fetch], builtin=[], store=False, builtin_subagents=False)
+    rt = Runtime(
+        model=model,
+        workspace=tmp_path,
+        store=False,
+        lead=Lead(tools=["task", fetch]),
+        extensions=Extensions(builtin_subagents=False),
+    )
     result = rt.run_sync(prompt, sinks=[events.append])
     return result, events
 
@@ -124,7 +130,13 @@ def test_a_window_set_on_the_runtime_overrides_what_the_model_says(tmp_path: Pat
     server_side = LlamaCpp(4096, [*fetches("a"), Reply(content="Done.")])
     with OpenAIServer(server_side) as server:
         model = OpenAIModel("gpt-4.1", base_url=server.base_url, api_key="k")  # the table says 1M
-        rt = Runtime(model=model, workspace=tmp_path, tools=[fetch], builtin=[], store=False, context_window=4096)
+        rt = Runtime(
+            model=model,
+            workspace=tmp_path,
+            store=False,
+            lead=Lead(tools=["task", fetch]),
+            loop=LoopSettings(context_window=4096),
+        )
         result = rt.run_sync("Fetch a.")
 
     assert result.status == "completed"

@@ -14,12 +14,11 @@ from typing import Any
 
 import pytest
 
-from delegate import Runtime
+from delegate import Lead, Runtime
 from delegate.cli._demo import SUMMARIZER_INSTRUCTIONS, judge_report, judge_results, judge_summary, run_demo
 from delegate.cli._render import ending_line, run_live
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, ScriptedModel, call, reply
+from delegate.testing import FunctionModel, ScriptedModel, call, is_lead, reply
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
@@ -45,8 +44,8 @@ def task_of(name: str) -> str:
 
 def capable(body: dict[str, Any]) -> Reply:
     messages = body["messages"]
-    system, last = messages[0]["content"], messages[-1]
-    if system.startswith(LEAD_INSTRUCTIONS):
+    last = messages[-1]
+    if is_lead(body):
         if last["role"] == "user":
             docs = re.findall(r"docs/([a-z]+)\.txt", last["content"])
             return Reply(
@@ -124,7 +123,7 @@ GARBLED = [task_of("bikes"), task_of("bread"), "Summarise docs/coffee.txt into s
 def weak(request: ModelRequest) -> ModelResponse:
     """A lead that delegates 3 prompts for 4 documents (one garbled), writes its prompt as the report
     and then reads documents until its step limit; subagents that go wrong in a different way each."""
-    if request.system.startswith(LEAD_INSTRUCTIONS):
+    if is_lead(request):
         turn = sum(1 for m in request.messages if m.role == "assistant")
         if turn == 0:
             return call("task", subagent_type="summarizer", description="summaries", prompts=GARBLED)
@@ -233,7 +232,7 @@ def test_a_run_that_ends_without_an_answer_prints_why_instead_of_an_empty_final_
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = ScriptedModel([call("read_file", path="a.md"), call("read_file", path="b.md")])
-    runtime = Runtime(model=model, workspace=tmp_path, max_steps=2, store=False)
+    runtime = Runtime(model=model, workspace=tmp_path, store=False, lead=Lead(max_steps=2))
     run_live(lambda sinks: runtime.run("go", sinks=sinks))
     out = capsys.readouterr().out
     assert "Final answer" not in out

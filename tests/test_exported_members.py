@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import delegate
 
@@ -44,3 +47,64 @@ def test_delegate_help_does_not_import_provider_sdks() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "LOADED []"
+
+
+def test_a_storeless_run_does_not_load_the_store() -> None:
+    """The store's SQLAlchemy is about 14 MB of a process that never opens it (a storeless fan-out
+    held 52 MB where it had held 37)."""
+    code = (
+        "import sys, tempfile\nfrom delegate import Runtime\nfrom delegate.testing import ScriptedModel, reply\n"
+        "with tempfile.TemporaryDirectory() as root:\n"
+        "    Runtime(model=ScriptedModel([reply('hi')]), workspace=root, store=False).run_sync('go')\n"
+        "print('LOADED', sorted(m for m in ('sqlalchemy', 'delegate._store') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "LOADED []"
+
+
+def test_the_store_and_its_errors_are_public_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Store` and the two errors it raises are imported from `delegate`, not from a private module:
+    a write that meets another process's lock is caught as `StoreBusyError`, itself a `StoreError`."""
+    import sqlite3
+
+    import delegate._store._db
+    from delegate import Store, StoreBusyError, StoreError
+
+    monkeypatch.setattr(delegate._store._db, "SQLITE_BUSY_TIMEOUT_MS", 50)
+    with Store.for_workspace(tmp_path) as store:
+        holder = sqlite3.connect(tmp_path / ".delegate" / "delegate.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreBusyError, match="nothing was written") as caught:
+                store.add_user("ada")
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert isinstance(caught.value, StoreError)
+        assert [u.name for u in store.list_users()] == []
+
+
+def test_the_error_tree_in_the_errors_docstring_draws_every_error_class_under_its_parent() -> None:
+    import re
+
+    import delegate._errors
+    import delegate.batch  # its errors join the tree
+
+    drawn: dict[str, str] = {}
+    parents = ["DelegateError"]
+    for line in (delegate._errors.__doc__ or "").splitlines():
+        branch = re.match(r"^([│ ]*)[├└]── (.+)", line)
+        if branch is None:
+            continue
+        depth = len(branch.group(1)) // 4
+        names = re.findall(r"\b[A-Z]\w+(?:Error|Cancelled)\b", branch.group(2).split("  ")[0])
+        del parents[depth + 1 :]
+        for name in names:
+            drawn[name] = parents[depth]
+        parents.append(names[-1])
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    real = {c.__name__: c.__mro__[1].__name__ for c in subclasses(delegate.DelegateError)}
+    assert drawn == real

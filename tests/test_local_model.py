@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from delegate import Message, UserError
+from delegate import Lead, Message, UserError
 from delegate.models import ModelRequest, ToolSpec
 from delegate.models._gguf import read_gguf
 from delegate.models._local import SMOLLM2, Weights, cache_dir, ensure_weights
+from delegate.tools import BUILTIN_TOOLS
 from tests.cli_support import scrubbed_env
 
 GGUF = b"GGUF fake weights " * 1000
@@ -250,7 +251,13 @@ async def test_smollm2_reads_and_writes_only_the_files_its_task_names(tmp_path: 
         timeout=300,
     )
     events: list[Event] = []
-    rt = Runtime(model="local", workspace=tmp_path, subagents=[summarizer], batch_tools=False, store=False)
+    rt = Runtime(
+        model="local",
+        workspace=tmp_path,
+        subagents=[summarizer],
+        store=False,
+        lead=Lead(tools=[*BUILTIN_TOOLS, "task"]),
+    )
     try:
         await rt.run_task(
             subagent_type="summarizer", prompt="Summarise docs/bread.txt into summaries/bread.md", sinks=[events.append]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from delegate import Event, EventSink, Message, Tool, ToolContext, ToolError, Usage, Workspace, tool
+from delegate import Event, EventSink, LoopSettings, Message, Tool, ToolContext, ToolError, Usage, Workspace, tool
 from delegate._loop import AgentSpec, Compaction, run_agent
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
@@ -89,11 +89,21 @@ def test_usage_as_json_names_every_field_and_reads_back_equal() -> None:
 
 
 async def test_tool_calls_of_one_turn_run_concurrently(tmp_path: Path) -> None:
-    model = ScriptedModel([respond([("slow", {"seconds": 0.3})] * 5), reply("done")])
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    await run_agent(spec(model, [slow]), make_ctx(tmp_path), [Message.user("go")])
-    assert loop.time() - start < 1.0
+    gathered = asyncio.Barrier(5)  # passed only when all five calls are running at once
+
+    @tool
+    async def meet() -> str:
+        """Wait for the other calls of the turn."""
+        try:
+            async with asyncio.timeout(30):  # one after another, the first would wait for ever
+                await gathered.wait()
+        except TimeoutError:
+            return "alone"
+        return "met"
+
+    model = ScriptedModel([respond([("meet", {})] * 5), reply("done")])
+    await run_agent(spec(model, [meet]), make_ctx(tmp_path), [Message.user("go")])
+    assert [r.content for r in model.requests[1].messages[-1].tool_results] == ["met"] * 5
 
 
 async def test_failures_become_error_results_the_model_reads(tmp_path: Path) -> None:
@@ -116,7 +126,7 @@ async def test_failures_become_error_results_the_model_reads(tmp_path: Path) -> 
 async def test_malformed_tool_arguments_are_reported_to_the_model(tmp_path: Path) -> None:
     from delegate import ToolCallPart
 
-    bad = ModelResponse(parts=[ToolCallPart(id="c1", name="add", raw_arguments='{"a": 1,')], stop_reason="tool_use")
+    bad = ModelResponse(parts=[ToolCallPart(id="c1", name="add", raw_arguments='{"a": 1,')], finish_reason="tool_use")
     model = ScriptedModel([bad, reply("ok")])
     await run_agent(spec(model, [add]), make_ctx(tmp_path), [Message.user("go")])
     result = model.requests[1].messages[-1].tool_results[0]
@@ -202,7 +212,7 @@ async def test_compaction_replaces_old_turns_and_keeps_what_tools_marked(tmp_pat
         return reply("done")
 
     model = FunctionModel(answer)
-    agent = spec(model, [note], compaction=Compaction(max_context_tokens=1000, keep_recent=2))
+    agent = spec(model, [note], loop=LoopSettings(compaction=Compaction(max_context_tokens=1000, keep_recent=2)))
     result = await run_agent(agent, make_ctx(tmp_path), [Message.user("the task")])
     assert result.final == "done"
     compaction_requests = [r for r in model.requests if r.system.startswith("You compact")]

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from delegate import LoopGuard, Runtime, UserError
+from delegate import Extensions, Lead, LoopGuard, LoopSettings, Runtime, UserError
 from delegate.models import OpenAIModel
-from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import is_lead
 from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply, scripted
 
@@ -25,7 +25,9 @@ def read(path: str) -> Reply:
 
 def lead_run(server: OpenAIServer, tmp_path: Path, **options: Any) -> Any:
     model = OpenAIModel("m", base_url=server.base_url, api_key="k")
-    rt = Runtime(model=model, workspace=tmp_path, store=False, builtin_subagents=False, **options)
+    rt = Runtime(
+        model=model, workspace=tmp_path, store=False, extensions=Extensions(builtin_subagents=False), **options
+    )
     return rt.run_sync("Look into notes.md.")
 
 
@@ -46,7 +48,7 @@ def test_turns_without_progress_end_the_agent_with_no_progress(tmp_path: Path) -
     (tmp_path / "notes.md").write_text("notes\n")
     script = scripted([read("notes.md")] * 4)
     with OpenAIServer(script) as server:
-        result = lead_run(server, tmp_path, loop_guard=LoopGuard(idle_steps=3))
+        result = lead_run(server, tmp_path, loop=LoopSettings(guard=LoopGuard(idle_steps=3)))
     script.assert_complete()
 
     assert (result.status, result.stop_reason, result.steps) == ("aborted", "no_progress", 4)
@@ -58,7 +60,7 @@ def test_writing_a_file_is_progress_even_when_the_call_is_the_same(tmp_path: Pat
     write = Reply(tool_calls=[("write_file", {"path": "out.md", "content": "draft\n"})])
     script = scripted([write, write, write, write, Reply(content="Written.")])
     with OpenAIServer(script) as server:
-        result = lead_run(server, tmp_path, loop_guard=LoopGuard(idle_steps=2))
+        result = lead_run(server, tmp_path, loop=LoopSettings(guard=LoopGuard(idle_steps=2)))
 
     assert (result.status, result.final) == ("completed", "Written.")
 
@@ -66,7 +68,7 @@ def test_writing_a_file_is_progress_even_when_the_call_is_the_same(tmp_path: Pat
 def test_without_a_guard_the_step_limit_ends_the_agent(tmp_path: Path) -> None:
     script = scripted([read("missing.md")] * 5)
     with OpenAIServer(script) as server:
-        result = lead_run(server, tmp_path, loop_guard=None, max_steps=5)
+        result = lead_run(server, tmp_path, lead=Lead(max_steps=5), loop=LoopSettings(guard=None))
 
     assert (result.status, result.stop_reason) == ("aborted", "max_steps")
 
@@ -79,7 +81,7 @@ def test_a_guard_with_a_limit_below_one_is_refused() -> None:
 def stuck_subagent(body: dict[str, Any]) -> Reply:
     """The lead delegates once, then answers; its subagent reads a missing file again and again."""
     messages = body["messages"]
-    if messages[0]["content"].startswith(LEAD_INSTRUCTIONS):
+    if is_lead(body):
         if messages[-1]["role"] == "user":
             task = {"subagent_type": "reader", "description": "read it", "prompt": "Read missing.md."}
             return Reply(tool_calls=[("task", task)])

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from delegate import Extensions, Store
 from delegate._events import Event
 from delegate._run_result import stored_result
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.mcp import MCPServerConfig
 from delegate.testing import ScriptedModel, call, reply
 from tests.cli_support import run_cli, scrubbed_env
@@ -36,7 +36,10 @@ async def test_a_run_goes_on_without_the_servers_that_did_not_start_and_records_
     model = ScriptedModel([call("mcp__tiny__shout", text="still here"), reply("done")])
     events: list[Event] = []
     async with Runtime(
-        model=model, workspace=tmp_path, mcp_servers=servers(), tool_search=False, sinks=[events.append]
+        model=model,
+        workspace=tmp_path,
+        sinks=[events.append],
+        extensions=Extensions(mcp_servers=servers(), tool_search=False),
     ) as runtime:
         result = await runtime.run("shout it")
 
@@ -125,7 +128,10 @@ async def test_an_mcp_server_given_the_workspace_root_is_never_started_and_one_g
         lister("docs", "--root", str(workspace / "docs")),
     ]
     async with Runtime(
-        model=model, workspace=workspace, mcp_servers=configs, tool_search=False, sinks=[events.append]
+        model=model,
+        workspace=workspace,
+        sinks=[events.append],
+        extensions=Extensions(mcp_servers=configs, tool_search=False),
     ) as runtime:
         result = await runtime.run("list the docs")
 

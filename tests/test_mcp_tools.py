@@ -175,7 +175,12 @@ async def test_a_stdio_servers_tools_come_with_names_descriptions_and_schemas(
     paged: tuple[list[Tool], str],
 ) -> None:
     tools = by_name(paged[0])
-    assert sorted(tools) == ["mcp__tiny__add", "mcp__tiny__fail", "mcp__tiny__shout"]  # all pages were read
+    assert sorted(tools) == [
+        "mcp__tiny__add",
+        "mcp__tiny__fail",
+        "mcp__tiny__meet",
+        "mcp__tiny__shout",
+    ]  # all pages were read
     add = tools["mcp__tiny__add"]
     assert add.description == "Add two integers."
     assert add.parameters["type"] == "object"
@@ -197,11 +202,9 @@ async def test_calls_answer_with_the_servers_text(paged: tuple[list[Tool], str],
 async def test_twenty_concurrent_calls_share_one_session_and_all_answer(
     paged: tuple[list[Tool], str], tmp_path: Path
 ) -> None:
-    add = by_name(paged[0])["mcp__tiny__add"]
-    started = time.monotonic()
-    results = await asyncio.gather(*(add.run(context(tmp_path), {"a": i, "b": 100}) for i in range(20)))
-    assert [r.content for r in results] == [str(i + 100) for i in range(20)]
-    assert time.monotonic() - started < 2.0  # each call takes 0.1 s on the server: one after another, 2 s
+    meet = by_name(paged[0])["mcp__tiny__meet"]
+    results = await asyncio.gather(*(meet.run(context(tmp_path), {"party": 20}) for _ in range(20)))
+    assert [r.data for r in results] == [{"result": 20}] * 20  # all twenty were running at once
     if HAS_PROC:
         assert len(server_processes(paged[1])) == 1  # one server for every call, not one per call
 
@@ -320,7 +323,7 @@ async def test_a_streamable_http_server_serves_the_same_tools(http_url: str, tmp
     servers = MCPTools([MCPServerConfig("web", url=http_url, headers={"X-Test": "1"})])
     try:
         tools = by_name(await servers.load())
-        assert sorted(tools) == ["mcp__web__add", "mcp__web__fail", "mcp__web__shout"]
+        assert sorted(tools) == ["mcp__web__add", "mcp__web__fail", "mcp__web__meet", "mcp__web__shout"]
         assert tools["mcp__web__shout"].description == "Repeat the text in capitals."
         assert (await tools["mcp__web__shout"].run(context(tmp_path), {"text": "web"})).content == "WEB!"
         add = tools["mcp__web__add"]
@@ -347,7 +350,7 @@ async def test_each_server_that_cannot_be_reached_is_left_out_and_named_with_the
         assert "MCP server 'ghost' could not be started" in servers.failed["ghost"]
         assert "'/nonexistent/mcp-server' was not found" in servers.failed["ghost"]
         assert f"MCP server 'down' could not be reached at {closed}" in servers.failed["down"]
-        assert sorted(tools) == ["mcp__tiny__add", "mcp__tiny__fail", "mcp__tiny__shout"]
+        assert sorted(tools) == ["mcp__tiny__add", "mcp__tiny__fail", "mcp__tiny__meet", "mcp__tiny__shout"]
     finally:
         await servers.aclose()
 
@@ -363,6 +366,7 @@ async def test_a_server_that_exits_at_start_is_left_out_with_what_it_said() -> N
 async def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout() -> None:
     silent = [sys.executable, "-c", "import sys; sys.stdin.read()"]
     servers = MCPTools([MCPServerConfig("mute", command=silent, connect_timeout=0.5)])
-    assert await servers.load() == []
+    async with asyncio.timeout(120):  # only so that a regression fails instead of hanging the suite
+        assert await servers.load() == []
     assert re.search(r"MCP server 'mute' could not be started.*within 0.5s", servers.failed["mute"])
     await servers.aclose()

@@ -26,21 +26,25 @@ import pytest
 
 from delegate import (
     AnthropicModel,
+    Event,
+    Extensions,
+    Lead,
     Message,
     ModelError,
     ModelOutputError,
     OpenAIModel,
     RetryPolicy,
     Runtime,
+    Store,
     ToolContext,
+    UserError,
     Workspace,
 )
-from delegate._events import Event
 from delegate._loop import AgentSpec, run_agent
-from delegate._store import Store
 from delegate.batch import Batches, BatchWorker
-from delegate.models import Model, ModelRequest
-from delegate.testing import FunctionModel, reply
+from delegate.models import Model, ModelProfile, ModelRequest, ModelResponse, context_window
+from delegate.testing import FunctionModel, call, reply
+from delegate.tools import BUILTIN_TOOLS
 from tests.cli_support import scrubbed_env
 
 from . import loopback_anthropic, loopback_openai
@@ -125,9 +129,7 @@ async def harness(provider: Provider, stream: bool) -> AsyncIterator[Harness]:
     made: list[Model] = []
     yield Harness(provider, stream, made)
     for model in made:
-        close = getattr(model, "aclose", None)
-        if close is not None:
-            await close()
+        await model.aclose()
 
 
 def ask(text: str = "hello") -> ModelRequest:
@@ -149,7 +151,7 @@ async def test_a_bad_answer_is_asked_again_and_the_whole_one_counts(harness: Har
     with harness.serve([bad, harness.reply("a whole answer")]) as server:
         response = await harness.model(server).complete(ask())
     assert response.text == "a whole answer"
-    assert response.stop_reason == "end_turn"
+    assert response.finish_reason == "end_turn"
     assert len(server.requests) == 2
 
 
@@ -286,7 +288,7 @@ def test_a_retry_policy_that_cannot_work_is_a_user_error(options: dict[str, Any]
 async def test_a_batch_item_whose_answers_are_cut_fails_after_its_attempts(batches: Batches, tmp_path: Path) -> None:
     with loopback_openai.OpenAIServer(lambda body: loopback_openai.Reply(content="cut short", cut=True)) as server:
         model = OPENAI.build(server, retry=RetryPolicy(attempts=1))
-        runtime = Runtime(model=model, workspace=tmp_path, store=False, batch_tools=False)
+        runtime = Runtime(model=model, workspace=tmp_path, store=False, lead=Lead(tools=[*BUILTIN_TOOLS, "task"]))
         sub = batches.submit(
             "alice", subagent_type="general-purpose", items=[{"key": "a", "prompt": "Say hi."}], max_attempts=2
         )
@@ -386,7 +388,8 @@ def test_the_models_page_example_builds_its_models(tmp_path: Path) -> None:
     block = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)[0]
     check = "\nassert rt.model is lead and lead.deadline == 1800 and lead.retry.attempts == 8\n"
     env = scrubbed_env()
-    env["ANTHROPIC_API_KEY"] = "sk-ant-not-used"  # the models are built, never called
+    env["ANTHROPIC_API_KEY"] = "sk-ant-not-used"  # the models are built, never called:
+    env["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"  # were one called, it would reach nothing
     (tmp_path / "ws").mkdir()
     done = subprocess.run(
         [sys.executable, "-c", block + check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
@@ -397,11 +400,54 @@ def test_the_models_page_example_builds_its_models(tmp_path: Path) -> None:
 @pytest.mark.parametrize("grounds", [False, True], ids=["plain model", "grounding model"])
 async def test_the_loop_gives_path_states_only_to_a_model_that_grounds_paths(tmp_path: Path, grounds: bool) -> None:
     (tmp_path / "notes.md").write_text("hello\n")
-    model = FunctionModel(lambda request: reply("done"))
-    if grounds:
-        model.grounds_paths = True  # type: ignore[attr-defined]
+    model = FunctionModel(lambda request: reply("done"), profile=ModelProfile(grounds_paths=grounds))
     spec = AgentSpec(name="a", instructions="Work.", model=model, tools=[])
     ctx = ToolContext(run_id="r", agent_id="a", workspace=Workspace.open(tmp_path), emit=lambda e: None)
     await run_agent(spec, ctx, [Message.user("Read notes.md and write out/summary.md.")])
     expected = {"notes.md": "file", "out/summary.md": "absent"} if grounds else None
     assert model.requests[0].path_states == expected
+
+
+class OwnProvider:
+    """A provider of one's own, as docs/models.md shows: a name, a declared profile, `complete`
+    and `aclose`. It reads a long file once, then a missing one again and again."""
+
+    name = "own:small"
+    profile = ModelProfile(context_window=2_048, when_stuck="Own advice: try own:large.")
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        return call("read_file", path="long.md" if len(self.requests) == 1 else "missing.md")
+
+    async def aclose(self) -> None:
+        """It holds no connections."""
+
+
+def test_a_provider_declares_its_profile_and_the_loop_honours_its_window_and_its_advice(tmp_path: Path) -> None:
+    (tmp_path / "long.md").write_text("".join(f"line {n} of a long file\n" for n in range(2_000)))
+    model = OwnProvider()
+    assert isinstance(model, Model) and context_window(model) == 2_048
+    events: list[Event] = []
+    rt = Runtime(model=model, workspace=tmp_path, store=False, extensions=Extensions(builtin_subagents=False))
+    result = rt.run_sync("Read long.md.", sinks=[events.append])
+
+    assert (result.status, result.stop_reason) == ("aborted", "repeated_failure")
+    assert result.error is not None and result.error.endswith("Own advice: try own:large.")
+    assert any(e.type == "context.cut" for e in events)  # cut to its 2,048 tokens, not the default 32,768
+    assert len(str(model.requests[1].messages)) < 2_048 * 4
+
+
+def test_the_built_in_providers_declare_their_profiles_from_their_options() -> None:
+    plain = OpenAIModel("qwen2.5:7b", base_url="http://127.0.0.1:9/v1")
+    assert plain.profile == ModelProfile()
+    local_like = OpenAIModel(
+        "mine", base_url="http://127.0.0.1:9/v1", constrained_tools=True, context_window=8_192, when_stuck="Use more."
+    )
+    assert local_like.profile == ModelProfile(context_window=8_192, grounds_paths=True, when_stuck="Use more.")
+    claude = AnthropicModel("claude-opus-4-1", api_key="k")
+    assert claude.profile == ModelProfile(context_window=200_000)
+    with pytest.raises(UserError, match="context_window=0"):
+        ModelProfile(context_window=0)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate._store import Store
+from delegate import Store
 from delegate.batch import Batches
 from tests.cli_support import delegate, run_cli, scrubbed_env
 

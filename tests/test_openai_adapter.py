@@ -38,18 +38,6 @@ from .loopback_openai import Fault, OpenAIServer, Reply, scripted
 ModelFactory = Callable[..., OpenAIModel]
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "OPENAI_ORG_ID",
-        "OPENAI_PROJECT_ID",
-        "OPENAI_ADMIN_KEY",
-    ):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 async def make_model() -> AsyncIterator[ModelFactory]:
     """Build models against a server with tiny retry delays, and close their clients afterwards."""
@@ -86,7 +74,7 @@ async def test_a_text_reply_comes_back_as_the_response_text(make_model: ModelFac
         response = await make_model(server, stream=stream).complete(ask())
     assert response.text == "Hello there, how are you doing today?"
     assert response.tool_calls == []
-    assert response.stop_reason == "end_turn"
+    assert response.finish_reason == "end_turn"
     assert response.model == "gpt-test"
     assert server.requests[0].get("stream", False) is stream
 
@@ -105,7 +93,7 @@ async def test_tool_call_arguments_split_across_stream_chunks_are_joined(make_mo
     [call] = response.tool_calls
     assert (call.name, call.arguments, call.raw_arguments) == ("weather", arguments, None)
     assert call.id.startswith("call_")
-    assert response.stop_reason == "tool_use"
+    assert response.finish_reason == "tool_use"
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
@@ -142,7 +130,7 @@ async def test_a_reply_cut_at_the_token_limit_says_so(make_model: ModelFactory) 
         request = ask()
         request.max_tokens = 3
         response = await make_model(server).complete(request)
-    assert response.stop_reason == "max_tokens"
+    assert response.finish_reason == "max_tokens"
     assert server.requests[0]["max_tokens"] == 3
 
 
@@ -443,7 +431,7 @@ async def test_constrained_mode_sends_a_schema_instead_of_tools_and_parses_the_r
     assert "weather" in body["messages"][0]["content"] and "final_answer" in body["messages"][0]["content"]
     [call] = response.tool_calls
     assert (call.name, call.arguments, call.raw_arguments) == ("weather", {"city": "Oslo"}, None)
-    assert response.stop_reason == "tool_use"
+    assert response.finish_reason == "tool_use"
 
 
 async def test_constrained_final_answer_becomes_the_reply_text(make_model: ModelFactory) -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import is_lead
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
@@ -17,7 +17,7 @@ README = Path(__file__).parent.parent / "README.md"
 
 def answer(body: dict[str, Any]) -> Reply:
     messages = body["messages"]
-    if messages[0]["content"].startswith(LEAD_INSTRUCTIONS):
+    if is_lead(body):
         if messages[-1]["role"] == "user":
             call = {"subagent_type": "researcher", "description": "map auth", "prompt": "Map the auth flow."}
             return Reply(tool_calls=[("task", call)])

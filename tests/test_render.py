@@ -8,8 +8,7 @@ from rich.console import Console
 
 from delegate import Runtime
 from delegate.cli._render import RunView
-from delegate.testing import FunctionModel, call, reply
-from tests.test_subagents import is_lead
+from delegate.testing import FunctionModel, call, is_lead, reply
 
 
 async def test_the_tree_shows_each_subagent_with_status_steps_and_tokens(tmp_path: Path) -> None:

@@ -14,24 +14,19 @@ from typing import Any
 
 import pytest
 
+from delegate import Lead, LoopSettings, RunLimits, Store
 from delegate._loop import Compaction
 from delegate._record import TaskOutput
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.server._runs import run_json
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.tools import tool
+from delegate.testing import is_lead
+from delegate.tools import BUILTIN_TOOLS, tool
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 
 DEADLINE = 30.0
 """How long a responder waits for another subagent before the test fails (never reached when it passes)."""
-
-
-def is_lead(body: dict[str, Any]) -> bool:
-    first = body["messages"][0]
-    return first["role"] == "system" and str(first["content"]).startswith(LEAD_INSTRUCTIONS)
 
 
 def prompt_of(body: dict[str, Any]) -> str:
@@ -183,9 +178,9 @@ async def test_with_no_parallel_cap_the_task_tool_says_so(tmp_path: Path) -> Non
         return Reply(content="ok")
 
     with OpenAIServer(responder) as server:
-        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, max_parallel=None)
+        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, limits=RunLimits(max_parallel=None))
         await rt.run("go")
-        capped = Runtime(model=openai_model(server), workspace=tmp_path, store=False, max_parallel=3)
+        capped = Runtime(model=openai_model(server), workspace=tmp_path, store=False, limits=RunLimits(max_parallel=3))
         await capped.run("go")
         await close(rt)
         await close(capped)
@@ -295,7 +290,7 @@ async def test_compaction_keeps_each_results_status_line_and_artifacts_whatever_
             model=openai_model(server),
             workspace=tmp_path,
             store=False,
-            compaction=Compaction(max_context_tokens=1_000, keep_recent=2),
+            loop=LoopSettings(compaction=Compaction(max_context_tokens=1_000, keep_recent=2)),
         )
         result = await rt.run("go")
         await close(rt)
@@ -338,7 +333,7 @@ async def test_compaction_of_a_prompts_call_keeps_each_subagents_summary_and_art
             model=openai_model(server),
             workspace=tmp_path,
             store=False,
-            compaction=Compaction(max_context_tokens=1_000, keep_recent=2),
+            loop=LoopSettings(compaction=Compaction(max_context_tokens=1_000, keep_recent=2)),
         )
         result = await rt.run("go")
         await close(rt)
@@ -372,7 +367,12 @@ async def test_tools_that_talk_to_the_user_are_never_inherited_whatever_their_na
         return Reply(tool_calls=[("complete", {"summary": "ok"})])
 
     with OpenAIServer(responder) as server:
-        rt = Runtime(model=openai_model(server), workspace=tmp_path, store=False, tools=[ask_clarification, lookup])
+        rt = Runtime(
+            model=openai_model(server),
+            workspace=tmp_path,
+            store=False,
+            lead=Lead(tools=[*BUILTIN_TOOLS, "task", ask_clarification, lookup]),
+        )
         await rt.run("go")
         await close(rt)
     lead, subagent = (

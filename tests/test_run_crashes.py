@@ -16,8 +16,10 @@ from typing import Any
 import httpx2
 import pytest
 
+from delegate import Store
+from delegate._record import END_STATUSES
 from delegate._run_result import stored_result
-from delegate._store import FINAL_STATUSES, RunRow, Store
+from delegate._store import RunRow
 from tests.cli_support import delegate
 from tests.durable_support import (
     FINAL_ANSWER,
@@ -200,7 +202,7 @@ def served(
 
 
 def _ended(store: Store, run_id: str) -> RunRow:
-    return wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in FINAL_STATUSES and r, 120)
+    return wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in END_STATUSES and r, 120)
 
 
 def _as_uninterrupted(store: Store, ended: RunRow, baseline: dict[str, Any]) -> None:

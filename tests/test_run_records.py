@@ -14,13 +14,13 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import Runtime
+from delegate import ModelError, RunCancelled, RunError, RunLimits, Runtime, RuntimeSettings, Store
+from delegate._config import DEFAULT_RUN_TIMEOUT
 from delegate._follow import stored_events
 from delegate._loop import EVENT_VALUE_LIMIT
-from delegate._runtime import DEFAULT_RUN_TIMEOUT
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
+from delegate.server._state import app_state
 from delegate.testing import FunctionModel, ScriptedModel, call, reply
 from tests.durable_support import only_run, wait_for
 from tests.loopback_server import LiveServer
@@ -87,14 +87,14 @@ def test_a_final_answer_is_stored_once_in_full(tmp_path: Path) -> None:
 
 
 def test_runs_have_a_default_timeout_and_end_timed_out(tmp_path: Path) -> None:
-    assert Runtime(model=ScriptedModel([]), workspace=tmp_path).timeout == DEFAULT_RUN_TIMEOUT
+    assert Runtime(model=ScriptedModel([]), workspace=tmp_path).limits.timeout == DEFAULT_RUN_TIMEOUT
     never = asyncio.Event()
 
     async def stuck(request: ModelRequest) -> ModelResponse:
         await never.wait()
         raise AssertionError("unreachable")
 
-    result = Runtime(model=FunctionModel(stuck), workspace=tmp_path, timeout=0.2).run_sync("wait")
+    result = Runtime(model=FunctionModel(stuck), workspace=tmp_path, limits=RunLimits(timeout=0.2)).run_sync("wait")
     assert (result.status, result.stop_reason) == ("timed_out", "timeout")
     with Store.for_workspace(tmp_path) as store:
         run = store.get_run(result.run_id)
@@ -128,6 +128,41 @@ def test_a_run_is_cancelled_from_another_store_handle_at_its_next_heartbeat(tmp_
     other.close()
 
 
+def test_raise_for_status_gives_back_a_completed_result(tmp_path: Path) -> None:
+    result = Runtime(model=ScriptedModel([reply("done")]), workspace=tmp_path, store=False).run_sync("go")
+    assert result.raise_for_status() is result
+    assert result.raise_for_status().final == "done"
+
+
+def test_raise_for_status_raises_run_error_naming_the_run_that_failed(tmp_path: Path) -> None:
+    async def broken(request: ModelRequest) -> ModelResponse:
+        raise ModelError("the provider refused the key")
+
+    result = Runtime(model=FunctionModel(broken), workspace=tmp_path).run_sync("go")
+    with pytest.raises(RunError, match="the provider refused the key") as caught:
+        result.raise_for_status()
+    assert not isinstance(caught.value, RunCancelled)
+    assert (caught.value.run_id, caught.value.status) == (result.run_id, "error")
+    with Store.for_workspace(tmp_path) as store:  # the id names the run `delegate runs show` finds
+        run = store.get_run(caught.value.run_id)
+    assert run is not None and run.status == "error"
+
+
+def test_raise_for_status_raises_run_cancelled_for_a_cancelled_run(tmp_path: Path) -> None:
+    async def cancel_then_wait(request: ModelRequest) -> ModelResponse:
+        run = rt.store.list_runs(None)[0]
+        rt.store.request_cancel(run.id)  # what `delegate runs cancel` does; seen at the next heartbeat
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    rt = Runtime(model=FunctionModel(cancel_then_wait), workspace=tmp_path)
+    result = rt.run_sync("wait")
+    with pytest.raises(RunCancelled, match=f"run {result.run_id} ended cancelled") as caught:
+        result.raise_for_status()
+    assert isinstance(caught.value, RunError)
+    assert (caught.value.run_id, caught.value.status) == (result.run_id, "cancelled")
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -143,9 +178,11 @@ def test_a_run_whose_process_died_reads_interrupted_and_its_followers_get_a_term
     user = store.user_for_token(token)
     run = store.create_run(prompt="p", model="openai:m", user_id=user, owner=f"{host_identity()}|{_dead_pid()}|x")
     assert store.get_run(run.id).status == "interrupted"  # type: ignore[union-attr]
-    config = ServerSettings(workspace=tmp_path, model=lambda name: ScriptedModel([]), run_batches=False)
+    config = ServerSettings(
+        runtime=RuntimeSettings(workspace=tmp_path), model=lambda name: ScriptedModel([]), run_batches=False
+    )
     app = create_app(config, store=store)
-    app.state.runs.watch = _no_takeover  # this server leaves it interrupted, for the test to look at
+    app_state(app).takeover.watch = _no_takeover  # this server leaves it interrupted, for the test to look at
     with (
         LiveServer(app) as server,
         httpx2.Client(base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60) as api,

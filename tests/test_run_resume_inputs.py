@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from delegate import RunResult, Runtime
-from delegate._store import RunRow, Store
+from delegate import RunResult, Runtime, Store
+from delegate._store import RunRow
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, call, reply
 from tests.durable_support import wait_for
@@ -19,7 +19,7 @@ from tests.durable_support import wait_for
 UPLOADS = [{"filename": "q3.csv", "path": "uploads/q3.csv", "size": 2048, "content_type": "text/csv"}]
 FIRST_PROCESS = """
 import asyncio, json, sys
-from delegate import Runtime
+from delegate import RunLimits, Runtime
 from delegate.testing import FunctionModel, call
 
 async def answer(request):
@@ -28,7 +28,8 @@ async def answer(request):
     await asyncio.Event().wait()  # killed here, its first answer and tool result recorded
 
 runtime = Runtime(model=FunctionModel(answer), workspace=sys.argv[1], store=sys.argv[2])
-runtime.run_sync("look at my uploads", uploaded_files=json.loads(sys.argv[3]), max_requests=json.loads(sys.argv[4]))
+limits = RunLimits(max_requests=json.loads(sys.argv[4]))
+runtime.run_sync("look at my uploads", uploaded_files=json.loads(sys.argv[3]), limits=limits)
 """
 
 

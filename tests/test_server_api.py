@@ -12,19 +12,14 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import LoopGuard
-from delegate._store import Store
+from delegate import LoopGuard, LoopSettings, RuntimeSettings, Store
 from delegate._usage import Usage
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
-from delegate.testing import FunctionModel, call, reply, respond
+from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from tests.loopback_server import LiveServer
 
 Answer = Callable[[ModelRequest], Any]
-
-
-def is_lead(request: ModelRequest) -> bool:
-    return "complete" not in {t.name for t in request.tools}
 
 
 def fruit_counting(request: ModelRequest) -> ModelResponse:
@@ -64,7 +59,7 @@ def tokens(store: Store) -> dict[str, str]:
 @contextmanager
 def serving(workspace: Path, store: Store, answer: Answer = fruit_counting, **settings: Any) -> Iterator[LiveServer]:
     model = lambda name: FunctionModel(answer)  # noqa: E731 - a fresh fake per run
-    config = ServerSettings(workspace=workspace, model=model, run_batches=False, **settings)
+    config = ServerSettings(runtime=RuntimeSettings(workspace=workspace, **settings), model=model, run_batches=False)
     with LiveServer(create_app(config, store=store)) as server:
         yield server
 
@@ -206,7 +201,7 @@ def test_the_operators_agent_settings_hold_for_the_servers_runs(
 
     guard = LoopGuard(repeated_failures=None, idle_steps=2)
     with (
-        serving(workspace, store, the_same_read, loop_guard=guard) as server,
+        serving(workspace, store, the_same_read, loop=LoopSettings(guard=guard)) as server,
         client(server, tokens["alice"]) as api,
     ):
         run_id = start(api, "look around")
@@ -336,7 +331,9 @@ def test_a_body_that_is_not_json_or_an_unknown_model_is_refused_before_anything_
     workspace: Path, store: Store, tokens: dict[str, str]
 ) -> None:
     with (
-        LiveServer(create_app(ServerSettings(workspace=workspace, run_batches=False), store=store)) as server,
+        LiveServer(
+            create_app(ServerSettings(runtime=RuntimeSettings(workspace=workspace), run_batches=False), store=store)
+        ) as server,
         client(server, tokens["alice"]) as api,
     ):
         broken = api.post("/runs", content=b"{prompt:", headers={"Content-Type": "application/json"})

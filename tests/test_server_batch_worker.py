@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, call
@@ -34,7 +34,7 @@ class Summariser:
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[httpx2.Client]:
     summariser = Summariser()
-    settings = ServerSettings(workspace=tmp_path, model=lambda _: FunctionModel(summariser))
+    settings = ServerSettings(runtime=RuntimeSettings(workspace=tmp_path), model=lambda _: FunctionModel(summariser))
     with Store.for_workspace(tmp_path) as store:
         _, token = store.add_user("alice")
         with (

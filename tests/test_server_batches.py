@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.server import ServerSettings, create_app
 from tests.loopback_server import LiveServer
 
@@ -29,7 +29,9 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def server(workspace: Path, store: Store) -> Iterator[LiveServer]:
-    app = create_app(ServerSettings(workspace=workspace, model="local", run_batches=False), store=store)
+    app = create_app(
+        ServerSettings(runtime=RuntimeSettings(workspace=workspace, model="local"), run_batches=False), store=store
+    )
     with LiveServer(app) as running:
         yield running
 

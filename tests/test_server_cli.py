@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx2
 
-from delegate._store import Store
+from delegate import Store
 
 # The `serve` command on a typer app of its own, as `delegate` registers it.
 SERVE = (

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
-from delegate.testing import FunctionModel, call, reply, respond
+from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from tests.loopback_server import LiveServer
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -35,7 +35,7 @@ ARGS = [
 
 def research(request: ModelRequest) -> ModelResponse:
     """Lead: two subagents of different types in one turn, then a final answer. Subagents: complete."""
-    if "complete" in {t.name for t in request.tools}:
+    if not is_lead(request):
         return call("complete", summary=f"Found it: {request.messages[0].text}")
     if request.messages[-1].role == "user":
         return respond(
@@ -59,7 +59,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def server(tmp_path: Path, store: Store) -> Iterator[LiveServer]:
     model = lambda _: FunctionModel(research, latency=0.05)  # noqa: E731 - a fresh fake per run
-    settings = ServerSettings(workspace=tmp_path, model=model, run_batches=False)  # batch items stay queued
+    settings = ServerSettings(
+        runtime=RuntimeSettings(workspace=tmp_path), model=model, run_batches=False
+    )  # batch items stay queued
     with LiveServer(create_app(settings, store=store)) as running:
         yield running
 
@@ -159,7 +161,7 @@ def test_the_batches_view_shows_progress_and_cancels_a_batch(
 async def typed_pricing(request: ModelRequest) -> ModelResponse:
     """Lead: two pricer subagents in one turn; the first one called answers last. Subagents:
     complete with a typed result."""
-    if "complete" in {t.name for t in request.tools}:
+    if not is_lead(request):
         item = request.messages[0].text
         if item == "mug":
             await asyncio.sleep(0.3)  # the model of the first subagent is slower than the second's
@@ -183,7 +185,9 @@ def test_the_page_shows_each_typed_result_in_the_order_the_lead_called_them(
         "---\nname: pricer\ndescription: Prices one product.\noutput_schema:\n  type: object\n"
         "  properties: {product: {type: string}, price: {type: number}}\n  required: [product, price]\n---\nPrice it.\n"
     )
-    settings = ServerSettings(workspace=tmp_path, model=lambda _: FunctionModel(typed_pricing), run_batches=False)
+    settings = ServerSettings(
+        runtime=RuntimeSettings(workspace=tmp_path), model=lambda _: FunctionModel(typed_pricing), run_batches=False
+    )
     _, token = store.add_user("alice")
     with LiveServer(create_app(settings, store=store)) as running:
         context = browser.new_context(viewport={"width": 1280, "height": 900})

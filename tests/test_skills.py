@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from delegate import UserError, WorkspaceError
+from delegate import Extensions, UserError, WorkspaceError
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
 from delegate._workspace import Workspace
 from delegate.models import ModelRequest, ModelResponse
 from delegate.skills import SkillCatalogue
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, call, reply
+from delegate.testing import FunctionModel, call, is_lead, reply
 
 
 def write(path: Path, text: str) -> None:
@@ -33,10 +32,6 @@ def root(tmp_path: Path) -> Path:
     skill(tmp_path, ".delegate/skills", "review", "Reviews code.")
     skill(tmp_path, ".claude/skills", "pdf", "Reads PDFs.", "Read, Grep")
     return tmp_path
-
-
-def is_lead(request: ModelRequest) -> bool:
-    return request.system.startswith(LEAD_INSTRUCTIONS)
 
 
 def test_the_catalogue_reads_every_source_and_the_users_own_shadow_the_shared(root: Path) -> None:
@@ -70,7 +65,9 @@ async def test_an_active_skill_that_allows_claudes_read_keeps_read_file(tmp_path
     skill(tmp_path, ".delegate/skills", "notes", "Takes notes.", "Read, Write")
     turns = iter([call("read_file", path=".delegate/skills/notes/SKILL.md"), reply("ok")])
     model = FunctionModel(lambda request: next(turns))
-    await Runtime(model=model, workspace=tmp_path, store=False, builtin_subagents=False).run("take notes")
+    await Runtime(model=model, workspace=tmp_path, store=False, extensions=Extensions(builtin_subagents=False)).run(
+        "take notes"
+    )
     assert sorted(t.name for t in model.requests[1].tools) == ["read_file", "write_file"]
 
 
@@ -110,7 +107,7 @@ def test_a_missing_skills_folder_is_an_error_that_names_it(tmp_path: Path) -> No
 async def test_the_index_is_in_the_prompt_and_reading_a_skill_narrows_tools_from_then_on(root: Path) -> None:
     turns = iter([call("read_file", path=".delegate/skills/report/SKILL.md"), call("grep", pattern="x"), reply("ok")])
     model = FunctionModel(lambda request: next(turns))
-    rt = Runtime(model=model, workspace=root, store=False, builtin_subagents=False)
+    rt = Runtime(model=model, workspace=root, store=False, extensions=Extensions(builtin_subagents=False))
     await rt.run("write the report")
     first, second, third = model.requests
     assert "- report: Writes reports. (.delegate/skills/report/SKILL.md)" in first.system
@@ -123,7 +120,9 @@ async def test_the_index_is_in_the_prompt_and_reading_a_skill_narrows_tools_from
 
 async def test_a_slash_task_activates_its_skill_with_its_body(root: Path) -> None:
     model = FunctionModel(lambda request: reply("ok"))
-    await Runtime(model=model, workspace=root, store=False, builtin_subagents=False).run("/report the Q3 numbers")
+    await Runtime(model=model, workspace=root, store=False, extensions=Extensions(builtin_subagents=False)).run(
+        "/report the Q3 numbers"
+    )
     [request] = model.requests
     assert [m.name for m in request.messages] == ["skill:report", None]
     assert request.messages[0].hidden and "Use headings." in request.messages[0].text
@@ -146,7 +145,9 @@ async def test_a_subagents_allowlist_scopes_what_it_finds_and_activates(root: Pa
         return ModelResponse(parts=[c.parts[0] for c in tasks])
 
     model = FunctionModel(answer)
-    await Runtime(model=model, workspace=root, store=False, subagents=types, builtin_subagents=False).run("go")
+    await Runtime(
+        model=model, workspace=root, store=False, subagents=types, extensions=Extensions(builtin_subagents=False)
+    ).run("go")
     subs = [r for r in model.requests if not is_lead(r)]
     assert len(subs) == 3
     by_index = {("report:" in r.system, "pdf:" in r.system, r.messages[0].name): r for r in subs}

@@ -14,11 +14,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from pydantic import TypeAdapter
 
-from delegate import Event, Usage, UserError
+from delegate import Event, Store, StoreError, Usage, UserError
 from delegate._record import Artifact, Skipped, TaskOutput
-from delegate._store import Checkpoint, Migration, Store, StoreError
+from delegate._store import Checkpoint, Migration
 from delegate._store._schema import CORE_MIGRATIONS, _metadata
+from delegate.models import ModelResponse
+from delegate.testing import reply
 
 CORE = [m.name for m in CORE_MIGRATIONS]
 
@@ -120,7 +123,8 @@ class TestMigrations:
 _MIGRATE_SCRIPT = """
 import pathlib, sys, time
 import sqlalchemy as sa
-from delegate._store import Migration, Store
+from delegate import Store
+from delegate._store import Migration
 
 def slow(conn):
     time.sleep(0.3)
@@ -505,6 +509,25 @@ def _in_threads(count: int, work: object) -> list[BaseException]:
     for thread in threads:
         thread.join(timeout=120)
     return errors
+
+
+def test_a_recorded_answer_stored_before_finish_reason_was_named_so_resumes_with_it(store: Store) -> None:
+    """Migration core.0008: a lead's answer checkpointed with the old `stop_reason` key reads back
+    with the provider's word as `finish_reason`."""
+    responses: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+    old = responses.dump_python(reply("cut sh"), mode="json")
+    old["stop_reason"] = "max_tokens"
+    del old["finish_reason"]
+    run = store.create_run(prompt="p", model="m")
+    store.record(checkpoints=[Checkpoint(run_id=run.id, kind="answer", key="1", data=old)])
+    with store.write() as conn:  # the database as a release before core.0008 left it
+        conn.execute(sa.text("DELETE FROM migrations WHERE name = 'core.0008_finish_reason'"))
+
+    assert store.migrate() == ["core.0008_finish_reason"]
+    (answer,) = store.checkpoints(run.id)
+    assert "stop_reason" not in answer.data
+    resumed = responses.validate_python(answer.data)
+    assert (resumed.text, resumed.finish_reason) == ("cut sh", "max_tokens")
 
 
 # -- opening a store and SQLite specifics ----------------------------------------------------------

@@ -8,16 +8,12 @@ from typing import Any
 
 import pytest
 
-from delegate import Event, UserError
+from delegate import Event, Extensions, Lead, LoopSettings, RunLimits, UserError
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
-
-
-def is_lead(request: ModelRequest) -> bool:
-    return request.system.startswith(LEAD_INSTRUCTIONS)
+from delegate.testing import FunctionModel, ScriptedModel, call, is_lead, reply, respond
+from delegate.tools import BUILTIN_TOOLS
 
 
 def task_result(request: ModelRequest, index: int = 0) -> str:
@@ -130,16 +126,16 @@ async def test_invalid_task_calls_start_nothing_and_say_why(
 
 async def test_caller_policy_that_permits_none_says_so(tmp_path: Path) -> None:
     model = ScriptedModel([call("task", subagent_type="explore", description="d", prompt="p"), reply("ok")])
-    await runtime(tmp_path, model, permitted_subagents=[]).run("go")
+    await runtime(tmp_path, model, lead=Lead(subagents=[])).run("go")
     assert "none permitted by caller policy" in task_result(model.requests[1])
 
 
 async def test_without_definitions_the_task_tool_is_not_offered(tmp_path: Path) -> None:
     model = ScriptedModel([reply("ok")])
-    await runtime(tmp_path, model, builtin_subagents=False).run("go")
+    await runtime(tmp_path, model, extensions=Extensions(builtin_subagents=False)).run("go")
     assert "task" not in {t.name for t in model.requests[0].tools}
     model2 = ScriptedModel([reply("ok")])
-    await runtime(tmp_path, model2, task_tool=False).run("go")
+    await runtime(tmp_path, model2, lead=Lead(tools=[*BUILTIN_TOOLS])).run("go")
     assert "task" not in {t.name for t in model2.requests[0].tools}
 
 
@@ -260,7 +256,7 @@ async def test_the_total_cap_refuses_clearly(tmp_path: Path) -> None:
     model = delegating(
         dict(subagent_type="explore", description="d", prompts=["a", "b", "c"]), call("complete", summary="s")
     )
-    rt = runtime(tmp_path, model, max_subagents=2)
+    rt = runtime(tmp_path, model, limits=RunLimits(max_subagents=2))
     result = await rt.run("go")
     assert result.subagents == []
     assert "at most 2 subagents" in task_result(model.requests[-1])
@@ -281,7 +277,7 @@ async def test_the_parallel_cap_holds(tmp_path: Path) -> None:
         running -= 1
         return call("complete", summary="s")
 
-    result = await runtime(tmp_path, FunctionModel(model), max_parallel=3).run("go")
+    result = await runtime(tmp_path, FunctionModel(model), limits=RunLimits(max_parallel=3)).run("go")
     assert len(result.subagents) == 12 and peak == 3
 
 
@@ -326,7 +322,7 @@ async def test_subagent_events_name_the_subagent_and_the_parent_call(tmp_path: P
         await asyncio.sleep(0.15)
         return call("complete", summary="s")
 
-    rt = runtime(tmp_path, FunctionModel(model), sinks=[events.append], heartbeat_interval=0.05)
+    rt = runtime(tmp_path, FunctionModel(model), sinks=[events.append], loop=LoopSettings(heartbeat_interval=0.05))
     result = await rt.run("go")
     sub = result.subagents[0]
     mine = [e for e in events if e.agent_id == sub.id]
@@ -351,7 +347,7 @@ async def test_model_resolution_order(tmp_path: Path) -> None:
     cheap = FunctionModel(lambda r: call("complete", summary="cheap"), name="cheap-model")
     pinned_model = FunctionModel(lambda r: call("complete", summary="pinned"), name="pinned-model")
     pinned = Subagent(name="pinned", description="p", model=pinned_model)
-    result = await runtime(tmp_path, lead, subagent_model=cheap, subagents=[pinned]).run("go")
+    result = await runtime(tmp_path, lead, subagents=[pinned], lead=Lead(subagent_model=cheap)).run("go")
     assert [(s.type, s.model) for s in result.subagents] == [
         ("general-purpose", "cheap-model"),
         ("pinned", "pinned-model"),
@@ -455,7 +451,7 @@ async def test_task_results_survive_the_leads_compaction(tmp_path: Path) -> None
         return reply("done")
 
     fm = FunctionModel(model)
-    rt = runtime(tmp_path, fm, compaction=Compaction(max_context_tokens=1000, keep_recent=2))
+    rt = runtime(tmp_path, fm, loop=LoopSettings(compaction=Compaction(max_context_tokens=1000, keep_recent=2)))
     result = await rt.run("go")
     assert result.final == "done"
     last = [r for r in fm.requests if is_lead(r)][-1].messages
@@ -504,7 +500,7 @@ async def test_a_subagent_type_can_name_the_tools_its_first_turns_must_call(tmp_
         name="reader", description="Reads.", tools=["read_file"], first_tool_choice="read_file", max_steps=3
     )
     model = delegating(dict(subagent_type="reader", description="d", prompt="p"), call("complete", summary="done"))
-    result = await runtime(tmp_path, model, subagents=[reader], builtin=["write_file"]).run("go")
+    result = await runtime(tmp_path, model, subagents=[reader], lead=Lead(tools=["write_file", "task"])).run("go")
     sub = [r for r in model.requests if not is_lead(r)]
     assert [t.name for t in sub[0].tools] == ["read_file", "complete"]  # named, though the lead lacks it
     assert sub[0].tool_choice == "read_file"
@@ -538,11 +534,11 @@ async def test_a_first_tool_the_subagent_lacks_is_refused_before_anything_starts
 
 async def test_the_leads_first_tool_choice_must_name_one_of_its_tools(tmp_path: Path) -> None:
     model = delegating(dict(subagent_type="explore", description="d", prompt="p"), call("complete", summary="done"))
-    rt = runtime(tmp_path, model, store=None, first_tool_choice="task")
+    rt = runtime(tmp_path, model, store=None, lead=Lead(first_tool_choice="task"))
     await rt.run("go")
     lead = [r.tool_choice for r in model.requests if is_lead(r)]
     assert lead == ["task", "auto"]
-    bad = runtime(tmp_path, ScriptedModel([reply("ok")]), store=None, first_tool_choice="web_search")
+    bad = runtime(tmp_path, ScriptedModel([reply("ok")]), store=None, lead=Lead(first_tool_choice="web_search"))
     with pytest.raises(UserError, match="first_tool_choice 'web_search' is not one of its tools"):
         await bad.run("go")
     assert len(bad.store.list_runs(None)) == 1  # the refused run left no record behind

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from delegate import Extensions
 from delegate._agents import Subagent
 from delegate._errors import UserError
 from delegate._runtime import Runtime
 from delegate.mcp import MCPServerConfig, load_mcp_config, rank
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, call, reply
+from delegate.testing import FunctionModel, call, is_lead, reply
 from delegate.tools import Tool
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
@@ -35,10 +35,6 @@ def names(request: ModelRequest) -> set[str]:
     return {t.name for t in request.tools}
 
 
-def is_lead(request: ModelRequest) -> bool:
-    return request.system.startswith(LEAD_INSTRUCTIONS)
-
-
 async def test_deferred_tools_are_named_hidden_then_loaded_by_tool_search(tmp_path: Path) -> None:
     def answer(request: ModelRequest) -> ModelResponse:
         turn = sum(1 for m in request.messages if m.role == "assistant")
@@ -50,13 +46,15 @@ async def test_deferred_tools_are_named_hidden_then_loaded_by_tool_search(tmp_pa
         ][turn]
 
     model = FunctionModel(answer)
-    rt = Runtime(model=model, workspace=tmp_path, store=False, mcp_servers=calc(), auto_promote=0)
+    rt = Runtime(
+        model=model, workspace=tmp_path, store=False, extensions=Extensions(mcp_servers=calc(), auto_promote=0)
+    )
     try:
         result = await rt.run("go")
     finally:
         await rt.aclose()
     first, second, third, fourth = model.requests
-    assert f"{ADD}, mcp__calc__fail, {SHOUT}" in first.system
+    assert f"{ADD}, mcp__calc__fail, mcp__calc__meet, {SHOUT}" in first.system
     assert ADD not in names(first) and "tool_search" in names(first)
     assert "load it first with tool_search" in second.messages[-1].tool_results[0].content
     loaded = third.messages[-1].tool_results[0].content
@@ -68,7 +66,9 @@ async def test_deferred_tools_are_named_hidden_then_loaded_by_tool_search(tmp_pa
 
 async def test_the_tools_that_best_match_the_task_are_loaded_from_the_first_turn(tmp_path: Path) -> None:
     model = FunctionModel(lambda request: reply("ok"))
-    rt = Runtime(model=model, workspace=tmp_path, store=False, mcp_servers=calc(), auto_promote=1)
+    rt = Runtime(
+        model=model, workspace=tmp_path, store=False, extensions=Extensions(mcp_servers=calc(), auto_promote=1)
+    )
     try:
         await rt.run("shout this text in capitals please")
     finally:
@@ -78,7 +78,9 @@ async def test_the_tools_that_best_match_the_task_are_loaded_from_the_first_turn
 
 async def test_without_tool_search_mcp_tools_are_ordinary_tools(tmp_path: Path) -> None:
     model = FunctionModel(lambda request: reply("ok"))
-    rt = Runtime(model=model, workspace=tmp_path, store=False, mcp_servers=calc(), tool_search=False)
+    rt = Runtime(
+        model=model, workspace=tmp_path, store=False, extensions=Extensions(mcp_servers=calc(), tool_search=False)
+    )
     try:
         await rt.run("go")
     finally:
@@ -104,7 +106,11 @@ async def test_subagents_defer_mcp_tools_and_get_tool_search_whatever_their_list
 
     model = FunctionModel(answer)
     rt = Runtime(
-        model=model, workspace=tmp_path, store=False, subagents=types, builtin_subagents=False, mcp_servers=calc()
+        model=model,
+        workspace=tmp_path,
+        store=False,
+        subagents=types,
+        extensions=Extensions(builtin_subagents=False, mcp_servers=calc()),
     )
     try:
         await rt.run("go", uploaded_files=None)

@@ -15,12 +15,11 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import ModelError, _tracing
+from delegate import Lead, LoopSettings, ModelError, Store, _tracing
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, reply, respond
+from delegate.testing import FunctionModel, is_lead, reply, respond
 from delegate.tools import tool
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
@@ -33,9 +32,8 @@ STATUS_ERROR = 2
 def lead_and_two_helpers(body: dict[str, Any]) -> Reply:
     """The lead starts two subagents in one turn (two `task` calls, run in parallel), then answers;
     each subagent lists the folder and completes."""
-    system = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
     last = body["messages"][-1]
-    if system.startswith(LEAD_INSTRUCTIONS):
+    if is_lead(body):
         if last["role"] == "user":
             return Reply(
                 tool_calls=[
@@ -292,7 +290,11 @@ async def test_captured_content_is_bounded_with_a_note_of_what_was_cut(
         return respond([("fetch", {"n": turn})]) if turn < 4 else reply("read it")
 
     runtime = Runtime(
-        model=FunctionModel(answer), workspace=tmp_path, store=False, tools=[fetch], context_window=1_000_000
+        model=FunctionModel(answer),
+        workspace=tmp_path,
+        store=False,
+        lead=Lead(tools=[fetch]),
+        loop=LoopSettings(context_window=1_000_000),
     )
     result = await runtime.run("PROMPT " + big)
     _tracing.flush()
@@ -448,7 +450,7 @@ async def test_a_failed_tool_call_and_a_subagent_whose_model_failed_are_error_sp
     tmp_path: Path, collector: OTLPReceiver
 ) -> None:
     def answer(request: ModelRequest) -> ModelResponse:
-        if request.system.startswith(LEAD_INSTRUCTIONS):
+        if is_lead(request):
             if len(request.messages) > 1:
                 return reply("done")
             return respond(

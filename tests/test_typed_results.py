@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from delegate import UserError
+from delegate import Store, UserError
 from delegate._agents import Subagent
 from delegate._runtime import Runtime
-from delegate._store import Store
 from delegate.batch import Batches
+from delegate.testing import is_lead
 from tests.cli_support import run_cli
 from tests.loopback_openai import Fault, OpenAIServer, Reply
 from tests.test_batch_cli import env_for, write_items
-from tests.test_results import close, is_lead, openai_model, prompt_of, tool_results
+from tests.test_results import close, openai_model, prompt_of, tool_results
 
 PRICE_SCHEMA = """\
 ---

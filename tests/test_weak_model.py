@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, cast
 
-from delegate import Runtime, Subagent
-from delegate._store import Store
+from delegate import Extensions, Runtime, Store, Subagent
 from delegate.batch import Batches
 from delegate.models import OpenAIModel
 from tests.loopback_openai import OpenAIServer, Reply
@@ -135,7 +134,13 @@ def test_batch_ids_and_subagent_types_are_grounded_in_the_ones_that_exist(tmp_pa
 def test_subagent_types_stay_an_enum_for_a_weak_model_when_the_listing_is_shortened(tmp_path: Path) -> None:
     many = [Subagent(name=f"type-{i:03d}", description="Does one kind of thing. " * 20) for i in range(120)]
     with OpenAIServer(final) as server:
-        rt = Runtime(model=weak(server), workspace=tmp_path, store=False, subagents=many, builtin_subagents=False)
+        rt = Runtime(
+            model=weak(server),
+            workspace=tmp_path,
+            store=False,
+            subagents=many,
+            extensions=Extensions(builtin_subagents=False),
+        )
         rt.run_sync("Hello.")
         body = server.requests[0]
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, call, reply, respond
@@ -31,7 +31,7 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def server(workspace: Path, store: Store) -> Iterator[LiveServer]:
     model = lambda _: FunctionModel(one_quick_one_stuck)  # noqa: E731 - a fresh fake per run
-    settings = ServerSettings(workspace=workspace, model=model, run_batches=False)
+    settings = ServerSettings(runtime=RuntimeSettings(workspace=workspace), model=model, run_batches=False)
     with LiveServer(create_app(settings, store=store)) as running:
         yield running
 

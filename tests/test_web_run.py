@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.server import ServerSettings, create_app
-from delegate.subagents import LEAD_INSTRUCTIONS
+from delegate.testing import is_lead
 from tests.loopback_openai import OpenAIServer, Reply
 from tests.loopback_server import LiveServer
 from tests.test_server_web import CHROMIUM, sign_in
@@ -67,11 +67,6 @@ SCAN_TASK = {"subagent_type": "explore", "description": "Find the release script
 REVIEW_TASK = {"subagent_type": "explore", "description": "Review the notes", "prompt": "review"}
 
 
-def system_of(body: dict[str, Any]) -> str:
-    first = body["messages"][0]
-    return first["content"] if first["role"] == "system" else ""
-
-
 def first_user_text(body: dict[str, Any]) -> str:
     content = next(m["content"] for m in body["messages"] if m["role"] == "user")
     return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
@@ -91,7 +86,7 @@ class ReleaseTeam:
     def __call__(self, body: dict[str, Any]) -> Reply:
         first = body["messages"][-1]["role"] == "user"
         task = first_user_text(body)
-        if system_of(body).startswith(LEAD_INSTRUCTIONS):
+        if is_lead(body):
             return self.lead(body, task, first)
         if task in ("notes", "scan") and first:
             self.both_live.wait()
@@ -155,7 +150,7 @@ def server(
     (each run's runtime builds its model, and closes it when the run ends)."""
     monkeypatch.setenv("OPENAI_BASE_URL", model_server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test")
-    settings = ServerSettings(workspace=tmp_path, model="openai:loopback-model")
+    settings = ServerSettings(runtime=RuntimeSettings(workspace=tmp_path, model="openai:loopback-model"))
     with LiveServer(create_app(settings, store=store)) as running:
         yield running
 

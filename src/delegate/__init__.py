@@ -1,9 +1,9 @@
 """delegate: a runtime for LLM agents that hand work to subagents.
 
 ```python
-from delegate import Runtime, Subagent
+from delegate import Lead, Runtime, RunLimits, Subagent
 
-rt = Runtime(model="openai:gpt-4.1-mini", workspace="./ws")
+rt = Runtime(model="openai:gpt-4.1-mini", workspace="./ws", limits=RunLimits(timeout=600))
 result = rt.run_sync("Map the auth flow and write docs/auth.md")
 ```
 """
@@ -12,7 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._agents import Catalogue, Subagent
+    from ._agents import Agent, Catalogue, Lead, Subagent
+    from ._config import Extensions, LoopSettings, RunLimits
     from ._errors import (
         ContextOverflowError,
         DelegateError,
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
         ModelOutputError,
         RunCancelled,
         RunError,
+        StoreBusyError,
+        StoreError,
         ToolError,
         UserError,
         WorkspaceError,
@@ -31,8 +34,10 @@ if TYPE_CHECKING:
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
     from ._run_result import RunResult
     from ._runtime import Runtime
+    from ._settings import RuntimeFactory, RuntimeSettings
+    from ._store import Store
     from ._usage import Usage
-    from ._workspace import Workspace
+    from ._workspace import CommandPolicy, Workspace
     from .models import (
         AnthropicModel,
         Model,
@@ -47,16 +52,21 @@ if TYPE_CHECKING:
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
 
 _WHERE = {
+    "Agent": "._agents",
     "AnthropicModel": ".models",
     "Artifact": ".subagents",
     "Catalogue": "._agents",
     "CatalogueWarning": "._frontmatter",
+    "CommandPolicy": "._workspace",
     "Compaction": "._loop",
-    "DelegateError": "._errors",
     "ContextOverflowError": "._errors",
+    "DelegateError": "._errors",
     "Event": "._events",
     "EventSink": "._events",
+    "Extensions": "._config",
+    "Lead": "._agents",
     "LoopGuard": "._guard",
+    "LoopSettings": "._config",
     "MediaPart": "._messages",
     "Message": "._messages",
     "Model": ".models",
@@ -71,9 +81,15 @@ _WHERE = {
     "RetryPolicy": ".models",
     "RunCancelled": "._errors",
     "RunError": "._errors",
+    "RunLimits": "._config",
     "RunResult": "._run_result",
     "Runtime": "._runtime",
+    "RuntimeFactory": "._settings",
+    "RuntimeSettings": "._settings",
     "Skipped": ".subagents",
+    "Store": "._store",
+    "StoreBusyError": "._errors",
+    "StoreError": "._errors",
     "Subagent": "._agents",
     "TaskOutput": ".subagents",
     "TextPart": "._messages",
@@ -108,16 +124,21 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Agent",
     "AnthropicModel",
     "Artifact",
     "Catalogue",
     "CatalogueWarning",
+    "CommandPolicy",
     "Compaction",
     "ContextOverflowError",
     "DelegateError",
     "Event",
     "EventSink",
+    "Extensions",
+    "Lead",
     "LoopGuard",
+    "LoopSettings",
     "MediaPart",
     "Message",
     "Model",
@@ -132,9 +153,15 @@ __all__ = [
     "RetryPolicy",
     "RunCancelled",
     "RunError",
+    "RunLimits",
     "RunResult",
     "Runtime",
+    "RuntimeFactory",
+    "RuntimeSettings",
     "Skipped",
+    "Store",
+    "StoreBusyError",
+    "StoreError",
     "Subagent",
     "TaskOutput",
     "TextPart",

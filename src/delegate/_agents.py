@@ -32,7 +32,7 @@ from ._errors import UserError
 from ._frontmatter import CatalogueWarning, Unreadable, read_front_matter
 from ._record import ResultSchema
 from .models import Model, ModelAliases
-from .tools import BUILTIN_TOOLS, READ_ONLY_TOOLS
+from .tools import BUILTIN_TOOLS, READ_ONLY_TOOLS, Tool
 
 NEVER_INHERITED = frozenset({"task", "batch_task", "batch_status", "cancel_batch"})
 """Tools a subagent does not get by inheriting its parent's set. `task` is never given at all (no
@@ -68,31 +68,111 @@ PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", 
 PERMISSION_MODES: tuple[str, ...] = ("default", "acceptEdits", "bypassPermissions", "plan", "dontAsk")
 
 
+LEAD_ONLY_TOOLS = ("task", "batch_task")
+"""What a lead's `tools` may name besides tools: the `task` tool (delegation) and the batch tools
+(`batch_task`, with `batch_status` and `cancel_batch`)."""
+
+
 @dataclass(kw_only=True)
-class Subagent:
-    """A type of subagent the lead can start with `task`.
+class Agent:
+    """What every agent definition says, the lead's (`Lead`) and each subagent type's (`Subagent`).
+
+    `tools` names the tools it gets, or gives them: a `@tool` function (or any `Tool`) or the name
+    of one (a built-in tool, or a tool given to the lead or to any type in code). `None` is the
+    default set: a lead's is every built-in tool and delegation, a subagent's its parent's. `model`
+    is a `provider:name` string or a `Model`; `inherit` runs on the runtime's model (a subagent: on
+    the model of the agent that delegated, see the module's docstring). `first_tool_choice` is
+    `auto`, `required` (the first turn must call a tool) or the name of the tool the first turn
+    must call, or a list of these for the first turns in order: a weak model then takes the steps
+    of its work in their order (`["read_file", "write_file"]`). `skills=None` gives every skill,
+    `[]` none. `output_schema` is the typed result it must end with: a JSON Schema, or a pydantic
+    model (what `RunResult.result` / `TaskOutput.result` then hold, validated).
+    """
+
+    instructions: str = ""
+    tools: Sequence[str | Tool] | None = None
+    model: str | Model = "inherit"
+    max_steps: int = 30
+    first_tool_choice: str | list[str] = "auto"
+    skills: list[str] | None = None
+    output_schema: dict[str, Any] | type[BaseModel] | None = None
+    """The typed result it must deliver: a JSON Schema, or a pydantic model."""
+
+    @property
+    def label(self) -> str:
+        """How errors name it."""
+        return "the lead"
+
+    @property
+    def tool_names(self) -> list[str] | None:
+        """`tools` as names (None: the default set)."""
+        return None if self.tools is None else [t if isinstance(t, str) else t.name for t in self.tools]
+
+    @property
+    def own_tools(self) -> list[Tool]:
+        """The tools it gives itself (the `Tool`s of `tools`, not names)."""
+        return [t for t in self.tools or () if not isinstance(t, str)]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_steps, bool) or self.max_steps < 1:
+            raise UserError(f"{self.label}: max_steps={self.max_steps!r}; give a whole number of at least 1")
+        if isinstance(self.tools, (str, Tool)):
+            raise UserError(f"{self.label}: tools is a list of tools or tool names; write tools=[{self.tools!r}]")
+        if self.output_schema is not None:
+            ResultSchema(self.output_schema, self.label)  # a schema that is not one is refused here
+
+
+@dataclass(kw_only=True)
+class Lead(Agent):
+    """The lead agent of a runtime's runs: what `Runtime(lead=...)` runs for each prompt.
+
+    `instructions` are added to delegate's own (how to delegate and answer). Its default `tools`
+    are every built-in tool (`bash` only when commands are allowed), `task` when there are types to
+    delegate to, and the batch tools when the runtime has a store; a list names exactly what it
+    gets, `task` and `batch_task` included (`tools=["read_file", "task", my_tool]`). `subagents`
+    names the types its `task` tool may start (None: every type of the catalogue).
+    `subagent_model` is the model of subagents whose definition says `model: inherit` (default:
+    the lead's own). With an `output_schema`, the lead ends by calling `complete` with a result in
+    that shape, and the run's `RunResult.result` holds it, validated.
+    """
+
+    max_steps: int = 50
+    subagents: list[str] | None = None
+    subagent_model: str | Model | None = None
+
+    @property
+    def name(self) -> str:
+        return "lead"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = [n for n in self.tool_names or () if n not in BUILTIN_TOOLS and n not in LEAD_ONLY_TOOLS]
+        given = {t.name for t in self.own_tools}
+        unknown = [n for n in unknown if n not in given]
+        if unknown:
+            raise UserError(
+                f"the lead's tools name {', '.join(map(repr, unknown))}, which is no built-in tool and no tool given: "
+                f"pass the @tool function itself, or one of {', '.join(sorted([*BUILTIN_TOOLS, *LEAD_ONLY_TOOLS]))}"
+            )
+
+
+@dataclass(kw_only=True)
+class Subagent(Agent):
+    """A type of subagent the lead can start with `task` (see `Agent` for the fields it shares).
 
     `tools=None` inherits the parent's tools (less `task` and the ask-the-user and present-files
-    tools); a list names exactly the tools it gets. `skills=None` inherits every skill, `[]` none.
-    `stop_tools` names tools whose successful call also ends the subagent, besides `complete`.
-    `first_tool_choice` is `auto`, `required` (the first turn must call a tool) or the name of the
-    tool the first turn must call, or a list of these for the first turns in order: a weak model
-    then takes the steps of its work in their order (`["read_file", "write_file"]`).
+    tools); a list names exactly the tools it gets (never `task`). `stop_tools` names tools whose
+    successful call also ends the subagent, besides `complete`. `timeout` (seconds) and
+    `token_budget` bound each subagent of the type.
     """
 
     name: str
     description: str
-    instructions: str = ""
-    tools: list[str] | None = None
     disallowed_tools: list[str] = field(default_factory=list[str])
-    model: str | Model = "inherit"
-    max_steps: int = 30
     timeout: float | None = 600.0
     token_budget: int | None = None
     stop_tools: list[str] = field(default_factory=list[str])
-    skills: list[str] | None = None
     requires_commands: bool = False
-    first_tool_choice: str | list[str] = "auto"
     project_context: bool = True
     """Whether its system prompt carries the workspace's AGENTS.md / CLAUDE.md."""
     mcp_servers: list[str] = field(default_factory=list[str])
@@ -112,17 +192,19 @@ class Subagent:
     extra: dict[str, Any] = field(default_factory=dict[str, Any])
     """Front-matter fields delegate does not know, kept as written."""
     warnings: list[CatalogueWarning] = field(default_factory=list[CatalogueWarning])
-    output_schema: dict[str, Any] | type[BaseModel] | None = None
-    """The typed result its `complete` must carry: a JSON Schema, or a pydantic model."""
     source: str = "code"
     """Where it came from: `builtin`, `code`, or its file relative to the folder it came from."""
+
+    @property
+    def label(self) -> str:
+        return f"subagent type {self.name!r}"
 
     def to_dict(self) -> dict[str, Any]:
         """The definition as `delegate agents list --json`, `agents show --json` and `GET /agents` show it."""
         return {
             "name": self.name,
             "description": self.description,
-            "tools": self.tools,
+            "tools": self.tool_names,
             "disallowed_tools": self.disallowed_tools,
             "unavailable_tools": self.unavailable_tools,
             "model": self.model if isinstance(self.model, str) else self.model.name,
@@ -138,7 +220,9 @@ class Subagent:
             "project_context": self.project_context,
             "requires_commands": self.requires_commands,
             "first_tool_choice": self.first_tool_choice,
-            "output_schema": None if self.output_schema is None else ResultSchema(self.output_schema, self.name).schema,
+            "output_schema": None
+            if self.output_schema is None
+            else ResultSchema(self.output_schema, self.label).schema,
             "extra": self.extra,
             "warnings": [w.to_dict() for w in self.warnings],
             "source": self.source,
@@ -149,12 +233,9 @@ class Subagent:
             raise UserError(
                 f"subagent name {self.name!r} is not valid: use letters, digits, '-', '_' and '.' (at most 64)"
             )
-        if self.max_steps < 1:
-            raise UserError(f"subagent {self.name!r}: max_steps must be at least 1")
+        super().__post_init__()
         if self.timeout is not None and self.timeout <= 0:
             raise UserError(f"subagent {self.name!r}: timeout must be positive seconds")
-        if self.output_schema is not None:
-            ResultSchema(self.output_schema, self.name)  # a schema that is not one is refused here
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -544,10 +625,11 @@ def tools_for(definition: Subagent, parent_tools: Sequence[str], available: Sequ
     user); an explicit list may name a tool that talks to the user, never `task`. The tools of the
     MCP servers it names in `mcp_servers` are added. Names not `available` are dropped.
     """
-    if definition.tools is None:
+    own = definition.tool_names
+    if own is None:
         names = [n for n in parent_tools if n not in NEVER_INHERITED]
     else:
-        names = [n for n in definition.tools if n not in NEVER_GIVEN]
+        names = [n for n in own if n not in NEVER_GIVEN]
     for server in definition.mcp_servers:
         names += [n for n in available if n.startswith(f"mcp__{server}__")]
     denied = set(definition.disallowed_tools)

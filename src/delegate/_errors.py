@@ -10,17 +10,17 @@ DelegateError
 │   │                     a body that is not the provider's protocol.
 │   └── ContextOverflowError  the request was longer than the model's context window (`limit`,
 │                         when the server said it); the loop cuts the conversation and asks again.
-├── RunError              for callers of their own code: a run that ended without an answer,
-│   └── RunCancelled      with its `run_id`. delegate itself reports how a run ended in
-│                         `RunResult.status` and never raises these.
-├── StoreError            the database cannot be reached or used, or holds a row delegate
-│   ├── StoreBusyError    cannot read back (changed outside delegate, or corrupt); busy: another
-│   │                     process held its write lock past the wait (nothing was written).
-│   └── BatchStoreError
+├── RunError              a run that ended without an answer, with its `run_id` and `status`:
+│   │                     raised by `RunResult.raise_for_status()` (a run reports how it ended
+│   │                     in `RunResult.status` and never raises on its own).
+│   └── RunCancelled      the run was cancelled.
+├── StoreError            the database cannot be reached or used, or holds a row delegate cannot
+│   │                     read back (changed outside delegate, or corrupt).
+│   ├── StoreBusyError    another process held its write lock past the wait; nothing was written.
+│   └── BatchStoreError   a batch's row cannot be read back (`delegate.batch`).
 └── UserError             misconfiguration or bad input; the message says how to fix it.
     ├── WorkspaceError    a path leaves the workspace root (also a ToolError for the model).
-    ├── BatchNotFoundError, BatchStateError, BatchValidationError   (`delegate.batch`)
-    └── ...
+    └── BatchNotFoundError, BatchStateError, BatchValidationError   (`delegate.batch`)
 ```
 
 The command line turns a `UserError` or a `StoreError` into one line on stderr and exit code 2
@@ -59,19 +59,35 @@ class ContextOverflowError(ModelError):
 
 
 class RunError(DelegateError):
-    """A run ended without an answer."""
+    """A run ended without an answer: `run_id` names it (`delegate runs show RUN_ID`), `status` is
+    how it ended. Raised by `RunResult.raise_for_status()`."""
 
-    def __init__(self, message: str, *, run_id: str | None = None) -> None:
+    def __init__(self, message: str, *, run_id: str, status: str) -> None:
         super().__init__(message)
         self.run_id = run_id
+        self.status = status
 
 
 class RunCancelled(RunError):
-    """The run was cancelled."""
+    """The run was cancelled (by `Runtime.cancel`, `delegate runs cancel` or the HTTP API)."""
 
 
 class StoreError(DelegateError):
     """The database cannot be reached or used, or holds a row delegate cannot read back."""
+
+
+class StoreBusyError(StoreError):
+    """Another process held the database's write lock for longer than the store waits; nothing was
+    written. Try again in a moment (`retry_after` seconds is a fair guess)."""
+
+    retry_after = 2
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            "the store is busy: another process (a `delegate batch worker`, or a tool holding the "
+            f"database open) holds its write lock{f' ({detail})' if detail else ''}; nothing was written, "
+            "try again in a moment"
+        )
 
 
 class UserError(DelegateError):

@@ -14,7 +14,12 @@ import socket
 import uuid
 from datetime import datetime
 
-__all__ = ["host_identity", "new_owner", "owner_alive", "process_gone"]
+__all__ = ["RUN_HEARTBEAT", "RUN_LEASE_TTL", "host_identity", "new_owner", "owner_alive", "process_gone"]
+
+RUN_LEASE_TTL = 10.0
+"""Seconds a run's owner may go without a heartbeat before its run reads `interrupted`."""
+RUN_HEARTBEAT = 1.0
+"""How often the owner of a run beats (and looks for a cancellation asked from elsewhere)."""
 
 
 @functools.cache

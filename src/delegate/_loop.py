@@ -24,9 +24,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
+from ._config import LoopSettings, RunLimits
 from ._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from ._fit import cut_text, fit_request
-from ._guard import LoopGuard, LoopWatch
+from ._guard import LoopWatch
 from ._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
 from ._record import EndStatus, StopReason
 from ._usage import Usage
@@ -45,9 +46,6 @@ from .models import (
     mentioned_paths,
 )
 from .tools import Tool, ToolContext, ToolReturn
-
-AgentStatus = EndStatus
-EndReason = StopReason
 
 
 @dataclass(kw_only=True)
@@ -71,14 +69,11 @@ class RunBudget:
         return found
 
     @classmethod
-    def of(cls, token_budget: int | None, max_requests: int | None) -> RunBudget | None:
-        """The budget of a run with these limits (None for none); `UserError` for a bad limit."""
-        problems = cls.problems(token_budget, max_requests)
-        if problems:
-            raise UserError("; ".join(problems))
-        if token_budget is None and max_requests is None:
+    def of(cls, limits: RunLimits) -> RunBudget | None:
+        """The budget of a run with these limits (None when they set none)."""
+        if limits.token_budget is None and limits.max_requests is None:
             return None
-        return cls(token_budget=token_budget, max_requests=max_requests)
+        return cls(token_budget=limits.token_budget, max_requests=limits.max_requests)
 
     def begin(self) -> StopReason | None:
         """Count a model request about to start, or start none and say which budget is spent."""
@@ -117,7 +112,6 @@ class Compaction:
     model: Model | None = None
 
 
-DEFAULT_GUARD = LoopGuard()
 COMPACT_AT = 0.7
 """The share of the context window past which an agent's conversation is compacted."""
 OVERFLOW_RETRIES = 2
@@ -170,7 +164,8 @@ class AgentSpec:
     timeout: float | None = None
     token_budget: int | None = None
     max_tokens: int | None = None
-    compaction: Compaction | None = None
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    """Compaction, the context window and the loop guard: the run's, the same for all its agents."""
     budget: RunBudget | None = None
     """The run's budget, shared by the lead and its subagents (checked before every model request)."""
     gates: Sequence[ToolGate] = ()
@@ -182,10 +177,6 @@ class AgentSpec:
     """The tool choice of the first turn (`auto`, `required`, or the name of the tool to call), or
     of each of the first turns in order; later turns are `auto`. A weak model then delegates
     instead of answering, or takes the steps its work needs in their order."""
-    context_window: int | None = None
-    """Tokens the model reads at once, over what the model says (see `delegate.models.context_window`)."""
-    guard: LoopGuard | None = DEFAULT_GUARD
-    """Ends the agent when it goes round in circles (see `_guard.py`); None: never."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]
@@ -209,8 +200,8 @@ def opening_choices(value: ToolChoice | Sequence[ToolChoice]) -> tuple[ToolChoic
 
 @dataclass(kw_only=True, slots=True)
 class AgentResult:
-    status: AgentStatus
-    stop_reason: EndReason
+    status: EndStatus
+    stop_reason: StopReason
     final: str
     messages: list[Message]
     steps: int
@@ -252,7 +243,7 @@ class _State:
     progressed: set[str] = field(default_factory=set[str])
     """The ids of this turn's calls whose tools said they changed something."""
 
-    def end(self, status: AgentStatus, reason: EndReason, **extra: object) -> AgentResult:
+    def end(self, status: EndStatus, reason: StopReason, **extra: object) -> AgentResult:
         return AgentResult(
             status=status,
             stop_reason=reason,
@@ -282,8 +273,9 @@ def passed_deadline() -> float | None:
 
 async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
     """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
-    window = context_window(spec.model, spec.context_window)
-    watch = LoopWatch(spec.guard, advice=str(getattr(spec.model, "when_stuck", "") or "")) if spec.guard else None
+    window = context_window(spec.model, spec.loop.context_window)
+    guard = spec.loop.guard
+    watch = LoopWatch(guard, advice=spec.model.profile.when_stuck) if guard else None
     state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
     ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
     timeout = asyncio.timeout(spec.timeout)
@@ -352,12 +344,12 @@ async def _answer(spec: AgentSpec, ctx: ToolContext, state: _State, offered: lis
             tools=offered,
             max_tokens=spec.max_tokens,
             tool_choice=spec.tool_choice(state.steps),
-            path_states=path_states(ctx.workspace, state.messages) if _grounds_paths(spec.model) else None,
+            path_states=path_states(ctx.workspace, state.messages) if spec.model.profile.grounds_paths else None,
         )
         limit = state.window - reply_reserve(state.window, spec.max_tokens)
         threshold = int(state.window * COMPACT_AT)
-        if spec.compaction is not None:
-            threshold = min(threshold, spec.compaction.max_context_tokens)
+        if spec.loop.compaction is not None:
+            threshold = min(threshold, spec.loop.compaction.max_context_tokens)
         estimate = estimate_tokens(request, state.tally)
         if max(state.context_tokens, estimate) > threshold and await compact(spec, ctx, state):
             request.messages = list(state.messages)
@@ -383,10 +375,6 @@ def _watch(state: _State) -> tuple[StopReason, str] | None:
         return None
     calls, results = state.messages[-2].tool_calls, state.messages[-1].tool_results
     return state.watch.after_turn(calls, results, state.progressed)
-
-
-def _grounds_paths(model: Model) -> bool:
-    return bool(getattr(model, "grounds_paths", False))
 
 
 def path_states(workspace: Workspace, messages: list[Message]) -> dict[str, PathState]:
@@ -581,7 +569,7 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
     loses its call). Tool results' `keep` texts are carried into the summary word for word. The
     transcript the summariser reads is cut to fit the window.
     """
-    compaction = spec.compaction or Compaction(max_context_tokens=int(state.window * COMPACT_AT))
+    compaction = spec.loop.compaction or Compaction(max_context_tokens=int(state.window * COMPACT_AT))
     messages = state.messages
     cut = max(1, len(messages) - compaction.keep_recent)
     while cut < len(messages) and messages[cut].role != "assistant":

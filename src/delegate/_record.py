@@ -10,12 +10,12 @@ reason may be; `docs/subagents.md` explains each.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal, cast, get_args
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import AwareDatetime, BaseModel, TypeAdapter, ValidationError
 
 from ._errors import UserError
+from ._time import iso
 from ._usage import Usage
 
 EndStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
@@ -23,7 +23,9 @@ EndStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
 
 Status = Literal["running", "completed", "aborted", "error", "timed_out", "cancelled", "interrupted"]
 """The status of a run or of a subagent: `running` until it ends (an `EndStatus`), or
-`interrupted` when the process running it died first."""
+`interrupted` when the process running it died first. A run is `running` while its process holds
+the run's lease and `interrupted` once that process is gone (read so at once on its own machine,
+after `RUN_LEASE_TTL` elsewhere): it can be resumed. The others are final."""
 
 StopReason = Literal[
     "final_answer",
@@ -52,6 +54,8 @@ could not get right (`invalid_result`), a crash of the subagent (`crash`), or it
 (`interrupted`)."""
 
 STATUSES: tuple[Status, ...] = get_args(Status)
+END_STATUSES: frozenset[EndStatus] = frozenset(get_args(EndStatus))
+"""The final statuses: a run or subagent with one of these has ended for good."""
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
 FsType = Literal["file", "directory", "symlink"]
 
@@ -106,8 +110,9 @@ class TaskOutput:
     skipped: list[Skipped] = field(default_factory=list[Skipped])
     steps: int = 0
     usage: Usage = field(default_factory=Usage)
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
+    started_at: AwareDatetime | None = None
+    completed_at: AwareDatetime | None = None
+    """Times with a timezone: a naive one is refused when the record is read back (`_time.py`)."""
     acceptance: list[dict[str, Any]] | None = None
     error: str | None = None
     model: str = ""
@@ -142,8 +147,8 @@ class TaskOutput:
             "acceptance": self.acceptance,
             "error": self.error,
             "model": self.model,
-            "started_at": self.started_at.isoformat() if self.started_at else None,
-            "completed_at": self.completed_at.isoformat() if self.completed_at else None,
+            "started_at": iso(self.started_at),
+            "completed_at": iso(self.completed_at),
         }
 
     @classmethod
@@ -165,13 +170,14 @@ class ResultSchema:
     """
 
     def __init__(self, spec: dict[str, Any] | type[BaseModel], owner: str) -> None:
+        """`owner` names the agent in errors (`subagent type 'pricer'`, `the lead`)."""
         self.model: type[BaseModel] | None = None
         if isinstance(spec, type):
             self.model = spec
             self.schema: dict[str, Any] = spec.model_json_schema()
             return
         if not isinstance(spec, dict):  # pyright: ignore[reportUnnecessaryIsInstance] - front matter is untyped
-            raise UserError(f"subagent type {owner!r}: output_schema must be a JSON Schema object or a pydantic model")
+            raise UserError(f"{owner}: output_schema must be a JSON Schema object or a pydantic model")
         from jsonschema import SchemaError, validators
 
         cls = validators.validator_for(spec)
@@ -179,7 +185,7 @@ class ResultSchema:
             cls.check_schema(spec)
         except SchemaError as exc:
             problem = exc.message
-            raise UserError(f"subagent type {owner!r}: output_schema is not a valid JSON Schema: {problem}") from None
+            raise UserError(f"{owner}: output_schema is not a valid JSON Schema: {problem}") from None
         self.schema = spec
         self._validator = cls(spec)
 

@@ -11,7 +11,7 @@
 - A batch that cannot be stored (text that is not UTF-8 was made safe before; a database that
   refuses a row, a full disk) is stored piece by piece: what still fails is dropped with a note
   in the log, once. The writer never retries one transaction for ever.
-- `Journal` replays the checkpoints of an interrupted run, so resuming it does not ask the model
+- `StoredJournal` replays the checkpoints of an interrupted run, so resuming it does not ask the model
   again for an answer it gave, nor run a finished subagent again.
 """
 
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter
 
 from ._events import Event, EventSink
-from ._lease import new_owner
+from ._lease import RUN_HEARTBEAT, new_owner
 from ._messages import ToolCallPart, ToolResultPart
 from ._record import TaskOutput
 from ._usage import Usage
@@ -40,7 +40,7 @@ from .models import ModelResponse
 if TYPE_CHECKING:
     from ._store import Checkpoint, Store
 
-__all__ = ["REPLAYED_NEVER", "Journal", "Recorder"]
+__all__ = ["REPLAYED_NEVER", "Recorder", "StoredJournal"]
 
 _log = logging.getLogger("delegate.recorder")
 _response: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
@@ -96,8 +96,6 @@ class Recorder:
     """Fans a run's events out to the sinks, and keeps them and its checkpoints in the store."""
 
     def __init__(self, store: Store | None, sinks: list[EventSink], *, heartbeat: float | None = None) -> None:
-        from ._store import RUN_HEARTBEAT
-
         self.store = store
         self.sinks = sinks
         self.run_id = ""
@@ -264,9 +262,9 @@ class Recorder:
             self._loop.call_soon_threadsafe(self.on_stop, "cancel" if held else "lost")
 
 
-class Journal:
-    """The lead's journal (see `delegate._loop.Journal`): records answers and tool results as
-    checkpoints, and replays those of an interrupted run."""
+class StoredJournal:
+    """The lead's `delegate._loop.Journal`, kept in the store: records answers and tool results
+    as checkpoints, and replays those of an interrupted run."""
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder

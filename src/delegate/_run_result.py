@@ -6,20 +6,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
+from ._errors import RunCancelled, RunError
 from ._events import Event
 from ._loop import EVENT_VALUE_LIMIT, AgentResult
 from ._messages import Message
 from ._record import Status, StopReason
 from ._usage import Usage
-from .subagents import TaskOutput
+from .subagents import Delivery, TaskOutput
 
 if TYPE_CHECKING:
     from ._recorder import Recorder
-    from ._store import Store
+    from ._store import RunRow, Store
     from .subagents import SubagentRunner
     from .tools import ToolContext
 
-__all__ = ["RunResult", "cancelled_result", "record_end", "release_interrupted", "run_result", "stored_result"]
+__all__ = [
+    "RunResult",
+    "cancelled_result",
+    "record_end",
+    "release_interrupted",
+    "run_result",
+    "stored_result",
+    "stored_run",
+]
 
 
 @dataclass(kw_only=True)
@@ -28,7 +39,7 @@ class RunResult:
 
     run_id: str
     status: Status
-    """How the lead ended (an `AgentStatus`), or `interrupted` when `Runtime.interrupt` stopped it."""
+    """How the lead ended (an `EndStatus`), or `interrupted` when `Runtime.interrupt` stopped it."""
     final: str
     usage: Usage
     lead_usage: Usage
@@ -40,9 +51,27 @@ class RunResult:
     warnings: list[str] = field(default_factory=list[str])
     """What was wrong as the run started, one line each: an MCP server that did not start (the run
     went on without its tools), a definition or skill file that was skipped."""
+    result: Any = None
+    """The lead's typed result, validated, when its definition has an `output_schema`: an instance
+    of that pydantic model, or JSON data that fits that JSON Schema (None without one)."""
+
+    def raise_for_status(self) -> RunResult:
+        """This result if the run completed; else raise `RunCancelled` (it was cancelled) or
+        `RunError` (any other end), carrying its `run_id` and `status` (httpx's pattern):
+        `final = (await rt.run(prompt)).raise_for_status().final`."""
+        if self.status == "completed":
+            return self
+        why = self.error or self.stop_reason
+        message = f"run {self.run_id} ended {self.status}: {why}"
+        if self.status == "cancelled":
+            raise RunCancelled(message, run_id=self.run_id, status=self.status)
+        raise RunError(message, run_id=self.run_id, status=self.status)
 
     def to_dict(self) -> dict[str, Any]:
-        """The object `delegate run --json` prints."""
+        """The object `delegate run --json` and `delegate runs show --json` print: the run's JSON,
+        which `stored_run` (HTTP, export) and a listing's line (`RunSummary.to_dict`) extend or
+        cut, keeping these keys and their order (`result` last, only when the lead has a typed one)."""
+        typed = self.result.model_dump(mode="json") if isinstance(self.result, BaseModel) else self.result
         return {
             "run_id": self.run_id,
             "status": self.status,
@@ -50,30 +79,44 @@ class RunResult:
             "stop_reason": self.stop_reason,
             "error": self.error,
             "steps": self.steps,
-            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "usage": self.usage.totals(),
             "subagents": [s.to_dict() for s in self.subagents],
             "warnings": list(self.warnings),
-        }
+        } | ({"result": typed} if typed is not None else {})
 
 
 def stored_result(store: Store, run_id: str, user_id: str | None = None) -> RunResult | None:
     """A run as the store has it, as a `RunResult` (`to_dict()` is what `delegate run --json`
     printed, or would print: an interrupted run reads `interrupted`, with what finished so far)."""
     run = store.get_run(run_id, user_id)
-    if run is None:
-        return None
+    return None if run is None else _stored_result(store, run)
+
+
+def _stored_result(store: Store, run: RunRow) -> RunResult:
     return RunResult(
         run_id=run.id,
         status=run.status,
         final=run.final or "",
         usage=run.usage,
         lead_usage=Usage(),
-        subagents=store.subagent_records(run_id),
+        subagents=store.subagent_records(run.id),  # while it runs: those finished so far
         steps=run.steps,
         stop_reason=run.stop_reason or "interrupted",  # type: ignore[arg-type]  # a run that has not ended
         error=run.error,
         warnings=run.warnings,
     )
+
+
+def stored_run(store: Store, run_id: str, user_id: str | None = None) -> tuple[RunRow, dict[str, Any]] | None:
+    """The stored run, and its JSON with what the store knows beside it (`prompt`, `model`,
+    `created_at`, `completed_at`): `GET /runs/{id}` and `delegate runs export` add their own keys
+    to it, from the row."""
+    from ._store import stored_fields
+
+    run = store.get_run(run_id, user_id)
+    if run is None:
+        return None
+    return run, _stored_result(store, run).to_dict() | stored_fields(run)
 
 
 def cancelled_result(ctx: ToolContext) -> AgentResult:
@@ -87,19 +130,36 @@ def cancelled_result(ctx: ToolContext) -> AgentResult:
     )
 
 
-def run_result(run_id: str, lead: AgentResult, runner: SubagentRunner, warnings: list[str]) -> RunResult:
+def run_result(
+    run_id: str,
+    lead: AgentResult,
+    runner: SubagentRunner,
+    warnings: list[str],
+    schema: type[BaseModel] | None = None,
+) -> RunResult:
+    """What the run gives back; a lead that ended with a typed `complete` gives its result (as a
+    `schema` instance when its `output_schema` is that pydantic model)."""
+    delivered = lead.stop_return.data if lead.stop_return is not None else None
+    result, final, status, reason, error = None, lead.final, lead.status, lead.stop_reason, lead.error
+    if isinstance(delivered, Delivery):
+        final = final or delivered.summary
+        if delivered.invalid is not None:
+            status, reason, error = "error", "invalid_result", delivered.invalid
+        elif delivered.result is not None:
+            result = schema.model_validate(delivered.result) if schema is not None else delivered.result
     return RunResult(
         run_id=run_id,
-        status=lead.status,
-        final=lead.final,
+        status=status,
+        final=final,
         usage=lead.usage + runner.usage,
         lead_usage=lead.usage,
         subagents=list(runner.records),
         steps=lead.steps,
-        stop_reason=lead.stop_reason,
-        error=lead.error,
+        stop_reason=reason,
+        error=error,
         messages=lead.messages,
         warnings=warnings,
+        result=result,
     )
 
 

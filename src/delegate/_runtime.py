@@ -17,72 +17,54 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _tracing
-from ._agents import Catalogue, Subagent
+from ._agents import Catalogue, Lead, Subagent
+from ._config import Extensions, LoopSettings, RunLimits
 from ._errors import ToolError, UserError
 from ._events import Event, EventSink
 from ._frontmatter import CatalogueWarning
-from ._guard import LoopGuard
-from ._loop import (
-    DEFAULT_GUARD,
-    AgentSpec,
-    Compaction,
-    RunBudget,
-    ToolGate,
-    run_agent,
-)
+from ._loop import AgentSpec, RunBudget, run_agent
 from ._messages import Message
-from ._recorder import Journal, Recorder
+from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
+from ._settings import open_store
 from ._text import safe_text
 from ._workspace import CommandPolicy, Workspace
-from .mcp import DeferredGate, MCPServerConfig, MCPTools, deferred_index, search_tool, server_config
-from .models import Model, ModelAliases, ToolChoice, resolve_model
+from .mcp import MCPTools, server_config
+from .models import Model, ModelAliases, resolve_model
 from .skills import SkillCatalogue
-from .subagents import LEAD_INSTRUCTIONS, SubagentRunner, TaskOutput, project_context, task_tool
+from .subagents import RunScope, SubagentRunner, TaskOutput, assemble, project_context, task_tool, toolset
 from .subagents._acceptance import parse_criteria
-from .subagents._prompts import shaped_opening, type_listing
-from .tools import Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
+from .subagents._prompts import type_listing
+from .tools import BUILTIN_TOOLS, Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
 
 if TYPE_CHECKING:
     from ._store import Checkpoint, Store
     from .batch import Batches
 
 
-DEFAULT_RUN_TIMEOUT = 3600.0
-"""Seconds a lead may run before it ends `timed_out` (subagents included), unless told otherwise."""
-
-
 class Runtime:
     """Runs lead agents that delegate to subagents over one workspace.
 
     `model` is a `provider:name` string or a `Model` (default: `DELEGATE_MODEL`, else a provider
-    with a key in the environment, else `local`). `subagent_model` is used by subagents whose
-    definition says `model: inherit` (default: the lead's). `store` is a `Store`, a database URL,
-    `None` for `<workspace>/.delegate/delegate.db`, or `False` to keep nothing.
+    with a key in the environment, else `local`): the model of every agent whose definition says
+    `inherit`. `workspace` is the folder the agents work in (created if missing). `store` is a
+    `Store`, a database URL, `None` for `<workspace>/.delegate/delegate.db`, or `False` to keep
+    nothing.
 
-    `model_aliases` overrides the table that resolves `sonnet`, `opus`, `haiku` and Claude model ids
-    (a mapping, or `alias=provider:model` strings), over `DELEGATE_MODEL_ALIASES` and
-    `<workspace>/.delegate/models.toml` (see `delegate.models`).
+    `lead` is what runs for each prompt (a `Lead`: its instructions, tools, max steps, the types
+    it may delegate to, ...); `subagents` are types given in code, over the built-in ones and those
+    of the workspace's definition files (see `delegate._agents`).
 
-    `shared` is the operator's folder when `workspace` is one user's (in `delegate serve`):
-    definitions are read from it first, and the workspace's own shadow them by name.
+    `limits` caps every run (a `RunLimits`: its time, budgets and subagents; `run` may give
+    others for one run). `loop` says how every agent's loop runs (`LoopSettings`: compaction, the
+    context window, the loop guard). `extensions` says what else it loads (`Extensions`: folders of
+    definitions and skills, MCP servers, model aliases). `commands` lets agents run shell commands,
+    under that `CommandPolicy` (default None: no commands).
 
-    `builtin` names the built-in tools the lead gets (default: all), and `tools` adds your own.
-    Subagents whose definition lists no tools inherit the lead's; a definition's list may name any
-    built-in tool or tool of yours, whether or not the lead has it. `first_tool_choice` is `auto`,
-    `required`, or the name of the tool the lead's first turn must call (or a list: one per turn).
-
-    `timeout` is how long a run may take, its subagents included (default `DEFAULT_RUN_TIMEOUT`,
-    an hour; None for no deadline). With a store, every run holds a lease and checkpoints what its
-    lead did as it happens, so a run whose process died reads `interrupted` and `resume` continues
-    it (see docs/guarantees.md).
-    `token_budget` and `max_requests` cap what each run spends, the lead and all its subagents
-    together (`run` may set them per run): once spent, no new model request starts and the run
-    ends `aborted`, its stop reason `run_token_budget` or `run_max_requests`.
-
-    `context_window` overrides every model's context window (default: what each model says, see
-    `delegate.models.context_window`): compaction starts from it. `loop_guard` ends an agent that
-    goes round in circles (the same call failing 3 times, or 10 turns without progress; None: never).
+    With a store, every run holds a lease and checkpoints what its lead did as it happens, so a
+    run whose process died reads `interrupted` and `resume` continues it (see docs/guarantees.md).
+    `sinks` get every event of every run. `user_id` owns the runs in the store (None for local
+    use); `timezone` is the agents' (default: this machine's).
     """
 
     def __init__(
@@ -90,107 +72,70 @@ class Runtime:
         *,
         model: str | Model | None = None,
         workspace: str | PathLike[str] = ".",
-        shared: str | PathLike[str] | None = None,
+        lead: Lead | None = None,
         subagents: Iterable[Subagent] = (),
-        tools: Iterable[Tool] = (),
-        builtin: Sequence[str] | None = None,
-        agents_dirs: Sequence[str | PathLike[str]] = (),
-        skills_dirs: Sequence[str | PathLike[str]] = (),
-        mcp_servers: Sequence[MCPServerConfig] = (),
-        tool_search: bool = True,
-        auto_promote: int = 3,
-        allow_commands: bool = False,
+        limits: RunLimits | None = None,
+        loop: LoopSettings | None = None,
+        extensions: Extensions | None = None,
         commands: CommandPolicy | None = None,
-        instructions: str | None = None,
-        subagent_model: str | Model | None = None,
-        model_aliases: Mapping[str, str] | Sequence[str] = (),
-        max_steps: int = 50,
-        timeout: float | None = DEFAULT_RUN_TIMEOUT,
-        token_budget: int | None = None,
-        max_requests: int | None = None,
-        max_parallel: int | None = 16,
-        max_subagents: int | None = 100,
-        permitted_subagents: Sequence[str] | None = None,
-        builtin_subagents: bool = True,
-        task_tool: bool = True,
-        batch_tools: bool | None = None,
-        compaction: Compaction | None = None,
-        context_window: int | None = None,
-        loop_guard: LoopGuard | None = DEFAULT_GUARD,
-        first_tool_choice: ToolChoice | Sequence[ToolChoice] = "auto",
         store: Store | str | bool | None = None,
         sinks: Iterable[EventSink] = (),
         user_id: str | None = None,
         timezone: str | None = None,
-        heartbeat_interval: float = 5.0,
     ) -> None:
-        opened = Workspace.open(workspace, allow_commands=allow_commands, commands=commands)
-        self._shared = Path(shared).expanduser().resolve() if shared is not None else None
-        self.skills_dirs = [Path(d) for d in skills_dirs]
-        """Folders of skills besides the `.claude/skills` and `.delegate/skills` of the workspace
-        (and of `shared`): see `delegate.skills`."""
-        self.workspace = replace(opened, read_only=(*opened.read_only, *_inside(opened.root, agents_dirs, skills_dirs)))
+        self.lead = lead or Lead()
+        self.limits = limits or RunLimits()
+        self.loop = loop or LoopSettings()
+        self.extensions = extensions or Extensions()
+        ext = self.extensions
+        opened = Workspace.open(workspace, allow_commands=commands is not None, commands=commands, create=True)
+        self._shared = Path(ext.shared).expanduser().resolve() if ext.shared is not None else None
+        self.workspace = replace(
+            opened, read_only=(*opened.read_only, *_inside(opened.root, ext.agents_dirs, ext.skills_dirs))
+        )
         """The agents' view of the workspace: see `Workspace` (definition folders inside it are read-only)."""
         self._model_spec = model
         self._models: dict[str, Model] = {}
-        self._subagent_model_spec = subagent_model
-        self.aliases = ModelAliases.load(self._shared or self.workspace.root, model_aliases)
+        self.aliases = ModelAliases.load(self._shared or self.workspace.root, ext.model_aliases)
+        given = list(subagents)
         self.catalogue = Catalogue.build(
             workspace=self._shared or self.workspace.root,
-            agent_dirs=[Path(d) for d in agents_dirs],
+            agent_dirs=[Path(d) for d in ext.agents_dirs],
             own=self.workspace.root if self._shared is not None else None,
-            subagents=subagents,
-            builtins=builtin_subagents,
+            subagents=given,
+            builtins=ext.builtin_subagents,
             aliases=self.aliases,
         )
-        self.tools: dict[str, Tool] = {t.name: t for t in builtin_tools(builtin, allow_commands=allow_commands)}
-        for extra in tools:
-            self.tools[extra.name] = extra
-        self.instructions = instructions
+        self.tools = _tool_pool(self.lead, given, allow_commands=commands is not None)
+        """Every tool a definition may name: the built-in ones and those given in code."""
+        self._lead_tools = _lead_tool_names(self.lead, self.tools)
+        if self._offers("batch_task") is True and store is False:
+            raise UserError("the lead's tools name batch_task, which needs a store: drop store=False")
         self.mcp_workspaces = [self.workspace.root, *([self._shared] if self._shared is not None else [])]
         """Folders no MCP server may be given (their `.delegate/` would be in its reach: see `exposed_state`)."""
-        self.mcp = MCPTools(mcp_servers, workspaces=self.mcp_workspaces) if mcp_servers else None
+        self.mcp = MCPTools(ext.mcp_servers, workspaces=self.mcp_workspaces) if ext.mcp_servers else None
         self._own_mcp = self._inline_servers()
         """Per type, the MCP servers its definition defines inline (started at a run's start)."""
         self._own_mcp_tools: list[Tool] | None = None
         """The MCP servers' tools: loaded on first use; deferred behind `tool_search` when it is on,
         with the `auto_promote` that best match a task loaded from its first turn."""
-        self.tool_search = tool_search
-        self.auto_promote = auto_promote
         self._mcp_tools: list[Tool] | None = None
-        self.max_steps = max_steps
-        self.timeout = timeout
-        RunBudget.of(token_budget, max_requests)  # refuse bad limits now
-        self.token_budget = token_budget
-        self.max_requests = max_requests
-        if max_parallel is not None and max_parallel < 1:
-            raise UserError("max_parallel must be at least 1 (or None for no cap)")
-        self.max_parallel = max_parallel
-        self.max_subagents = max_subagents
-        self.permitted_subagents = permitted_subagents
-        self.task_tool = task_tool
-        self.batch_tools = batch_tools
-        """Offer the lead `batch_task`, `batch_status`, `cancel_batch`: None means when there is a store."""
-        self.compaction = compaction
-        if context_window is not None and context_window < 1024:
-            raise UserError(f"context_window={context_window}: give the model's window in tokens, at least 1024")
-        self.context_window = context_window
-        """Tokens every agent's model reads at once, over what each model says (None: theirs)."""
-        self.loop_guard = loop_guard
-        """Ends an agent that goes round in circles (see `delegate._guard`); None: never."""
-        self.first_tool_choice = first_tool_choice
-        """The tool choice of the lead's first turn, or of its first turns (see `AgentSpec`)."""
         self.sinks = list(sinks)
         self.user_id = user_id
         """The owner of this runtime's runs in the store; None for local use (the CLI)."""
         self.timezone = timezone or _local_timezone()
-        self.heartbeat_interval = heartbeat_interval
         self._store_option = store
         self._stops: dict[str, Callable[[str], None]] = {}
         """How to stop each run of this runtime that is going: see `interrupt`."""
         self._store: Store | None = None
         self._owns_store = False
         self._batches: Batches | None = None
+
+    def _offers(self, capability: str) -> bool | None:
+        """Whether the lead's definition gives it `task` or `batch_task`: None when it does not
+        say (its `tools` is the default set)."""
+        names = self.lead.tool_names
+        return None if names is None else capability in names
 
     # -- models and store -------------------------------------------------------------------
 
@@ -228,15 +173,13 @@ class Runtime:
             self._owns_store = not isinstance(option, Store)
             if isinstance(option, Store):
                 self._store = option
-            elif isinstance(option, str):
-                self._store = Store.open(option)
             else:
-                self._store = Store.for_workspace(self.workspace.root)
+                self._store = open_store(option if isinstance(option, str) else None, self.workspace.root)
         return self._store
 
     # -- running ----------------------------------------------------------------------------
 
-    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
+    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:  # the keywords of `run`
         """`run` for code that is not async (closes the model clients it opened when done)."""
 
         async def go() -> RunResult:
@@ -252,9 +195,7 @@ class Runtime:
         sessions of this event loop, and the store it opened (a `Store` given to it stays open).
         All open again when next needed."""
         for model in self._models.values():
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            await model.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()
         for servers in self._own_mcp.values():
@@ -305,12 +246,12 @@ class Runtime:
         sinks: Iterable[EventSink] = (),
         model: str | Model | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
-        token_budget: int | None = None,
-        max_requests: int | None = None,
+        limits: RunLimits | None = None,
     ) -> RunResult:
         """Run the lead agent on `prompt` to its final answer.
 
-        `token_budget` and `max_requests` override the runtime's run-wide limits for this run.
+        `limits` are this run's, instead of the runtime's (`replace(runtime.limits, token_budget=...)`
+        changes one of them).
 
         `uploaded_files` are files the user uploaded earlier in the conversation: entries with a
         `filename` (and `path`, `size`, `content_type` when known). With them (an empty list too),
@@ -319,7 +260,7 @@ class Runtime:
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         prompt = safe_text(prompt)  # an argument `delegate run $'\xff'` holds a lone surrogate
-        budget = self._budget(token_budget, max_requests)
+        limits = limits or self.limits
         uploaded_files = uploads_state(uploaded_files)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
@@ -337,14 +278,14 @@ class Runtime:
                         workspace=str(self.workspace.root),
                         owner=recorder.owner,
                         uploaded_files=uploaded_files,
-                        token_budget=token_budget,
-                        max_requests=max_requests,
+                        token_budget=limits.token_budget,
+                        max_requests=limits.max_requests,
                         warnings=warnings,
                     )
                 )
             return []
 
-        return await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin, budget)
+        return await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin, limits)
 
     async def resume(
         self, run_id: str, *, sinks: Iterable[EventSink] = (), model: str | Model | None = None
@@ -354,8 +295,8 @@ class Runtime:
         The lead's answers and tool results recorded before are replayed, not asked or run again;
         subagents that finished are reused, the others start afresh; usage counts each answer
         once. The model is `model`, else this runtime's, else the one the run was started with; the
-        uploaded files and the run-wide budgets given to `run` are the ones it was started with
-        (a budget it was not given is this runtime's, as for `run`).
+        uploaded files and the run-wide budgets are the ones it was started with (a budget it
+        had none of is this runtime's limit).
         Raises `UserError` if the run is unknown, still running, or ended.
         """
         store = self.store
@@ -373,8 +314,8 @@ class Runtime:
             )
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        budget = self._budget(run.token_budget, run.max_requests)
-        return await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, budget)
+        limits = _with_budgets(self.limits, run.token_budget, run.max_requests)
+        return await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits)
 
     async def _lead(
         self,
@@ -384,53 +325,30 @@ class Runtime:
         lead_model: Model,
         uploaded_files: list[dict[str, Any]] | None,
         begin: Callable[[list[str]], Awaitable[list[Checkpoint]]],
-        budget: RunBudget | None,
+        limits: RunLimits,
     ) -> RunResult:
         """Build the lead, then `begin` (record the run with its warnings, or claim it and read its
-        checkpoints), then run it under `budget`: nothing is recorded for a lead that cannot be built."""
-        journal = Journal(recorder)
+        checkpoints), then run it under `limits`: nothing is recorded for a lead that cannot be built."""
+        journal = StoredJournal(recorder)
         skills = await asyncio.to_thread(self._skills)
-        ctx = self._context(run_id, "lead", recorder.emit, self.user_id, skills)
-        ctx.uploaded_files = uploads_state(uploaded_files)
         context = await asyncio.to_thread(self._prepare_workspace)
         mcp_tools = await self._load_mcp()
-        lead_tools = [t for name, t in self.tools.items() if name != "complete"] + mcp_tools
+        own = await self._load_own_mcp()
+        scope = self._scope(run_id, recorder.emit, self.user_id, skills, limits, mcp_tools, context)
+        ctx = self._context(scope, "lead")
+        ctx.uploaded_files = uploads_state(uploaded_files)
+        lead_tools = [self.tools[name] for name in self._lead_tools] + mcp_tools
         if ctx.uploaded_files is not None:
             lead_tools.append(list_uploaded_files)
-        own = await self._load_own_mcp()
-        runner = self._runner(ctx, lead_model, [t.name for t in lead_tools], skills, mcp_tools, context, own, budget)
+        runner = self._runner(scope, ctx, lead_model, [t.name for t in lead_tools], mcp_tools, own)
         runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
-        deferred = mcp_tools if self.tool_search else []
-        task = self._task_tool(runner) if self.task_tool and len(self.catalogue) else None
-        types = self._searchable_types() if task is not None else []
-        if deferred or types:
-            lead_tools.append(search_tool(deferred, types))
+        task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
         if task is not None:
             lead_tools.append(task)
         lead_tools += await asyncio.to_thread(self._batch_tools, lead_model, prompt)
-        gates: list[ToolGate] = [g for g in (skills.gate(ctx.workspace, None),) if g]
-        if deferred:
-            gates.append(DeferredGate(deferred, auto_promote=self.auto_promote))
-        index = deferred_index(t.name for t in deferred) if deferred else ""
-        names = [t.name for t in lead_tools]
-        first, steps = await shaped_opening(lead_model, ctx.workspace, prompt, names, self.first_tool_choice)
-        spec = AgentSpec(
-            name="lead",
-            instructions="\n\n".join(
-                p for p in (self._lead_instructions(), context, skills.index(None), index, steps) if p
-            ),
-            model=lead_model,
-            tools=lead_tools,
-            max_steps=self.max_steps,
-            timeout=self.timeout,
-            compaction=self.compaction,
-            context_window=self.context_window,
-            guard=self.loop_guard,
-            budget=budget,
-            gates=gates,
-            first_tool_choice=first,
-            journal=journal,
-        )
+        types = self._searchable_types() if task is not None else []
+        tools = toolset(self.lead, lead_tools, scope, types)
+        spec = await assemble(self.lead, scope, model=lead_model, tools=tools, prompt=prompt, journal=journal)
         failed = self._mcp_failed()
         found = [*self.catalogue.warnings, *skills.warnings]
         checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
@@ -472,7 +390,7 @@ class Runtime:
 
         recorder.on_stop = stop
         self._stops[run_id] = stop
-        beat = asyncio.create_task(_heartbeat(runner, recorder, ctx, self.heartbeat_interval))
+        beat = asyncio.create_task(_heartbeat(runner, recorder, ctx, self.loop.heartbeat_interval))
         try:
             result = await agent
         except asyncio.CancelledError:
@@ -493,7 +411,8 @@ class Runtime:
             await recorder.finish("error", "", ctx.usage + runner.usage, f"{type(exc).__name__}: {exc}")
             raise
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
-            outcome = run_result(run_id, result, runner, warnings)
+            schema = self.lead.output_schema
+            outcome = run_result(run_id, result, runner, warnings, schema if isinstance(schema, type) else None)
             await record_end(recorder, outcome)
             return outcome
         finally:
@@ -516,11 +435,11 @@ class Runtime:
     ) -> TaskOutput:
         """Run one subagent directly, with no lead: what a batch worker does for each item.
 
-        `token_budget` and `max_requests` (default: the runtime's) cap what it spends. Raises
+        `token_budget` and `max_requests` (default: the runtime's limits) cap what it spends. Raises
         `UserError` for an unknown type, bad criteria or a bad limit; anything that happens to the
         subagent itself is in the returned `TaskOutput`.
         """
-        budget = self._budget(token_budget, max_requests)
+        limits = _with_budgets(self.limits, token_budget, max_requests)
         visible = self.catalogue.visible(allow_commands=self.workspace.allow_commands)
         definition = visible.get(subagent_type)
         if definition is None:
@@ -528,15 +447,16 @@ class Runtime:
         fan_out = [*self.sinks, *sinks, *_tracing.sinks()]
         skills = await asyncio.to_thread(self._skills)
         task_id = run_id or f"task_{uuid.uuid4().hex[:12]}"
-        ctx = self._context(task_id, "batch", lambda e: _fan(fan_out, e), user_id, skills)
-        inherited = [name for name in self.tools if name != "complete"]
         mcp_tools = await self._load_mcp()
+        emit: EventSink = functools.partial(_fan, fan_out)
         own = await self._load_own_mcp()
         for data in self._mcp_failed():
-            ctx.emit(Event(type="mcp.server_failed", run_id=ctx.run_id, agent_id="batch", data=data))
+            emit(Event(type="mcp.server_failed", run_id=task_id, agent_id="batch", data=data))
         context = await asyncio.to_thread(self._prepare_workspace)
         model = await self._model_off_loop(self._model_spec)
-        runner = self._runner(ctx, model, inherited, skills, mcp_tools, context, own, budget)
+        scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context)
+        ctx = self._context(scope, "batch")
+        runner = self._runner(scope, ctx, model, self._lead_tools, mcp_tools, own)
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -551,12 +471,6 @@ class Runtime:
             criteria=criteria,
         )
 
-    def _budget(self, token_budget: int | None, max_requests: int | None) -> RunBudget | None:
-        return RunBudget.of(
-            self.token_budget if token_budget is None else token_budget,
-            self.max_requests if max_requests is None else max_requests,
-        )
-
     def _prepare_workspace(self) -> str:
         """What a lead's run and a batch item do first in the workspace: clear what killed writes
         left in its scratch folder (a killed `delegate run`, server or worker), and read its project
@@ -567,57 +481,72 @@ class Runtime:
     def _skills(self) -> SkillCatalogue:
         """The skills of a run: the operator's, shadowed by the workspace's own when it is a user's."""
         if self._shared is None:
-            return SkillCatalogue.build(self.workspace.root, dirs=self.skills_dirs)
-        return SkillCatalogue.build(self._shared, dirs=self.skills_dirs, own=self.workspace.root)
+            return SkillCatalogue.build(self.workspace.root, dirs=self._skills_dirs)
+        return SkillCatalogue.build(self._shared, dirs=self._skills_dirs, own=self.workspace.root)
 
-    def _context(
-        self, run_id: str, agent_id: str, emit: EventSink, user_id: str | None, skills: SkillCatalogue
-    ) -> ToolContext:
-        """The lead's (or a batch item's) context, over the workspace with the run's skills mounted."""
-        return ToolContext(
+    @property
+    def _skills_dirs(self) -> list[Path]:
+        return [Path(d) for d in self.extensions.skills_dirs]
+
+    def _scope(
+        self,
+        run_id: str,
+        emit: EventSink,
+        user_id: str | None,
+        skills: SkillCatalogue,
+        limits: RunLimits,
+        mcp_tools: list[Tool],
+        context: str,
+    ) -> RunScope:
+        """What every agent of one run (or batch item) shares."""
+        ext = self.extensions
+        return RunScope(
             run_id=run_id,
-            agent_id=agent_id,
-            workspace=self.workspace.with_mounts(skills.mounts()),
-            emit=emit,
             user_id=user_id or self.user_id or "default",
             timezone=self.timezone,
+            workspace=self.workspace.with_mounts(skills.mounts()),
+            emit=emit,
+            limits=limits,
+            loop=self.loop,
+            budget=RunBudget.of(limits),
+            skills=skills,
+            deferred={t.name: t for t in mcp_tools} if ext.tool_search else {},
+            auto_promote=ext.auto_promote,
+            project_context=context,
+        )
+
+    def _context(self, scope: RunScope, agent_id: str) -> ToolContext:
+        """The lead's (or a batch item's) context, over the run's workspace."""
+        return ToolContext(
+            run_id=scope.run_id,
+            agent_id=agent_id,
+            workspace=scope.workspace,
+            emit=scope.emit,
+            user_id=scope.user_id,
+            timezone=scope.timezone,
         )
 
     def _runner(
         self,
+        scope: RunScope,
         parent: ToolContext,
         model: Model,
         parent_tools: list[str],
-        skills: SkillCatalogue,
         mcp_tools: list[Tool],
-        context: str = "",
         own_tools: Sequence[Tool] = (),
-        budget: RunBudget | None = None,
     ) -> SubagentRunner:
-        subagent_model = self.model_for(self._subagent_model_spec) if self._subagent_model_spec else None
+        spec = self.lead.subagent_model
+        pool = dict(self.tools)
+        if parent.uploaded_files is not None:
+            pool[list_uploaded_files.name] = list_uploaded_files
         return SubagentRunner(
-            run_id=parent.run_id,
-            user_id=parent.user_id,
-            timezone=self.timezone,
-            workspace=parent.workspace,
-            emit=parent.emit,
-            tools=self._subagent_tools(uploads=parent.uploaded_files is not None)
-            | {t.name: t for t in [*mcp_tools, *own_tools]},
+            scope,
+            tools=pool | {t.name: t for t in [*mcp_tools, *own_tools]},
             parent_tools=parent_tools,
             parent_model=model,
-            subagent_model=subagent_model,
+            subagent_model=self.model_for(spec) if spec else None,
             model_for=self.model_for,
-            max_parallel=self.max_parallel,
-            max_total=self.max_subagents,
-            compaction=self.compaction,
-            context_window=self.context_window,
-            guard=self.loop_guard,
-            budget=budget,
             uploaded_files=parent.uploaded_files,
-            skills=skills,
-            deferred=mcp_tools if self.tool_search else (),
-            auto_promote=self.auto_promote,
-            project_context=context,
         )
 
     def _inline_servers(self) -> dict[str, MCPTools]:
@@ -653,6 +582,10 @@ class Runtime:
             self._mcp_tools = await self.mcp.load()
         return self._mcp_tools
 
+    def _delegable(self) -> Catalogue:
+        """The types the lead may start: those its definition permits that this workspace can run."""
+        return self.catalogue.visible(allow_commands=self.workspace.allow_commands, permitted=self.lead.subagents)
+
     def _mcp_failed(self) -> list[dict[str, Any]]:
         """The MCP servers the last loads left out, as `mcp.server_failed` data: `server`, `reason`,
         `type` (the subagent type whose own server it is; None: the runtime's, for every agent),
@@ -669,26 +602,15 @@ class Runtime:
                 found.append({"server": server, "reason": reason, "type": type_name, "warning": f"{reason}; {without}"})
         return found
 
-    def _subagent_tools(self, *, uploads: bool) -> dict[str, Tool]:
-        """What a definition's tool list may name: every built-in tool (`bash` only when commands
-        are allowed), whether or not the lead has it, the runtime's own tools, and
-        `list_uploaded_files` when the run has uploads."""
-        pool = {t.name: t for t in builtin_tools(None, allow_commands=self.workspace.allow_commands)} | self.tools
-        if uploads:
-            pool[list_uploaded_files.name] = list_uploaded_files
-        return pool
-
     def _task_tool(self, runner: SubagentRunner) -> Tool:
         allow = self.workspace.allow_commands
-        visible = self.catalogue.visible(allow_commands=allow, permitted=self.permitted_subagents)
+        visible = self._delegable()
         hidden = [] if allow else [d.name for d in self.catalogue.definitions.values() if d.requires_commands]
-        return task_tool(runner, visible, max_parallel=self.max_parallel, command_types=hidden)
+        return task_tool(runner, visible, max_parallel=runner.scope.limits.max_parallel, command_types=hidden)
 
     def _searchable_types(self) -> list[tuple[str, str]]:
         """The lead's types, for `tool_search`, when the `task` tool shortens their descriptions."""
-        visible = self.catalogue.visible(
-            allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents
-        )
+        visible = self._delegable()
         types = [(d.name, d.description) for d in visible.definitions.values()]
         return types if type_listing(types)[1] else []
 
@@ -700,7 +622,8 @@ class Runtime:
     def _batch_tools(self, lead_model: Model, prompt: str) -> list[Tool]:
         """The lead's batch tools. A weak model (one that grounds its calls) is offered them only
         when the task asks for a batch or one exists: otherwise it calls them for nothing."""
-        wanted = self.batch_tools if self.batch_tools is not None else self._store_option is not False
+        offered = self._offers("batch_task")
+        wanted = offered if offered is not None else self._store_option is not False
         store = self.store if wanted else None
         if store is None:
             return []
@@ -709,12 +632,10 @@ class Runtime:
         if self._batches is None:
             self._batches = Batches(store)
         existing = [b.id for b in self._batches.list_batches(self.user_id or "default", limit=20)]
-        if getattr(lead_model, "grounds_paths", False) and not existing and not _ASKS_FOR_BATCH.search(prompt):
+        if lead_model.profile.grounds_paths and not existing and not _ASKS_FOR_BATCH.search(prompt):
             return []
-        visible = self.catalogue.visible(
-            allow_commands=self.workspace.allow_commands, permitted=self.permitted_subagents
-        )
-        spec = self._subagent_model_spec
+        visible = self._delegable()
+        spec = self.lead.subagent_model
         model = spec if isinstance(spec, str) else (spec.name if spec is not None else lead_model.name)
         return batch_tools(self._batches, known_types=visible.names(), model=model, known_batches=existing)
 
@@ -722,11 +643,6 @@ class Runtime:
         """What is wrong with the definition and skill files this runtime reads: what
         `delegate agents list` prints and each run's `warning` events carry."""
         return [*self.catalogue.warnings, *self._skills().warnings]
-
-    def _lead_instructions(self) -> str:
-        if self.instructions:
-            return f"{LEAD_INSTRUCTIONS}\n\n{self.instructions}"
-        return LEAD_INSTRUCTIONS
 
 
 _ASKS_FOR_BATCH = re.compile(r"\bbatch", re.IGNORECASE)
@@ -749,6 +665,37 @@ async def _heartbeat(runner: SubagentRunner, recorder: Recorder, ctx: ToolContex
         if waited >= interval:
             waited = 0.0
             runner.heartbeat()
+
+
+def _tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool) -> dict[str, Tool]:
+    """Every tool a definition may name: the built-in ones (`bash` when commands are allowed), and
+    the tools the lead's and the types' definitions give (which win over a built-in of their name)."""
+    pool = {t.name: t for t in builtin_tools(None, allow_commands=allow_commands)}
+    given: dict[str, Tool] = {}
+    for definition in (lead, *subagents):
+        for tool in definition.own_tools:
+            if given.setdefault(tool.name, tool) is not tool:
+                raise UserError(
+                    f"two different tools are called {tool.name!r} ({definition.label} gives one): rename one"
+                )
+    return pool | given
+
+
+def _lead_tool_names(lead: Lead, pool: Mapping[str, Tool]) -> list[str]:
+    """The names of the lead's tools from the pool (`task` and the batch tools are added per run)."""
+    names = lead.tool_names
+    if names is None:
+        return [n for n in pool if n in BUILTIN_TOOLS]
+    return [n for n in dict.fromkeys(names) if n in pool]
+
+
+def _with_budgets(limits: RunLimits, token_budget: int | None, max_requests: int | None) -> RunLimits:
+    """`limits` with the budgets a run or batch item was given (None keeps the limit's own)."""
+    return replace(
+        limits,
+        token_budget=limits.token_budget if token_budget is None else token_budget,
+        max_requests=limits.max_requests if max_requests is None else max_requests,
+    )
 
 
 def _inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:

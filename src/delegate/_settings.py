@@ -16,17 +16,15 @@ change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._agents import Catalogue, Subagent
-from ._guard import LoopGuard
-from ._loop import DEFAULT_GUARD
+from ._agents import Catalogue, Lead, Subagent
+from ._config import Extensions, LoopSettings, RunLimits
 from ._workspace import CommandPolicy, Workspace
-from .mcp import MCPServerConfig
 from .models import Model, ModelAliases
 from .skills import SkillCatalogue
 
@@ -40,35 +38,32 @@ USERS_FOLDER = Path(".delegate") / "users"
 """Where, under the workspace, each other user's own workspace is."""
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class RuntimeSettings:
-    """The operator's settings of runtimes: the workspace, definitions, tools and command policy.
+    """The operator's settings of runtimes, each one object passed whole to every runtime built.
 
-    `model` is the default model (a request or a batch may name another). `subagents` are
-    definitions given in code (the demo's).
+    `model` is the default model (a request or a batch may name another). `lead` is the lead's
+    definition and `subagents` the types given in code (the demo's). `limits`, `loop` and
+    `extensions` are every run's (see `delegate._config`). `commands` lets agents run shell
+    commands under that policy (None: no commands).
     """
 
     workspace: str | PathLike[str] = "."
     model: str | Model | None = None
-    subagent_model: str | None = None
-    model_aliases: Sequence[str] = ()
-    """`alias=provider:model` entries over `DELEGATE_MODEL_ALIASES` and `.delegate/models.toml`."""
-    agents_dirs: Sequence[str | PathLike[str]] = ()
-    skills_dirs: Sequence[str | PathLike[str]] = ()
-    mcp_servers: Sequence[MCPServerConfig] = ()
-    allow_commands: bool = False
-    commands: CommandPolicy = field(default_factory=CommandPolicy)
-    max_parallel: int | None = 16
-    max_steps: int = 50
-    context_window: int | None = None
-    """Tokens every model reads at once, over what each model says (`--context-window`)."""
-    loop_guard: LoopGuard | None = DEFAULT_GUARD
-    """When an agent going round in circles is ended (`--max-repeated-failures`, `--max-idle-steps`)."""
-    subagents: Iterable[Subagent] = ()
+    lead: Lead = field(default_factory=Lead)
+    subagents: Sequence[Subagent] = ()
+    limits: RunLimits = field(default_factory=RunLimits)
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    extensions: Extensions = field(default_factory=Extensions)
+    commands: CommandPolicy | None = None
 
     @property
     def root(self) -> Path:
         return Path(self.workspace).expanduser().resolve()
+
+    @property
+    def allow_commands(self) -> bool:
+        return self.commands is not None
 
     def user_root(self, user_id: str | None) -> Path | None:
         """The folder of a user's own workspace; None for the local user (the workspace itself)."""
@@ -81,52 +76,63 @@ class RuntimeSettings:
     def workspace_view(self, user_id: str | None) -> Workspace:
         """The view of the files a user's agents work in (without the skills a run mounts): what
         the server lets that user read back, such as the files its subagents delivered."""
-        return Workspace(root=self.user_root(user_id) or self.root, commands=self.commands)
+        return Workspace(root=self.user_root(user_id) or self.root, commands=self.commands or CommandPolicy())
 
     def catalogue(self, user_id: str | None = None) -> Catalogue:
         """The subagent types a user's runs can start (the operator's, shadowed by the user's own),
         with the warnings of every definition and skill file read."""
         own = self.user_root(user_id)
+        ext = self.extensions
         found = Catalogue.build(
             workspace=self.root,
-            agent_dirs=[Path(d) for d in self.agents_dirs],
+            agent_dirs=[Path(d) for d in ext.agents_dirs],
             own=own,
             subagents=self.subagents,
-            aliases=ModelAliases.load(self.root, self.model_aliases),
+            builtins=ext.builtin_subagents,
+            aliases=ModelAliases.load(self.root, ext.model_aliases),
         )
-        skills = SkillCatalogue.build(self.root, dirs=[Path(d) for d in self.skills_dirs], own=own)
+        skills = SkillCatalogue.build(self.root, dirs=[Path(d) for d in ext.skills_dirs], own=own)
         return found.with_warnings(skills.warnings)
 
     def build(
-        self,
-        *,
-        user_id: str | None = None,
-        model: str | Model | None = None,
-        max_parallel: int | None = None,
-        store: Store | str | bool | None = None,
+        self, *, user_id: str | None = None, model: str | Model | None = None, store: Store | str | bool | None = None
     ) -> Runtime:
         """A runtime for `user_id`'s runs, in that user's workspace (created if missing)."""
         from ._runtime import Runtime
 
         own = self.user_root(user_id)
-        if own is not None:
-            own.mkdir(parents=True, exist_ok=True)
         return Runtime(
             model=model or self.model,
             workspace=own or self.root,
-            shared=self.root if own is not None else None,
+            lead=self.lead,
             subagents=self.subagents,
-            agents_dirs=self.agents_dirs,
-            skills_dirs=self.skills_dirs,
-            mcp_servers=self.mcp_servers,
-            allow_commands=self.allow_commands,
+            limits=self.limits,
+            loop=self.loop,
+            extensions=replace(self.extensions, shared=self.root) if own is not None else self.extensions,
             commands=self.commands,
-            subagent_model=self.subagent_model,
-            model_aliases=self.model_aliases,
-            max_parallel=max_parallel or self.max_parallel,
-            max_steps=self.max_steps,
-            context_window=self.context_window,
-            loop_guard=self.loop_guard,
             store=store,
             user_id=user_id,
         )
+
+    def factory(self, store: Store | str | bool | None = None) -> RuntimeFactory:
+        """`build` as the one `RuntimeFactory` of every face, its runtimes recording into `store`."""
+
+        def build(user_id: str | None, model: str | None) -> Runtime:
+            return self.build(user_id=user_id, model=model, store=store)
+
+        return build
+
+
+RuntimeFactory = Callable[[str | None, str | None], "Runtime"]
+"""Builds the `Runtime` of a user's runs, or of a batch's items: called with the user id (None:
+the local user) and the model string they name (None: the default). Raises `UserError` for a bad
+model or setting. What `delegate serve`, `delegate batch worker` and the takeover of interrupted
+runs each build their runtimes with."""
+
+
+def open_store(url: str | None, workspace: Path) -> Store:
+    """The one store opener of every face: the database at `url`, else the workspace's own
+    (`<workspace>/.delegate/delegate.db`). A `UserError` for a bad URL."""
+    from ._store import Store
+
+    return Store.open(url) if url else Store.for_workspace(workspace)

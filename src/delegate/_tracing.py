@@ -282,7 +282,7 @@ _FINISH = {"end_turn": "stop", "tool_use": "tool_call", "max_tokens": "length"}
 def _answer(response: ModelResponse) -> dict[str, Any]:
     """A model's answer as a GenAI output message (in `CONTENT_LIMIT`, as `_Content` bounds one)."""
     shaped = _Content([Message(role="assistant", parts=list(response.parts))]).messages[0]
-    shaped["finish_reason"] = "tool_call" if response.tool_calls else _FINISH.get(response.stop_reason, "stop")
+    shaped["finish_reason"] = "tool_call" if response.tool_calls else _FINISH.get(response.finish_reason, "stop")
     return shaped
 
 

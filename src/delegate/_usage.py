@@ -57,6 +57,10 @@ class Usage:
             "requests_without_usage": self.requests_without_usage,
         }
 
+    def totals(self) -> dict[str, int]:
+        """The `usage` of a run's JSON (`delegate run --json`, `GET /runs`): input and output tokens."""
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Usage:
         if not data:

@@ -136,10 +136,14 @@ class Workspace:
         *,
         allow_commands: bool = False,
         commands: CommandPolicy | None = None,
+        create: bool = False,
     ) -> Workspace:
+        """The view of the folder `root`; with `create`, a missing folder is made (with its parents)."""
         path = Path(root).expanduser()
+        if create and not path.exists():
+            path.mkdir(parents=True, exist_ok=True)
         if not path.is_dir():
-            raise UserError(f"workspace {str(path)!r} is not a folder: create it or pass --workspace DIR")
+            raise UserError(f"workspace {str(path)!r} is not a folder: give the path of a folder")
         return cls(root=path.resolve(), allow_commands=allow_commands, commands=commands or CommandPolicy())
 
     def with_mounts(self, mounts: list[Mount]) -> Workspace:

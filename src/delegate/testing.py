@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from ._messages import Part, TextPart, ToolCallPart
 from ._usage import Usage
-from .models import ModelRequest, ModelResponse
+from .models import ModelProfile, ModelRequest, ModelResponse
+from .subagents._prompts import LEAD_INSTRUCTIONS
 
-__all__ = ["FunctionModel", "ScriptedModel", "call", "reply", "respond"]
+__all__ = ["FunctionModel", "ScriptedModel", "call", "is_lead", "reply", "respond", "system_prompt"]
 
 _ids = itertools.count(1)
 
@@ -30,7 +31,7 @@ def reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5) -> Model
     return ModelResponse(
         parts=[TextPart(text=text)],
         usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1),
-        stop_reason="end_turn",
+        finish_reason="end_turn",
         model="test",
     )
 
@@ -53,7 +54,7 @@ def respond(
     return ModelResponse(
         parts=parts,
         usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1),
-        stop_reason="tool_use",
+        finish_reason="tool_use",
         model="test",
     )
 
@@ -65,19 +66,31 @@ class ScriptedModel:
     """Replays `turns` in order, one per request, and records every request it saw.
 
     A turn is a `ModelResponse`, a string (a text reply), or a function of the request.
-    `latency` (seconds) is awaited before each answer.
+    `latency` (seconds) is awaited before each answer. `profile` is what the model declares it can
+    do (a small window, path grounding, advice when stuck), as a provider would.
     """
 
-    def __init__(self, turns: Iterable[Turn], *, name: str = "test:scripted", latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        turns: Iterable[Turn],
+        *,
+        name: str = "test:scripted",
+        latency: float = 0.0,
+        profile: ModelProfile | None = None,
+    ) -> None:
         self._turns = list(turns)
         self._next = 0
         self._name = name
         self.latency = latency
+        self.profile = profile or ModelProfile()
         self.requests: list[ModelRequest] = []
 
     @property
     def name(self) -> str:
         return self._name
+
+    async def aclose(self) -> None:
+        """Nothing to close: a fake holds no connections."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
@@ -97,7 +110,8 @@ class ScriptedModel:
 
 
 class FunctionModel:
-    """Answers each request by calling `fn(request)` (sync or async): for logic-driven tests."""
+    """Answers each request by calling `fn(request)` (sync or async): for logic-driven tests.
+    `profile` as for `ScriptedModel`."""
 
     def __init__(
         self,
@@ -105,21 +119,49 @@ class FunctionModel:
         *,
         name: str = "test:function",
         latency: float = 0.0,
+        profile: ModelProfile | None = None,
     ) -> None:
         self._fn = fn
         self._name = name
         self.latency = latency
+        self.profile = profile or ModelProfile()
         self.requests: list[ModelRequest] = []
 
     @property
     def name(self) -> str:
         return self._name
 
+    async def aclose(self) -> None:
+        """Nothing to close: a fake holds no connections."""
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
         if self.latency:
             await asyncio.sleep(self.latency)
         return await _answer(self._fn, request)
+
+
+def is_lead(request: ModelRequest | Mapping[str, Any]) -> bool:
+    """Whether `request` is the lead agent's, not a subagent's: a `ModelRequest` a fake model
+    sees, or the JSON body a loopback provider server receives (see `system_prompt`). The lead's
+    system prompt begins with `LEAD_INSTRUCTIONS`; a subagent's never does."""
+    return system_prompt(request).startswith(LEAD_INSTRUCTIONS)
+
+
+def system_prompt(request: ModelRequest | Mapping[str, Any]) -> str:
+    """The system prompt of `request`: a `ModelRequest`, or the JSON body of an OpenAI chat
+    completion (its first message, when that is the system's) or of an Anthropic message (its
+    `system`, a string or text blocks). `""` when it has none."""
+    if isinstance(request, ModelRequest):
+        return request.system
+    system: Any = request.get("system")
+    if system is None:  # OpenAI: the system prompt is the first message
+        messages: list[dict[str, Any]] = request.get("messages") or [{}]
+        system = messages[0].get("content") if messages[0].get("role") == "system" else ""
+    if isinstance(system, list):  # content blocks
+        blocks: list[dict[str, Any]] = system  # pyright: ignore[reportUnknownVariableType]
+        system = "".join(str(block.get("text", "")) for block in blocks)
+    return str(system or "")
 
 
 async def _answer(turn: Any, request: ModelRequest) -> ModelResponse:

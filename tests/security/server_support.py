@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx2
 
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import Limits, ServerSettings, create_app
 from delegate.testing import FunctionModel, reply
@@ -40,10 +40,14 @@ class Gate:
 def live_server(
     workspace: Path, store: Store, *, limits: Limits | None = None, gate: Gate | None = None, **settings: Any
 ) -> Iterator[LiveServer]:
-    """`delegate serve`'s app under uvicorn on loopback; runs answer at once (or when `gate` opens)."""
+    """`delegate serve`'s app under uvicorn on loopback; runs answer at once (or when `gate` opens).
+    `settings` are `RuntimeSettings` fields (a `model` string: runs on that model instead)."""
     answer = gate.answer if gate is not None else (lambda _: reply("done"))
-    options: dict[str, Any] = {"model": lambda _: FunctionModel(answer), "run_batches": False, **settings}
-    app = create_app(ServerSettings(workspace=workspace, limits=limits or Limits(), **options), store=store)
+    factory = None if "model" in settings else (lambda _: FunctionModel(answer))
+    runtime = RuntimeSettings(workspace=workspace, **settings)
+    app = create_app(
+        ServerSettings(runtime=runtime, model=factory, limits=limits or Limits(), run_batches=False), store=store
+    )
     try:
         with LiveServer(app) as server:
             yield server

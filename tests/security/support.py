@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx2
 
+from delegate import RuntimeSettings, Store
 from delegate._messages import ToolResultPart
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, reply, respond
@@ -98,6 +98,8 @@ def two_users(
     tokens: dict[str, str] = {}
     for name in names:
         ids[name], tokens[name] = store.add_user(name)
-    config = ServerSettings(workspace=workspace, model=model_for, run_batches=False, **settings)
+    config = ServerSettings(
+        runtime=RuntimeSettings(workspace=workspace, **settings), model=model_for, run_batches=False
+    )
     with LiveServer(create_app(config, store=store)) as server:
         yield Users(server=server, workspace=workspace, ids=ids, tokens=tokens)

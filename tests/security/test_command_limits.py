@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from delegate import Store
 from delegate._command_limits import MIB, CommandLimits
 from delegate._errors import ToolError, UserError
-from delegate._store import Store
 from delegate._workspace import CommandPolicy, Workspace
 from delegate.tools import run_command
 from delegate.tools._sandbox import check_disk_quota, workspace_usage
@@ -122,7 +122,7 @@ def test_the_server_and_other_commands_go_on_while_one_passes_every_cap(tmp_path
     workspace = (tmp_path / "server").resolve()
     workspace.mkdir()
     policy = CommandPolicy(limits=SMALL)
-    with two_users(workspace, store, allow_commands=True, commands=policy) as users:
+    with two_users(workspace, store, commands=policy) as users:
         outcomes = users.act(
             "alice",
             [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate._store import Store
+from delegate import Extensions, Store
 from delegate.testing import FunctionModel, call, reply
 from delegate.tools import builtin_tools
 from tests.security.support import Calls, two_users
@@ -101,7 +101,9 @@ def test_complete_and_acceptance_checks_cannot_name_internal_state(tmp_path: Pat
             reply("over"),
         ]
     )  # fmt: skip
-    runtime = Runtime(model=FunctionModel(lambda request: next(turns)), workspace=root, builtin_subagents=True)
+    runtime = Runtime(
+        model=FunctionModel(lambda request: next(turns)), workspace=root, extensions=Extensions(builtin_subagents=True)
+    )
     result = runtime.run_sync("go")
     record = result.subagents[0]
     assert record.artifacts == []

@@ -15,13 +15,13 @@ from typing import Any
 
 import httpx2
 
-from delegate import Runtime, tool
+from delegate import CommandPolicy, Lead, Runtime, RuntimeSettings, Store, tool
 from delegate._events import Event
 from delegate._messages import ToolResultPart, messages_adapter
-from delegate._store import Store
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, reply, respond
+from delegate.tools import BUILTIN_TOOLS
 from tests.cli_support import delegate, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 from tests.loopback_server import LiveServer
@@ -99,7 +99,12 @@ def test_a_file_named_with_byte_0xff_and_a_tool_returning_a_lone_surrogate_leave
     workspace = _workspace(tmp_path / "ws")
     model = FunctionModel(_acts_then_answers)
     seen: list[Event] = []
-    runtime = Runtime(model=model, workspace=workspace, tools=[lone], allow_commands=SANDBOX)
+    runtime = Runtime(
+        model=model,
+        workspace=workspace,
+        commands=CommandPolicy() if SANDBOX else None,
+        lead=Lead(tools=[*BUILTIN_TOOLS, "task", lone]),
+    )
     result = runtime.run_sync("look around", sinks=[seen.append])
 
     assert result.status == "completed", result.error
@@ -123,7 +128,12 @@ def test_the_openai_sdk_sends_the_escapes_where_it_could_not_encode_the_surrogat
 
     with OpenAIServer(answer) as server:
         model = OpenAIModel("gpt-test", base_url=server.base_url, api_key="test")
-        runtime = Runtime(model=model, workspace=workspace, tools=[lone], allow_commands=SANDBOX)
+        runtime = Runtime(
+            model=model,
+            workspace=workspace,
+            commands=CommandPolicy() if SANDBOX else None,
+            lead=Lead(tools=[*BUILTIN_TOOLS, "task", lone]),
+        )
         result = runtime.run_sync("look around")
         sent = server.requests[-1]["messages"]
 
@@ -149,7 +159,12 @@ def test_a_run_interrupted_after_such_results_resumes_to_its_end(tmp_path: Path)
             await asyncio.Event().wait()
             raise AssertionError("not reached")
 
-        runtime = Runtime(model=FunctionModel(first), workspace=workspace, tools=[lone], allow_commands=SANDBOX)
+        runtime = Runtime(
+            model=FunctionModel(first),
+            workspace=workspace,
+            commands=CommandPolicy() if SANDBOX else None,
+            lead=Lead(tools=[*BUILTIN_TOOLS, "task", lone]),
+        )
         async with runtime:
             result = await runtime.run("look around")
         assert result.status == "interrupted", result.error
@@ -159,7 +174,12 @@ def test_a_run_interrupted_after_such_results_resumes_to_its_end(tmp_path: Path)
     model = FunctionModel(_acts_then_answers)
 
     async def resumed() -> str:
-        async with Runtime(model=model, workspace=workspace, tools=[lone], allow_commands=SANDBOX) as runtime:
+        async with Runtime(
+            model=model,
+            workspace=workspace,
+            commands=CommandPolicy() if SANDBOX else None,
+            lead=Lead(tools=[*BUILTIN_TOOLS, "task", lone]),
+        ) as runtime:
             result = await runtime.resume(run_id)
         assert result.status == "completed", result.error
         return result.run_id
@@ -183,9 +203,8 @@ def test_the_http_api_serves_such_a_run_and_its_event_stream_whole(tmp_path: Pat
                 return respond(calls, text="looking \ud800")
             return reply(f"seen \udcff: {' | '.join(results.values())}")
 
-        config = ServerSettings(
-            workspace=workspace, model=lambda _: FunctionModel(answer), run_batches=False, allow_commands=SANDBOX
-        )
+        runtime = RuntimeSettings(workspace=workspace, commands=CommandPolicy() if SANDBOX else None)
+        config = ServerSettings(runtime=runtime, model=lambda _: FunctionModel(answer), run_batches=False)
         headers = {"Authorization": f"Bearer {token}"}
         with (
             LiveServer(create_app(config, store=store)) as server,

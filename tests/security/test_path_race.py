@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from delegate import ToolContext, ToolError, Workspace
-from delegate._store import Store
+from delegate import Store, ToolContext, ToolError, Workspace
 from delegate.tools import BUILTIN_TOOLS
 from tests.security.support import two_users
 

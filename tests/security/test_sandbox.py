@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from delegate import Store
 from delegate._errors import ToolError
-from delegate._store import Store
 from delegate._workspace import CommandPolicy, Mount, Workspace
 from delegate.skills import SkillCatalogue
 from delegate.subagents._acceptance import check_criteria, snapshot_before
@@ -50,7 +50,7 @@ def bash(command: str, timeout: float = 60) -> tuple[str, dict[str, object]]:
 
 def test_commands_see_no_credential_and_no_process_of_the_server(workspace: Path, store: Store) -> None:
     policy = CommandPolicy(env=("HARMLESS", "OPENAI_API_KEY"))  # naming a provider's key does not pass it
-    with two_users(workspace, store, allow_commands=True, commands=policy) as users:
+    with two_users(workspace, store, commands=policy) as users:
         outcomes = users.act(
             "alice",
             [
@@ -71,7 +71,7 @@ def test_commands_see_no_credential_and_no_process_of_the_server(workspace: Path
 def test_commands_cannot_reach_the_store_or_write_outside_the_users_workspace(workspace: Path) -> None:
     with (
         Store.for_workspace(workspace) as store,
-        two_users(workspace, store, allow_commands=True) as users,
+        two_users(workspace, store, commands=CommandPolicy()) as users,
     ):
         db = workspace / ".delegate" / "delegate.db"
         outcomes = users.act(
@@ -111,7 +111,7 @@ def _owner_only(path: str) -> bool:
 def test_commands_read_the_system_only_as_any_user_of_the_machine_may(workspace: Path, store: Store) -> None:
     """A server run as root gives its commands uid 0: without the masks they read the shadow
     passwords and every private key of the host, and could hand them to their user in a file."""
-    with two_users(workspace, store, allow_commands=True) as users:
+    with two_users(workspace, store, commands=CommandPolicy()) as users:
         [seen] = users.act(
             "alice", [bash("head -c 200 /etc/shadow 2>&1; echo; ls -A /etc/ssl/private 2>&1; head -1 /etc/passwd")]
         )
@@ -164,13 +164,13 @@ def test_what_the_sandbox_masks_is_found_by_permissions_not_by_names(tmp_path: P
 
 
 def test_commands_have_no_network_unless_the_operator_allows_it(workspace: Path, store: Store) -> None:
-    with two_users(workspace, store, allow_commands=True) as users:
+    with two_users(workspace, store, commands=CommandPolicy()) as users:
         port = users.server.port
         probe = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)\" 2>&1"
         [closed] = users.act("alice", [bash(f"{probe} && echo reached || echo unreachable")])
     assert closed.content.splitlines()[-2] == "unreachable"
     network = CommandPolicy(network=True)
-    with two_users(workspace, store, ("carol", "dave"), allow_commands=True, commands=network) as users:
+    with two_users(workspace, store, ("carol", "dave"), commands=network) as users:
         probe = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {users.server.port}))\""
         [opened] = users.act("carol", [bash(f"{probe} && echo reached")])
     assert opened.content.splitlines()[0] == "reached"
@@ -178,7 +178,7 @@ def test_commands_have_no_network_unless_the_operator_allows_it(workspace: Path,
 
 def test_no_process_of_a_command_outlives_it_and_limits_hold(workspace: Path, store: Store) -> None:
     marker = f"delegate-marker-{os.getpid()}"
-    with two_users(workspace, store, allow_commands=True) as users:
+    with two_users(workspace, store, commands=CommandPolicy()) as users:
         outcomes = users.act(
             "alice",
             [
@@ -198,7 +198,7 @@ def test_no_process_of_a_command_outlives_it_and_limits_hold(workspace: Path, st
 
 def test_without_bubblewrap_commands_are_refused_saying_what_to_install(workspace: Path, store: Store) -> None:
     missing = CommandPolicy(bwrap=str(workspace / "no-bwrap-here"))
-    with two_users(workspace, store, allow_commands=True, commands=missing) as users:
+    with two_users(workspace, store, commands=missing) as users:
         [refused] = users.act("alice", [bash("echo ran > ran.txt")])
     assert refused.error
     assert "apt-get install bubblewrap" in refused.content and "--unsandboxed-commands" in refused.content
@@ -207,7 +207,7 @@ def test_without_bubblewrap_commands_are_refused_saying_what_to_install(workspac
 
 def test_the_operator_can_run_commands_unsandboxed_only_by_saying_so(workspace: Path, store: Store) -> None:
     unconfined = CommandPolicy(sandbox=False, bwrap=str(workspace / "no-bwrap-here"))
-    with two_users(workspace, store, allow_commands=True, commands=unconfined) as users:
+    with two_users(workspace, store, commands=unconfined) as users:
         [ran] = users.act("alice", [bash("env; pwd")])
     assert not ran.error
     assert str(users.folder("alice")) in ran.content
@@ -347,7 +347,7 @@ def test_a_shared_skill_leaves_every_users_bash_working(workspace: Path, store: 
     skill = workspace / ".delegate" / "skills" / "review"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: review\ndescription: Reviews code.\n---\nReview it.\n")
-    with two_users(workspace, store, allow_commands=True) as users:
+    with two_users(workspace, store, commands=CommandPolicy()) as users:
         [listed] = users.act("alice", [bash("ls .delegate/skills && echo x > .delegate/skills/review/SKILL.md")])
         [other] = users.act("bob", [bash("echo bob-ran")])
     assert listed.content.splitlines()[0] == "review" and "Read-only file system" in listed.content

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from delegate import ToolError, Workspace
+from delegate import Store, ToolError, Workspace
 from delegate._search import SEARCH_NICENESS, search
-from delegate._store import Store
 from tests.security.support import two_users
 
 CATASTROPHIC = "(a+)+$"

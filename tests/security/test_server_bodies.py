@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate._store import Store
+from delegate import Store
 from tests.security.server_support import api, closed_by_server, live_server, read_answer
 
 BODY_ROUTES = ["/api/v1/runs", "/api/v1/batches", "/api/v1/batches/batch_x/retry"]

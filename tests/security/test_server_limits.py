@@ -15,8 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from delegate import UserError
-from delegate._store import Store
+from delegate import Store, UserError
 from delegate.server import Limits
 from tests.security.server_support import Gate, api, closed_by_server, live_server, raw_request, read_answer
 from tests.test_server_cli import free_port, serve, wait_until_up

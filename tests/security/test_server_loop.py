@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 import delegate._store._db
-from delegate._store import Store
+from delegate import Store
 from delegate.batch import Batches
 from delegate.models import _local
 from tests.security.server_support import api, live_server

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from delegate._store import Store
+from delegate import RuntimeSettings, Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel
@@ -35,7 +35,7 @@ def falls_over(request: ModelRequest) -> ModelResponse:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[LiveServer, str]]:
-    settings = ServerSettings(workspace=tmp_path, model=lambda _: FunctionModel(falls_over))
+    settings = ServerSettings(runtime=RuntimeSettings(workspace=tmp_path), model=lambda _: FunctionModel(falls_over))
     with Store.for_workspace(tmp_path) as store:
         _, token = store.add_user("alice")
         with LiveServer(create_app(settings, store=store)) as server:

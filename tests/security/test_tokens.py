@@ -16,7 +16,7 @@ import httpx2
 import pytest
 import sqlalchemy as sa
 
-from delegate._store import Store
+from delegate import Store
 from delegate._store._schema import CORE_MIGRATIONS, _core_tables_0001
 from delegate._store._store import _hash_token
 from tests.security.server_support import Gate, api, live_server

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate._store import Store
+from delegate import Store
 from tests.security.support import Calls, two_users
 
 

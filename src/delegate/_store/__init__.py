@@ -33,34 +33,28 @@ Timestamps are timezone-aware UTC datetimes, stored as ISO 8601 text on both bac
 sort as text and compare the same everywhere).
 """
 
-from .._errors import StoreError
-from ._db import StoreBusyError
+from .._errors import StoreBusyError, StoreError
+from .._lease import RUN_HEARTBEAT, RUN_LEASE_TTL
 from ._rows import (
-    FINAL_STATUSES,
-    RUN_HEARTBEAT,
-    RUN_LEASE_TTL,
     Checkpoint,
     RunRow,
-    RunStatus,
     RunSummary,
-    SubagentStatus,
     UserRow,
+    stored_fields,
 )
 from ._schema import Migration
 from ._store import Store
 
 __all__ = [
-    "FINAL_STATUSES",
     "RUN_HEARTBEAT",
     "RUN_LEASE_TTL",
     "Checkpoint",
     "Migration",
     "RunRow",
-    "RunStatus",
     "RunSummary",
     "Store",
     "StoreBusyError",
     "StoreError",
-    "SubagentStatus",
     "UserRow",
+    "stored_fields",
 ]

@@ -20,27 +20,13 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from .._errors import StoreError, UserError
+from .._errors import StoreBusyError, StoreError, UserError
 from ._schema import claim_event_numbers, events_table, subagents_table
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 """How long a SQLite connection waits for another writer before giving up."""
 LOCK_TIMEOUT_MS = 10_000
 """How long a PostgreSQL statement waits for a lock another transaction holds before giving up."""
-
-
-class StoreBusyError(StoreError):
-    """Another process held the database's write lock for longer than the store waits; nothing was
-    written. Try again in a moment (`retry_after` seconds is a fair guess)."""
-
-    retry_after = 2
-
-    def __init__(self, detail: str = "") -> None:
-        super().__init__(
-            "the store is busy: another process (a `delegate batch worker`, or a tool holding the "
-            f"database open) holds its write lock{f' ({detail})' if detail else ''}; nothing was written, "
-            "try again in a moment"
-        )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
 from typing import Any, TypeVar, get_type_hints
 
 import sqlalchemy as sa
@@ -14,25 +13,11 @@ from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from .._errors import StoreError
 from .._events import Event, EventType
-from .._lease import owner_alive
+from .._lease import RUN_LEASE_TTL, owner_alive
 from .._record import STATUSES, Status, TaskOutput
 from .._text import safe_json, safe_text
+from .._time import iso, utc_now
 from .._usage import Usage
-
-RunStatus = Status
-"""The status of a run (see `delegate._record.Status`). `running` while its process holds the
-run's lease; `interrupted` once that process is gone (read so at once on its own machine, after
-`RUN_LEASE_TTL` elsewhere): it can be resumed. The others are final."""
-
-FINAL_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled", "aborted", "timed_out"})
-
-RUN_LEASE_TTL = 10.0
-"""Seconds a run's owner may go without a heartbeat before its run reads `interrupted`."""
-RUN_HEARTBEAT = 1.0
-"""How often the owner of a run beats (and looks for a cancellation asked from elsewhere)."""
-
-SubagentStatus = Status
-"""A subagent is `running`, then ends like an agent does (completed, aborted, error, ...)."""
 
 _T = TypeVar("_T")
 
@@ -60,7 +45,7 @@ class RunRow:
     user_id: str | None
     prompt: str
     model: str
-    status: RunStatus
+    status: Status
     final: str | None = None
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
@@ -86,6 +71,11 @@ class RunRow:
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
 
+    def to_dict(self) -> dict[str, Any]:
+        """The run's line of a listing (see `RunSummary.to_dict`); its whole JSON is
+        `delegate._run_result.stored_run`."""
+        return summary_dict(self)
+
 
 SUMMARY_PROMPT_CHARS = 200
 """How much of its prompt a run's summary (a line of `GET /runs`) carries."""
@@ -98,7 +88,7 @@ class RunSummary:
     answers and errors whole."""
 
     id: str
-    status: RunStatus
+    status: Status
     prompt: str
     model: str
     usage: Usage
@@ -106,6 +96,27 @@ class RunSummary:
     completed_at: AwareDatetime | None = None
     owner: str | None = None
     heartbeat_at: AwareDatetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A line of `delegate runs list --json` and of `GET /runs`: the keys of the run's whole
+        JSON that a listing has, in the same order (`run_id`, `status`, `usage`, `prompt`, `model`,
+        `created_at`, `completed_at`)."""
+        return summary_dict(self)
+
+
+def summary_dict(run: RunRow | RunSummary) -> dict[str, Any]:
+    head = {"run_id": run.id, "status": run.status, "usage": run.usage.totals()}
+    return head | stored_fields(run) | {"prompt": run.prompt[:SUMMARY_PROMPT_CHARS]}
+
+
+def stored_fields(run: RunRow | RunSummary) -> dict[str, Any]:
+    """What the store knows of a run beyond what the run gave back (`RunResult.to_dict`)."""
+    return {
+        "prompt": run.prompt,
+        "model": run.model,
+        "created_at": iso(run.created_at),
+        "completed_at": iso(run.completed_at),
+    }
 
 
 @dataclass(kw_only=True, slots=True)
@@ -135,22 +146,11 @@ _summary_rows: TypeAdapter[list[tuple[Any, ...]]] = TypeAdapter(
 _event_type: TypeAdapter[EventType] = TypeAdapter(EventType)
 _event_data: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 usage_adapter: TypeAdapter[Usage] = TypeAdapter(Usage)
-_aware: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
 _PackedEvent = tuple[EventType, float, str, str | None, str | None, dict[str, Any]]
 _packed_events: TypeAdapter[list[_PackedEvent]] = TypeAdapter(list[_PackedEvent])
 
 # ---------------------------------------------------------------------------------------------
 # Values in and out
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def iso(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        raise ValueError(f"timestamps must be timezone-aware, got {moment!r}")
-    return (moment if moment.tzinfo is UTC else moment.astimezone(UTC)).isoformat(timespec="microseconds")
 
 
 def _json_text(value: Any) -> str:
@@ -328,9 +328,6 @@ def decode_subagent(run_id: str, row: sa.RowMapping) -> TaskOutput:
         column = ""
         values["id"] = values["id"].removeprefix(f"{run_id}/")
         values["model"] = values["model"] or ""
-        for moment in ("started_at", "completed_at"):
-            if values[moment] is not None:
-                values[moment] = _aware.validate_python(values[moment])
         return TaskOutput.from_dict(values, seq=values.pop("seq") or 0)
     except ValueError as exc:
         where = f" column {column!r}" if column else ""

@@ -3,6 +3,7 @@ the core migrations that take a database from one to the other (`Store.migrate` 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -303,6 +304,20 @@ def _m0007_run_warnings(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
 
 
+def _m0008_finish_reason(conn: Connection) -> None:
+    """A lead's recorded model answers (checkpoints of kind `answer`, a `ModelResponse` as JSON)
+    name what the provider said `finish_reason`, no longer `stop_reason` (the word for why an
+    agent ended): an interrupted run stored before resumes with its answers whole."""
+    checkpoints = sa.table("checkpoints", sa.column("id"), sa.column("kind"), sa.column("data"))
+    answers = conn.execute(sa.select(checkpoints.c.id, checkpoints.c.data).where(checkpoints.c.kind == "answer"))
+    for row_id, text in answers.all():
+        data: dict[str, Any] = json.loads(text)
+        if "stop_reason" in data:
+            data["finish_reason"] = data.pop("stop_reason")
+            update = checkpoints.update().where(checkpoints.c.id == row_id).values(data=json.dumps(data))
+            conn.execute(update)
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -311,4 +326,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0005_run_resume_inputs", _m0005_run_resume_inputs),
     Migration("core.0006_packed_progress", _m0006_packed_progress),
     Migration("core.0007_run_warnings", _m0007_run_warnings),
+    Migration("core.0008_finish_reason", _m0008_finish_reason),
 )

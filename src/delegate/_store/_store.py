@@ -20,8 +20,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from .._errors import StoreError, UserError
 from .._events import Event
 from .._lease import new_owner
-from .._record import TaskOutput
+from .._record import END_STATUSES, Status, TaskOutput
 from .._text import safe_text
+from .._time import iso, utc_now
 from .._usage import Usage
 from ._db import (
     SharedEngine,
@@ -37,12 +38,10 @@ from ._db import (
 )
 from ._rows import (
     EVENTS_PER_ROW,
-    FINAL_STATUSES,
     SUMMARY_COLUMNS,
     SUMMARY_PROMPT_CHARS,
     Checkpoint,
     RunRow,
-    RunStatus,
     RunSummary,
     UserRow,
     checkpoint_values,
@@ -53,11 +52,9 @@ from ._rows import (
     decode_subagent,
     decode_user,
     event_rows,
-    iso,
     run_values,
     subagent_values,
     usage_adapter,
-    utc_now,
 )
 from ._schema import (
     CORE_MIGRATIONS,
@@ -333,7 +330,7 @@ class Store:
     def finish_run(
         self,
         run_id: str,
-        status: RunStatus,
+        status: Status,
         final: str | None = None,
         usage: Usage | None = None,
         error: str | None = None,
@@ -347,7 +344,7 @@ class Store:
 
         Raises `StoreError` for an unknown run.
         """
-        if status not in FINAL_STATUSES:
+        if status not in END_STATUSES:
             raise ValueError(f"finish_run needs a final status, not {status!r}")
         with self.write() as conn:
             values = {"stop_reason": stop_reason, "steps": steps}
@@ -357,7 +354,7 @@ class Store:
         self,
         conn: Connection,
         run_id: str,
-        status: RunStatus,
+        status: Status,
         final: str | None,
         usage: Usage | None,
         error: str | None,
@@ -395,7 +392,7 @@ class Store:
         return None if row is None else decode_run(row)
 
     def list_runs(
-        self, user_id: str | None = None, *, limit: int = 50, offset: int = 0, status: RunStatus | None = None
+        self, user_id: str | None = None, *, limit: int = 50, offset: int = 0, status: Status | None = None
     ) -> list[RunRow]:
         """Runs, newest first: `user_id`'s own, or every run when it is None; only `status` ones if given."""
         query = sa.select(runs_table).order_by(runs_table.c.created_at.desc(), runs_table.c.id.desc())

@@ -117,8 +117,9 @@ class ItemRunner(Protocol):
     ) -> ItemOutput: ...
 
 
-RunnerFactory = Callable[[ServeInfo], ItemRunner]
-"""Builds the runner for a batch, say with the batch's `model`: for workers serving many batches.
+RunnerFactory = Callable[[str, str | None], ItemRunner]
+"""Builds the runner for a batch from its owner's user id and the batch's `model` (None: the
+default): for workers serving many batches. A `delegate.RuntimeFactory` is one.
 
 It is called (in a thread) once for each serving session of a batch, and the runner it built is
 closed (`aclose()`, if it has one) when that session ends, so a worker that served a thousand
@@ -403,7 +404,7 @@ class BatchWorker:
         if isinstance(self._runner, ItemRunner):
             return self._runner
         # Off the event loop: building a runner reads definition files, and may load a model.
-        return await asyncio.to_thread(self._runner, info)
+        return await asyncio.to_thread(self._runner, info.user_id, info.model)
 
     # -- running items --------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any, Literal, cast, get_args
 
 from .._errors import ToolError, UserError
 from .._loop import RunBudget
+from .._time import iso
 from .._usage import Usage
 from ..subagents import parse_criteria
 
@@ -159,8 +160,8 @@ class Batch:
             "max_attempts": self.max_attempts,
             "run_id": self.run_id,
             "tool_call_id": self.tool_call_id,
-            "created_at": self.created_at.isoformat(),
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "created_at": iso(self.created_at),
+            "finished_at": iso(self.finished_at),
         }
 
     def render(self) -> str:
@@ -208,8 +209,8 @@ class BatchItem:
             "error": self.error,
             "outcome": self.outcome,
             "steps": self.steps,
-            "started_at": self.started_at.isoformat() if self.started_at else None,
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -220,7 +221,7 @@ class BatchItem:
             "prompt": self.prompt,
             "acceptance_criteria": self.acceptance_criteria,
             "skipped": self.skipped,
-            "next_attempt_at": self.next_attempt_at.isoformat() if self.next_attempt_at else None,
+            "next_attempt_at": iso(self.next_attempt_at),
         }
 
 

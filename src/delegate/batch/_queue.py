@@ -34,6 +34,7 @@ import sqlalchemy as sa
 from pydantic_core import to_json
 from sqlalchemy.engine import Connection
 
+from .._time import iso, parse_iso, utc_now
 from .._usage import Usage
 from ._model import MAX_INTERRUPTIONS
 from ._store import (
@@ -49,10 +50,7 @@ from ._store import (
     BatchState,
     StoredStatus,
     dump_list,
-    iso,
     load_json,
-    parse_time,
-    utcnow,
 )
 
 
@@ -126,7 +124,7 @@ class WorkQueue:
     def register_worker(self, name: str, host: str, pid: int) -> str:
         """Record a worker process; its id is the lease owner of every item it claims."""
         worker_id = f"{name}/{uuid.uuid4().hex[:12]}"
-        now = iso(utcnow())
+        now = iso(utc_now())
         values = {"id": worker_id, "name": name, "host": host, "pid": pid, "started_at": now, "heartbeat_at": now}
         with self.store.write() as conn:
             conn.execute(WORKERS.insert().values(values))
@@ -138,7 +136,7 @@ class WorkQueue:
         False when another worker declared it dead (and put its items back in the queue).
         """
         with self.store.write() as conn:
-            update = WORKERS.update().where(WORKERS.c.id == worker_id).values(heartbeat_at=iso(utcnow()), free=free)
+            update = WORKERS.update().where(WORKERS.c.id == worker_id).values(heartbeat_at=iso(utc_now()), free=free)
             return conn.execute(update).rowcount == 1
 
     def unregister_worker(self, worker_id: str) -> None:
@@ -150,7 +148,7 @@ class WorkQueue:
     def sweep(self, worker_id: str, host: str, gone: Callable[[int], bool], ttl: float) -> list[str]:
         """Release the items of workers that stopped: no heartbeat for `ttl` seconds, or (same `host`)
         whose process is `gone`. Returns their ids. Items they ran count one interruption each."""
-        cutoff = iso(utcnow() - timedelta(seconds=ttl))
+        cutoff = iso(utc_now() - timedelta(seconds=ttl))
         with self.store.read() as conn:
             rows = conn.execute(sa.select(WORKERS).where(WORKERS.c.id != worker_id)).all()
         dead = [r.id for r in rows if r.heartbeat_at < cutoff or (r.host == host and gone(r.pid))]
@@ -193,7 +191,7 @@ class WorkQueue:
         worker takes at most its share of `max_running_items`: an equal part for each live worker
         (heartbeat within `ttl`) that has free slots, so workers sharing a batch share its items.
         """
-        now = utcnow()
+        now = utc_now()
         now_text = iso(now)
         with self.store.write() as conn:
             row = conn.execute(sa.select(BATCHES).where(BATCHES.c.id == batch_id).with_for_update()).first()
@@ -215,7 +213,7 @@ class WorkQueue:
                     update = BATCHES.update().where(BATCHES.c.id == batch_id, BATCHES.c.finished_at.is_(None))
                     newly = conn.execute(update.values(finished_at=now_text)).rowcount == 1
                 return Claim(items=[], state="finished", newly_finished=newly)
-            next_due = parse_time(
+            next_due = parse_iso(
                 conn.scalar(
                     sa.select(sa.func.min(ITEMS.c.not_before)).where(
                         ITEMS.c.batch_id == batch_id, ITEMS.c.status == "waiting", ITEMS.c.lease_owner == worker_id
@@ -281,7 +279,7 @@ class WorkQueue:
 
         A failed attempt with attempts left waits `backoff(failures)` seconds, still claimed.
         """
-        now = utcnow()
+        now = utc_now()
         now_text = iso(now)
         ids = [r.item_id for r in results]
         with self.store.write() as conn:
@@ -338,7 +336,7 @@ class WorkQueue:
 
 def _share(conn: Connection, batch_id: str, worker_id: str, max_running: int, ttl: float) -> int:
     """How many more items of the batch this worker may start: its equal part, less what it runs."""
-    cutoff = iso(utcnow() - timedelta(seconds=ttl))
+    cutoff = iso(utc_now() - timedelta(seconds=ttl))
     workers = conn.scalar(
         sa.select(sa.func.count()).where(
             WORKERS.c.heartbeat_at >= cutoff, (WORKERS.c.free > 0) | (WORKERS.c.id == worker_id)
@@ -358,7 +356,7 @@ def _release(conn: Connection, owners: list[str], *, interrupted: bool) -> set[s
     batch_ids = set(conn.scalars(sa.select(ITEMS.c.batch_id).where(*held).distinct()))
     if not batch_ids:
         return set()
-    now = iso(utcnow())
+    now = iso(utc_now())
     if interrupted:
         worn = (ITEMS.c.lease_owner.in_(owners), ITEMS.c.status == "running")
         conn.execute(

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
-from pydantic import TypeAdapter, ValidationError
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
 from pydantic_core import from_json
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from .._errors import StoreError
 from .._store import Migration, Store
+from .._time import iso, parse_iso, utc_now
 from .._usage import Usage
 from ._model import (
     ITEM_STATUSES,
@@ -223,6 +223,8 @@ JSON_DICT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _json_objects: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
 CRITERIA: TypeAdapter[list[str]] = TypeAdapter(list[str])
 _stored_status: TypeAdapter[StoredStatus] = TypeAdapter(StoredStatus)
+_moment: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
+"""A stored time, read back: one without a timezone is refused (see `delegate._time`)."""
 STATE: TypeAdapter[BatchState] = TypeAdapter(BatchState)
 _INSERT_CHUNK = 5_000
 
@@ -288,7 +290,7 @@ class Batches:
             model=model,
         )
         batch_id = uuid.uuid4().hex[:16]
-        now = iso(utcnow())
+        now = iso(utc_now())
         rows = [
             {
                 "batch_id": batch_id,
@@ -440,7 +442,7 @@ class Batches:
         The cancellation is written before any worker hears of it, so a restart cannot revive
         them, and a late result of a cancelled item is discarded.
         """
-        now = iso(utcnow())
+        now = iso(utc_now())
         with self.store.write() as conn:
             row = _owned(conn, user_id, batch_id, lock=True)
             still_open = conn.scalar(
@@ -564,8 +566,8 @@ def _batch(conn: Connection, row: sa.Row[Any]) -> Batch:
         max_attempts=row.max_attempts,
         run_id=row.run_id,
         tool_call_id=row.tool_call_id,
-        created_at=_required_time(row.created_at),
-        finished_at=parse_time(finished_at),
+        created_at=_checked(_moment, row.created_at, "batches", row.id, "created_at"),
+        finished_at=_checked(_moment, finished_at, "batches", row.id, "finished_at") if finished_at else None,
     )
 
 
@@ -591,10 +593,10 @@ def _item(row: sa.Row[Any]) -> BatchItem:
             acceptance=load_json(_json_objects, row.acceptance),
             result=None if row.result is None else from_json(row.result),
             error=row.error,
-            created_at=parse_time(row.created_at),
-            started_at=parse_time(row.started_at),
-            finished_at=parse_time(row.finished_at),
-            next_attempt_at=parse_time(row.not_before) if stored == "waiting" else None,
+            created_at=parse_iso(row.created_at),
+            started_at=parse_iso(row.started_at),
+            finished_at=parse_iso(row.finished_at),
+            next_attempt_at=parse_iso(row.not_before) if stored == "waiting" else None,
         )
     except (ValueError, TypeError) as exc:
         raise BatchStoreError(
@@ -619,22 +621,3 @@ def _checked(adapter: TypeAdapter[_T], value: object, table: str, row: str, colu
             f"{table} row {row!r} column {column!r} holds {value!r}, which delegate cannot read; "
             "it was changed outside delegate or by another version"
         ) from None
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def parse_time(text: str | None) -> datetime | None:
-    return None if text is None else _required_time(text)
-
-
-def _required_time(text: str) -> datetime:
-    moment = datetime.fromisoformat(text)
-    if moment.tzinfo is None:
-        raise BatchStoreError(f"timestamp {text!r} has no timezone; it was written outside delegate")
-    return moment

@@ -9,17 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ._main import (
-    Agents,
-    ModelAlias,
-    OperatorFlags,
-    Skills,
-    Workspace,
-    agents_app,
-    fail,
-    print_warnings,
-    runtime_settings,
-)
+from ._common import Agents, ModelAlias, OperatorFlags, Skills, Workspace, fail, print_warnings
 
 if TYPE_CHECKING:
     from .._agents import Subagent
@@ -28,8 +18,11 @@ if TYPE_CHECKING:
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
+agents_app = typer.Typer(help="The subagent catalogue.", no_args_is_help=True)
+
+
 def register(app: typer.Typer) -> None:
-    del app  # the commands hang on `agents_app`, which `_main` adds
+    app.add_typer(agents_app, name="agents")
 
 
 def _runtime(
@@ -38,7 +31,7 @@ def _runtime(
     from .._errors import UserError
 
     try:
-        settings = runtime_settings(workspace, OperatorFlags(agents=agents, skills=skills, model_alias=aliases))
+        settings = OperatorFlags(agents=agents, skills=skills, model_alias=aliases).settings(workspace)
         runtime = settings.build(store=False)
         if warn:
             print_warnings(runtime)
@@ -80,7 +73,8 @@ def agents_list(
 
     table = Table("name", "description", "tools", "model", "source")
     for d in definitions:
-        tools = "inherit" if d.tools is None else ", ".join(d.tools)
+        names = d.tool_names
+        tools = "inherit" if names is None else ", ".join(names)
         if d.unavailable_tools:
             tools += f" (not served: {', '.join(d.unavailable_tools)})"
         table.add_row(d.name, _short(d.description), tools, runs_on(d), d.source)

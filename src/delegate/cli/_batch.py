@@ -16,23 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 import typer
 
 from .._text import plural
-from ._main import (
-    Db,
-    OperatorFlags,
-    Workspace,
-    default_model,
-    fail,
-    operator_flags,
-    runtime_settings,
-    store_option,
-)
+from ._common import LOCAL_USER, Db, OperatorFlags, Workspace, default_model, fail, open_store, operator_flags
 
 if TYPE_CHECKING:
     from .._events import Event
     from .._runtime import Runtime
-    from .._settings import RuntimeSettings
-    from ..batch import Batch, Batches, BatchWorker, ServeInfo
-    from ..server import RunManager
+    from .._settings import RuntimeFactory, RuntimeSettings
+    from ..batch import Batch, Batches, BatchWorker
 
 T = TypeVar("T")
 batch_app = typer.Typer(
@@ -44,24 +34,15 @@ def register(app: typer.Typer) -> None:
     app.add_typer(batch_app, name="batch")
 
 
-LOCAL_USER = "default"  # the same as `delegate._settings.LOCAL_USER`, without importing it for --help
 BatchId = Annotated[str, typer.Argument(help="The batch id `submit` printed.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 Model = Annotated[str | None, typer.Option("--model", "-m", help="provider:name for the items' subagents.")]
 
 
 def open_batches(workspace: Path, db: str | None) -> Batches:
-    from .._errors import UserError
-    from .._store import Store
     from ..batch import Batches
 
-    if not workspace.is_dir():
-        fail(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
-    try:
-        url = store_option(db)
-        return Batches(Store.open(url) if url else Store.for_workspace(workspace.resolve()))
-    except UserError as exc:
-        fail(str(exc))
+    return Batches(open_store(workspace, db))
 
 
 def guarded(action: Callable[[], T]) -> T:
@@ -112,37 +93,11 @@ def read_items(path: Path) -> list[dict[str, Any]]:
     return items
 
 
-def runner_factory(settings: RuntimeSettings) -> Callable[[ServeInfo], Runtime]:
-    """A runtime for each batch the worker serves, with the batch's own model if it names one (the
-    worker closes it when it stops serving that batch).
-
-    Items of the local user run in the workspace; those of a user of `delegate serve` (a batch
-    submitted over HTTP, run by this worker) in that user's own workspace, as the server would.
-    """
-
-    def build(info: ServeInfo) -> Runtime:
-        return settings.build(user_id=info.user_id, model=info.model, store=False)
-
-    return build
-
-
-def run_takeover(settings: RuntimeSettings, batches: Batches) -> RunManager:
-    """The server's run manager, used here only to take over interrupted runs of `delegate serve`
-    (`RunManager.watch`): each runs as its owner would on the server, with the run's own model, in
-    its user's own workspace (`RuntimeSettings.build`), recorded in the worker's store."""
-    from ..server import RunManager
-
-    def build(user_id: str, model: str | None, max_parallel: int | None) -> Runtime:
-        return settings.build(user_id=user_id, model=model, max_parallel=max_parallel, store=batches.store)
-
-    return RunManager(batches.store, build)
-
-
 def settings_or_fail(workspace: Path, flags: OperatorFlags, *, model: str | None) -> RuntimeSettings:
     from .._errors import UserError
 
     try:
-        return runtime_settings(workspace, flags, model=model)
+        return flags.settings(workspace, model=model)
     except UserError as exc:
         fail(str(exc))
 
@@ -192,7 +147,7 @@ def submit(
     )
     batch = submission.batch
     if not detach:
-        batch = asyncio.run(run_to_end(batches, batch, runner_factory(settings)))
+        batch = asyncio.run(run_to_end(batches, batch, settings.factory(store=False)))
         typer.echo(batch.render(), err=True)
     else:
         stored = f"Batch {batch.id} stored with {plural(batch.total, 'item')}"
@@ -206,7 +161,7 @@ class LeadBatches:
     """The batches a lead submits from `delegate run`, run in that process: a worker starts with
     the first one (so the lead's `batch_status` shows progress), and `finish` waits for them all."""
 
-    def __init__(self, runtime: Runtime, factory: Callable[[ServeInfo], Runtime]) -> None:
+    def __init__(self, runtime: Runtime, factory: RuntimeFactory) -> None:
         self.runtime = runtime
         self.factory = factory
         self.ids: list[str] = []
@@ -241,7 +196,7 @@ class LeadBatches:
                 await self._worker.stop()
 
 
-async def run_to_end(batches: Batches, batch: Batch, factory: Callable[[ServeInfo], Runtime]) -> Batch:
+async def run_to_end(batches: Batches, batch: Batch, factory: RuntimeFactory) -> Batch:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -376,13 +331,14 @@ def worker(
     too, as a server does (at start, then every 5 s)."""
     import signal
 
+    from .._takeover import Takeover
     from ..batch import BatchWorker
 
     batches = open_batches(workspace, db)
     model = default_model(model, what="batches that name no model")
     settings = settings_or_fail(workspace, flags, model=model)
-    factory = runner_factory(settings)
-    runs = run_takeover(settings, batches)
+    factory = settings.factory(store=False)
+    runs = Takeover.here(batches.store, settings.factory(store=batches.store))
 
     async def serve() -> None:
         async with BatchWorker(batches, factory, concurrency=concurrency) as running:

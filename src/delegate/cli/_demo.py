@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from .._text import plural
-from ._main import fail
+from ._common import fail
 
 if TYPE_CHECKING:
     from .._run_result import RunResult
@@ -84,7 +84,8 @@ def demo(
 def run_demo(workspace: Path, model: str | Model) -> RunResult:
     """The demo in `workspace` with `model` (a spec, or a `Model` of a test's): both parts, each
     file judged, and the verdict, on stderr; what the lead's run gave back."""
-    from .._agents import Subagent
+    from .._agents import Lead, Subagent
+    from .._config import Extensions, RunLimits
     from .._errors import UserError
     from .._runtime import Runtime
     from ._render import ending_line, run_live
@@ -110,16 +111,13 @@ def run_demo(workspace: Path, model: str | Model) -> RunResult:
         runtime = Runtime(
             model=model,
             workspace=workspace,
-            subagents=[summarizer],
-            builtin=["write_file"],
-            builtin_subagents=False,
-            batch_tools=False,
             # One turn per round of delegation (a small model may start one subagent a round, so up
             # to one round a document), one to write the report and one to answer. At 4, the lead of
             # a fresh clone's demo ran out after 3 subagents for 4 documents, with no answer.
-            max_steps=len(docs) + 2,
-            max_subagents=2 * len(docs),
-            first_tool_choice=["task", "write_file"],
+            lead=Lead(tools=["write_file", "task"], max_steps=len(docs) + 2, first_tool_choice=["task", "write_file"]),
+            subagents=[summarizer],
+            limits=RunLimits(max_subagents=2 * len(docs)),
+            extensions=Extensions(builtin_subagents=False),
         )
         runtime.model  # noqa: B018 - fetch the weights and start the local server before the live view
     except UserError as exc:
@@ -180,9 +178,10 @@ def _copy_samples(workspace: Path) -> list[str]:
 
 
 def _run_batch(workspace: Path, prompts: dict[str, str], runtime: Runtime) -> Batch:
-    from .._store import Store
+    from .._settings import open_store
     from ..batch import Batches
-    from ._batch import LOCAL_USER, run_to_end
+    from ._batch import run_to_end
+    from ._common import LOCAL_USER
 
     items = [
         {
@@ -192,11 +191,11 @@ def _run_batch(workspace: Path, prompts: dict[str, str], runtime: Runtime) -> Ba
         }
         for stem, prompt in prompts.items()
     ]
-    batches = Batches(Store.for_workspace(workspace.resolve()))
+    batches = Batches(open_store(None, workspace.resolve()))
     batch = batches.submit(
         LOCAL_USER, subagent_type="summarizer", items=items, title="summaries", max_running_items=2, max_attempts=1
     )
-    final = asyncio.run(run_to_end(batches, batch.batch, lambda info: runtime))
+    final = asyncio.run(run_to_end(batches, batch.batch, lambda user_id, model: runtime))
     with (workspace / "results.jsonl").open("w", encoding="utf-8") as out:
         for row in batches.export_rows(LOCAL_USER, final.id):
             out.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -1,5 +1,5 @@
-"""`delegate run`, `delegate users ...`: the command line over `Runtime` (`delegate agents` is in
-`_agents.py`).
+"""`delegate run`, `delegate users ...`: the command line over `Runtime` (what every command
+shares is in `_common.py`; `delegate agents` is in `_agents.py`).
 
 Exit codes: 0 success, 1 the run failed (or was cancelled: Ctrl-C, SIGTERM and SIGHUP alike), 2 bad
 usage or bad input, one line saying what to fix: `main` turns every `UserError` and `StoreError`
@@ -9,31 +9,36 @@ Heavy imports (the runtime, provider SDKs) happen inside the commands, so `--hel
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import inspect
 import json
 import os
-import signal
 import sys
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .._text import plural, safe_json, safe_text
+from .._time import iso
+from ._common import (
+    LOCAL_TIMEOUT,
+    Db,
+    OperatorFlags,
+    Workspace,
+    checked_text,
+    default_model,
+    fail,
+    open_store,
+    operator_flags,
+    print_run_warnings,
+    print_warnings,
+    run_until_done,
+    store_option,
+)
 
 if TYPE_CHECKING:
-    from .._events import Event, EventSink
+    from .._events import EventSink
     from .._run_result import RunResult
-    from .._runtime import Runtime
-    from .._settings import RuntimeSettings
     from .._store import Store
-    from .._workspace import CommandPolicy
-
-_T = TypeVar("_T")
 
 app = typer.Typer(
     name="delegate",
@@ -42,265 +47,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-agents_app = typer.Typer(help="The subagent catalogue.", no_args_is_help=True)
 users_app = typer.Typer(help="Users of the HTTP API.", no_args_is_help=True)
-app.add_typer(agents_app, name="agents")
 app.add_typer(users_app, name="users")
-
-Workspace = Annotated[
-    Path, typer.Option("--workspace", "-w", help="The workspace folder (default: the current folder).")
-]
-ModelAlias = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--model-alias",
-        help="alias=provider:model, e.g. sonnet=openai:gpt-4.1 (over DELEGATE_MODEL_ALIASES, .delegate/models.toml).",
-    ),
-]
-Db = Annotated[
-    str | None,
-    typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/)."),
-]
-
-
-Agents = Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")]
-Skills = Annotated[list[Path] | None, typer.Option("--skills", help="A folder of skills.")]
-McpConfig = Annotated[Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")]
-AllowCommands = Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands (sandboxed).")]
-AllowNetwork = Annotated[bool, typer.Option("--allow-network", help="Let agents' commands reach the network.")]
-CommandEnv = Annotated[
-    list[str] | None,
-    typer.Option("--command-env", help="An environment variable agents' commands may see (repeat for more)."),
-]
-CommandLimit = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--command-limit",
-        metavar="NAME=VALUE",
-        help="A cap of each agent's command (repeat for more): processes=512, memory=4G (each process), "
-        "file_size=1G, open_files=1024, cpu_seconds=600 (each process), tmp_size=512M, disk_quota=10G "
-        "(the workspace; 0: none). See docs/security.md.",
-    ),
-]
-Unsandboxed = Annotated[
-    bool,
-    typer.Option(
-        "--unsandboxed-commands",
-        help="Run agents' commands WITHOUT the bubblewrap sandbox, as your own user (where bwrap cannot run).",
-    ),
-]
-ContextWindow = Annotated[
-    int | None,
-    typer.Option(
-        "--context-window",
-        min=1024,
-        envvar="DELEGATE_CONTEXT_WINDOW",
-        help="Tokens the model reads at once (default: what the model says, or the table of known models).",
-    ),
-]
-MaxRepeatedFailures = Annotated[
-    int, typer.Option("--max-repeated-failures", min=0, help="End an agent when one call failed this often (0: off).")
-]
-MaxIdleSteps = Annotated[
-    int, typer.Option("--max-idle-steps", min=0, help="End an agent after N turns without progress (0: off).")
-]
-
-
-@dataclass(frozen=True, kw_only=True)
-class OperatorFlags:
-    """The operator's flags of every command that runs agents (`delegate run`, `delegate serve`,
-    `delegate batch submit|worker`), added to each by `operator_flags`: one list, so that a flag
-    means the same everywhere and no command lacks one."""
-
-    agents: Agents = None
-    skills: Skills = None
-    mcp_config: McpConfig = None
-    allow_commands: AllowCommands = False
-    allow_network: AllowNetwork = False
-    command_env: CommandEnv = None
-    command_limit: CommandLimit = None
-    unsandboxed_commands: Unsandboxed = False
-    model_alias: ModelAlias = None
-    context_window: ContextWindow = None
-    max_repeated_failures: MaxRepeatedFailures = 3
-    max_idle_steps: MaxIdleSteps = 10
-
-
-def operator_flags(command: Callable[..., _T]) -> Callable[..., _T]:
-    """`command` with the options of `OperatorFlags` after its own, handed to it as `flags`."""
-    options = get_type_hints(OperatorFlags, include_extras=True)
-    shared = [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=options[f.name])
-        for f in fields(OperatorFlags)
-    ]
-    own = inspect.signature(command, eval_str=True)
-
-    @functools.wraps(command)
-    def with_flags(**values: Any) -> _T:
-        flags = OperatorFlags(**{f.name: values.pop(f.name) for f in fields(OperatorFlags)})
-        return command(**values, flags=flags)
-
-    kept = [p for p in own.parameters.values() if p.name != "flags"]
-    with_flags.__signature__ = own.replace(parameters=[*kept, *shared])  # type: ignore[attr-defined]  # what typer reads
-    return with_flags
-
-
-def runtime_settings(
-    workspace: Path,
-    flags: OperatorFlags,
-    *,
-    model: str | None = None,
-    kind: type[RuntimeSettings] | None = None,
-    **more: Any,
-) -> RuntimeSettings:
-    """The operator's flags as `RuntimeSettings` (or as `kind`, the server's `ServerSettings`), the
-    one thing every command builds runtimes from; `more` are fields the flags do not name.
-
-    Raises `UserError` for a bad workspace or MCP configuration.
-    """
-    from .._errors import UserError
-    from .._guard import LoopGuard
-    from .._settings import RuntimeSettings
-    from ..mcp import load_mcp_config
-
-    if not workspace.is_dir():
-        raise UserError(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
-    policy = command_policy(
-        flags.allow_commands, flags.allow_network, flags.command_env, flags.unsandboxed_commands, flags.command_limit
-    )
-    failures, idle = flags.max_repeated_failures, flags.max_idle_steps
-    guard = LoopGuard(repeated_failures=failures or None, idle_steps=idle or None) if failures or idle else None
-    return (kind or RuntimeSettings)(
-        workspace=workspace,
-        model=model,
-        agents_dirs=flags.agents or [],
-        skills_dirs=flags.skills or [],
-        mcp_servers=load_mcp_config(flags.mcp_config) if flags.mcp_config else (),
-        allow_commands=flags.allow_commands,
-        commands=policy,
-        context_window=flags.context_window,
-        loop_guard=guard,
-        model_aliases=flags.model_alias or [],
-        **more,
-    )
-
-
-def command_policy(
-    allow_commands: bool, network: bool, env: list[str] | None, unsandboxed: bool, limits: list[str] | None = None
-) -> CommandPolicy:
-    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud.
-
-    Raises `UserError` for a `--command-limit` that is not `NAME=VALUE` of a known cap.
-    """
-    from .._command_limits import CommandLimits
-    from .._workspace import CommandPolicy
-
-    caps = CommandLimits().with_settings(limits or [])
-
-    if allow_commands and unsandboxed:
-        typer.echo(
-            "warning: agents' commands run WITHOUT a sandbox (--unsandboxed-commands): as your own user, "
-            "with your files and the network",
-            err=True,
-        )
-    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()), limits=caps)
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def print_warnings(runtime: Runtime) -> None:
-    """What is wrong with the definition and skill files the runtime read, one line each on stderr."""
-    for warning in runtime.warnings():
-        typer.echo(f"warning: {warning}", err=True)
-
-
-def print_run_warnings(event: Event) -> None:
-    """What goes wrong as a run goes on, on stderr as it happens: an MCP server that did not start
-    (the run goes on without its tools), a type whose aliased model has no key (it runs on the lead's)."""
-    if event.type == "mcp.server_failed":
-        typer.echo(f"warning: {event.data['warning']}", err=True)
-    elif event.type == "warning" and "subagent_type" in event.data:
-        typer.echo(f"warning: {event.data['reason']}", err=True)
-
-
-def store_option(db: str | None) -> str | None:
-    return db or os.environ.get("DELEGATE_DB") or None
-
-
-def open_store(workspace: Path, db: str | None) -> Store:
-    """The store of `--db`, `DELEGATE_DB`, or the workspace's own."""
-    from .._store import Store
-
-    url = store_option(db)
-    return Store.open(url) if url else Store.for_workspace(workspace.resolve())
-
-
-def checked_text(text: str, what: str) -> str:
-    """`text` from the command line, refused unless it is valid UTF-8."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        byte = ord(text[exc.start]) - 0xDC00
-        shown = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else f"character U+{ord(text[exc.start]):04X}"
-        fail(f"{what} is not valid UTF-8 ({shown} at position {exc.start}): pass it as UTF-8 text")
-    return text
-
-
-def run_until_done(start: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    """Run `start()` on a new event loop, SIGTERM and SIGHUP cancelling it as Ctrl-C does (the
-    run records itself cancelled); raises `KeyboardInterrupt` when it was cancelled so."""
-
-    async def main() -> _T:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, task.cancel)
-        return await start()
-
-    try:
-        return asyncio.run(main())
-    except asyncio.CancelledError:
-        raise KeyboardInterrupt from None
-
-
-LOCAL_TIMEOUT = 300.0
-"""Seconds a `delegate run` on the embedded local model may take unless `--timeout` says otherwise:
-on a CPU it reads about 20 tokens a second, and with nobody watching a run once went on for 14
-minutes (89,500 tokens) on work it could not do."""
-
-NO_MODEL = (
-    "no model configured: pass --model provider:name (e.g. --model openai:gpt-4.1-mini), set DELEGATE_MODEL, "
-    "or set OPENAI_API_KEY (or OPENAI_BASE_URL for vLLM, Ollama, llama.cpp) or ANTHROPIC_API_KEY"
-)
-
-
-def default_model(named: str | None, *, what: str) -> str | None:
-    """The model of a command that runs agents (`what`: its runs, its items), checked when the
-    operator named none: with no `--model`, no `DELEGATE_MODEL` and no provider's key, the small
-    embedded model is never chosen in silence. Off a terminal (a script, a pipe, `--json` into a
-    file) that is bad usage, exit 2, saying what to set; on one, a warning on stderr. Returns
-    `named`, or `local` when it was chosen so."""
-    if named is not None or os.environ.get("DELEGATE_MODEL"):
-        return named
-    from ..models import default_model_spec
-
-    if default_model_spec() != "local":
-        return None  # a provider whose key is set: `resolve_model` takes it
-    if not sys.stdout.isatty():
-        fail(
-            f"{NO_MODEL}. To run the small embedded model (SmolLM2-135M: slow, and weak at real work), "
-            "name it: --model local (or DELEGATE_MODEL=local)"
-        )
-    typer.echo(
-        f"warning: {NO_MODEL}; {what} use the small embedded model (SmolLM2-135M: slow, and weak at real work). "
-        "Press Ctrl-C and pass --model for a real one.",
-        err=True,
-    )
-    return "local"
 
 
 def _model_and_timeout(model: str | None, timeout: float | None) -> tuple[str | None, float | None]:
@@ -355,13 +103,18 @@ def run(
     if prompt is not None:  # a new run (a resumed one keeps its model)
         checked_text(prompt, "the prompt")
         model, timeout = _model_and_timeout(model, timeout)
-    settings = runtime_settings(
-        workspace, flags, model=model, max_parallel=max_parallel, subagent_model=subagent_model, max_steps=max_steps
+    from .._agents import Lead
+    from .._config import DEFAULT_RUN_TIMEOUT, RunLimits
+
+    limits = RunLimits(
+        timeout=DEFAULT_RUN_TIMEOUT if timeout is None else timeout,
+        token_budget=token_budget,
+        max_requests=max_requests,
+        max_parallel=max_parallel,
     )
+    lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
+    settings = flags.settings(workspace, model=model, lead=lead, limits=limits)
     runtime = settings.build(store=store_option(db))
-    if timeout is not None:
-        runtime.timeout = timeout
-    runtime.token_budget, runtime.max_requests = token_budget, max_requests
     if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
     print_warnings(runtime)
@@ -371,9 +124,9 @@ def run(
     runtime.sinks.append(print_run_warnings)
     lead_batches = None
     if not detach_batches:
-        from ._batch import LeadBatches, runner_factory
+        from ._batch import LeadBatches
 
-        lead_batches = LeadBatches(runtime, runner_factory(settings))
+        lead_batches = LeadBatches(runtime, settings.factory(store=False))
         runtime.sinks.append(lead_batches.sink)
 
     async def go(sinks: list[EventSink]) -> RunResult:
@@ -450,9 +203,9 @@ def users_list(
         {
             "name": u.name,
             "status": "revoked" if u.revoked else "active",
-            "created_at": u.created_at.isoformat(),
-            "token_created_at": u.token_created_at.isoformat() if u.token_created_at else None,
-            "revoked_at": u.revoked_at.isoformat() if u.revoked_at else None,
+            "created_at": iso(u.created_at),
+            "token_created_at": iso(u.token_created_at),
+            "revoked_at": iso(u.revoked_at),
         }
         for u in users
     ]

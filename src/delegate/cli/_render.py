@@ -110,7 +110,7 @@ def ending_line(result: RunResult) -> str | None:
 
 def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]]) -> RunResult:
     """Run `start(sinks)` with the live tree on the terminal, then print the final answer and the usage."""
-    from ._main import run_until_done
+    from ._common import run_until_done
 
     console = Console()
     view = RunView()

@@ -15,11 +15,12 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._main import Db, Workspace, fail, open_store
+from .._record import STATUSES
+from ._common import Db, Workspace, fail, open_store
 
 if TYPE_CHECKING:
     from .._events import Event
@@ -35,9 +36,6 @@ FOLLOW_INTERVAL = 0.2
 TEXT_DATA = 160
 """Characters of an event's data shown on a line of `delegate runs events` (`--json` gives all)."""
 
-_STATUSES = ("running", "interrupted", "completed", "error", "cancelled", "aborted", "timed_out")
-_SHOWN = ", ".join(_STATUSES)
-
 
 def register(app: typer.Typer) -> None:
     app.add_typer(runs_app, name="runs")
@@ -48,19 +46,19 @@ def runs_list(
     workspace: Workspace = Path("."),
     db: Db = None,
     status: Annotated[
-        str | None, typer.Option("--status", help=f"Only runs with this status: {', '.join(_STATUSES)}.")
+        str | None, typer.Option("--status", help=f"Only runs with this status: {', '.join(STATUSES)}.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many runs.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON Lines, one run a line.")] = False,
 ) -> None:
     """The runs, newest first."""
-    if status is not None and status not in _STATUSES:
-        fail(f"unknown status {status!r}: use one of {', '.join(_STATUSES)}")
+    if status is not None and status not in STATUSES:
+        fail(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
     store = open_store(workspace, db)
     runs = store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
     if as_json:
         for run in runs:
-            typer.echo(json.dumps(_summary(run), ensure_ascii=False))
+            typer.echo(json.dumps(run.to_dict(), ensure_ascii=False))
         return
     from rich.console import Console
     from rich.table import Table
@@ -138,19 +136,14 @@ def runs_events(
 @runs_app.command("export")
 def runs_export(run_id: RunId, workspace: Workspace = Path("."), db: Db = None) -> None:
     """The run, its subagent records and every event, as one JSON document."""
-    from .._run_result import stored_result
+    from .._run_result import stored_run
 
     store = open_store(workspace, db)
-    run = _known(store, run_id)
-    result = stored_result(store, run_id)
-    assert result is not None
-    head = result.to_dict() | {
-        "prompt": run.prompt,
-        "model": run.model,
-        "created_at": run.created_at.isoformat(),
-        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
-        "uploaded_files": run.uploaded_files,
-    }
+    found = stored_run(store, run_id)
+    if found is None:
+        fail(f"no run {run_id!r}: list the runs with `delegate runs list`")
+    run, data = found
+    head = data | {"uploaded_files": run.uploaded_files}
     # Written as it is read, a page of events at a time: a run of any length is exported whole.
     out = sys.stdout
     out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "events": [')
@@ -178,18 +171,6 @@ def runs_cancel(
         typer.echo(f"run {run_id}: cancellation asked; its process has not stopped yet", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id}: {run.status}")
-
-
-def _summary(run: RunRow) -> dict[str, Any]:
-    return {
-        "run_id": run.id,
-        "status": run.status,
-        "prompt": run.prompt[:200],
-        "model": run.model,
-        "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
-        "created_at": run.created_at.isoformat(),
-        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
-    }
 
 
 def _known(store: Store, run_id: str) -> RunRow:

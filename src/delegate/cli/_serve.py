@@ -9,11 +9,11 @@ import contextlib
 import os
 import socket
 from pathlib import Path
-from typing import Annotated, NoReturn, cast
+from typing import Annotated
 
 import typer
 
-from ._main import OperatorFlags, default_model, operator_flags, runtime_settings
+from ._common import OperatorFlags, checked_workspace, default_model, fail, operator_flags, store_option
 
 
 def register(app: typer.Typer) -> None:
@@ -65,8 +65,7 @@ def serve(
     """
     from .._errors import UserError
 
-    if not workspace.is_dir():
-        _fail(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace")
+    checked_workspace(workspace)
     chosen = default_model(model, what="runs that name no model")
     sock = _bind(host, port)
     try:
@@ -74,29 +73,23 @@ def serve(
 
         from ..server import Limits, ServerSettings, create_app, uvicorn_config
 
-        settings = cast(
-            "ServerSettings",
-            runtime_settings(
-                workspace,
-                flags,
-                kind=ServerSettings,
-                model=model,
-                db=db or os.environ.get("DELEGATE_DB") or None,
-                run_batches=worker,
-                version=_version(),
-                limits=Limits(
-                    max_body_bytes=round(max_body_mb * 1024 * 1024),
-                    header_timeout=header_timeout,
-                    idle_timeout=idle_timeout,
-                    max_prompt_chars=max_prompt_chars,
-                    max_live_runs_per_user=max_live_runs,
-                ),
+        settings = ServerSettings(
+            runtime=flags.settings(workspace, model=model),
+            db=store_option(db),
+            run_batches=worker,
+            version=_version(),
+            limits=Limits(
+                max_body_bytes=round(max_body_mb * 1024 * 1024),
+                header_timeout=header_timeout,
+                idle_timeout=idle_timeout,
+                max_prompt_chars=max_prompt_chars,
+                max_live_runs_per_user=max_live_runs,
             ),
         )
         app = create_app(settings)
     except UserError as exc:
         sock.close()
-        _fail(str(exc))
+        fail(str(exc))
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     typer.echo(f"delegate serving {workspace.resolve()} at http://{shown}:{bound_port}/  (Ctrl+C stops)", err=True)
@@ -117,7 +110,7 @@ def _bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        _fail(f"cannot listen on {host!r}: {exc.strerror}; pass an address such as 127.0.0.1 with --host")
+        fail(f"cannot listen on {host!r}: {exc.strerror}; pass an address such as 127.0.0.1 with --host")
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -128,7 +121,7 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        _fail(f"cannot listen on {host}:{port} ({exc.strerror}): pass another --port, or stop what uses it")
+        fail(f"cannot listen on {host}:{port} ({exc.strerror}): pass another --port, or stop what uses it")
     sock.set_inheritable(True)
     return sock
 
@@ -140,8 +133,3 @@ def _version() -> str:
         return version("delegate")
     except PackageNotFoundError:
         return "0"
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)

@@ -41,7 +41,7 @@ from .._messages import (
 )
 from .._text import safe_json
 from .._usage import Usage
-from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
+from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
 from ._retry import (
     DEFAULT_DEADLINE,
     BadAnswer,
@@ -62,7 +62,7 @@ REDACTED_PREFIX = "redacted_thinking:"
 """A `redacted_thinking` block travels as a `ReasoningPart` with no text and this signature prefix."""
 
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-_STOP_REASONS: dict[str, StopReason] = {
+_FINISH_REASONS: dict[str, FinishReason] = {
     "end_turn": "end_turn",
     "stop_sequence": "end_turn",
     "tool_use": "tool_use",
@@ -105,7 +105,7 @@ class AnthropicModel:
         if not model:
             raise UserError("an Anthropic model needs a name, for example 'anthropic:claude-sonnet-4-5'")
         self.model = model
-        self.context_window = context_window or known_context_window(model)
+        self.profile = ModelProfile(context_window=context_window or known_context_window(model))
         """Tokens the model reads at once (default: the table of known models)."""
         self.max_tokens = max_tokens
         self.stream = stream
@@ -379,7 +379,7 @@ class _Accumulator:
         return ModelResponse(
             parts=parts,
             usage=usage,
-            stop_reason=_stop_reason(self.stop_reason),
+            finish_reason=_finish_reason(self.stop_reason),
             model=self.model,
             context_tokens=_context_tokens(usage),
         )
@@ -471,7 +471,7 @@ def _from_message(message: object, model: str) -> ModelResponse:
     return ModelResponse(
         parts=parts,
         usage=usage,
-        stop_reason=_stop_reason(message.stop_reason),
+        finish_reason=_finish_reason(message.stop_reason),
         model=message.model or model,
         context_tokens=_context_tokens(usage),
     )
@@ -492,8 +492,8 @@ def _context_tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
 
 
-def _stop_reason(reason: str | None) -> StopReason:
-    return _STOP_REASONS.get(reason or "", "other")
+def _finish_reason(reason: str | None) -> FinishReason:
+    return _FINISH_REASONS.get(reason or "", "other")
 
 
 # failures

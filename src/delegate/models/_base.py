@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._errors import UserError
 from .._messages import Message, Part, ReasoningPart, TextPart, ToolCallPart
 from .._usage import Usage
 
@@ -67,11 +68,13 @@ class ModelRequest:
     name: that tool."""
     path_states: Mapping[str, PathState] | None = None
     """What the workspace holds at each path the conversation mentions, for a model that grounds
-    path arguments in it (one whose `grounds_paths` is true; the loop fills it only for those).
+    path arguments in it (one whose `profile.grounds_paths` is true; the loop fills it only for those).
     Plain data: a model never sees the workspace itself."""
 
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]
+FinishReason = Literal["end_turn", "tool_use", "max_tokens", "other"]
+"""What the provider said of why its answer ended (each adapter maps its own words onto these);
+not why an agent ended, which is `delegate._record.StopReason`."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -82,7 +85,7 @@ class ModelResponse:
 
     parts: list[Part]
     usage: Usage = field(default_factory=Usage)
-    stop_reason: StopReason = "end_turn"
+    finish_reason: FinishReason = "end_turn"
     model: str = ""
     context_tokens: int | None = None
 
@@ -99,15 +102,49 @@ class ModelResponse:
         return [p for p in self.parts if isinstance(p, ReasoningPart)]
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelProfile:
+    """What a model can do, declared by its provider (`Model.profile`) and read by the loop; the
+    defaults suit a capable hosted model.
+
+    ```python
+    class MyModel:
+        name = "mine:small"
+        profile = ModelProfile(context_window=32_768, when_stuck="Try a larger model.")
+
+        async def complete(self, request: ModelRequest) -> ModelResponse: ...
+        async def aclose(self) -> None: ...
+    ```
+    """
+
+    context_window: int | None = None
+    """Tokens the model reads at once; None: the table of known models by name, else
+    `DEFAULT_CONTEXT_WINDOW` (see `delegate.models.context_window`). The loop compacts and cuts
+    the conversation to fit it."""
+    grounds_paths: bool = False
+    """Whether the model grounds path arguments in what the workspace holds: the loop then fills
+    each request's `path_states`, and an agent's opening turns are shaped for a weak model."""
+    when_stuck: str = ""
+    """What to tell a user whose agent went round in circles on this model (the local model says:
+    use a real one); empty: nothing more than what the loop guard says."""
+
+    def __post_init__(self) -> None:
+        if self.context_window is not None and self.context_window < 1:
+            raise UserError(f"context_window={self.context_window}: give the model's window in tokens, at least 1")
+
+
 @runtime_checkable
 class Model(Protocol):
-    """A model provider. `name` is the `provider:model` string it was built from.
-
-    A model may also have a `grounds_paths` attribute: when it is true, the loop fills each
-    request's `path_states`.
-    """
+    """A model provider: `name` is the `provider:model` string it was built from, `profile` what
+    it can do (`ModelProfile`), `complete` one request, `aclose` closes the connections it opened
+    in the running event loop (a model with none returns at once)."""
 
     @property
     def name(self) -> str: ...
 
+    @property
+    def profile(self) -> ModelProfile: ...
+
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+    async def aclose(self) -> None: ...

@@ -281,16 +281,15 @@ def local_model(path: str | Path | None = None) -> Model:
         weights, name, advice = info.path, info.path.stem, _WHEN_STUCK_FILE
         context = min(info.context_length or CONTEXT_TOKENS, CONTEXT_TOKENS)
     running = _server(weights, context)
-    model = OpenAIModel(
+    return OpenAIModel(
         name,
         base_url=running.base_url,
         api_key="local",
         constrained_tools=True,
         lean_tools=True,
         context_window=running.context,
+        when_stuck=advice,
     )
-    model.when_stuck = advice
-    return model
 
 
 def local_model_ready(weights: Weights = SMOLLM2) -> bool:

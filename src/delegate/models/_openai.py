@@ -27,7 +27,7 @@ from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .._text import safe_json
 from .._usage import Usage
-from ._base import ModelRequest, ModelResponse, StopReason, ToolSpec
+from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
 from ._constrained import (
     constrained_format,
     constrained_instructions,
@@ -64,7 +64,7 @@ LOCAL_API_KEY = "not-needed"
 
 FREE_TEXT_SYSTEM = "You write the text a task asks for, from what you are given, in your own words."
 
-_STOP_REASONS: dict[str, StopReason] = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn"}
+_FINISH_REASONS: dict[str, FinishReason] = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn"}
 
 _AUDIO_FORMATS = {
     "audio/wav": "wav",
@@ -88,7 +88,8 @@ class OpenAIModel:
 
     `context_window` is how many tokens the model reads at once (default: the table of known
     models in `delegate.models`, else what the loop assumes); the loop compacts and cuts the
-    conversation to fit it.
+    conversation to fit it. `when_stuck` is what to tell a user whose agent went round in circles
+    on this model (the local model says: use a real one). All three are its `profile`.
     """
 
     def __init__(
@@ -105,12 +106,14 @@ class OpenAIModel:
         constrained_tools: bool = False,
         lean_tools: bool = False,
         context_window: int | None = None,
+        when_stuck: str = "",
     ) -> None:
         self.model = model
-        self.context_window = context_window or known_context_window(model)
-        self.when_stuck = ""
-        """What to tell a user whose agent went round in circles on this model (the local model
-        says: use a real one)."""
+        self.profile = ModelProfile(
+            context_window=context_window or known_context_window(model),
+            grounds_paths=constrained_tools,  # a constrained model narrows path arguments by `path_states`
+            when_stuck=when_stuck,
+        )
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
         self.deadline = check_deadline(deadline)
@@ -138,11 +141,6 @@ class OpenAIModel:
     @property
     def name(self) -> str:
         return f"openai:{self.model}"
-
-    @property
-    def grounds_paths(self) -> bool:
-        """Whether requests should carry `path_states` (a constrained model narrows paths by them)."""
-        return self.constrained_tools
 
     def __repr__(self) -> str:
         shown = None if self.base_url is None else redact_urls(self.base_url)
@@ -617,7 +615,7 @@ class _Reply:
         """The reply's text as the free argument of a call of `tool` (see `free_text_call`)."""
         arguments = {**fixed, free: "".join(self.text).strip() + "\n"}
         call = ToolCallPart(id=f"call_{uuid.uuid4().hex[:24]}", name=tool, arguments=arguments)
-        return ModelResponse(parts=[call], usage=self.usage, stop_reason="tool_use", model=self.model)
+        return ModelResponse(parts=[call], usage=self.usage, finish_reason="tool_use", model=self.model)
 
     def response(self, *, constrained: bool) -> ModelResponse:
         parts: list[Part] = []
@@ -632,10 +630,10 @@ class _Reply:
                 parts.append(TextPart(text=text))
             parts += [call.part() for call in self.calls]
         if any(isinstance(part, ToolCallPart) for part in parts):
-            stop: StopReason = "tool_use"
+            stop: FinishReason = "tool_use"
         else:
-            stop = _STOP_REASONS.get(self.finish or "", "other")
-        return ModelResponse(parts=parts, usage=self.usage, stop_reason=stop, model=self.model)
+            stop = _FINISH_REASONS.get(self.finish or "", "other")
+        return ModelResponse(parts=parts, usage=self.usage, finish_reason=stop, model=self.model)
 
 
 def _reasoning_of(message: object) -> str:

@@ -1,6 +1,6 @@
 """How many tokens a model can read at once (its context window), and how big a request is.
 
-Every model knows its window: a model object may say it (`context_window`: the local server reads
+Every model knows its window: a model may declare it (`profile.context_window`: the local server reads
 it from llama.cpp, `OpenAIModel(context_window=...)` and `AnthropicModel(context_window=...)` take
 it), else the table below of known provider models gives it, else `DEFAULT_CONTEXT_WINDOW`. The
 loop starts compacting from it and cuts a request down before sending when it would still not fit
@@ -80,13 +80,10 @@ def known_context_window(name: str) -> int | None:
 
 def context_window(model: Model, override: int | None = None) -> int:
     """The tokens `model` can read at once: `override` (the runtime's setting), else what the
-    model says (`context_window`), else the table, else `DEFAULT_CONTEXT_WINDOW`."""
+    model says (`profile.context_window`), else the table, else `DEFAULT_CONTEXT_WINDOW`."""
     if override:
         return override
-    own = getattr(model, "context_window", None)
-    if isinstance(own, int) and own > 0:
-        return own
-    return known_context_window(model.name) or DEFAULT_CONTEXT_WINDOW
+    return model.profile.context_window or known_context_window(model.name) or DEFAULT_CONTEXT_WINDOW
 
 
 CHARS_PER_TOKEN = 3.0

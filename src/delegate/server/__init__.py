@@ -3,14 +3,16 @@
 Importing this package imports FastAPI; `import delegate` and the CLI never do until `serve` runs.
 
 ```python
+from delegate import RuntimeSettings
 from delegate.server import ServerSettings, create_app
 
-app = create_app(ServerSettings(workspace="./ws", model="openai:gpt-4.1-mini", limits=Limits()))
+runtime = RuntimeSettings(workspace="./ws", model="openai:gpt-4.1-mini")
+app = create_app(ServerSettings(runtime=runtime, limits=Limits()))
 uvicorn.Server(uvicorn_config(app)).run()     # with the header and idle timeouts of `limits`
 ```
 """
 
-from ._app import ModelFactory, RunOptions, RuntimeFactory, ServerSettings, create_app
+from ._app import ModelFactory, ServerSettings, create_app
 from ._limits import Limits, uvicorn_config
 from ._runs import RunManager
 
@@ -18,8 +20,6 @@ __all__ = [
     "Limits",
     "ModelFactory",
     "RunManager",
-    "RunOptions",
-    "RuntimeFactory",
     "ServerSettings",
     "create_app",
     "uvicorn_config",

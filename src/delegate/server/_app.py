@@ -4,8 +4,9 @@
 program embedding the server) builds as many independent apps as it likes:
 
 ```python
-app = create_app(ServerSettings(workspace="./ws"))                        # the store in ./ws/.delegate
-app = create_app(ServerSettings(workspace=ws, model=lambda name: FunctionModel(answer)), store=store)
+app = create_app(ServerSettings(runtime=RuntimeSettings(workspace="./ws")))   # the store in ./ws/.delegate
+fake = ServerSettings(runtime=RuntimeSettings(workspace=ws), model=lambda name: FunctionModel(answer))
+app = create_app(fake, store=store)
 uvicorn.run(app, host="127.0.0.1", port=8765)
 ```
 
@@ -25,7 +26,7 @@ import string
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -37,8 +38,9 @@ from .._agents import Catalogue
 from .._errors import UserError
 from .._frontmatter import CatalogueWarning
 from .._runtime import Runtime
-from .._settings import RuntimeSettings
+from .._settings import RuntimeFactory, RuntimeSettings, open_store
 from .._store import Store, StoreBusyError
+from .._takeover import Takeover
 from .._tracing import flush as flush_traces
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
 from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_response
@@ -49,10 +51,11 @@ from ._limits import BodyLimit, Limits
 from ._readiness import ModelReadiness
 from ._runs import RunManager
 from ._runs import router as runs_router
+from ._state import AppState, app_state
 
 _log = logging.getLogger("delegate.server")
 
-__all__ = ["ModelFactory", "RunOptions", "RuntimeFactory", "ServerSettings", "create_app"]
+__all__ = ["ModelFactory", "ServerSettings", "create_app"]
 
 _HERE = Path(__file__).parent
 
@@ -60,31 +63,20 @@ ModelFactory = Callable[[str | None], Model]
 """Builds the model of a run from the model string the caller asked for (None: the default)."""
 
 
-@dataclass(kw_only=True, frozen=True, slots=True)
-class RunOptions:
-    """What a runtime is built for: the caller, and the model and parallel cap it asked for."""
-
-    user_id: str
-    model: str | None = None
-    max_parallel: int | None = None
-
-
-RuntimeFactory = Callable[[RunOptions], Runtime]
-"""Builds the `Runtime` of one run (or of one batch's items). It must record into the app's store."""
-
-
-@dataclass(kw_only=True)
-class ServerSettings(RuntimeSettings):
-    """How the server runs agents: the operator's `RuntimeSettings` (each means for the server's
+@dataclass(kw_only=True, frozen=True)
+class ServerSettings:
+    """How the server runs agents: the operator's `runtime` settings (each means for the server's
     runs what it means for `delegate run`), and the server's own.
 
-    `model` is the default model: a `provider:name` string, a `Model`, or a `ModelFactory` called
-    with the model string a request names (tests give one that builds a fresh fake per run).
-    `db` is a database URL; the default is the workspace's own store. `limits` says what one
-    client may cost the server (see `Limits`).
+    `model`, when given, builds each run's model from the model string a request names (tests
+    give one that builds a fresh fake per run); otherwise a run's model is the one it names, else
+    `runtime.model`. `db` is a database URL; the default is the workspace's own store. `limits`
+    says what one client may cost the server (see `Limits`); a run's own limits are
+    `runtime.limits`, with those its request names.
     """
 
-    model: str | Model | ModelFactory | None = None  # pyright: ignore[reportIncompatibleVariableOverride]
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    model: ModelFactory | None = None
     db: str | None = None
     run_batches: bool = True
     version: str = ""
@@ -97,22 +89,21 @@ def create_app(
     store: Store | None = None,
     runtime_factory: RuntimeFactory | None = None,
 ) -> FastAPI:
-    """Build the API and the web UI. `store` (kept open; the caller closes it) overrides `settings.db`.
+    """Build the API and the web UI. `store` (kept open; the caller closes it) overrides
+    `settings.db`; `runtime_factory` (default: `settings.runtime.factory`) builds each run's
+    runtime, and must record into that store.
 
     Raises `UserError` for a bad database URL or workspace, before anything listens.
     """
     settings = settings or ServerSettings()
-    workspace = Path(settings.workspace).expanduser().resolve()
+    workspace = Path(settings.runtime.workspace).expanduser().resolve()
     if not workspace.is_dir():
-        raise UserError(f"workspace {str(settings.workspace)!r} is not a folder: create it or pass another")
+        raise UserError(f"workspace {str(settings.runtime.workspace)!r} is not a folder: create it or give another")
     owns_store = store is None
     if store is None:
-        store = Store.open(settings.db) if settings.db else Store.for_workspace(workspace)
-    operator = replace(settings, workspace=workspace, model=None)  # the model: each run's own, see below
-    build = runtime_factory or _default_runtime_factory(settings, operator, store)
-
-    def runtime_for(user_id: str, model: str | None, max_parallel: int | None) -> Runtime:
-        return build(RunOptions(user_id=user_id, model=model, max_parallel=max_parallel))
+        store = open_store(settings.db, workspace)
+    operator = replace(settings.runtime, workspace=workspace)
+    runtime_for = runtime_factory or _default_runtime_factory(settings.model, operator, store)
 
     logged: set[CatalogueWarning] = set()
 
@@ -127,17 +118,18 @@ def create_app(
         return found
 
     tokens = TokenWatch(store)
-    readiness = ModelReadiness(settings.model)
+    default_model = settings.model or operator.model
+    readiness = ModelReadiness(default_model)
     runs = RunManager(store, runtime_for, limits=settings.limits, ready=readiness.check)
 
     def usable_types(user_id: str) -> list[str]:
-        return catalogue(user_id).visible(allow_commands=settings.allow_commands).names()
+        return catalogue(user_id).visible(allow_commands=operator.allow_commands).names()
 
     batches = BatchService(
         store,
         runtime_for=runtime_for,
         known_types=usable_types,
-        check_model=_model_checker(settings.model, ModelAliases.load(operator.root, operator.model_aliases)),
+        check_model=_model_checker(default_model, ModelAliases.load(operator.root, operator.extensions.model_aliases)),
         max_prompt_chars=settings.limits.max_prompt_chars,
     )
 
@@ -145,7 +137,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncGenerator[None]:
         if settings.run_batches:
             await batches.start_worker()
-        takeover = asyncio.create_task(runs.watch(), name="delegate-run-takeover")
+        takeover = asyncio.create_task(state.takeover.watch(), name="delegate-run-takeover")
         revocations = asyncio.create_task(tokens.watch(), name="delegate-token-watch")
         try:
             yield
@@ -167,15 +159,18 @@ def create_app(
         openapi_url="/api/v1/openapi.json",
         default_response_class=SafeJSONResponse,
     )
-    # Per-app state, read by the routes' dependencies: nothing is shared between two apps.
-    app.state.store = store
-    app.state.runs = runs
-    app.state.batches = batches
-    app.state.tokens = tokens
-    app.state.catalogue = catalogue
-    app.state.workspace_for = operator.workspace_view
-    app.state.allow_commands = settings.allow_commands
-    app.state.limits = settings.limits
+    app.state.delegate = state = AppState(  # read by the routes' dependencies: nothing is shared between apps
+        store=store,
+        runs=runs,
+        takeover=Takeover(store, runs),
+        batches=batches,
+        tokens=tokens,
+        catalogue=catalogue,
+        workspace_for=operator.workspace_view,
+        allow_commands=operator.allow_commands,
+        limits=settings.limits,
+        run_limits=operator.limits,
+    )
     app.add_middleware(BodyLimit, limits=settings.limits)  # caps a body as a route reads it, after auth
     _error_handlers(app)
     app.include_router(runs_router)
@@ -206,8 +201,8 @@ async def agents(request: Request, user_id: UserId) -> dict[str, Any]:
     `warnings` name the definition and skill files skipped or read with problems (`file` relative
     to the folder it came from, `line` when known, `reason`).
     """
-    build = cast(Callable[[str | None], Catalogue], request.app.state.catalogue)
-    allow_commands = bool(request.app.state.allow_commands)
+    state = app_state(request.app)
+    build, allow_commands = state.catalogue, state.allow_commands
     found = await asyncio.to_thread(build, user_id)
     return {
         "agents": [
@@ -248,14 +243,13 @@ def _model_checker(default: str | Model | ModelFactory | None, aliases: ModelAli
     return check
 
 
-def _default_runtime_factory(settings: ServerSettings, operator: RuntimeSettings, store: Store) -> RuntimeFactory:
-    def build(options: RunOptions) -> Runtime:
-        default = settings.model
-        if callable(default) and not isinstance(default, Model):
-            model: str | Model | None = default(options.model)
-        else:
-            model = options.model or default
-        return operator.build(user_id=options.user_id, model=model, max_parallel=options.max_parallel, store=store)
+def _default_runtime_factory(model: ModelFactory | None, operator: RuntimeSettings, store: Store) -> RuntimeFactory:
+    """`operator.factory(store)`, its models built by `model` when the settings give a factory."""
+    if model is None:
+        return operator.factory(store)
+
+    def build(user_id: str | None, name: str | None) -> Runtime:
+        return operator.build(user_id=user_id, model=model(name), store=store)
 
     return build
 

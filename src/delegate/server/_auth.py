@@ -12,13 +12,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Generator
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from .._store import Store
 from .._text import safe_json
+from ._state import app_state
 
 
 class SafeJSONResponse(JSONResponse):
@@ -67,7 +68,7 @@ def error_response(
 
 async def app_store(request: Request) -> Store:
     """The store of the app serving `request` (set by `create_app`)."""
-    return cast(Store, request.app.state.store)
+    return app_state(request.app).store
 
 
 async def bearer_token(request: Request) -> str:
@@ -100,7 +101,7 @@ its own read (`Store.run_summaries`); it answers 401 without a token, and the ro
 
 async def current_user(request: Request, token: Token) -> str:
     """The caller's user id, from `Authorization: Bearer <token>`; a 401 `ApiError` otherwise."""
-    user_id = await asyncio.to_thread(cast(Store, request.app.state.store).user_for_token, token)
+    user_id = await asyncio.to_thread(app_state(request.app).store.user_for_token, token)
     if user_id is None:
         raise unknown_token()
     return user_id
@@ -112,7 +113,7 @@ UserId = Annotated[str, Depends(current_user)]
 
 async def token_watch(request: Request) -> TokenWatch:
     """The app's `TokenWatch` (set by `create_app`)."""
-    return cast(TokenWatch, request.app.state.tokens)
+    return app_state(request.app).tokens
 
 
 Tokens = Annotated["TokenWatch", Depends(token_watch)]

@@ -23,13 +23,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from .._events import Event
-from .._runtime import Runtime
+from .._settings import RuntimeFactory
 from .._store import Store
-from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, ServeInfo, loads_json, repeated_fields
+from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, loads_json, repeated_fields
 from ._auth import ApiError, Token, Tokens, UserId
 from ._body import body_schema, json_body, optional_json_body
 from ._runs import check_prompt
 from ._sse import KEEPALIVE, Offset, event_stream, poll, sse, until
+from ._state import app_state
 
 _log = logging.getLogger("delegate.server")
 
@@ -81,7 +82,7 @@ class BatchService:
         self,
         store: Store,
         *,
-        runtime_for: Callable[[str, str | None, int | None], Runtime],
+        runtime_for: RuntimeFactory,
         known_types: Callable[[str], list[str]],
         check_model: Callable[[str], None],
         max_prompt_chars: int | None = None,
@@ -98,18 +99,15 @@ class BatchService:
 
     async def start_worker(self) -> None:
         """Run batch items in this process, as `delegate batch worker` does."""
-        self.worker = BatchWorker(self.batches, self._runner, emit=self._on_event)
+        # A runtime for one serving session of a batch (its owner and model), shared by its items;
+        # the worker closes it when the session ends, so no batch keeps one after it is served.
+        self.worker = BatchWorker(self.batches, self.runtime_for, emit=self._on_event)
         await self.worker.start()
 
     async def stop_worker(self) -> None:
         worker, self.worker = self.worker, None
         if worker is not None:
             await worker.stop()
-
-    def _runner(self, info: ServeInfo) -> Runtime:
-        """A runtime for one serving session of a batch (its owner and model), shared by its items;
-        the worker closes it when the session ends, so no batch keeps one after it is served."""
-        return self.runtime_for(info.user_id, info.model, None)
 
     def _on_event(self, event: Event) -> None:
         """The worker's event sink (on the event loop): pass item events to the batch's followers."""
@@ -206,7 +204,7 @@ class BatchService:
 
 
 async def _service(request: Request) -> BatchService:
-    return cast(BatchService, request.app.state.batches)
+    return app_state(request.app).batches
 
 
 Service = Annotated[BatchService, Depends(_service)]

@@ -15,14 +15,16 @@ import os
 import stat
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
 from .._errors import WorkspaceError
 from .._text import safe_text
+from .._time import iso
 from .._workspace import Located, Workspace
 from ._auth import ApiError, UserId
+from ._state import app_state
 
 PREVIEW_BYTES = 64 * 1024
 """How much of a file a preview holds unless the caller asks for less (or more, up to `MAX_PREVIEW_BYTES`)."""
@@ -70,7 +72,7 @@ def _preview(at: Located, path: str, limit: int) -> dict[str, Any]:
     return {
         "path": safe_text(at.rel),
         "size": info.st_size,
-        "modified_at": datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+        "modified_at": iso(datetime.fromtimestamp(info.st_mtime, UTC)),
         "binary": text is None,
         "text": text,
         "truncated": text is not None and info.st_size > len(data),
@@ -103,7 +105,7 @@ def _text(data: bytes, *, truncated: bool) -> str | None:
 
 
 def _workspace_for(request: Request) -> WorkspaceFor:
-    return cast(WorkspaceFor, request.app.state.workspace_for)
+    return app_state(request.app).workspace_for
 
 
 router = APIRouter(prefix="/api/v1", tags=["files"])

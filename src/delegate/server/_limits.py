@@ -18,7 +18,7 @@ the API's JSON error:
   `Retry-After`).
 
 ```python
-app = create_app(ServerSettings(workspace=ws, limits=Limits(max_body_bytes=1 << 20)))
+app = create_app(ServerSettings(runtime=RuntimeSettings(workspace=ws), limits=Limits(max_body_bytes=1 << 20)))
 uvicorn.Server(uvicorn_config(app)).run()      # the header and idle timeouts are uvicorn's side
 ```
 """
@@ -172,7 +172,9 @@ def uvicorn_config(app: FastAPI, **options: Any) -> uvicorn.Config:
     """
     import uvicorn
 
-    limits = cast(Limits, app.state.limits)
+    from ._state import app_state
+
+    limits = app_state(app).limits
     options.setdefault("log_level", "warning")
     options.setdefault("lifespan", "on")
     return uvicorn.Config(

@@ -17,24 +17,28 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Annotated, Any, cast
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import to_json
 
+from .._config import RunLimits
 from .._errors import UserError
 from .._events import Event
 from .._follow import stored_events
+from .._run_result import stored_run
 from .._runtime import Runtime
-from .._store import RUN_LEASE_TTL, Store
+from .._settings import RuntimeFactory
+from .._store import Store
 from ..models import LOCAL_FILE_REFUSED, names_a_local_file
 from ._auth import ApiError, Token, Tokens, UserId, app_store, unknown_token
 from ._body import body_schema, json_body
 from ._limits import Limits
 from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse, until
+from ._state import app_state
 
 _log = logging.getLogger("delegate.server")
 
@@ -103,20 +107,18 @@ class LiveRun:
                 yield 0, None
 
 
-RuntimeBuilder = Callable[[str, str | None, int | None], Runtime]
-"""Builds the runtime of one run from `(user_id, model, max_parallel)`; raises `UserError` for bad input."""
-
-
 class RunManager:
     """Starts runs as tasks of the server's event loop, follows their events, cancels them.
 
-    `ready` raises an `ApiError` unless the model a run names (None: the default) is ready.
+    `build` makes each run's runtime (for its user and model); `ready` raises an `ApiError` unless
+    the model a run names (None: the default) is ready. It is the server's `Resumer`: the
+    `Takeover` of interrupted runs hands them to it.
     """
 
     def __init__(
         self,
         store: Store,
-        build: RuntimeBuilder,
+        build: RuntimeFactory,
         *,
         limits: Limits | None = None,
         ready: Callable[[str | None], None] | None = None,
@@ -133,9 +135,8 @@ class RunManager:
         user_id: str,
         prompt: str,
         model: str | None,
-        max_parallel: int | None,
+        limits: RunLimits,
         uploaded_files: list[dict[str, Any]] | None = None,
-        budget: dict[str, int | None] | None = None,
     ) -> str:
         """Start a run in the background; return its id once the run is recorded in the store.
 
@@ -158,7 +159,7 @@ class RunManager:
             )
         self._starting[user_id] += 1  # counted from here, so requests that arrive together are capped too
         try:
-            return await self._start(user_id, prompt, model, max_parallel, uploaded_files, budget or {})
+            return await self._start(user_id, prompt, model, limits, uploaded_files)
         finally:
             self._starting[user_id] -= 1
             if not self._starting[user_id]:
@@ -169,14 +170,13 @@ class RunManager:
         user_id: str,
         prompt: str,
         model: str | None,
-        max_parallel: int | None,
+        limits: RunLimits,
         uploaded_files: list[dict[str, Any]] | None,
-        budget: dict[str, int | None],
     ) -> str:
         if model is not None and names_a_local_file(model):  # a file of the server's: not for a user to name
             raise UserError(LOCAL_FILE_REFUSED)
         # Off the event loop: a runtime reads definition files, and its model may build a client.
-        runtime = await asyncio.to_thread(self.build, user_id, model, max_parallel)
+        runtime = await asyncio.to_thread(self.build, user_id, model)
         try:
             await asyncio.to_thread(lambda: runtime.model)  # a bad provider or a missing key is bad input
         except BaseException:
@@ -190,8 +190,7 @@ class RunManager:
             run_id=run_id,
             sinks=[live.emit],
             uploaded_files=uploaded_files,
-            token_budget=budget.get("token_budget"),
-            max_requests=budget.get("max_requests"),
+            limits=limits,
         )
         live.task = asyncio.create_task(self._drive(live, runtime, go), name=f"delegate-run-{run_id}")
         # The runtime records the run before its first event; answer only then, so that the id we
@@ -211,7 +210,7 @@ class RunManager:
         run = await asyncio.to_thread(self.store.get_run, run_id, user_id)
         if run is None:
             raise UserError(f"no run {run_id!r}: list yours with GET /api/v1/runs")
-        runtime = self.build(user_id, run.model, None)
+        runtime = self.build(user_id, run.model)
         live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop(), runtime=runtime)
         live.base = run.event_count
         self.live[run_id] = live
@@ -221,32 +220,6 @@ class RunManager:
         if not live.events:  # it could not be claimed: raise why
             await asyncio.wait([live.task])
             live.task.result()
-
-    async def take_over(self) -> list[str]:
-        """Resume every interrupted run started by a server (oldest first): at start, and then
-        now and then, so on PostgreSQL a run whose server died is taken over by another one (or
-        by a `delegate batch worker`, which runs this same manager for it)."""
-        resumed: list[str] = []
-        for run in await asyncio.to_thread(self.store.interrupted_runs):
-            if run.user_id is None or run.id in self.live:
-                continue  # a run of `delegate run` is resumed with `delegate run --resume`
-            try:
-                await self.resume(run.id, run.user_id)
-            except UserError as exc:  # another process took it first, or its model is gone
-                _log.info("not resuming run %s: %s", run.id, exc)
-                continue
-            resumed.append(run.id)
-        return resumed
-
-    async def watch(self) -> None:
-        """`take_over` at start, then every half lease: a run whose process died (a server of this
-        database, on this machine or another) goes on here."""
-        while True:
-            try:
-                await self.take_over()
-            except Exception:  # the store being away for a moment must not end the watch
-                _log.exception("taking over interrupted runs failed")
-            await asyncio.sleep(RUN_LEASE_TTL / 2)
 
     async def _drive(self, live: LiveRun, runtime: Runtime, go: Coroutine[Any, Any, Any]) -> None:
         try:
@@ -344,26 +317,13 @@ def last_event_id(header: str | None, after: int | None) -> int:
 
 
 def run_json(store: Store, run_id: str, user_id: str) -> dict[str, Any] | None:
-    """What `GET /runs/{id}` answers, read from the store (so it holds after a restart)."""
-    run = store.get_run(run_id, user_id)
-    if run is None:
+    """What `GET /runs/{id}` answers, read from the store (so it holds after a restart): the
+    stored run's JSON (`stored_run`) and how many events it has."""
+    found = stored_run(store, run_id, user_id)
+    if found is None:
         return None
-    subagents = store.subagent_records(run_id)  # while it runs: those finished so far
-    return {
-        "run_id": run.id,
-        "status": run.status,
-        "prompt": run.prompt,
-        "model": run.model,
-        "final": run.final,
-        "stop_reason": run.stop_reason,
-        "steps": run.steps,
-        "error": run.error,
-        "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
-        "created_at": run.created_at.isoformat(),
-        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
-        "events": run.event_count,
-        "subagents": [s.to_dict() for s in subagents],
-    }
+    run, data = found
+    return data | {"events": run.event_count}
 
 
 def run_list(store: Store, token: str, offset: int, limit: int) -> bytes | None:
@@ -372,19 +332,7 @@ def run_list(store: Store, token: str, offset: int, limit: int) -> bytes | None:
     runs = store.run_summaries(token, limit=limit, offset=offset)
     if runs is None:
         return None
-    listed = [
-        {
-            "run_id": run.id,
-            "status": run.status,
-            "prompt": run.prompt,
-            "model": run.model,
-            "usage": {"input_tokens": run.usage.input_tokens, "output_tokens": run.usage.output_tokens},
-            "created_at": run.created_at.isoformat(),
-            "completed_at": run.completed_at.isoformat() if run.completed_at else None,
-        }
-        for run in runs
-    ]
-    return to_json({"runs": listed, "offset": offset})
+    return to_json({"runs": [run.to_dict() for run in runs], "offset": offset})
 
 
 # -- routes ---------------------------------------------------------------------------------------
@@ -415,6 +363,12 @@ class RunRequest(BaseModel):
     token_budget: int | None = Field(default=None, ge=1, description="Tokens the whole run may spend.")
     max_requests: int | None = Field(default=None, ge=1, description="Model requests the whole run may make.")
 
+    def limits(self, default: RunLimits) -> RunLimits:
+        """The run's limits: the server's `default`, with those this request names."""
+        given = {"max_parallel": self.max_parallel, "token_budget": self.token_budget}
+        given["max_requests"] = self.max_requests
+        return replace(default, **{name: value for name, value in given.items() if value is not None})
+
     @field_validator("prompt")
     @classmethod
     def _prompt_not_empty(cls, value: str) -> str:
@@ -424,7 +378,7 @@ class RunRequest(BaseModel):
 
 
 async def _manager(request: Request) -> RunManager:
-    return cast(RunManager, request.app.state.runs)
+    return app_state(request.app).runs
 
 
 Runs = Annotated[RunManager, Depends(_manager)]
@@ -434,12 +388,11 @@ router = APIRouter(prefix="/api/v1", tags=["runs"])
 
 @router.post("/runs", status_code=202, openapi_extra=body_schema(RunRequest))
 async def start_run(
-    body: Annotated[RunRequest, Depends(json_body(RunRequest))], user_id: UserId, runs: Runs
+    body: Annotated[RunRequest, Depends(json_body(RunRequest))], request: Request, user_id: UserId, runs: Runs
 ) -> JSONResponse:
     """Start a run in the background; follow it with `GET /runs/{id}/events`."""
     uploads = None if body.uploaded_files is None else [f.model_dump(exclude_none=True) for f in body.uploaded_files]
-    budget = {"token_budget": body.token_budget, "max_requests": body.max_requests}
-    run_id = await runs.start(user_id, body.prompt, body.model, body.max_parallel, uploads, budget)
+    run_id = await runs.start(user_id, body.prompt, body.model, body.limits(app_state(request.app).run_limits), uploads)
     return JSONResponse({"run_id": run_id, "status": "running"}, 202, headers={"Location": f"/api/v1/runs/{run_id}"})
 
 

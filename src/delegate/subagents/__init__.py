@@ -1,6 +1,7 @@
 """The subagent layer: the `task` tool, `complete`, snapshots, acceptance checks, prompts."""
 
 from ._acceptance import parse_criteria
+from ._assemble import RunScope, assemble, toolset
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
@@ -13,11 +14,14 @@ __all__ = [
     "SUBAGENT_INSTRUCTIONS",
     "Artifact",
     "Delivery",
+    "RunScope",
     "Skipped",
     "SubagentRunner",
     "TaskOutput",
     "TaskStatus",
+    "assemble",
     "parse_criteria",
     "project_context",
     "task_tool",
+    "toolset",
 ]

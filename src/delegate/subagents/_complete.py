@@ -17,6 +17,7 @@ from pydantic import Field
 
 from .._errors import ToolError, WorkspaceError
 from .._record import ResultSchema
+from .._time import iso
 from .._workspace import Located, Workspace
 from ..tools import PathParam, Tool, ToolContext, ToolReturn
 from ._output import Artifact, Skipped
@@ -69,7 +70,7 @@ def _artifact(at: Located) -> Artifact | None:
         path=str(at.real),
         size=info.st_size,
         fs_type=kind,
-        modified_at=datetime.fromtimestamp(info.st_mtime, UTC).isoformat(),
+        modified_at=iso(datetime.fromtimestamp(info.st_mtime, UTC)),
         relative_path=at.rel,
     )
 

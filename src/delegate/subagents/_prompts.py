@@ -143,7 +143,7 @@ async def shaped_opening(
 ) -> tuple[ToolChoice | Sequence[ToolChoice], str]:
     """An agent's first tool choices and a note of its steps: what it was `given`, unless that is
     `auto` and its model is weak (it grounds its calls), which then gets `opening_turns`."""
-    if given != "auto" or not getattr(model, "grounds_paths", False):
+    if given != "auto" or not model.profile.grounds_paths:
         return given, ""
     states = await asyncio.to_thread(path_states, workspace, [Message.user(prompt)])
     opening, steps = opening_turns(states, tools, finish=finish)

@@ -21,31 +21,19 @@ from typing import Any, Literal, cast
 
 from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
-from .._events import Event, EventSink
+from .._events import Event
 from .._frontmatter import CatalogueWarning
-from .._guard import LoopGuard
-from .._loop import (
-    DEFAULT_GUARD,
-    AgentResult,
-    AgentSpec,
-    Compaction,
-    RunBudget,
-    ToolGate,
-    opening_choices,
-    passed_deadline,
-    run_agent,
-)
+from .._loop import AgentResult, opening_choices, passed_deadline, run_agent
 from .._messages import Message
 from .._usage import Usage
-from .._workspace import Workspace
-from ..mcp import TOOL_SEARCH, DeferredGate, deferred_index, search_tool
+from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
-from ..skills import SkillCatalogue
 from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
-from ._complete import COMPLETE_TOOL, Delivery, ResultSchema, typed_complete, validate_paths
+from ._assemble import RunScope, assemble, toolset
+from ._complete import Delivery, validate_paths
 from ._output import RESULTS_DIR, TaskOutput, fits, kept, render, render_whole
-from ._prompts import SUBAGENT_INSTRUCTIONS, shaped_opening, task_description, type_listing
+from ._prompts import task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 
 ContextMode = Literal["isolated", "snapshot"]
@@ -53,74 +41,45 @@ CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
 MAX_PROMPTS = 100
 MAX_KEPT_CHARS = 4_000
 """A `task` call's results longer than this keep only status lines and artifact lists in compaction."""
-TYPED_RESULT_NOTE = (
-    "Your task has a typed result: call `complete` with `result` in exactly the shape its schema "
-    "requires. A result that does not fit comes back as an error saying what is wrong; fix it and call again."
-)
 _ARGUMENTS = frozenset({"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria"})
 
 
 class SubagentRunner:
     """Runs the subagents of one run and keeps their records.
 
-    `tools` are every tool the run knows by name; `parent_tools` the names the lead has (what an
-    inheriting subagent gets). `model_for` turns a model string into a model (cached by the caller).
-    `uploaded_files` is the parent's uploads state: each subagent gets a deep copy. `skills` is
-    the run's skill catalogue, of which each subagent sees what its definition allows. `deferred`
-    tools it has are hidden until it loads them with `tool_search`, which it then gets whatever its
-    definition's allow and deny lists say.
+    `run` is what the run's agents share (see `RunScope`): its limits cap the subagents running at
+    once (`max_parallel`) and in all (`max_subagents`). `tools` are every tool the run knows by
+    name; `parent_tools` the names the lead has (what an inheriting subagent gets). `model_for`
+    turns a model string into a model (cached by the caller). `uploaded_files` is the parent's
+    uploads state: each subagent gets a deep copy.
     """
 
     def __init__(
         self,
+        run: RunScope,
         *,
-        run_id: str,
-        user_id: str,
-        timezone: str,
-        workspace: Workspace,
-        emit: EventSink,
         tools: dict[str, Tool],
         parent_tools: Sequence[str],
         parent_model: Model,
         subagent_model: Model | None,
         model_for: Callable[[str], Model],
-        max_parallel: int | None,
-        max_total: int | None,
-        compaction: Compaction | None = None,
-        context_window: int | None = None,
-        guard: LoopGuard | None = DEFAULT_GUARD,
-        budget: RunBudget | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
-        skills: SkillCatalogue | None = None,
-        deferred: Sequence[Tool] = (),
-        auto_promote: int = 0,
-        project_context: str = "",
         finished: dict[str, TaskOutput] | None = None,
         on_finish: Callable[[str | None, TaskOutput], None] | None = None,
     ) -> None:
-        self.run_id = run_id
-        self.user_id = user_id
-        self.timezone = timezone
-        self.workspace = workspace
-        self.emit = emit
+        self.scope = run
+        self.run_id = run.run_id
+        self.workspace = run.workspace
+        self.emit = run.emit
         self.tools = tools
         self.parent_tools = list(parent_tools)
         self.parent_model = parent_model
         self.subagent_model = subagent_model
         self.model_for = model_for
-        self.max_total = max_total
-        self.compaction = compaction
-        self.context_window = context_window
-        self.guard = guard
-        self.budget = budget
-        """The run's budget, shared with the lead: every subagent's model requests count against it."""
+        self.max_total = run.limits.max_subagents
+        self.budget = run.budget
         self.uploaded_files = uploaded_files
-        self.skills = skills or SkillCatalogue({})
-        self.deferred = {t.name: t for t in deferred}
-        """Tools a subagent is told of by name and loads with `tool_search` (see `delegate.mcp`)."""
-        self.auto_promote = auto_promote
-        self.project_context = project_context
-        """The workspace's AGENTS.md / CLAUDE.md part, for types that do not opt out."""
+        self.skills = run.skills
         self.finished = finished or {}
         """Subagents of an interrupted run that finished, by key: reused, not run again."""
         self.on_finish = on_finish
@@ -132,7 +91,8 @@ class SubagentRunner:
         """Set when the run is stopped to be resumed later (`Runtime.interrupt`): a subagent
         cancelled then ends `interrupted`, and is not recorded, as if its process had died."""
         self.started = 0
-        self._semaphore = asyncio.Semaphore(max_parallel) if max_parallel else None
+        parallel = run.limits.max_parallel
+        self._semaphore = asyncio.Semaphore(parallel) if parallel else None
         self._ids = itertools.count(1)
         self._prepared: dict[str, tuple[list[Tool], Model]] = {}
 
@@ -165,22 +125,13 @@ class SubagentRunner:
             inherited = [n for n in self.parent_tools if not getattr(self.tools.get(n), "talks_to_user", False)]
             names = tools_for(definition, inherited, list(self.tools))
             tools = [self.tools[n] for n in names if n not in ("complete", TOOL_SEARCH)]
-            deferred = [t for t in tools if t.name in self.deferred]
-            if deferred:
-                tools.append(search_tool(deferred))
-            stop = set(definition.stop_tools)
-            tools = [_as_stop(t) if t.name in stop else t for t in tools]
             for first in opening_choices(definition.first_tool_choice):
                 if first not in FREE_CHOICES and first not in names and first != "complete":
                     raise ToolError(
                         f"subagent type {definition.name!r} must call {first!r} first but does not have that tool "
                         f"(its tools: {', '.join([*names, 'complete'])}); fix its definition"
                     )
-            model = self._model(definition)
-            complete = COMPLETE_TOOL
-            if definition.output_schema is not None:
-                complete = typed_complete(ResultSchema(definition.output_schema, definition.name))
-            prepared = ([*tools, complete], model)
+            prepared = (toolset(definition, tools, self.scope), self._model(definition))
             self._prepared[definition.name] = prepared
         return prepared
 
@@ -276,8 +227,8 @@ class SubagentRunner:
             emit=self.emit,
             parent_agent_id=parent.agent_id,
             parent_tool_call_id=tool_call_id,
-            user_id=self.user_id,
-            timezone=self.timezone,
+            user_id=self.scope.user_id,
+            timezone=self.scope.timezone,
             uploaded_files=copy.deepcopy(self.uploaded_files),
         )
         record.usage = ctx.usage
@@ -285,36 +236,8 @@ class SubagentRunner:
         self.live[agent_id] = (record, ctx)
         try:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
-            gates: list[ToolGate] = [g for g in (self.skills.gate(self.workspace, definition.skills),) if g]
-            deferred = [t for t in tools if t.name in self.deferred]
-            if deferred:
-                gates.append(DeferredGate(deferred, auto_promote=self.auto_promote))
-            names = [t.name for t in tools]
-            given = definition.first_tool_choice
-            first, steps = await shaped_opening(model, self.workspace, prompt, names, given, finish="complete")
-            spec = AgentSpec(
-                name=definition.name,
-                instructions=_system_prompt(
-                    definition,
-                    criteria=bool(criteria),
-                    snapshot=snapshot is not None,
-                    context=self.project_context if definition.project_context else "",
-                    skills=self.skills.index(definition.skills),
-                    deferred=deferred_index(t.name for t in deferred) if deferred else "",
-                    steps=steps,
-                ),
-                model=model,
-                tools=tools,
-                max_steps=definition.max_steps,
-                timeout=definition.timeout,
-                token_budget=definition.token_budget,
-                compaction=self.compaction,
-                context_window=self.context_window,
-                guard=self.guard,
-                budget=self.budget,
-                gates=gates,
-                first_tool_choice=first,
-            )
+            notes = [SNAPSHOT_SYSTEM_NOTE if snapshot is not None else "", CRITERIA_SYSTEM_NOTE if criteria else ""]
+            spec = await assemble(definition, self.scope, model=model, tools=tools, prompt=prompt, notes=notes)
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
             slash = self.skills.slash_command(prompt, definition.skills)
             messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
@@ -426,19 +349,6 @@ def _fill(record: TaskOutput, result: AgentResult) -> None:
         record.summary = result.final
 
 
-def _as_stop(tool: Tool) -> Tool:
-    return Tool(
-        name=tool.name,
-        description=tool.description,
-        parameters=tool.parameters,
-        function=lambda ctx, args: tool.run(ctx, args),
-        stop=True,
-        path_params=tool.spec.path_params,
-        id_params=tool.spec.id_params,
-        one_of=tool.spec.one_of,
-    )
-
-
 def _resolve(
     definition: Subagent, subagent_model: Model | None, parent_model: Model, model_for: Callable[[str], Model]
 ) -> Model:
@@ -447,29 +357,6 @@ def _resolve(
     if definition.model != "inherit":
         return model_for(definition.model)
     return subagent_model or parent_model
-
-
-def _system_prompt(
-    definition: Subagent,
-    *,
-    criteria: bool,
-    snapshot: bool,
-    context: str = "",
-    skills: str = "",
-    deferred: str = "",
-    steps: str = "",
-) -> str:
-    parts = [SUBAGENT_INSTRUCTIONS, *([context] if context else [])]
-    if definition.instructions:
-        parts.append(f"Instructions for the {definition.name} agent:\n{definition.instructions}")
-    parts += [part for part in (skills, deferred, steps) if part]
-    if snapshot:
-        parts.append(SNAPSHOT_SYSTEM_NOTE)
-    if criteria:
-        parts.append(CRITERIA_SYSTEM_NOTE)
-    if definition.output_schema is not None:
-        parts.append(TYPED_RESULT_NOTE)
-    return "\n\n".join(parts)
 
 
 def task_tool(

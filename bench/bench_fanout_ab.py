@@ -1,0 +1,147 @@
+"""This code's storeless fan-out against another checkout's, in turn, in one sitting.
+
+    python bench/bench_fanout_ab.py /path/to/other/src            # 3 rounds each, in turn
+    python bench/bench_fanout_ab.py /path/to/other/src --rounds 5
+
+`git worktree add /tmp/old ee2be45` gives the other checkout (`/tmp/old/src`). Each round runs a fresh
+process per checkout (this one, then the other), so neither inherits the other's caches, and the
+machine's load falls on both alike. Each process reports:
+
+- its resident memory (RSS) after `import delegate; delegate.Runtime`, and after one warm-up
+  fan-out of 200 (the process as it stands before the timed runs);
+- µs of framework time per subagent of the fan-out of `bench_subagents.py` (a lead's `task` calls
+  of 100 prompts each; a model that answers at once), storeless at N = 1,000 (median of 3) and
+  10,000 (one run), and with the SQLite store at N = 1,000 (median of 3).
+
+Printed: the median over rounds of each figure for both checkouts, and this code's over the other's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent.parent / "src"
+PER_CALL = 100
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def child() -> None:
+    """One process's figures, as a JSON line (runs with PYTHONPATH set to one checkout's src)."""
+    import asyncio
+
+    import delegate
+
+    delegate.Runtime  # noqa: B018  (the lazy import a user's first use makes)
+    imported = rss_mb()
+    from delegate.models import ModelRequest, ModelResponse
+    from delegate.subagents import LEAD_INSTRUCTIONS
+    from delegate.testing import FunctionModel, call, reply, respond
+
+    def model(n: int) -> FunctionModel:
+        calls = [
+            (
+                "task",
+                {
+                    "subagent_type": "explore",
+                    "description": "b",
+                    "prompts": [f"q{j}" for j in range(i, min(n, i + PER_CALL))],
+                },
+            )
+            for i in range(0, n, PER_CALL)
+        ]
+
+        def answer(request: ModelRequest) -> ModelResponse:
+            if request.system.startswith(LEAD_INSTRUCTIONS):
+                return respond(calls) if len(request.messages) == 1 else reply("all done")
+            return call("complete", summary="ok")
+
+        return FunctionModel(answer)
+
+    async def one(root: Path, n: int, store: bool) -> float:
+        rt = delegate.Runtime(
+            model=model(n),
+            workspace=root,
+            max_parallel=None,
+            max_subagents=None,
+            store=None if store else False,
+            heartbeat_interval=3600,
+        )
+        start = time.perf_counter()
+        result = await rt.run("fan out")
+        elapsed = time.perf_counter() - start
+        assert len(result.subagents) == n and all(s.status == "completed" for s in result.subagents)
+        return elapsed / n * 1e6
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        asyncio.run(one(root, 200, False))
+        before = rss_mb()
+        storeless = statistics.median(asyncio.run(one(root, 1000, False)) for _ in range(3))
+        large = asyncio.run(one(root, 10_000, False))
+        stored = statistics.median(asyncio.run(one(root, 1000, True)) for _ in range(3))
+    figures = {"rss_import": imported, "rss_before": before, "n1000": storeless, "n10000": large, "store": stored}
+    print(json.dumps(figures))
+
+
+def run(src: Path) -> dict[str, float]:
+    env = os.environ | {"PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, __file__, "--child"], env=env, capture_output=True, text=True, check=True, timeout=900
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("other", nargs="?", type=Path, help="the other checkout's src folder")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child()
+        return
+    if args.other is None:
+        parser.error("name the other checkout's src folder")
+    runs: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
+    for _ in range(args.rounds):
+        runs["this"].append(run(HERE))
+        runs["other"].append(run(args.other.resolve()))
+    med: dict[str, dict[str, Any]] = {
+        side: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for side, rs in runs.items()
+    }
+    rows = [
+        ("RSS after import delegate; delegate.Runtime", "rss_import", "MB"),
+        ("RSS before the timed runs (after a fan-out of 200)", "rss_before", "MB"),
+        ("storeless fan-out, N = 1,000", "n1000", "µs/subagent"),
+        ("storeless fan-out, N = 10,000", "n10000", "µs/subagent"),
+        ("SQLite store on, N = 1,000", "store", "µs/subagent"),
+    ]
+    print(f"medians of {args.rounds} rounds, in turn; this = {HERE}, other = {args.other}")
+    for label, key, unit in rows:
+        this, other = med["this"][key], med["other"][key]
+        print(f"  {label:<52} this {this:8.1f} {unit:<12} other {other:8.1f}   this/other {this / other:.2f}x")
+    this = med["this"]
+    print(
+        f"  this code: 10,000 / 1,000 = {this['n10000'] / this['n1000']:.2f}x; "
+        f"store on / storeless = {this['store'] / this['n1000']:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()

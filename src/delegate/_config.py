@@ -1,0 +1,115 @@
+"""How runs run, as three frozen objects, each validated when it is made and passed whole.
+
+- `RunLimits`: what one run may spend: its time, tokens, model requests, and subagents (at once
+  and in all). `Runtime(limits=...)` sets them for every run; `run(..., limits=...)` for one.
+- `LoopSettings`: how every agent's loop runs: compaction, the context window, the loop guard, the
+  heartbeat of live subagents.
+- `Extensions`: what a runtime loads besides the definitions given in code: definition and skill
+  folders, MCP servers and how their tools are offered, the model alias table.
+
+Modelled on `delegate.server.Limits` (and openai-agents' `RunConfig`, pydantic-ai's `UsageLimits`):
+a setting is one field of one of these, so adding one touches its field, the flag that sets it,
+and the code that reads it, nothing in between.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from typing import TYPE_CHECKING
+
+from ._errors import UserError
+from ._guard import LoopGuard
+
+if TYPE_CHECKING:
+    from ._loop import Compaction
+    from .mcp import MCPServerConfig
+
+DEFAULT_RUN_TIMEOUT = 3600.0
+"""Seconds a lead may run before it ends `timed_out` (subagents included), unless told otherwise."""
+
+
+def _whole(owner: str, name: str, value: object, *, least: int = 1) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+        raise UserError(f"{owner} {name}={value!r}: give a whole number of at least {least}, or None for no limit")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunLimits:
+    """What one run may spend, the lead and all its subagents together. None is no limit.
+
+    `timeout`: seconds the run may take (it then ends `timed_out`). `token_budget` and
+    `max_requests`: tokens (input and output) and model requests; once either is spent no new
+    model request starts and the run ends `aborted`, its stop reason `run_token_budget` or
+    `run_max_requests`. `max_parallel`: subagents running at once. `max_subagents`: subagents
+    the run may start in all (the lead is told when it asks for more).
+    """
+
+    timeout: float | None = DEFAULT_RUN_TIMEOUT
+    token_budget: int | None = None
+    max_requests: int | None = None
+    max_parallel: int | None = 16
+    max_subagents: int | None = 100
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and (isinstance(self.timeout, bool) or not self.timeout > 0):
+            raise UserError(f"RunLimits timeout={self.timeout!r}: give positive seconds, or None for no deadline")
+        for name in ("token_budget", "max_requests", "max_parallel", "max_subagents"):
+            _whole("RunLimits", name, getattr(self, name))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoopSettings:
+    """How every agent's loop runs (the lead's and its subagents').
+
+    `compaction`: when older turns are summarised (default: at 70% of the context window).
+    `context_window`: tokens every agent's model reads at once, over what each model says (None:
+    theirs; see `delegate.models.context_window`). `guard`: ends an agent that goes round in
+    circles (the same call failing 3 times, or 10 turns without progress; None: never).
+    `heartbeat_interval`: seconds between the `subagent.heartbeat` events of live subagents.
+    """
+
+    compaction: Compaction | None = None
+    context_window: int | None = None
+    guard: LoopGuard | None = field(default_factory=LoopGuard)
+    heartbeat_interval: float = 5.0
+
+    def __post_init__(self) -> None:
+        _whole("LoopSettings", "context_window", self.context_window, least=1024)
+        if isinstance(self.heartbeat_interval, bool) or not self.heartbeat_interval > 0:
+            raise UserError(f"LoopSettings heartbeat_interval={self.heartbeat_interval!r}: give positive seconds")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Extensions:
+    """What a runtime loads besides the definitions given in code.
+
+    `agents_dirs` and `skills_dirs`: folders of subagent definitions and of skills, besides the
+    workspace's `.claude/` and `.delegate/` ones (folders inside the workspace are read-only to
+    agents). `builtin_subagents`: offer the built-in types (`general-purpose`, `explore`, `bash`).
+    `mcp_servers`: MCP servers whose tools agents get; with `tool_search` they stay hidden behind
+    the `tool_search` tool until found, the `auto_promote` that best match a task loaded from its
+    first turn. `model_aliases`: entries over the table that resolves `sonnet`, `opus`, ... (a
+    mapping, or `alias=provider:model` strings; see `delegate.models`). `shared`: the operator's
+    folder when the workspace is one user's (in `delegate serve`): definitions and skills are read
+    from it first, the workspace's own shadowing them by name.
+    """
+
+    agents_dirs: Sequence[str | PathLike[str]] = ()
+    skills_dirs: Sequence[str | PathLike[str]] = ()
+    builtin_subagents: bool = True
+    mcp_servers: Sequence[MCPServerConfig] = ()
+    tool_search: bool = True
+    auto_promote: int = 3
+    model_aliases: Mapping[str, str] | Sequence[str] = ()
+    shared: str | PathLike[str] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("agents_dirs", "skills_dirs", "mcp_servers"):
+            value = getattr(self, name)
+            if isinstance(value, (str, PathLike)):
+                raise UserError(f"Extensions {name} is one path, not a list: write {name}=[{os.fspath(value)!r}]")
+            object.__setattr__(self, name, tuple(value))
+        _whole("Extensions", "auto_promote", self.auto_promote, least=0)

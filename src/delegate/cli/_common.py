@@ -1,0 +1,302 @@
+"""What every command of the command line shares: the operator's flags and the settings they
+make, the one workspace check, the one store opener, how a command fails, how a run is driven.
+
+Heavy imports (the runtime, provider SDKs) happen inside the functions, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_type_hints
+
+import typer
+
+if TYPE_CHECKING:
+    from .._agents import Lead
+    from .._config import Extensions, LoopSettings, RunLimits
+    from .._events import Event
+    from .._runtime import Runtime
+    from .._settings import RuntimeSettings
+    from .._store import Store
+    from .._workspace import CommandPolicy
+
+_T = TypeVar("_T")
+
+LOCAL_USER = "default"
+"""The command line's user (`delegate._settings.LOCAL_USER`, without importing it for --help)."""
+
+Workspace = Annotated[
+    Path, typer.Option("--workspace", "-w", help="The workspace folder (default: the current folder).")
+]
+ModelAlias = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model-alias",
+        help="alias=provider:model, e.g. sonnet=openai:gpt-4.1 (over DELEGATE_MODEL_ALIASES, .delegate/models.toml).",
+    ),
+]
+Db = Annotated[
+    str | None,
+    typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/)."),
+]
+
+
+Agents = Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")]
+Skills = Annotated[list[Path] | None, typer.Option("--skills", help="A folder of skills.")]
+McpConfig = Annotated[Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")]
+AllowCommands = Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands (sandboxed).")]
+AllowNetwork = Annotated[bool, typer.Option("--allow-network", help="Let agents' commands reach the network.")]
+CommandEnv = Annotated[
+    list[str] | None,
+    typer.Option("--command-env", help="An environment variable agents' commands may see (repeat for more)."),
+]
+CommandLimit = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--command-limit",
+        metavar="NAME=VALUE",
+        help="A cap of each agent's command (repeat for more): processes=512, memory=4G (each process), "
+        "file_size=1G, open_files=1024, cpu_seconds=600 (each process), tmp_size=512M, disk_quota=10G "
+        "(the workspace; 0: none). See docs/security.md.",
+    ),
+]
+Unsandboxed = Annotated[
+    bool,
+    typer.Option(
+        "--unsandboxed-commands",
+        help="Run agents' commands WITHOUT the bubblewrap sandbox, as your own user (where bwrap cannot run).",
+    ),
+]
+ContextWindow = Annotated[
+    int | None,
+    typer.Option(
+        "--context-window",
+        min=1024,
+        envvar="DELEGATE_CONTEXT_WINDOW",
+        help="Tokens the model reads at once (default: what the model says, or the table of known models).",
+    ),
+]
+MaxRepeatedFailures = Annotated[
+    int, typer.Option("--max-repeated-failures", min=0, help="End an agent when one call failed this often (0: off).")
+]
+MaxIdleSteps = Annotated[
+    int, typer.Option("--max-idle-steps", min=0, help="End an agent after N turns without progress (0: off).")
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatorFlags:
+    """The operator's flags of every command that runs agents (`delegate run`, `delegate serve`,
+    `delegate batch submit|worker`), added to each by `operator_flags`: one list, so that a flag
+    means the same everywhere and no command lacks one."""
+
+    agents: Agents = None
+    skills: Skills = None
+    mcp_config: McpConfig = None
+    allow_commands: AllowCommands = False
+    allow_network: AllowNetwork = False
+    command_env: CommandEnv = None
+    command_limit: CommandLimit = None
+    unsandboxed_commands: Unsandboxed = False
+    model_alias: ModelAlias = None
+    context_window: ContextWindow = None
+    max_repeated_failures: MaxRepeatedFailures = 3
+    max_idle_steps: MaxIdleSteps = 10
+
+    def loop(self) -> LoopSettings:
+        """`--context-window`, `--max-repeated-failures` and `--max-idle-steps` (0 switches a rule off)."""
+        from .._config import LoopSettings
+        from .._guard import LoopGuard
+
+        failures, idle = self.max_repeated_failures, self.max_idle_steps
+        guard = LoopGuard(repeated_failures=failures or None, idle_steps=idle or None) if failures or idle else None
+        return LoopSettings(context_window=self.context_window, guard=guard)
+
+    def extensions(self) -> Extensions:
+        """`--agents`, `--skills`, `--mcp-config` and `--model-alias`; a bad MCP config is a `UserError`."""
+        from .._config import Extensions
+        from ..mcp import load_mcp_config
+
+        return Extensions(
+            agents_dirs=self.agents or (),
+            skills_dirs=self.skills or (),
+            mcp_servers=load_mcp_config(self.mcp_config) if self.mcp_config else (),
+            model_aliases=self.model_alias or (),
+        )
+
+    def commands(self) -> CommandPolicy | None:
+        """The command flags as a `CommandPolicy` (None without `--allow-commands`)."""
+        if not self.allow_commands:
+            return None
+        return command_policy(self.allow_network, self.command_env, self.unsandboxed_commands, self.command_limit)
+
+    def settings(
+        self, workspace: Path, *, model: str | None = None, lead: Lead | None = None, limits: RunLimits | None = None
+    ) -> RuntimeSettings:
+        """The `RuntimeSettings` every command builds its runtimes from: these flags, and what the
+        command itself says (`model`, `lead`, `limits`). Exit 2 for a workspace that is no folder;
+        a `UserError` for a bad MCP config."""
+        from .._agents import Lead
+        from .._config import RunLimits
+        from .._settings import RuntimeSettings
+
+        return RuntimeSettings(
+            workspace=checked_workspace(workspace),
+            model=model,
+            lead=lead or Lead(),
+            limits=limits or RunLimits(),
+            loop=self.loop(),
+            extensions=self.extensions(),
+            commands=self.commands(),
+        )
+
+
+def operator_flags(command: Callable[..., _T]) -> Callable[..., _T]:
+    """`command` with the options of `OperatorFlags` after its own, handed to it as `flags`."""
+    options = get_type_hints(OperatorFlags, include_extras=True)
+    shared = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=options[f.name])
+        for f in fields(OperatorFlags)
+    ]
+    own = inspect.signature(command, eval_str=True)
+
+    @functools.wraps(command)
+    def with_flags(**values: Any) -> _T:
+        flags = OperatorFlags(**{f.name: values.pop(f.name) for f in fields(OperatorFlags)})
+        return command(**values, flags=flags)
+
+    kept = [p for p in own.parameters.values() if p.name != "flags"]
+    with_flags.__signature__ = own.replace(parameters=[*kept, *shared])  # type: ignore[attr-defined]  # what typer reads
+    return with_flags
+
+
+def checked_workspace(workspace: Path) -> Path:
+    """The one workspace check of every command: exit 2 unless `--workspace` is a folder."""
+    if not workspace.is_dir():
+        fail(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
+    return workspace
+
+
+def command_policy(
+    network: bool, env: list[str] | None, unsandboxed: bool, limits: list[str] | None = None
+) -> CommandPolicy:
+    """The command flags as a `CommandPolicy`; running commands unsandboxed is said out loud.
+
+    Raises `UserError` for a `--command-limit` that is not `NAME=VALUE` of a known cap.
+    """
+    from .._command_limits import CommandLimits
+    from .._workspace import CommandPolicy
+
+    caps = CommandLimits().with_settings(limits or [])
+    if unsandboxed:
+        typer.echo(
+            "warning: agents' commands run WITHOUT a sandbox (--unsandboxed-commands): as your own user, "
+            "with your files and the network",
+            err=True,
+        )
+    return CommandPolicy(sandbox=not unsandboxed, network=network, env=tuple(env or ()), limits=caps)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def print_warnings(runtime: Runtime) -> None:
+    """What is wrong with the definition and skill files the runtime read, one line each on stderr."""
+    for warning in runtime.warnings():
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def print_run_warnings(event: Event) -> None:
+    """What goes wrong as a run goes on, on stderr as it happens: an MCP server that did not start
+    (the run goes on without its tools), a type whose aliased model has no key (it runs on the lead's)."""
+    if event.type == "mcp.server_failed":
+        typer.echo(f"warning: {event.data['warning']}", err=True)
+    elif event.type == "warning" and "subagent_type" in event.data:
+        typer.echo(f"warning: {event.data['reason']}", err=True)
+
+
+def store_option(db: str | None) -> str | None:
+    return db or os.environ.get("DELEGATE_DB") or None
+
+
+def open_store(workspace: Path, db: str | None) -> Store:
+    """The store of `--db`, `DELEGATE_DB`, or the workspace's own (a bad one is a `UserError`:
+    exit 2, or its traceback with `--debug`)."""
+    from .._settings import open_store
+
+    return open_store(store_option(db), checked_workspace(workspace))
+
+
+def checked_text(text: str, what: str) -> str:
+    """`text` from the command line, refused unless it is valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(text[exc.start]) - 0xDC00
+        shown = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else f"character U+{ord(text[exc.start]):04X}"
+        fail(f"{what} is not valid UTF-8 ({shown} at position {exc.start}): pass it as UTF-8 text")
+    return text
+
+
+def run_until_done(start: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Run `start()` on a new event loop, SIGTERM and SIGHUP cancelling it as Ctrl-C does (the
+    run records itself cancelled); raises `KeyboardInterrupt` when it was cancelled so."""
+
+    async def main() -> _T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, task.cancel)
+        return await start()
+
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None
+
+
+LOCAL_TIMEOUT = 300.0
+"""Seconds a `delegate run` on the embedded local model may take unless `--timeout` says otherwise:
+on a CPU it reads about 20 tokens a second, and with nobody watching a run once went on for 14
+minutes (89,500 tokens) on work it could not do."""
+
+NO_MODEL = (
+    "no model configured: pass --model provider:name (e.g. --model openai:gpt-4.1-mini), set DELEGATE_MODEL, "
+    "or set OPENAI_API_KEY (or OPENAI_BASE_URL for vLLM, Ollama, llama.cpp) or ANTHROPIC_API_KEY"
+)
+
+
+def default_model(named: str | None, *, what: str) -> str | None:
+    """The model of a command that runs agents (`what`: its runs, its items), checked when the
+    operator named none: with no `--model`, no `DELEGATE_MODEL` and no provider's key, the small
+    embedded model is never chosen in silence. Off a terminal (a script, a pipe, `--json` into a
+    file) that is bad usage, exit 2, saying what to set; on one, a warning on stderr. Returns
+    `named`, or `local` when it was chosen so."""
+    if named is not None or os.environ.get("DELEGATE_MODEL"):
+        return named
+    from ..models import default_model_spec
+
+    if default_model_spec() != "local":
+        return None  # a provider whose key is set: `resolve_model` takes it
+    if not sys.stdout.isatty():
+        fail(
+            f"{NO_MODEL}. To run the small embedded model (SmolLM2-135M: slow, and weak at real work), "
+            "name it: --model local (or DELEGATE_MODEL=local)"
+        )
+    typer.echo(
+        f"warning: {NO_MODEL}; {what} use the small embedded model (SmolLM2-135M: slow, and weak at real work). "
+        "Press Ctrl-C and pass --model for a real one.",
+        err=True,
+    )
+    return "local"
