@@ -6,7 +6,8 @@
 A: no OTEL_* variable (how every run starts when tracing is off). B: the same run with its
 tracing sink removed altogether (the code before tracing existed): A/B is what "off" costs.
 C: tracing on, exporting to an OTLP/HTTP receiver on loopback (spans are sent by the SDK's
-background thread; the flush is outside the timing). Reports medians of ms per subagent.
+background thread; the flush is outside the timing). D: C with message content capture on
+(`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`). Reports medians of ms per subagent.
 """
 
 from __future__ import annotations
@@ -47,14 +48,17 @@ def _rotated(modes: list[str], i: int) -> list[str]:
 def _timed(root: Path, n: int, mode: str, endpoint: str, real_sinks: object) -> float:
     if mode == "none":
         _tracing.sinks = list  # type: ignore[assignment]  # no tracing code at all
-    if mode == "on":
+    if mode in ("on", "content"):
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    if mode == "content":
+        os.environ[_tracing.CAPTURE_CONTENT] = "true"
     try:
         return asyncio.run(one_run(root, n, 0.0, False))
     finally:
         _tracing.sinks = real_sinks  # type: ignore[assignment]
         _tracing.flush()
         os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        os.environ.pop(_tracing.CAPTURE_CONTENT, None)
 
 
 def main() -> None:
@@ -68,12 +72,12 @@ def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     real_sinks = _tracing.sinks
-    times: dict[str, list[float]] = {"off": [], "none": [], "on": []}
+    times: dict[str, list[float]] = {"off": [], "none": [], "on": [], "content": []}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         asyncio.run(one_run(root, 200, 0.0, False))  # warm up imports and caches
         for i in range(args.repeats):
-            for mode in _rotated(["off", "none", "on"], i):  # each mode in each position in turn
+            for mode in _rotated(["off", "none", "on", "content"], i):  # each mode in each position in turn
                 times[mode].append(_timed(root, args.n, mode, endpoint, real_sinks))
     server.shutdown()
     per = {k: statistics.median(v) / args.n * 1000 for k, v in times.items()}
@@ -81,6 +85,8 @@ def main() -> None:
     print(f"  tracing off (no OTEL_* variable): {per['off']:.3f}")
     print(f"  no tracing code at all:           {per['none']:.3f}   off / none = {per['off'] / per['none']:.3f}x")
     print(f"  tracing on (OTLP/HTTP, loopback): {per['on']:.3f}   on / off = {per['on'] / per['off']:.2f}x")
+    content = per["content"]
+    print(f"  on, message content captured:     {content:.3f}   content / on = {content / per['on']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -15,10 +15,12 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import ModelError, Store, _tracing
+from delegate import Lead, LoopSettings, ModelError, Store, _tracing
 from delegate._runtime import Runtime
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
+from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, is_lead, reply, respond
+from delegate.tools import tool
 from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 from tests.loopback_otlp import OTLPReceiver
@@ -124,35 +126,198 @@ def start(span: Any) -> int:
 CONTENT_KEYS = {
     "gen_ai.input.messages",
     "gen_ai.output.messages",
+    "gen_ai.system_instructions",
     "gen_ai.tool.call.arguments",
     "gen_ai.tool.call.result",
+    "input.value",
+    "input.mime_type",
+    "output.value",
+    "output.mime_type",
+    "delegate.content.omitted_messages",
 }
 
 
-async def test_message_content_is_left_out_of_spans_by_default(tmp_path: Path, collector: OTLPReceiver) -> None:
+def content_keys(span: Any) -> set[str]:
+    return {
+        k for k in span.attributes if k in CONTENT_KEYS or k.startswith(("llm.input_messages.", "llm.output_messages."))
+    }
+
+
+async def test_message_content_is_left_out_of_spans_by_default_and_the_kinds_and_tokens_are_not(
+    tmp_path: Path, collector: OTLPReceiver
+) -> None:
     await traced_run(tmp_path, prompt="PROMPT-TEXT look")
     assert collector.spans
     for span in collector.spans:
-        assert not CONTENT_KEYS & set(span.attributes), span.name
+        assert content_keys(span) == set(), span.name
         assert not any(text in json.dumps(span.attributes) for text in ("PROMPT-TEXT", "SECRET-a", "ANSWER-TEXT"))
+    lead = collector.one("invoke_agent lead")
+    assert (lead.attributes["openinference.span.kind"], lead.attributes["agent.name"]) == ("AGENT", "lead")
+    assert [lead.attributes[f"llm.token_count.{k}"] for k in ("prompt", "completion", "total")] == [300, 40, 340]
+    chat = min((c for c in collector.children(lead) if c.name == "chat gpt-test"), key=start)
+    assert (chat.attributes["openinference.span.kind"], chat.attributes["llm.model_name"]) == ("LLM", "gpt-test")
+    assert [chat.attributes[f"llm.token_count.{k}"] for k in ("prompt", "completion", "total")] == [100, 30, 130]
+    task = collector.named("execute_tool task")[0]
+    assert (task.attributes["openinference.span.kind"], task.attributes["tool.name"]) == ("TOOL", "task")
 
 
-async def test_message_content_is_captured_when_the_convention_variable_says_so(
+def text(content: str) -> dict[str, str]:
+    return {"type": "text", "content": content}
+
+
+async def test_with_content_capture_each_agent_span_shows_its_prompt_and_its_answer(
     tmp_path: Path, collector: OTLPReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
     await traced_run(tmp_path, prompt="PROMPT-TEXT look")
     lead = collector.one("invoke_agent lead")
     assert json.loads(lead.attributes["gen_ai.input.messages"]) == [
-        {"role": "user", "parts": [{"type": "text", "content": "PROMPT-TEXT look"}]}
+        {"role": "user", "parts": [text("PROMPT-TEXT look")]}
     ]
-    tasks = collector.named("execute_tool task")
-    arguments = sorted(json.loads(t.attributes["gen_ai.tool.call.arguments"])["prompt"] for t in tasks)
-    assert arguments == ["SECRET-a", "SECRET-b"]
-    assert all("looked" in t.attributes["gen_ai.tool.call.result"] for t in tasks)
-    final = max((c for c in collector.children(lead) if c.name == "chat gpt-test"), key=start)
-    output = json.loads(final.attributes["gen_ai.output.messages"])
-    assert output == [{"role": "assistant", "parts": [{"type": "text", "content": "ANSWER-TEXT both looked"}]}]
+    assert json.loads(lead.attributes["gen_ai.output.messages"]) == [
+        {"role": "assistant", "parts": [text("ANSWER-TEXT both looked")], "finish_reason": "stop"}
+    ]
+    assert content_keys(lead) == {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "input.value",
+        "input.mime_type",
+        "output.value",
+        "output.mime_type",
+    }
+    assert (lead.attributes["input.value"], lead.attributes["input.mime_type"]) == ("PROMPT-TEXT look", "text/plain")
+    assert (lead.attributes["output.value"], lead.attributes["output.mime_type"]) == (
+        "ANSWER-TEXT both looked",
+        "text/plain",
+    )
+    helpers = sorted(collector.named("invoke_agent explore"), key=lambda s: s.attributes["input.value"])
+    assert [h.attributes["input.value"] for h in helpers] == ["SECRET-a", "SECRET-b"]
+    assert [json.loads(h.attributes["gen_ai.input.messages"]) for h in helpers] == [
+        [{"role": "user", "parts": [text("SECRET-a")]}],
+        [{"role": "user", "parts": [text("SECRET-b")]}],
+    ]
+    # a subagent's answer is what its `complete` call delivered
+    assert [h.attributes["output.value"] for h in helpers] == ["looked", "looked"]
+
+
+async def test_with_content_capture_each_model_call_span_shows_what_it_was_sent_and_answered(
+    tmp_path: Path, collector: OTLPReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    await traced_run(tmp_path, prompt="PROMPT-TEXT look")
+    lead = collector.one("invoke_agent lead")
+    first, final = sorted((c for c in collector.children(lead) if c.name == "chat gpt-test"), key=start)
+
+    (instructions,) = json.loads(first.attributes["gen_ai.system_instructions"])
+    assert instructions["type"] == "text" and instructions["content"].startswith(LEAD_INSTRUCTIONS)
+    assert json.loads(first.attributes["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [text("PROMPT-TEXT look")]}
+    ]
+    assert first.attributes["input.value"] == first.attributes["gen_ai.input.messages"]
+    assert first.attributes["input.mime_type"] == "application/json"
+    (answer,) = json.loads(first.attributes["gen_ai.output.messages"])
+    calls = [{"type": "tool_call", "id": p["id"], "name": "task", "arguments": p["arguments"]} for p in answer["parts"]]
+    assert answer == {"role": "assistant", "parts": calls, "finish_reason": "tool_call"}
+    assert [c["arguments"]["prompt"] for c in calls] == ["SECRET-a", "SECRET-b"]
+    assert (first.attributes["output.value"], first.attributes["output.mime_type"]) == (
+        first.attributes["gen_ai.output.messages"],
+        "application/json",
+    )
+    oi = {k: v for k, v in first.attributes.items() if k.startswith(("llm.input_messages.", "llm.output_messages."))}
+    assert oi == {
+        "llm.input_messages.0.message.role": "system",
+        "llm.input_messages.0.message.content": instructions["content"],
+        "llm.input_messages.1.message.role": "user",
+        "llm.input_messages.1.message.content": "PROMPT-TEXT look",
+        "llm.output_messages.0.message.role": "assistant",
+    } | {
+        f"llm.output_messages.0.message.tool_calls.{j}.tool_call.{k}": v
+        for j, call in enumerate(calls)
+        for k, v in {
+            "id": call["id"],
+            "function.name": "task",
+            "function.arguments": json.dumps(call["arguments"], ensure_ascii=False),
+        }.items()
+    }
+
+    # the final call was sent the whole conversation: the prompt, the calls and their results
+    sent = json.loads(final.attributes["gen_ai.input.messages"])
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert [p["type"] for p in sent[2]["parts"]] == ["tool_call_response", "tool_call_response"]
+    assert all("Summary: looked" in p["response"] for p in sent[2]["parts"])
+    assert final.attributes["llm.input_messages.3.message.role"] == "tool"
+    assert final.attributes["llm.input_messages.3.message.tool_call_id"] == calls[0]["id"]
+    assert final.attributes["llm.input_messages.4.message.tool_call_id"] == calls[1]["id"]
+    assert json.loads(final.attributes["gen_ai.output.messages"]) == [
+        {"role": "assistant", "parts": [text("ANSWER-TEXT both looked")], "finish_reason": "stop"}
+    ]
+    assert (final.attributes["output.value"], final.attributes["output.mime_type"]) == (
+        "ANSWER-TEXT both looked",
+        "text/plain",
+    )
+    assert final.attributes["llm.output_messages.0.message.content"] == "ANSWER-TEXT both looked"
+
+
+async def test_with_content_capture_each_tool_span_shows_its_arguments_and_its_whole_result(
+    tmp_path: Path, collector: OTLPReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    await traced_run(tmp_path, prompt="PROMPT-TEXT look")
+    tasks = sorted(collector.named("execute_tool task"), key=lambda t: t.attributes["input.value"])
+    for task, n in zip(tasks, "ab", strict=True):
+        arguments = {"subagent_type": "explore", "description": f"look {n}", "prompt": f"SECRET-{n}"}
+        assert json.loads(task.attributes["gen_ai.tool.call.arguments"]) == arguments
+        assert task.attributes["input.value"] == task.attributes["gen_ai.tool.call.arguments"]
+        assert task.attributes["input.mime_type"] == "application/json"
+        assert task.attributes["gen_ai.tool.call.result"].endswith("Summary: looked")
+        assert task.attributes["output.value"] == task.attributes["gen_ai.tool.call.result"]
+        assert task.attributes["output.mime_type"] == "text/plain"
+
+
+async def test_captured_content_is_bounded_with_a_note_of_what_was_cut(
+    tmp_path: Path, collector: OTLPReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    big = "x" * 50_000
+
+    @tool
+    def fetch(n: int) -> str:
+        """Fetch a large page."""
+        return f"PAGE-{n} " + "y" * 50_000
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        turn = len(request.messages) // 2
+        return respond([("fetch", {"n": turn})]) if turn < 4 else reply("read it")
+
+    runtime = Runtime(
+        model=FunctionModel(answer),
+        workspace=tmp_path,
+        store=False,
+        lead=Lead(tools=[fetch]),
+        loop=LoopSettings(context_window=1_000_000),
+    )
+    result = await runtime.run("PROMPT " + big)
+    _tracing.flush()
+    assert result.final == "read it"
+    lead = collector.one("invoke_agent lead")
+    prompt = lead.attributes["input.value"]
+    assert prompt == "PROMPT " + "x" * (_tracing.TEXT_LIMIT - len("PROMPT ")) + "… [cut: 50,007 characters in all]"
+    reads = collector.named("execute_tool fetch")
+    assert len(reads) == 4
+    for read in reads:
+        cut = read.attributes["gen_ai.tool.call.result"]
+        assert len(cut) < _tracing.TEXT_LIMIT + 100 and cut.endswith("… [cut: 50,007 characters in all]")
+    final = max((c for c in collector.children(lead) if c.name.startswith("chat")), key=start)
+    sent = final.attributes["gen_ai.input.messages"]
+    assert len(sent) <= _tracing.CONTENT_LIMIT
+    kept = json.loads(sent)
+    # the newest messages that fit are kept, the older ones counted
+    assert 1 <= len(kept) < 9  # of the prompt, four calls and their four results
+    assert final.attributes["delegate.content.omitted_messages"] == 9 - len(kept)
+    assert kept[-1]["role"] == "tool" and kept[-1]["parts"][0]["type"] == "tool_call_response"
+    for span in collector.spans:
+        for key, value in span.attributes.items():
+            assert not isinstance(value, str) or len(value) <= _tracing.CONTENT_LIMIT, (span.name, key)
 
 
 async def test_no_spans_are_sent_when_the_sdk_is_disabled(

@@ -46,9 +46,17 @@ class Event:
     tool_call_id: str | None = None
     data: dict[str, Any] = field(default_factory=dict[str, Any])
     ts: float = field(default_factory=time.time)
+    detail: object = field(default=None, repr=False, compare=False)
+    """The objects behind the event, for an in-process sink that wants more than `data` keeps:
+    `agent.started` the agent's first messages, `agent.completed` its `AgentResult`,
+    `model.request` the `ModelRequest`, `model.response` the `ModelResponse`, `tool.completed`
+    the whole `ToolResultPart`. A reference, never copied: it is not stored, streamed nor part of
+    `to_dict` (only the tracing sink reads it, with message content capture on)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(replace(self, detail=None))
+        del out["detail"]
+        return out
 
     def safe(self) -> Event:
         """The event itself when its text is valid UTF-8 (see `_text.py`), else a copy with each

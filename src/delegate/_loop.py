@@ -277,7 +277,7 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
     guard = spec.loop.guard
     watch = LoopWatch(guard, advice=spec.model.profile.when_stuck) if guard else None
     state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
-    ctx.event("agent.started", {"name": spec.name, "model": spec.model.name})
+    ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
     timeout = asyncio.timeout(spec.timeout)
     under = _DEADLINES.set((*_DEADLINES.get(), (timeout, spec.timeout))) if spec.timeout is not None else None
     try:
@@ -291,12 +291,13 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
         result = state.end("error", "model_error", error=str(exc))
     except asyncio.CancelledError:
         ended = state.end("timed_out", "run_timeout") if passed_deadline() is not None else None
-        ctx.event("agent.completed", _summary(ended or state.end("cancelled", "cancelled")))
+        ended = ended or state.end("cancelled", "cancelled")
+        ctx.event("agent.completed", _summary(ended), detail=ended)
         raise
     finally:
         if under is not None:
             _DEADLINES.reset(under)
-    ctx.event("agent.completed", _summary(result))
+    ctx.event("agent.completed", _summary(result), detail=result)
     return result
 
 
@@ -443,7 +444,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     else:
         if budget is not None and (spent := budget.begin()) is not None:
             raise _BudgetSpent(spent)
-        ctx.event("model.request", {"step": step, "messages": len(request.messages)})
+        ctx.event("model.request", {"step": step, "messages": len(request.messages)}, detail=request)
         response = _safe(await _complete(spec.model, request, state.usage))
         if journal is not None:
             journal.record_answer(step, response)
@@ -462,6 +463,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
                 "tool_calls": [c.name for c in response.tool_calls],
                 "text": response.text[:200],
             },
+            detail=response,
         )
     return response
 
@@ -523,6 +525,7 @@ async def _call_tool(
             "size": len(part.content),
         },
         tool_call_id=call.id,
+        detail=part,
     )
     return part, returned
 

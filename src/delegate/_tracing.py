@@ -15,9 +15,19 @@ opens a span on each start event and ends it on the matching end event:
       execute_tool {name} tool.started  → tool.completed
         invoke_agent ...  a subagent's span is a child of the `task` call that started it
 
-Message content (prompts, answers, tool arguments and results) is left out unless
-`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. Nothing here imports opentelemetry
-until tracing is on: without the variable, a runtime has no tracing sink at all.
+Each span also carries the OpenInference attributes trace viewers such as Arize Phoenix read
+(`openinference.span.kind` AGENT / LLM / TOOL, `llm.model_name`, `llm.token_count.*`, `tool.name`).
+
+Message content (prompts, answers, the messages of each model call, tool arguments and results)
+is left out unless `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. With it, the sink
+reads the objects behind the events (`Event.detail`: the request, the answer, the whole tool
+result) and sets them in both conventions: `gen_ai.input.messages`, `gen_ai.output.messages`,
+`gen_ai.system_instructions` (JSON in the GenAI message shape) and `input.value`, `output.value`,
+`llm.input_messages.*`, `llm.output_messages.*`. Each text is cut at `TEXT_LIMIT` characters and
+each list of messages keeps its newest that fit in `CONTENT_LIMIT` (see `_Content`).
+
+Nothing here imports opentelemetry until tracing is on: without the variable, a runtime has no
+tracing sink at all.
 """
 
 from __future__ import annotations
@@ -30,15 +40,27 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from ._events import Event, EventSink
+from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from ._text import safe_text
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
+    from ._loop import AgentResult
+    from .models import ModelRequest, ModelResponse
+
 _log = logging.getLogger("delegate.tracing")
 
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _QUEUE_SIZE = 65_536
+TEXT_LIMIT = 16_384
+"""The most characters of one text a span keeps (a prompt, a message's text, a tool's arguments'
+string, a tool's result): a longer one is cut, `… [cut: N characters in all]` after it."""
+CONTENT_LIMIT = 65_536
+"""About the most characters of one content attribute: a list of messages keeps its newest that fit
+(`delegate.content.omitted_messages` counts those left out), one message or a tool's arguments
+past it has its texts cut shorter."""
 
 
 def wanted(environ: Mapping[str, str] = os.environ) -> bool:
@@ -150,8 +172,127 @@ def _content(value: Any) -> str:
 
 def _set_usage(span: Span, event: Event) -> None:
     usage = cast(dict[str, Any], event.data.get("usage") or {})
-    span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))
-    span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens", 0)))
+    tokens_in, tokens_out = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+    span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
+    span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
+    span.set_attribute("llm.token_count.prompt", tokens_in)
+    span.set_attribute("llm.token_count.completion", tokens_out)
+    span.set_attribute("llm.token_count.total", tokens_in + tokens_out)
+
+
+def _cut(text: str, limit: int = TEXT_LIMIT) -> str:
+    """`text` made safe to export, cut to `limit` characters with a note of its whole size."""
+    text = safe_text(text)
+    return text if len(text) <= limit else f"{text[:limit]}… [cut: {len(text):,} characters in all]"
+
+
+def _cut_values(arguments: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    return {k: _cut(v, limit) if isinstance(v, str) else v for k, v in arguments.items()}
+
+
+def _arguments(arguments: Mapping[str, Any]) -> str:
+    """A tool call's arguments as JSON, each string argument cut, in about `CONTENT_LIMIT`."""
+    text = _content(_cut_values(arguments, TEXT_LIMIT))
+    if len(text) > CONTENT_LIMIT:
+        text = _content(_cut_values(arguments, max(256, CONTENT_LIMIT // (2 * max(1, len(arguments))))))
+    return text
+
+
+def _genai_part(part: Any, limit: int) -> dict[str, Any]:
+    """One message part in the GenAI conventions' message shape."""
+    if isinstance(part, TextPart):
+        return {"type": "text", "content": _cut(part.text, limit)}
+    if isinstance(part, ToolCallPart):
+        return {"type": "tool_call", "id": part.id, "name": part.name, "arguments": _cut_values(part.arguments, limit)}
+    if isinstance(part, ToolResultPart):
+        return {"type": "tool_call_response", "id": part.tool_call_id, "response": _cut(part.content, limit)}
+    if isinstance(part, ReasoningPart):
+        return {"type": "reasoning", "content": _cut(part.text, limit)}
+    if isinstance(part, MediaPart):  # the bytes are left out: their type and name say what was sent
+        media: dict[str, Any] = {"type": "uri" if part.url else "media", "mime_type": part.media_type}
+        if part.url:
+            media["uri"] = part.url
+        if part.name:
+            media["name"] = part.name
+        return media
+    return {"type": str(getattr(part, "kind", "unknown"))}
+
+
+def _genai_message(message: Message, limit: int = TEXT_LIMIT) -> dict[str, Any]:
+    return {"role": message.role, "parts": [_genai_part(p, limit) for p in message.parts]}
+
+
+class _Content:
+    """A list of messages as one span attribute: the newest messages whose JSON fits in
+    `CONTENT_LIMIT` (at least the newest one, its texts cut shorter if it alone is past it)."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        kept: list[tuple[dict[str, Any], str]] = []
+        size = 2
+        for message in reversed(messages):
+            shaped = _genai_message(message)
+            text = _content(shaped)
+            if not kept and len(text) > CONTENT_LIMIT:
+                limit = max(256, CONTENT_LIMIT // (2 * max(1, len(message.parts))))
+                shaped = _genai_message(message, limit)
+                text = _content(shaped)
+            if kept and size + len(text) + 1 > CONTENT_LIMIT:
+                break
+            kept.append((shaped, text))
+            size += len(text) + 1
+        kept.reverse()
+        self.messages = [shaped for shaped, _ in kept]
+        self.json = "[" + ",".join(text for _, text in kept) + "]"
+        self.omitted = len(messages) - len(kept)
+
+
+def _openinference(prefix: str, messages: list[dict[str, Any]], first: int = 0) -> dict[str, Any]:
+    """GenAI-shaped messages as OpenInference's flattened `{prefix}.{i}.message.*` attributes: a
+    message's texts joined as its `content`, its tool calls as `tool_calls`, each tool result a
+    `tool` message of its own."""
+    out: dict[str, Any] = {}
+    i = first
+    for message in messages:
+        parts = cast(list[dict[str, Any]], message["parts"])
+        results = [p for p in parts if p["type"] == "tool_call_response"]
+        for result in results:
+            at = f"{prefix}.{i}.message"
+            out |= {f"{at}.role": "tool", f"{at}.content": result["response"], f"{at}.tool_call_id": result["id"]}
+            i += 1
+        others = [p for p in parts if p["type"] != "tool_call_response"]
+        if results and not others:
+            continue
+        at = f"{prefix}.{i}.message"
+        out[f"{at}.role"] = message["role"]
+        texts = [str(p["content"]) for p in others if p["type"] == "text"]
+        if texts:
+            out[f"{at}.content"] = "".join(texts)
+        for j, call in enumerate(p for p in others if p["type"] == "tool_call"):
+            call_at = f"{at}.tool_calls.{j}.tool_call"
+            out[f"{call_at}.id"] = call["id"]
+            out[f"{call_at}.function.name"] = call["name"]
+            out[f"{call_at}.function.arguments"] = _content(call["arguments"])
+        i += 1
+    return out
+
+
+_FINISH = {"end_turn": "stop", "tool_use": "tool_call", "max_tokens": "length"}
+
+
+def _answer(response: ModelResponse) -> dict[str, Any]:
+    """A model's answer as a GenAI output message (in `CONTENT_LIMIT`, as `_Content` bounds one)."""
+    shaped = _Content([Message(role="assistant", parts=list(response.parts))]).messages[0]
+    shaped["finish_reason"] = "tool_call" if response.tool_calls else _FINISH.get(response.finish_reason, "stop")
+    return shaped
+
+
+def _final(result: AgentResult) -> str:
+    """What an agent ended with: its answer, or what its stopping tool delivered (`complete`'s summary)."""
+    returned = result.stop_return
+    if returned is not None:
+        summary = getattr(returned.data, "summary", None)
+        return summary if isinstance(summary, str) else returned.content
+    return result.final
 
 
 class EventSpans:
@@ -169,9 +310,7 @@ class EventSpans:
         self._tools: dict[tuple[str, str], Span] = {}
         self._started_by: dict[str, tuple[str | None, str | None]] = {}
         """Per subagent, the agent and tool call that started it (from `subagent.started`)."""
-        self._prompt = ""
         self._handlers: dict[str, Callable[[Event], None]] = {
-            "run.started": self._run_started,
             "subagent.started": self._subagent_started,
             "agent.started": self._agent_started,
             "agent.completed": self._agent_completed,
@@ -192,9 +331,6 @@ class EventSpans:
         handler = self._handlers.get(event.type)
         if handler is not None:
             handler(event)
-
-    def _run_started(self, event: Event) -> None:
-        self._prompt = str(event.data.get("prompt", ""))
 
     def _subagent_started(self, event: Event) -> None:
         self._started_by[event.agent_id] = (event.parent_agent_id, event.tool_call_id)
@@ -217,6 +353,8 @@ class EventSpans:
             "gen_ai.provider.name": _provider(model),
             "gen_ai.system": _provider(model),
             "gen_ai.request.model": _request_model(model),
+            "openinference.span.kind": "AGENT",
+            "agent.name": name,
         }
         if call_id and call_id.startswith("batch:"):  # a batch item: `batch:{id}:{key}:{attempt}`
             batch_id, _, rest = call_id[len("batch:") :].partition(":")
@@ -224,10 +362,8 @@ class EventSpans:
             attributes |= {"delegate.batch.id": batch_id, "delegate.batch.item.key": key}
             if attempt.isdigit():
                 attributes["delegate.batch.item.attempt"] = int(attempt)
-        if self._capture and event.agent_id == "lead" and self._prompt:
-            attributes["gen_ai.input.messages"] = _content(
-                [{"role": "user", "parts": [{"type": "text", "content": self._prompt}]}]
-            )
+        if self._capture and event.detail is not None:
+            attributes |= _agent_input(cast(list[Message], event.detail))
         self._agents[event.agent_id] = self._tracer.start_span(
             f"invoke_agent {name}",
             context=self._otel.set_span_in_context(parent) if parent is not None else None,
@@ -242,6 +378,16 @@ class EventSpans:
             return
         _set_usage(span, event)
         span.set_attribute("delegate.agent.steps", int(event.data.get("steps", 0)))
+        if self._capture and event.detail is not None:
+            final = _cut(_final(cast("AgentResult", event.detail)))
+            message = {"role": "assistant", "parts": [{"type": "text", "content": final}], "finish_reason": "stop"}
+            span.set_attributes(
+                {
+                    "gen_ai.output.messages": _content([message]),
+                    "output.value": final,
+                    "output.mime_type": "text/plain",
+                }
+            )
         status = str(event.data.get("status", ""))
         self._end_agent(event.agent_id, event.ts, status, str(event.data.get("error") or ""))
 
@@ -267,18 +413,24 @@ class EventSpans:
         agent = self._agents.get(event.agent_id)
         model = self._models.get(event.agent_id, "")
         request_model = _request_model(model)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": _provider(model),
+            "gen_ai.system": _provider(model),
+            "gen_ai.request.model": request_model,
+            "gen_ai.conversation.id": event.run_id,
+            "delegate.agent.step": int(event.data.get("step", 0)),
+            "openinference.span.kind": "LLM",
+            "llm.model_name": request_model,
+            "llm.provider": _provider(model),
+        }
+        if self._capture and event.detail is not None:
+            attributes |= _chat_input(cast("ModelRequest", event.detail))
         self._chats[event.agent_id] = self._tracer.start_span(
             f"chat {request_model}",
             context=self._otel.set_span_in_context(agent) if agent is not None else None,
             kind=self._otel.SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": _provider(model),
-                "gen_ai.system": _provider(model),
-                "gen_ai.request.model": request_model,
-                "gen_ai.conversation.id": event.run_id,
-                "delegate.agent.step": int(event.data.get("step", 0)),
-            },
+            attributes=attributes,
             start_time=_ns(event.ts),
         )
 
@@ -289,12 +441,8 @@ class EventSpans:
         _set_usage(span, event)
         calls = [str(name) for name in event.data.get("tool_calls", [])]
         span.set_attribute("gen_ai.response.finish_reasons", ["tool_calls" if calls else "stop"])
-        if self._capture:
-            parts: list[dict[str, Any]] = []
-            if text := event.data.get("text"):
-                parts.append({"type": "text", "content": text})
-            parts += [{"type": "tool_call", "name": name} for name in calls]
-            span.set_attribute("gen_ai.output.messages", _content([{"role": "assistant", "parts": parts}]))
+        if self._capture and event.detail is not None:
+            span.set_attributes(_chat_output(cast("ModelResponse", event.detail)))
         span.end(end_time=_ns(event.ts))
 
     def _tool_started(self, event: Event) -> None:
@@ -308,9 +456,16 @@ class EventSpans:
             "gen_ai.tool.call.id": event.tool_call_id,
             "gen_ai.tool.type": "function",
             "gen_ai.conversation.id": event.run_id,
+            "openinference.span.kind": "TOOL",
+            "tool.name": name,
         }
         if self._capture:
-            attributes["gen_ai.tool.call.arguments"] = _content(event.data.get("arguments", {}))
+            arguments = _arguments(cast(dict[str, Any], event.data.get("arguments") or {}))
+            attributes |= {
+                "gen_ai.tool.call.arguments": arguments,
+                "input.value": arguments,
+                "input.mime_type": "application/json",
+            }
         self._tools[(event.agent_id, event.tool_call_id)] = self._tracer.start_span(
             f"execute_tool {name}",
             context=self._otel.set_span_in_context(agent) if agent is not None else None,
@@ -324,8 +479,59 @@ class EventSpans:
         if span is None:
             return
         if self._capture:
-            span.set_attribute("gen_ai.tool.call.result", _content(event.data.get("content", "")))
+            whole = event.detail.content if isinstance(event.detail, ToolResultPart) else event.data.get("content", "")
+            result = _cut(str(whole))
+            span.set_attributes(
+                {"gen_ai.tool.call.result": result, "output.value": result, "output.mime_type": "text/plain"}
+            )
         if event.data.get("is_error"):
             span.set_attribute("error.type", "tool_error")
             span.set_status(self._otel.StatusCode.ERROR)
         span.end(end_time=_ns(event.ts))
+
+
+def _agent_input(messages: list[Message]) -> dict[str, Any]:
+    """An agent span's input: its first messages, and (as `input.value`) its prompt, the last of them
+    that is the user's."""
+    content = _Content(messages)
+    prompt = next((m.text for m in reversed(messages) if m.role == "user" and m.text), "")
+    out: dict[str, Any] = {
+        "gen_ai.input.messages": content.json,
+        "input.value": _cut(prompt),
+        "input.mime_type": "text/plain",
+    }
+    if content.omitted:
+        out["delegate.content.omitted_messages"] = content.omitted
+    return out
+
+
+def _chat_input(request: ModelRequest) -> dict[str, Any]:
+    """A model call's span: what it was sent, its system instructions and the conversation."""
+    content = _Content(request.messages)
+    system = _cut(request.system)
+    out: dict[str, Any] = {
+        "gen_ai.input.messages": content.json,
+        "input.value": content.json,
+        "input.mime_type": "application/json",
+    }
+    first = 0
+    if system:
+        out["gen_ai.system_instructions"] = _content([{"type": "text", "content": system}])
+        out |= {"llm.input_messages.0.message.role": "system", "llm.input_messages.0.message.content": system}
+        first = 1
+    out |= _openinference("llm.input_messages", content.messages, first)
+    if content.omitted:
+        out["delegate.content.omitted_messages"] = content.omitted
+    return out
+
+
+def _chat_output(response: ModelResponse) -> dict[str, Any]:
+    """A model call's span: what it answered (its text as `output.value` when it called no tool)."""
+    answer = _answer(response)
+    messages = _content([answer])
+    out: dict[str, Any] = {"gen_ai.output.messages": messages}
+    if response.tool_calls:
+        out |= {"output.value": messages, "output.mime_type": "application/json"}
+    else:
+        out |= {"output.value": _cut(response.text), "output.mime_type": "text/plain"}
+    return out | _openinference("llm.output_messages", [answer])

@@ -74,7 +74,9 @@ class ToolContext:
     uploaded_files: list[dict[str, Any]] | None = None
     """The run's uploads state (see `_uploads.py`); None when the run has none."""
 
-    def event(self, type: EventType, data: dict[str, Any], *, tool_call_id: str | None = None) -> None:
+    def event(
+        self, type: EventType, data: dict[str, Any], *, tool_call_id: str | None = None, detail: object = None
+    ) -> None:
         self.emit(
             Event(
                 type=type,
@@ -83,6 +85,7 @@ class ToolContext:
                 parent_agent_id=self.parent_agent_id,
                 tool_call_id=tool_call_id,
                 data=data,
+                detail=detail,
             )
         )
 
