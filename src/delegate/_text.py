@@ -17,7 +17,7 @@ import codecs
 import re
 from typing import Any, cast
 
-__all__ = ["plural", "safe_json", "safe_text", "unescape_bytes"]
+__all__ = ["encodes", "plural", "safe_json", "safe_text", "unescape_bytes"]
 
 _HANDLER = "delegate-escape"
 
@@ -85,14 +85,15 @@ def _clean(value: Any) -> bool:
 def _item_clean(item: Any) -> bool:
     kind = type(cast(object, item))
     if kind is str:
-        return item.isascii() or _encodes(item)
+        return item.isascii() or encodes(item)
     return kind in _SCALARS or _clean(item)
 
 
 _SCALARS: frozenset[type[object]] = frozenset({int, float, bool, type(None)})
 
 
-def _encodes(text: str) -> bool:
+def encodes(text: str) -> bool:
+    """Whether `text` can be encoded as UTF-8 (holds no lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -29,6 +29,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
+from .._text import encodes
 from ._auth import ApiError, UserId
 
 __all__ = ["MAX_DEPTH", "body_schema", "json_body", "optional_json_body", "parse_body"]
@@ -117,24 +118,16 @@ def _lone_surrogate(value: Any) -> str | None:
     while todo:
         where, value = todo.pop()
         if isinstance(value, str):
-            if not _encodes(value):
+            if not encodes(value):
                 return where
         elif isinstance(value, dict):
             for key, item in reversed(cast(dict[str, Any], value).items()):
-                if not _encodes(key):
+                if not encodes(key):
                     return where
                 todo.append((f"{where}.{key}" if where else key, item))
         elif isinstance(value, list):
             todo.extend((f"{where}[{n}]", item) for n, item in reversed(list(enumerate(cast(list[Any], value)))))
     return None
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _fields(model: type[BaseModel]) -> str:
