@@ -74,14 +74,23 @@ def child() -> None:
         return FunctionModel(answer)
 
     async def one(root: Path, n: int, store: bool) -> float:
-        rt = delegate.Runtime(
-            model=model(n),
-            workspace=root,
-            max_parallel=None,
-            max_subagents=None,
-            store=None if store else False,
-            heartbeat_interval=3600,
-        )
+        if hasattr(delegate, "RunLimits"):  # the settings objects (Runtime takes them whole)
+            rt = delegate.Runtime(
+                model=model(n),
+                workspace=root,
+                store=None if store else False,
+                limits=delegate.RunLimits(max_parallel=None, max_subagents=None),
+                loop=delegate.LoopSettings(heartbeat_interval=3600),
+            )
+        else:  # the code of before them: each setting a keyword
+            rt = delegate.Runtime(
+                model=model(n),
+                workspace=root,
+                max_parallel=None,
+                max_subagents=None,
+                store=None if store else False,
+                heartbeat_interval=3600,
+            )
         start = time.perf_counter()
         result = await rt.run("fan out")
         elapsed = time.perf_counter() - start

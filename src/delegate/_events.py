@@ -89,3 +89,8 @@ does not walk them again (a walk of every event cost a fan-out a few per cent)."
 
 EventSink = Callable[[Event], None]
 """Receives every event, synchronously, in order. Must be quick and must not raise."""
+
+
+def unheard(event: Event) -> None:
+    """The sink of a run that nothing hears (no store, no sink): `ToolContext.event` and the
+    `task` tool build no event for it (a storeless fan-out spent a tenth of its time on them)."""

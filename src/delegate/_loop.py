@@ -277,7 +277,8 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
     guard = spec.loop.guard
     watch = LoopWatch(guard, advice=spec.model.profile.when_stuck) if guard else None
     state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
-    ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
+    if ctx.heard:
+        ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
     timeout = asyncio.timeout(spec.timeout)
     under = _DEADLINES.set((*_DEADLINES.get(), (timeout, spec.timeout))) if spec.timeout is not None else None
     try:
@@ -297,7 +298,8 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
     finally:
         if under is not None:
             _DEADLINES.reset(under)
-    ctx.event("agent.completed", _summary(result), detail=result)
+    if ctx.heard:
+        ctx.event("agent.completed", _summary(result), detail=result)
     return result
 
 
@@ -444,7 +446,8 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     else:
         if budget is not None and (spent := budget.begin()) is not None:
             raise _BudgetSpent(spent)
-        ctx.event("model.request", {"step": step, "messages": len(request.messages)}, detail=request)
+        if ctx.heard:
+            ctx.event("model.request", {"step": step, "messages": len(request.messages)}, detail=request)
         response = _safe(await _complete(spec.model, request, state.usage))
         if journal is not None:
             journal.record_answer(step, response)
@@ -454,7 +457,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     state.context_tokens = response.context_tokens or response.usage.input_tokens + response.usage.output_tokens
     if response.text:
         state.last_text = response.text
-    if recorded is None:
+    if recorded is None and ctx.heard:
         ctx.event(
             "model.response",
             {
@@ -501,7 +504,8 @@ async def _call_tool(
     recorded = journal.tool_result(call) if journal is not None else None
     if recorded is not None:  # it ran before the run was interrupted: not run again
         return safe_part(recorded), None
-    ctx.event("tool.started", {"name": call.name, "arguments": capped(call.arguments)}, tool_call_id=call.id)
+    if ctx.heard:
+        ctx.event("tool.started", {"name": call.name, "arguments": capped(call.arguments)}, tool_call_id=call.id)
     returned: ToolReturn | None = None
     try:
         returned = await _invoke(call, tools, ctx)
@@ -516,17 +520,18 @@ async def _call_tool(
     part = safe_part(part)
     if journal is not None:
         journal.record_tool(call, part)
-    ctx.event(
-        "tool.completed",
-        {
-            "name": call.name,
-            "is_error": part.is_error,
-            "content": part.content[:RESULT_EXCERPT_CHARS],
-            "size": len(part.content),
-        },
-        tool_call_id=call.id,
-        detail=part,
-    )
+    if ctx.heard:
+        ctx.event(
+            "tool.completed",
+            {
+                "name": call.name,
+                "is_error": part.is_error,
+                "content": part.content[:RESULT_EXCERPT_CHARS],
+                "size": len(part.content),
+            },
+            tool_call_id=call.id,
+            detail=part,
+        )
     return part, returned
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
-from ._events import Event, EventSink
+from ._events import Event, EventSink, unheard
 from ._lease import RUN_HEARTBEAT, new_owner
 from ._messages import ToolCallPart, ToolResultPart
 from ._record import TaskOutput
@@ -117,6 +117,12 @@ class Recorder:
         self._stopping = False
 
     # -- on the event loop ------------------------------------------------------------------
+
+    @property
+    def sink(self) -> EventSink:
+        """Where the run's agents send their events: `emit`, or `unheard` when no store and no sink
+        would get them."""
+        return self.emit if self.store is not None or self.sinks else unheard
 
     def emit(self, event: Event) -> None:
         event = event.safe()  # a tool's or a model's lone surrogate reaches no sink (see `Event.safe`)

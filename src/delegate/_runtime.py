@@ -342,7 +342,7 @@ class Runtime:
         context = await asyncio.to_thread(self._prepare_workspace)
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp()
-        scope = self._scope(run_id, recorder.emit, self.user_id, skills, limits, mcp_tools, context)
+        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context)
         ctx = self._context(scope, "lead")
         ctx.uploaded_files = uploads_state(uploaded_files)
         lead_tools = [self.tools[name] for name in self._lead_tools] + mcp_tools

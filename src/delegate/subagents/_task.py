@@ -21,7 +21,7 @@ from typing import Any, Literal, cast
 
 from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
-from .._events import Event
+from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
 from .._loop import AgentResult, opening_choices, passed_deadline, run_agent
 from .._messages import Message
@@ -292,6 +292,8 @@ class SubagentRunner:
         bisect.insort(self.records, record, key=lambda r: r.seq)
         if self.on_finish is not None and stored:
             self.on_finish(key, record)
+        if self.emit is unheard:
+            return
         self._event(
             record,
             "subagent.completed",
@@ -307,6 +309,8 @@ class SubagentRunner:
         )
 
     def _event(self, record: TaskOutput, type: Any, data: dict[str, Any]) -> None:
+        if self.emit is unheard:
+            return
         self.emit(
             Event(
                 type=type,

@@ -25,7 +25,7 @@ from typing import Any, cast, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .._errors import ToolError
-from .._events import Event, EventSink, EventType
+from .._events import Event, EventSink, EventType, unheard
 from .._messages import Message
 from .._usage import Usage
 from .._workspace import Workspace
@@ -74,20 +74,27 @@ class ToolContext:
     uploaded_files: list[dict[str, Any]] | None = None
     """The run's uploads state (see `_uploads.py`); None when the run has none."""
 
+    @property
+    def heard(self) -> bool:
+        """Whether an event would reach a store or a sink (see `unheard`): the loop builds an
+        event's data only then."""
+        return self.emit is not unheard
+
     def event(
         self, type: EventType, data: dict[str, Any], *, tool_call_id: str | None = None, detail: object = None
     ) -> None:
-        self.emit(
-            Event(
-                type=type,
-                run_id=self.run_id,
-                agent_id=self.agent_id,
-                parent_agent_id=self.parent_agent_id,
-                tool_call_id=tool_call_id,
-                data=data,
-                detail=detail,
+        if self.emit is not unheard:
+            self.emit(
+                Event(
+                    type=type,
+                    run_id=self.run_id,
+                    agent_id=self.agent_id,
+                    parent_agent_id=self.parent_agent_id,
+                    tool_call_id=tool_call_id,
+                    data=data,
+                    detail=detail,
+                )
             )
-        )
 
     def for_call(self, tool_call_id: str) -> ToolContext:
         """A shallow copy that knows which tool call it serves (calls of one turn run concurrently)."""
