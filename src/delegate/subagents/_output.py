@@ -27,8 +27,8 @@ __all__ = [
     "StopReason",
     "TaskOutput",
     "TaskStatus",
-    "fits",
     "kept",
+    "read",
     "render",
     "render_whole",
 ]
@@ -82,22 +82,25 @@ def render_whole(record: TaskOutput) -> str:
     return "\n".join(lines)
 
 
-def fits(record: TaskOutput) -> bool:
-    """Whether the lead can read all of `record` within `MAX_RESULT_CHARS`."""
-    return len(render_whole(record)) <= MAX_RESULT_CHARS
-
-
 def render(record: TaskOutput) -> str:
-    """The compact text the lead reads, at most `MAX_RESULT_CHARS`.
+    """The compact text the lead reads, at most `MAX_RESULT_CHARS` (see `read`)."""
+    return read(record)[0]
 
-    A result that does not fit (`fits`) is shortened, pointing to `record.result_file` when the
-    runner wrote the whole of it there (the record itself keeps everything).
-    """
+
+def read(record: TaskOutput) -> tuple[str, bool]:
+    """The compact text the lead reads of `record`, at most `MAX_RESULT_CHARS`, and whether it
+    is shortened: a result whose whole text (`render_whole`) does not fit is, pointing to
+    `record.result_file` when the runner wrote the whole of it there (the record itself keeps
+    everything). The whole text is rendered once."""
     whole_in = record.result_file
     if whole_in is None:
         whole = render_whole(record)
         if len(whole) <= MAX_RESULT_CHARS:
-            return whole
+            return whole, False
+    return _shortened(record, whole_in), True
+
+
+def _shortened(record: TaskOutput, whole_in: str | None) -> str:
     note = f"(shortened; the whole result is in {whole_in})" if whole_in else "(shortened)"
     head = [status_line(record)[:400], note]
     if record.error:
@@ -134,7 +137,7 @@ def _artifact_lines(record: TaskOutput, most: int | None) -> list[str]:
     return lines
 
 
-def kept(records: Sequence[TaskOutput], most: int) -> str:
+def kept(records: Sequence[TaskOutput], most: int, shortened: Sequence[bool]) -> str:
     """What survives compaction of a `task` call's results (all of them, in prompt order) when
     the lead's text of them passes `most` characters.
 
@@ -142,8 +145,9 @@ def kept(records: Sequence[TaskOutput], most: int) -> str:
     type) as the lead read them, word for word, whatever their size; and its summary, cut to an
     equal share of the room those leave within `most` (never under `_MIN_KEPT_SUMMARY_CHARS`,
     so ten results with long artifact lists still say what each found). The lead can then still
-    tell what every subagent did and re-read every delivered file."""
-    bare = [_kept_lines(r) for r in records]
+    tell what every subagent did and re-read every delivered file. `shortened`: whether the
+    lead read each shortened (see `read`)."""
+    bare = [_kept_lines(r, short) for r, short in zip(records, shortened, strict=True)]
     fixed = sum(len("\n".join(lines)) + 1 for lines in bare)
     share = max(_MIN_KEPT_SUMMARY_CHARS, (most - fixed) // max(len(records), 1) - 1)
     out: list[str] = []
@@ -154,8 +158,7 @@ def kept(records: Sequence[TaskOutput], most: int) -> str:
     return "\n".join(out)
 
 
-def _kept_lines(record: TaskOutput) -> list[str]:
-    shortened = record.result_file is not None or not fits(record)
+def _kept_lines(record: TaskOutput, shortened: bool) -> list[str]:
     error = [_clip(f"Error: {record.error}", _MAX_ERROR_CHARS)] if record.error else []
     return [status_line(record), *error, *_artifact_lines(record, _MAX_ARTIFACT_LINES if shortened else None)]
 

@@ -32,7 +32,7 @@ from ..tools import Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
 from ._assemble import RunScope, assemble, toolset
 from ._complete import Delivery, validate_paths
-from ._output import RESULTS_DIR, TaskOutput, fits, kept, render, render_whole
+from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, render_whole
 from ._prompts import task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 
@@ -182,7 +182,7 @@ class SubagentRunner:
             if self.budget is not None:  # what it spent before the interruption counts against the run's budget
                 self.budget.tokens += reused.usage.total_tokens
                 self.budget.requests += reused.usage.requests
-            bisect.insort(self.records, reused, key=lambda r: r.seq)
+            self._keep(reused)
             return reused
         args = (definition, prompt, description, parent, tool_call_id, criteria, snapshot, seq, key)
         if self._semaphore is None:
@@ -229,7 +229,7 @@ class SubagentRunner:
             parent_tool_call_id=tool_call_id,
             user_id=self.scope.user_id,
             timezone=self.scope.timezone,
-            uploaded_files=copy.deepcopy(self.uploaded_files),
+            uploaded_files=None if self.uploaded_files is None else copy.deepcopy(self.uploaded_files),
         )
         record.usage = ctx.usage
         self._event(record, "subagent.started", {"type": definition.name, "description": description})
@@ -246,8 +246,9 @@ class SubagentRunner:
             if criteria and baseline is not None:
                 verdicts = await check_criteria(criteria, self.workspace, baseline)
                 record.acceptance = [asdict(v) for v in verdicts]
-            if not fits(record):
-                await asyncio.to_thread(self._write_whole, record)
+            whole = render_whole(record)
+            if len(whole) > MAX_RESULT_CHARS:  # too long for the lead: written whole for it to read
+                await asyncio.to_thread(self._write_whole, record, whole)
         except asyncio.CancelledError:
             deadline = None if self.interrupting else passed_deadline()
             if deadline is not None:  # the run's deadline, not a person, ended it
@@ -264,11 +265,10 @@ class SubagentRunner:
         self._finish(record, ctx, key)
         return record
 
-    def _write_whole(self, record: TaskOutput) -> None:
+    def _write_whole(self, record: TaskOutput, text: str) -> None:
         """Write a result too long for the lead to `RESULTS_DIR/<run>/<agent>.md`, and list that
         file first among its artifacts (if it cannot be written, the lead reads it shortened)."""
         folder = f"{RESULTS_DIR}/{re.sub(r'[^A-Za-z0-9_.-]', '_', self.run_id)}"
-        text = render_whole(record)
         name = ""
         try:
             (self.workspace.root / folder).mkdir(parents=True, exist_ok=True)
@@ -289,7 +289,7 @@ class SubagentRunner:
     def _finish(self, record: TaskOutput, ctx: ToolContext, key: str | None, *, stored: bool = True) -> None:
         record.completed_at = datetime.now(UTC)
         self.live.pop(record.id, None)
-        bisect.insort(self.records, record, key=lambda r: r.seq)
+        self._keep(record)
         if self.on_finish is not None and stored:
             self.on_finish(key, record)
         if self.emit is unheard:
@@ -307,6 +307,13 @@ class SubagentRunner:
                 "error": record.error,
             },
         )
+
+    def _keep(self, record: TaskOutput) -> None:
+        """Keep `record` in `records`, in call order (most end in it: appended)."""
+        if not self.records or self.records[-1].seq <= record.seq:
+            self.records.append(record)
+        else:
+            bisect.insort(self.records, record, key=_seq)
 
     def _event(self, record: TaskOutput, type: Any, data: dict[str, Any]) -> None:
         if self.emit is unheard:
@@ -455,14 +462,15 @@ def task_tool(
             for i, prompt in enumerate(prompts)
         ]
         outputs = [await runs[0]] if len(runs) == 1 else list(await asyncio.gather(*runs))
+        texts, shortened = zip(*map(read, outputs), strict=True)
         if len(outputs) == 1:
-            text = render(outputs[0])
+            text = texts[0]
         else:
             text = f"{len(outputs)} subagents finished; results in prompt order.\n\n" + "\n\n".join(
-                f"## {i + 1}/{len(outputs)}\n{render(o)}" for i, o in enumerate(outputs)
+                f"## {i + 1}/{len(outputs)}\n{t}" for i, t in enumerate(texts)
             )
         # What compaction keeps: all of it while short, else each result's status, summary and artifacts.
-        keep = text if len(text) <= MAX_KEPT_CHARS else kept(outputs, MAX_KEPT_CHARS)
+        keep = text if len(text) <= MAX_KEPT_CHARS else kept(outputs, MAX_KEPT_CHARS, shortened)
         delivered = any(o.status == "completed" and o.artifacts for o in outputs)
         return ToolReturn(content=text, keep=keep, data=outputs, progress=delivered)
 
@@ -536,3 +544,7 @@ def _prompts(args: dict[str, Any]) -> list[str]:
             raise ToolError(f"prompts[{i}] must be a non-empty string")
         texts.append(f"{prompt.strip()}\n\n{item}" if prompt and prompt.strip() else item)
     return texts
+
+
+def _seq(record: TaskOutput) -> int:
+    return record.seq
