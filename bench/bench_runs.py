@@ -38,8 +38,7 @@ from typing import Literal
 
 from bench_subagents import one_run
 
-from delegate import Lead, LoopSettings, RunLimits, Store
-from delegate._runtime import Runtime
+from delegate import Lead, LoopSettings, RunLimits, Runtime, Store
 from delegate.batch import Batches
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
@@ -73,7 +72,7 @@ _KILLED_RUN = textwrap.dedent(
     import asyncio, sys
     sys.path.insert(0, sys.argv[3])
     from bench_subagents import fan_out_model
-    from delegate._runtime import Runtime
+    from delegate import Runtime
     from delegate.models import ModelRequest, ModelResponse
     from delegate.subagents import LEAD_INSTRUCTIONS
     from delegate.testing import FunctionModel

@@ -17,9 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from delegate import LoopSettings, Message, RunLimits, ToolContext, Workspace
-from delegate._loop import AgentSpec, run_agent
-from delegate._runtime import Runtime
+from delegate import LoopSettings, Message, RunLimits, Runtime, ToolContext, Workspace
+from delegate.loop import AgentSpec, run_agent
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond

@@ -15,10 +15,10 @@ import pytest
 
 from delegate._errors import ModelError, UserError
 from delegate._events import Event
-from delegate._loop import AgentSpec, run_agent
 from delegate._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from delegate._usage import Usage
 from delegate._workspace import Workspace
+from delegate.loop import AgentSpec, run_agent
 from delegate.models import ModelRequest, RetryPolicy, ToolSpec, resolve_model
 from delegate.models._anthropic import REDACTED_PREFIX, AnthropicModel
 from delegate.tools import ToolContext, tool

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from delegate import RunLimits, RuntimeSettings, Store, UserError
+from delegate import RunLimits, Runtime, RuntimeSettings, Store, UserError
 from delegate._events import Event
-from delegate._runtime import Runtime
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
 from delegate.testing import FunctionModel, call, is_lead

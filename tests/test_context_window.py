@@ -15,8 +15,8 @@ import pytest
 
 from delegate import Extensions, Lead, LoopSettings, Runtime, ToolContext, tool
 from delegate._events import Event
-from delegate._fit import CUT_NOTE, fit_request
 from delegate._messages import Message, ToolCallPart, ToolResultPart
+from delegate.loop._fit import CUT_NOTE, fit_request
 from delegate.models import (
     DEFAULT_CONTEXT_WINDOW,
     AnthropicModel,

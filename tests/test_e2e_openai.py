@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from delegate import Runtime
 from delegate._agents import Subagent
-from delegate._runtime import Runtime
 from delegate._usage import Usage
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.testing import is_lead, system_prompt

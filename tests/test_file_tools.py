@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from delegate import Runtime, ToolContext, ToolError, UserError, Workspace
-from delegate._loop import AgentSpec, run_agent
 from delegate._messages import Message
+from delegate.loop import AgentSpec, run_agent
 from delegate.testing import ScriptedModel, call, reply
 from delegate.tools import BUILTIN_TOOLS, READ_ONLY_TOOLS, Tool, builtin_tools, sweep_scratch
 from delegate.tools._files import SCRATCH, SCRATCH_KEPT

@@ -9,8 +9,20 @@ from typing import Any
 
 import pytest
 
-from delegate import Event, EventSink, LoopSettings, Message, Tool, ToolContext, ToolError, Usage, Workspace, tool
-from delegate._loop import AgentSpec, Compaction, run_agent
+from delegate import (
+    Compaction,
+    Event,
+    EventSink,
+    LoopSettings,
+    Message,
+    Tool,
+    ToolContext,
+    ToolError,
+    Usage,
+    Workspace,
+    tool,
+)
+from delegate.loop import AgentSpec, run_agent
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
 from delegate.tools import ToolReturn

@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from delegate import Extensions, Store
+from delegate import Extensions, Runtime, Store
 from delegate._events import Event
-from delegate._run_result import stored_result
-from delegate._runtime import Runtime
 from delegate.mcp import MCPServerConfig
+from delegate.run import stored_result
 from delegate.testing import ScriptedModel, call, reply
 from tests.cli_support import run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply

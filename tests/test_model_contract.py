@@ -40,8 +40,8 @@ from delegate import (
     UserError,
     Workspace,
 )
-from delegate._loop import AgentSpec, run_agent
 from delegate.batch import Batches, BatchWorker
+from delegate.loop import AgentSpec, run_agent
 from delegate.models import Model, ModelProfile, ModelRequest, ModelResponse, context_window
 from delegate.testing import FunctionModel, call, reply
 from delegate.tools import BUILTIN_TOOLS

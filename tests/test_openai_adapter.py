@@ -26,8 +26,8 @@ from delegate import (
     ToolResultPart,
     UserError,
 )
-from delegate._loop import AgentSpec, path_states, run_agent
 from delegate._workspace import Workspace
+from delegate.loop import AgentSpec, path_states, run_agent
 from delegate.models import ModelRequest, OpenAIModel, RetryPolicy, ToolSpec, resolve_model
 from delegate.models._constrained import constrained_format, mentioned_paths, parse_constrained
 from delegate.subagents._complete import COMPLETE_TOOL

@@ -14,10 +14,8 @@ from typing import Any
 
 import pytest
 
-from delegate import Lead, LoopSettings, RunLimits, Store
-from delegate._loop import Compaction
+from delegate import Compaction, Lead, LoopSettings, RunLimits, Runtime, Store
 from delegate._record import TaskOutput
-from delegate._runtime import Runtime
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.server._runs import run_json
 from delegate.testing import is_lead

@@ -18,8 +18,8 @@ import pytest
 
 from delegate import Store
 from delegate._record import END_STATUSES
-from delegate._run_result import stored_result
 from delegate._store import RunRow
+from delegate.run import stored_result
 from tests.cli_support import delegate
 from tests.durable_support import (
     FINAL_ANSWER,

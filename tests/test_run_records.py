@@ -16,9 +16,9 @@ import pytest
 
 from delegate import ModelError, RunCancelled, RunError, RunLimits, Runtime, RuntimeSettings, Store
 from delegate._config import DEFAULT_RUN_TIMEOUT
-from delegate._follow import stored_events
-from delegate._loop import EVENT_VALUE_LIMIT
+from delegate.loop import EVENT_VALUE_LIMIT
 from delegate.models import ModelRequest, ModelResponse
+from delegate.run import stored_events
 from delegate.server import ServerSettings, create_app
 from delegate.server._state import app_state
 from delegate.testing import FunctionModel, ScriptedModel, call, reply

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from delegate import ToolContext, ToolError, Workspace
-from delegate._loop import AgentSpec, run_agent
 from delegate._messages import Message
 from delegate._workspace import CommandPolicy
+from delegate.loop import AgentSpec, run_agent
 from delegate.testing import ScriptedModel, call, reply
 from delegate.tools import BUILTIN_TOOLS, ToolReturn, builtin_tools
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from delegate import Extensions, UserError, WorkspaceError
+from delegate import Extensions, Runtime, UserError, WorkspaceError
 from delegate._agents import Subagent
-from delegate._runtime import Runtime
 from delegate._workspace import Workspace
 from delegate.models import ModelRequest, ModelResponse
 from delegate.skills import SkillCatalogue

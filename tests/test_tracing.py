@@ -15,8 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import Lead, LoopSettings, ModelError, Store, _tracing
-from delegate._runtime import Runtime
+from delegate import Lead, LoopSettings, ModelError, Runtime, Store, _tracing
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, is_lead, reply, respond

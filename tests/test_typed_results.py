@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from delegate import Store, UserError
+from delegate import Runtime, Store, UserError
 from delegate._agents import Subagent
-from delegate._runtime import Runtime
 from delegate.batch import Batches
 from delegate.testing import is_lead
 from tests.cli_support import run_cli

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._agents import Agent, Catalogue, Lead, Subagent
-    from ._config import Extensions, LoopSettings, RunLimits
+    from ._config import Compaction, Extensions, LoopGuard, LoopSettings, RunLimits
     from ._errors import (
         ContextOverflowError,
         DelegateError,
@@ -29,12 +29,7 @@ if TYPE_CHECKING:
     )
     from ._events import Event, EventSink
     from ._frontmatter import CatalogueWarning
-    from ._guard import LoopGuard
-    from ._loop import Compaction
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-    from ._run_result import RunResult
-    from ._runtime import Runtime
-    from ._settings import RuntimeFactory, RuntimeSettings
     from ._store import Store
     from ._usage import Usage
     from ._workspace import CommandPolicy, Workspace
@@ -48,6 +43,7 @@ if TYPE_CHECKING:
         RetryPolicy,
         ToolSpec,
     )
+    from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings
     from .subagents import Artifact, Skipped, TaskOutput
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
 
@@ -58,14 +54,14 @@ _WHERE = {
     "Catalogue": "._agents",
     "CatalogueWarning": "._frontmatter",
     "CommandPolicy": "._workspace",
-    "Compaction": "._loop",
+    "Compaction": "._config",
     "ContextOverflowError": "._errors",
     "DelegateError": "._errors",
     "Event": "._events",
     "EventSink": "._events",
     "Extensions": "._config",
     "Lead": "._agents",
-    "LoopGuard": "._guard",
+    "LoopGuard": "._config",
     "LoopSettings": "._config",
     "MediaPart": "._messages",
     "Message": "._messages",
@@ -82,10 +78,10 @@ _WHERE = {
     "RunCancelled": "._errors",
     "RunError": "._errors",
     "RunLimits": "._config",
-    "RunResult": "._run_result",
-    "Runtime": "._runtime",
-    "RuntimeFactory": "._settings",
-    "RuntimeSettings": "._settings",
+    "RunResult": ".run",
+    "Runtime": ".run",
+    "RuntimeFactory": ".run",
+    "RuntimeSettings": ".run",
     "Skipped": ".subagents",
     "Store": "._store",
     "StoreBusyError": "._errors",

@@ -1,4 +1,6 @@
-"""How runs run, as three frozen objects, each validated when it is made and passed whole.
+"""How runs run, as three frozen objects, each validated when it is made and passed whole (and the
+two settings they hold: `LoopGuard`, when an agent is going round in circles, and `Compaction`, when
+older turns are summarised). Plain data, read by the loop, the assembler and the run layer alike.
 
 - `RunLimits`: what one run may spend: its time, tokens, model requests, and subagents (at once
   and in all). `Runtime(limits=...)` sets them for every run; `run(..., limits=...)` for one.
@@ -21,14 +23,42 @@ from os import PathLike
 from typing import TYPE_CHECKING
 
 from ._errors import UserError
-from ._guard import LoopGuard
 
 if TYPE_CHECKING:
-    from ._loop import Compaction
     from .mcp import MCPServerConfig
+    from .models import Model
 
 DEFAULT_RUN_TIMEOUT = 3600.0
 """Seconds a lead may run before it ends `timed_out` (subagents included), unless told otherwise."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoopGuard:
+    """When an agent is going round in circles: `repeated_failures` failures of the same call, or
+    `idle_steps` turns in a row without progress (see the module's doc). None switches a rule off."""
+
+    repeated_failures: int | None = 3
+    idle_steps: int | None = 10
+
+    def __post_init__(self) -> None:
+        for name in ("repeated_failures", "idle_steps"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise UserError(f"LoopGuard {name}={value!r}: give a whole number of at least 1, or None for no limit")
+
+
+@dataclass(kw_only=True, slots=True)
+class Compaction:
+    """When the context passes `max_context_tokens`, older turns are replaced by a summary.
+
+    The first message (the task) and the last `keep_recent` messages stay as they are. `model`
+    writes the summary; `None` means the agent's own model. Without one, an agent compacts at
+    `COMPACT_AT` of its model's context window; with one, at whichever comes first.
+    """
+
+    max_context_tokens: int
+    keep_recent: int = 6
+    model: Model | None = None
 
 
 def _whole(owner: str, name: str, value: object, *, least: int = 1) -> None:

@@ -84,7 +84,7 @@ class Event:
 
 SAFE_BY_CONSTRUCTION: frozenset[str] = frozenset({"model.request", "model.response", "tool.started", "tool.completed"})
 """Events the loop builds only of text made safe where it entered (the model's answer and each
-tool's result, see `delegate._loop`), four of the seven events of a one-turn subagent: `Event.safe`
+tool's result, see `delegate.loop`), four of the seven events of a one-turn subagent: `Event.safe`
 does not walk them again (a walk of every event cost a fan-out a few per cent)."""
 
 EventSink = Callable[[Event], None]

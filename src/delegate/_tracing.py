@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
-    from ._loop import AgentResult
+    from .loop import AgentResult
     from .models import ModelRequest, ModelResponse
 
 _log = logging.getLogger("delegate.tracing")

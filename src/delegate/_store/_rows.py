@@ -73,7 +73,7 @@ class RunRow:
 
     def to_dict(self) -> dict[str, Any]:
         """The run's line of a listing (see `RunSummary.to_dict`); its whole JSON is
-        `delegate._run_result.stored_run`."""
+        `delegate.run.stored_run`."""
         return summary_dict(self)
 
 

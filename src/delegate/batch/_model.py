@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any, Literal, cast, get_args
 
 from .._errors import ToolError, UserError
-from .._loop import RunBudget
 from .._time import iso
 from .._usage import Usage
+from ..loop import RunBudget
 from ..subagents import parse_criteria
 
 ItemStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]

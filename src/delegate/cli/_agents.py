@@ -13,7 +13,7 @@ from ._common import Agents, ModelAlias, OperatorFlags, Skills, Workspace, fail,
 
 if TYPE_CHECKING:
     from .._agents import Subagent
-    from .._runtime import Runtime
+    from ..run import Runtime
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 

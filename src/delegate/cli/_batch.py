@@ -20,9 +20,8 @@ from ._common import LOCAL_USER, Db, OperatorFlags, Workspace, default_model, fa
 
 if TYPE_CHECKING:
     from .._events import Event
-    from .._runtime import Runtime
-    from .._settings import RuntimeFactory, RuntimeSettings
     from ..batch import Batch, Batches, BatchWorker
+    from ..run import Runtime, RuntimeFactory, RuntimeSettings
 
 T = TypeVar("T")
 batch_app = typer.Typer(
@@ -331,8 +330,8 @@ def worker(
     too, as a server does (at start, then every 5 s)."""
     import signal
 
-    from .._takeover import Takeover
     from ..batch import BatchWorker
+    from ..run import Takeover
 
     batches = open_batches(workspace, db)
     model = default_model(model, what="batches that name no model")

@@ -23,15 +23,14 @@ if TYPE_CHECKING:
     from .._agents import Lead
     from .._config import Extensions, LoopSettings, RunLimits
     from .._events import Event
-    from .._runtime import Runtime
-    from .._settings import RuntimeSettings
     from .._store import Store
     from .._workspace import CommandPolicy
+    from ..run import Runtime, RuntimeSettings
 
 _T = TypeVar("_T")
 
 LOCAL_USER = "default"
-"""The command line's user (`delegate._settings.LOCAL_USER`, without importing it for --help)."""
+"""The command line's user (`delegate.run.LOCAL_USER`, without importing it for --help)."""
 
 Workspace = Annotated[
     Path, typer.Option("--workspace", "-w", help="The workspace folder (default: the current folder).")
@@ -113,8 +112,7 @@ class OperatorFlags:
 
     def loop(self) -> LoopSettings:
         """`--context-window`, `--max-repeated-failures` and `--max-idle-steps` (0 switches a rule off)."""
-        from .._config import LoopSettings
-        from .._guard import LoopGuard
+        from .._config import LoopGuard, LoopSettings
 
         failures, idle = self.max_repeated_failures, self.max_idle_steps
         guard = LoopGuard(repeated_failures=failures or None, idle_steps=idle or None) if failures or idle else None
@@ -146,7 +144,7 @@ class OperatorFlags:
         a `UserError` for a bad MCP config."""
         from .._agents import Lead
         from .._config import RunLimits
-        from .._settings import RuntimeSettings
+        from ..run import RuntimeSettings
 
         return RuntimeSettings(
             workspace=checked_workspace(workspace),
@@ -232,7 +230,7 @@ def store_option(db: str | None) -> str | None:
 def open_store(workspace: Path, db: str | None) -> Store:
     """The store of `--db`, `DELEGATE_DB`, or the workspace's own (a bad one is a `UserError`:
     exit 2, or its traceback with `--debug`)."""
-    from .._settings import open_store
+    from ..run import open_store
 
     return open_store(store_option(db), checked_workspace(workspace))
 

@@ -33,10 +33,9 @@ from .._text import plural
 from ._common import fail
 
 if TYPE_CHECKING:
-    from .._run_result import RunResult
-    from .._runtime import Runtime
     from ..batch import Batch
     from ..models import Model
+    from ..run import RunResult, Runtime
 
 SUMMARIZER_INSTRUCTIONS = (
     "Read the document your task names with read_file. Write a summary of two or three sentences to the "
@@ -87,7 +86,7 @@ def run_demo(workspace: Path, model: str | Model) -> RunResult:
     from .._agents import Lead, Subagent
     from .._config import Extensions, RunLimits
     from .._errors import UserError
-    from .._runtime import Runtime
+    from ..run import Runtime
     from ._render import ending_line, run_live
 
     local = model == "local"
@@ -178,8 +177,8 @@ def _copy_samples(workspace: Path) -> list[str]:
 
 
 def _run_batch(workspace: Path, prompts: dict[str, str], runtime: Runtime) -> Batch:
-    from .._settings import open_store
     from ..batch import Batches
+    from ..run import open_store
     from ._batch import run_to_end
     from ._common import LOCAL_USER
 

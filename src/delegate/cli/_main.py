@@ -37,8 +37,8 @@ from ._common import (
 
 if TYPE_CHECKING:
     from .._events import EventSink
-    from .._run_result import RunResult
     from .._store import Store
+    from ..run import RunResult
 
 app = typer.Typer(
     name="delegate",

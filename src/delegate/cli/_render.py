@@ -17,7 +17,7 @@ from .._events import Event, EventSink
 from .._text import plural, safe_text
 
 if TYPE_CHECKING:
-    from .._run_result import RunResult
+    from ..run import RunResult
 
 _STYLE = {
     "running": "yellow",

@@ -78,7 +78,7 @@ def runs_show(
     as_json: Annotated[bool, typer.Option("--json", help="The same JSON object as `delegate run --json`.")] = False,
 ) -> None:
     """One run: its status, final answer, usage and subagents."""
-    from .._run_result import stored_result
+    from ..run import stored_result
 
     result = stored_result(open_store(workspace, db), run_id)
     if result is None:
@@ -106,7 +106,7 @@ def runs_events(
     ] = False,
 ) -> None:
     """A run's events in order; --follow tails a live run, whichever process runs it."""
-    from .._follow import stored_events
+    from ..run import stored_events
 
     store = open_store(workspace, db)
     _known(store, run_id)
@@ -136,7 +136,7 @@ def runs_events(
 @runs_app.command("export")
 def runs_export(run_id: RunId, workspace: Workspace = Path("."), db: Db = None) -> None:
     """The run, its subagent records and every event, as one JSON document."""
-    from .._run_result import stored_run
+    from ..run import stored_run
 
     store = open_store(workspace, db)
     found = stored_run(store, run_id)
@@ -182,7 +182,7 @@ def _known(store: Store, run_id: str) -> RunRow:
 
 def _all_events(store: Store, run_id: str) -> Iterator[tuple[int, Event]]:
     """Every stored event of the run with its number, read a page at a time."""
-    from .._follow import PAGE
+    from ..run import PAGE
 
     seq = 0
     while page := store.events(run_id, seq, PAGE):

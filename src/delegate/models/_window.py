@@ -4,7 +4,7 @@ Every model knows its window: a model may declare it (`profile.context_window`: 
 it from llama.cpp, `OpenAIModel(context_window=...)` and `AnthropicModel(context_window=...)` take
 it), else the table below of known provider models gives it, else `DEFAULT_CONTEXT_WINDOW`. The
 loop starts compacting from it and cuts a request down before sending when it would still not fit
-(see `_loop.py`), so no run dies of context overflow.
+(see `delegate/loop/_loop.py`), so no run dies of context overflow.
 
 The table is conservative on purpose: where a family's models differ, or a larger window is a
 beta, it gives the smaller figure. Cutting a little early costs a summary; overflowing costs the run.

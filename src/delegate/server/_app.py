@@ -37,12 +37,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .._agents import Catalogue
 from .._errors import UserError
 from .._frontmatter import CatalogueWarning
-from .._runtime import Runtime
-from .._settings import RuntimeFactory, RuntimeSettings, open_store
 from .._store import Store, StoreBusyError
-from .._takeover import Takeover
 from .._tracing import flush as flush_traces
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
+from ..run import Runtime, RuntimeFactory, RuntimeSettings, Takeover, open_store
 from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router

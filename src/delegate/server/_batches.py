@@ -23,9 +23,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from .._events import Event
-from .._settings import RuntimeFactory
 from .._store import Store
 from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, loads_json, repeated_fields
+from ..run import RuntimeFactory
 from ._auth import ApiError, Token, Tokens, UserId
 from ._body import body_schema, json_body, optional_json_body
 from ._runs import check_prompt

@@ -28,12 +28,9 @@ from pydantic_core import to_json
 from .._config import RunLimits
 from .._errors import UserError
 from .._events import Event
-from .._follow import stored_events
-from .._run_result import stored_run
-from .._runtime import Runtime
-from .._settings import RuntimeFactory
 from .._store import Store
 from ..models import LOCAL_FILE_REFUSED, names_a_local_file
+from ..run import Runtime, RuntimeFactory, stored_events, stored_run
 from ._auth import ApiError, Token, Tokens, UserId, app_store, unknown_token
 from ._body import body_schema, json_body
 from ._limits import Limits

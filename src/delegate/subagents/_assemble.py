@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from .._agents import Lead, Subagent
 from .._config import LoopSettings, RunLimits
 from .._events import EventSink
-from .._loop import AgentSpec, Journal, RunBudget, ToolGate
 from .._record import ResultSchema
 from .._workspace import Workspace
+from ..loop import AgentSpec, Journal, RunBudget, ToolGate
 from ..mcp import DeferredGate, deferred_index, search_tool
 from ..models import Model
 from ..skills import SkillCatalogue

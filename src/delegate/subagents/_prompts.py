@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Mapping, Sequence
 
-from .._loop import path_states
 from .._messages import Message
 from .._workspace import Workspace
+from ..loop import path_states
 from ..models import Model, PathState, ToolChoice
 
 LEAD_INSTRUCTIONS = """\

@@ -23,9 +23,9 @@ from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
-from .._loop import AgentResult, opening_choices, passed_deadline, run_agent
 from .._messages import Message
 from .._usage import Usage
+from ..loop import AgentResult, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
 from ..tools import Tool, ToolContext, ToolReturn

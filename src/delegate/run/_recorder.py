@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
-from ._events import Event, EventSink, unheard
-from ._lease import RUN_HEARTBEAT, new_owner
-from ._messages import ToolCallPart, ToolResultPart
-from ._record import TaskOutput
-from ._usage import Usage
-from .models import ModelResponse
+from .._events import Event, EventSink, unheard
+from .._lease import RUN_HEARTBEAT, new_owner
+from .._messages import ToolCallPart, ToolResultPart
+from .._record import TaskOutput
+from .._usage import Usage
+from ..models import ModelResponse
 
 if TYPE_CHECKING:
-    from ._store import Checkpoint, Store
+    from .._store import Checkpoint, Store
 
 __all__ = ["REPLAYED_NEVER", "Recorder", "StoredJournal"]
 
@@ -140,7 +140,7 @@ class Recorder:
     def checkpoint(self, kind: str, key: str, data: dict[str, Any]) -> None:
         if self.store is None:
             return
-        from ._store import Checkpoint
+        from .._store import Checkpoint
 
         self._put(Checkpoint(run_id=self.run_id, kind=kind, key=key, data=data))
 
@@ -269,7 +269,7 @@ class Recorder:
 
 
 class StoredJournal:
-    """The lead's `delegate._loop.Journal`, kept in the store: records answers and tool results
+    """The lead's `delegate.loop.Journal`, kept in the store: records answers and tool results
     as checkpoints, and replays those of an interrupted run."""
 
     def __init__(self, recorder: Recorder) -> None:

@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ._errors import RunCancelled, RunError
-from ._events import Event
-from ._loop import EVENT_VALUE_LIMIT, AgentResult
-from ._messages import Message
-from ._record import Status, StopReason
-from ._usage import Usage
-from .subagents import Delivery, TaskOutput
+from .._errors import RunCancelled, RunError
+from .._events import Event
+from .._messages import Message
+from .._record import Status, StopReason
+from .._usage import Usage
+from ..loop import EVENT_VALUE_LIMIT, AgentResult
+from ..subagents import Delivery, TaskOutput
 
 if TYPE_CHECKING:
+    from .._store import RunRow, Store
+    from ..subagents import SubagentRunner
+    from ..tools import ToolContext
     from ._recorder import Recorder
-    from ._store import RunRow, Store
-    from .subagents import SubagentRunner
-    from .tools import ToolContext
 
 __all__ = [
     "RunResult",
@@ -111,7 +111,7 @@ def stored_run(store: Store, run_id: str, user_id: str | None = None) -> tuple[R
     """The stored run, and its JSON with what the store knows beside it (`prompt`, `model`,
     `created_at`, `completed_at`): `GET /runs/{id}` and `delegate runs export` add their own keys
     to it, from the row."""
-    from ._store import stored_fields
+    from .._store import stored_fields
 
     run = store.get_run(run_id, user_id)
     if run is None:

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from ._errors import UserError
-from ._store import RUN_LEASE_TTL, Store
+from .._errors import UserError
+from .._store import RUN_LEASE_TTL, Store
 
 if TYPE_CHECKING:
     from ._runtime import Runtime

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ._messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
-from .models import ModelRequest, estimate_tokens, fixed_chars, message_chars, part_chars, tokens_of
+from .._messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ..models import ModelRequest, estimate_tokens, fixed_chars, message_chars, part_chars, tokens_of
 
 __all__ = ["CUT_NOTE", "cut_text", "fit_request"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from ._events import Event
-from ._store import Store
+from .._events import Event
+from .._store import Store
 
 PAGE = 500
 """Events read from the store at a time."""

@@ -16,23 +16,20 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _tracing
-from ._agents import Catalogue, Lead, Subagent
-from ._config import Extensions, LoopSettings, RunLimits
-from ._errors import ToolError, UserError
-from ._events import Event, EventSink
-from ._frontmatter import CatalogueWarning
-from ._loop import AgentSpec, RunBudget, run_agent
-from ._messages import Message
-from ._recorder import Recorder, StoredJournal
-from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
-from ._settings import open_store
-from ._text import safe_text
-from ._workspace import CommandPolicy, Workspace
-from .mcp import MCPTools, server_config
-from .models import Model, ModelAliases, resolve_model
-from .skills import SkillCatalogue
-from .subagents import (
+from .. import _tracing
+from .._agents import Catalogue, Lead, Subagent
+from .._config import Extensions, LoopSettings, RunLimits
+from .._errors import ToolError, UserError
+from .._events import Event, EventSink
+from .._frontmatter import CatalogueWarning
+from .._messages import Message
+from .._text import safe_text
+from .._workspace import CommandPolicy, Workspace
+from ..loop import AgentSpec, RunBudget, run_agent
+from ..mcp import MCPTools, server_config
+from ..models import Model, ModelAliases, resolve_model
+from ..skills import SkillCatalogue
+from ..subagents import (
     RunScope,
     SubagentRunner,
     TaskOutput,
@@ -43,11 +40,14 @@ from .subagents import (
     toolset,
     type_listing,
 )
-from .tools import BUILTIN_TOOLS, Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
+from ..tools import BUILTIN_TOOLS, Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
+from ._recorder import Recorder, StoredJournal
+from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
+from ._settings import open_store
 
 if TYPE_CHECKING:
-    from ._store import Checkpoint, Store
-    from .batch import Batches
+    from .._store import Checkpoint, Store
+    from ..batch import Batches
 
 
 class Runtime:
@@ -175,7 +175,7 @@ class Runtime:
     @property
     def store(self) -> Store | None:
         if self._store is None and self._store_option is not False:
-            from ._store import Store
+            from .._store import Store
 
             option = self._store_option
             self._owns_store = not isinstance(option, Store)
@@ -635,7 +635,7 @@ class Runtime:
         store = self.store if wanted else None
         if store is None:
             return []
-        from .batch import Batches, batch_tools
+        from ..batch import Batches, batch_tools
 
         if self._batches is None:
             self._batches = Batches(store)

@@ -22,15 +22,15 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._agents import Catalogue, Lead, Subagent
-from ._config import Extensions, LoopSettings, RunLimits
-from ._workspace import CommandPolicy, Workspace
-from .models import Model, ModelAliases
-from .skills import SkillCatalogue
+from .._agents import Catalogue, Lead, Subagent
+from .._config import Extensions, LoopSettings, RunLimits
+from .._workspace import CommandPolicy, Workspace
+from ..models import Model, ModelAliases
+from ..skills import SkillCatalogue
 
 if TYPE_CHECKING:
+    from .._store import Store
     from ._runtime import Runtime
-    from ._store import Store
 
 LOCAL_USER = "default"
 """The user of the command line: it works in the workspace itself."""
@@ -133,6 +133,6 @@ runs each build their runtimes with."""
 def open_store(url: str | None, workspace: Path) -> Store:
     """The one store opener of every face: the database at `url`, else the workspace's own
     (`<workspace>/.delegate/delegate.db`). A `UserError` for a bad URL."""
-    from ._store import Store
+    from .._store import Store
 
     return Store.open(url) if url else Store.for_workspace(workspace)

@@ -24,15 +24,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
-from ._config import LoopSettings, RunLimits
-from ._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
-from ._fit import cut_text, fit_request
-from ._guard import LoopWatch
-from ._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
-from ._record import EndStatus, StopReason
-from ._usage import Usage
-from ._workspace import Workspace
-from .models import (
+from .._config import Compaction, LoopSettings, RunLimits
+from .._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
+from .._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
+from .._record import EndStatus, StopReason
+from .._usage import Usage
+from .._workspace import Workspace
+from ..models import (
     FREE_CHOICES,
     MessageTally,
     Model,
@@ -45,7 +43,9 @@ from .models import (
     estimate_tokens,
     mentioned_paths,
 )
-from .tools import Tool, ToolContext, ToolReturn
+from ..tools import Tool, ToolContext, ToolReturn
+from ._fit import cut_text, fit_request
+from ._guard import LoopWatch
 
 
 @dataclass(kw_only=True)
@@ -96,20 +96,6 @@ class _BudgetSpent(Exception):
     def __init__(self, reason: StopReason) -> None:
         super().__init__(reason)
         self.reason: StopReason = reason
-
-
-@dataclass(kw_only=True, slots=True)
-class Compaction:
-    """When the context passes `max_context_tokens`, older turns are replaced by a summary.
-
-    The first message (the task) and the last `keep_recent` messages stay as they are. `model`
-    writes the summary; `None` means the agent's own model. Without one, an agent compacts at
-    `COMPACT_AT` of its model's context window; with one, at whichever comes first.
-    """
-
-    max_context_tokens: int
-    keep_recent: int = 6
-    model: Model | None = None
 
 
 COMPACT_AT = 0.7

@@ -22,31 +22,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ._errors import UserError
-from ._messages import ToolCallPart, ToolResultPart
-from ._record import StopReason
+from .._config import LoopGuard
+from .._messages import ToolCallPart, ToolResultPart
+from .._record import StopReason
 
-__all__ = ["DEFAULT_ADVICE", "LoopGuard", "LoopWatch"]
+__all__ = ["DEFAULT_ADVICE", "LoopWatch"]
 
 DEFAULT_ADVICE = (
     "Try a more precise prompt or a more capable model; the guard's limits are --max-repeated-failures "
     "and --max-idle-steps (LoopGuard in Python)."
 )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LoopGuard:
-    """When an agent is going round in circles: `repeated_failures` failures of the same call, or
-    `idle_steps` turns in a row without progress (see the module's doc). None switches a rule off."""
-
-    repeated_failures: int | None = 3
-    idle_steps: int | None = 10
-
-    def __post_init__(self) -> None:
-        for name in ("repeated_failures", "idle_steps"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise UserError(f"LoopGuard {name}={value!r}: give a whole number of at least 1, or None for no limit")
 
 
 @dataclass(slots=True)

@@ -1,0 +1,34 @@
+"""The agent loop: one agent's turns against its model and tools until it answers or a limit ends
+it (`_loop.py`), the guard that ends an agent going round in circles (`_guard.py`), and the cut that
+makes a request fit the model's context window (`_fit.py`). The lead and every subagent run here;
+what they run is built by `delegate.subagents` (`assemble`) from the settings in `delegate._config`.
+"""
+
+from ._guard import DEFAULT_ADVICE, LoopWatch
+from ._loop import (
+    EVENT_VALUE_LIMIT,
+    AgentResult,
+    AgentSpec,
+    Journal,
+    RunBudget,
+    ToolGate,
+    opening_choices,
+    passed_deadline,
+    path_states,
+    run_agent,
+)
+
+__all__ = [
+    "DEFAULT_ADVICE",
+    "EVENT_VALUE_LIMIT",
+    "AgentResult",
+    "AgentSpec",
+    "Journal",
+    "LoopWatch",
+    "RunBudget",
+    "ToolGate",
+    "opening_choices",
+    "passed_deadline",
+    "path_states",
+    "run_agent",
+]

@@ -1,0 +1,60 @@
+"""The run layer: a `Runtime` starts a run of the lead over a workspace (`_runtime.py`), from
+settings an operator gives once (`_settings.py`: `RuntimeSettings`, `RuntimeFactory`, `open_store`);
+the `Recorder` keeps its events, checkpoints and records in the store as it goes (`_recorder.py`);
+`RunResult` is what it ends with, live or read back (`_run_result.py`); a stored run's events are
+followed page by page (`_follow.py`); and runs whose process died are taken over by another
+(`_takeover.py`).
+
+Names are imported on first use, as in `delegate` itself: `delegate runs show` reads a stored run
+without loading the runtime.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._follow import PAGE, interrupted_event, stored_events
+    from ._run_result import RunResult, stored_result, stored_run
+    from ._runtime import Runtime
+    from ._settings import LOCAL_USER, RuntimeFactory, RuntimeSettings, open_store
+    from ._takeover import Takeover
+
+_WHERE = {
+    "LOCAL_USER": "._settings",
+    "PAGE": "._follow",
+    "RunResult": "._run_result",
+    "Runtime": "._runtime",
+    "RuntimeFactory": "._settings",
+    "RuntimeSettings": "._settings",
+    "Takeover": "._takeover",
+    "interrupted_event": "._follow",
+    "open_store": "._settings",
+    "stored_events": "._follow",
+    "stored_result": "._run_result",
+    "stored_run": "._run_result",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'delegate.run' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "LOCAL_USER",
+    "PAGE",
+    "RunResult",
+    "Runtime",
+    "RuntimeFactory",
+    "RuntimeSettings",
+    "Takeover",
+    "interrupted_event",
+    "open_store",
+    "stored_events",
+    "stored_result",
+    "stored_run",
+]
