@@ -34,6 +34,10 @@ EventType = Literal[
     "batch.completed",
     "mcp.server_failed",
     "warning",
+    "approval.requested",
+    "approval.decided",
+    "hook.failed",
+    "hook.acted",
 ]
 
 

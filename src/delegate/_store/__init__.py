@@ -35,6 +35,7 @@ sort as text and compare the same everywhere).
 
 from .._errors import StoreBusyError, StoreError
 from .._lease import RUN_HEARTBEAT, RUN_LEASE_TTL
+from ._approvals import ApprovalRow
 from ._rows import (
     Checkpoint,
     RunRow,
@@ -48,6 +49,7 @@ from ._store import Store
 __all__ = [
     "RUN_HEARTBEAT",
     "RUN_LEASE_TTL",
+    "ApprovalRow",
     "Checkpoint",
     "Migration",
     "RunRow",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 from typing import Any, TypeVar, get_type_hints
 
 import sqlalchemy as sa
@@ -70,6 +71,8 @@ class RunRow:
     warnings: list[str] = field(default_factory=list[str])
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
+    waiting: int = 0
+    """How many of its calls wait for a person's decision: a live run with some reads `waiting`."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run's line of a listing (see `RunSummary.to_dict`); its whole JSON is
@@ -96,6 +99,7 @@ class RunSummary:
     completed_at: AwareDatetime | None = None
     owner: str | None = None
     heartbeat_at: AwareDatetime | None = None
+    waiting: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A line of `delegate runs list --json` and of `GET /runs`: the keys of the run's whole
@@ -283,9 +287,18 @@ def decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRo
     values = {**row, "warnings": row["warnings"] or "[]"}
     json_columns = ("usage", "warnings", *(("uploaded_files",) if row["uploaded_files"] is not None else ()))
     run = _decode(_run_row, values, "runs", json_columns)
-    if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, utc_now(), RUN_LEASE_TTL, seen):
-        run.status = "interrupted"  # stored `running`; its owner is gone
+    run.status = live_status(run, utc_now(), seen)
     return run
+
+
+def live_status(run: RunRow | RunSummary, now: datetime, seen: dict[str, bool] | None) -> Status:
+    """What a run reads: one stored `running` whose owner is gone is `interrupted`; one whose
+    owner lives and that has calls waiting for a person is `waiting`."""
+    if run.status != "running":
+        return run.status
+    if not owner_alive(run.owner, run.heartbeat_at, now, RUN_LEASE_TTL, seen):
+        return "interrupted"  # stored `running`; its owner is gone
+    return "waiting" if run.waiting else "running"
 
 
 def decode_run_summaries(rows: Sequence[Sequence[Any]]) -> list[RunSummary]:
@@ -304,8 +317,7 @@ def decode_run_summaries(rows: Sequence[Sequence[Any]]) -> list[RunSummary]:
     seen: dict[str, bool] = {}
     runs = [RunSummary(**dict(zip(SUMMARY_COLUMNS, values, strict=True))) for values in valid]
     for run in runs:
-        if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, now, RUN_LEASE_TTL, seen):
-            run.status = "interrupted"
+        run.status = live_status(run, now, seen)
     return runs
 
 

@@ -23,6 +23,7 @@ from .._errors import ToolError, UserError
 from .._events import Event, EventSink
 from .._frontmatter import CatalogueWarning
 from .._messages import Message
+from .._permissions import CallPolicy
 from .._text import safe_text
 from .._workspace import CommandPolicy, Workspace
 from ..loop import AgentSpec, RunBudget, run_agent
@@ -40,12 +41,24 @@ from ..subagents import (
     toolset,
     type_listing,
 )
-from ..tools import BUILTIN_TOOLS, Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
+from ..tools import (
+    BUILTIN_TOOLS,
+    Approval,
+    CallGuard,
+    Tool,
+    ToolContext,
+    builtin_tools,
+    list_uploaded_files,
+    sweep_scratch,
+    uploads_state,
+)
+from ._approvals import NEVER_WAIT, RunApprovals, load_permissions, on_beat
 from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._settings import open_store
 
 if TYPE_CHECKING:
+    from .._permissions import ApprovalRow
     from .._store import Checkpoint, Store
     from ..batch import Batches
 
@@ -114,6 +127,10 @@ class Runtime:
             builtins=ext.builtin_subagents,
             aliases=self.aliases,
         )
+        self.permissions, self.hook_settings = load_permissions(ext.permissions, self._shared or self.workspace.root)
+        """The permission rules of every run (`Extensions.permissions` and the operator's settings
+        files), and the command hooks of those files (see docs/approvals.md)."""
+        self._policy = CallPolicy.compile(self.permissions)
         self.tools = _tool_pool(self.lead, given, allow_commands=commands is not None)
         """Every tool a definition may name: the built-in ones and those given in code."""
         self._lead_tools = _lead_tool_names(self.lead, self.tools)
@@ -135,6 +152,8 @@ class Runtime:
         self._store_option = store
         self._stops: dict[str, Callable[[str], None]] = {}
         """How to stop each run of this runtime that is going: see `interrupt`."""
+        self._approvals: dict[str, RunApprovals] = {}
+        """The approver of each run of this runtime that is going: see `decide`."""
         self._store: Store | None = None
         self._owns_store = False
         self._batches: Batches | None = None
@@ -224,6 +243,34 @@ class Runtime:
         for stop in stops:
             stop("interrupt")
         return len(stops)
+
+    @property
+    def _may_guard(self) -> bool:
+        """Whether any rule, mode or hook may act on a call (else no tool is wrapped at all)."""
+        return bool(self.permissions)
+
+    async def decide(
+        self, run_id: str, call_id: str, *, approve: bool, reason: str = "", always: bool = False
+    ) -> ApprovalRow:
+        """Decide a call of `run_id` that waits for a person: stored first, then given to the call
+        at once when the run goes on in this process (another process finds it at its next beat).
+        `always` (with `approve`) approves the calls of the same rule for the rest of the run.
+        Raises `UserError` for an unknown run or call, or one decided already."""
+        store = self.store
+        decision = "approve" if approve else "deny"
+        if store is None:
+            row = None
+        else:
+            row = await asyncio.to_thread(
+                functools.partial(store.decide_approval, run_id, call_id, decision, reason or None, self.user_id)
+            )
+        approvals = self._approvals.get(run_id)
+        if approvals is not None:
+            rule = row.rule if row is not None else None
+            approvals.deliver(call_id, Approval(approve, reason), always=rule if always else None)
+        if row is None:
+            raise UserError("deciding a call of a run without a store: give the run a store")
+        return row
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -342,7 +389,9 @@ class Runtime:
         context = await asyncio.to_thread(self._prepare_workspace)
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp()
-        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context)
+        approvals = RunApprovals(recorder, limits.approval_timeout) if self._may_guard else None
+        guard = CallGuard(self._policy, approvals) if approvals is not None else None
+        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context, guard)
         ctx = self._context(scope, "lead")
         ctx.uploaded_files = uploads_state(uploaded_files)
         lead_tools = [self.tools[name] for name in self._lead_tools] + mcp_tools
@@ -350,6 +399,12 @@ class Runtime:
             lead_tools.append(list_uploaded_files)
         runner = self._runner(scope, ctx, lead_model, [t.name for t in lead_tools], mcp_tools, own)
         runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
+        if approvals is not None:
+            approvals.runner = runner
+            recorder.beats.append(on_beat(approvals))
+            self._approvals[run_id] = approvals
+            if self._policy.ask:  # a subagent may wait: its answers are kept, so a resume asks its model nothing again
+                runner.journal_for = journal.scoped
         task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
         if task is not None:
             lead_tools.append(task)
@@ -426,6 +481,7 @@ class Runtime:
         finally:
             beat.cancel()
             self._stops.pop(run_id, None)
+            self._approvals.pop(run_id, None)
 
     async def run_task(
         self,
@@ -462,7 +518,8 @@ class Runtime:
             emit(Event(type="mcp.server_failed", run_id=task_id, agent_id="batch", data=data))
         context = await asyncio.to_thread(self._prepare_workspace)
         model = await self._model_off_loop(self._model_spec)
-        scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context)
+        guard = CallGuard(self._policy, never_wait=NEVER_WAIT) if self._may_guard else None
+        scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context, guard)
         ctx = self._context(scope, "batch")
         runner = self._runner(scope, ctx, model, self._lead_tools, mcp_tools, own)
         try:
@@ -505,6 +562,7 @@ class Runtime:
         limits: RunLimits,
         mcp_tools: list[Tool],
         context: str,
+        guard: CallGuard | None = None,
     ) -> RunScope:
         """What every agent of one run (or batch item) shares."""
         ext = self.extensions
@@ -521,6 +579,7 @@ class Runtime:
             deferred={t.name: t for t in mcp_tools} if ext.tool_search else {},
             auto_promote=ext.auto_promote,
             project_context=context,
+            guard=guard,
         )
 
     def _context(self, scope: RunScope, agent_id: str) -> ToolContext:
