@@ -203,6 +203,12 @@ def _warnings_column() -> sa.Column[Any]:
     return sa.Column("warnings", sa.Text)
 
 
+def _result_column() -> sa.Column[Any]:
+    """The column migration core.0014 adds to `runs`: the lead's typed result (its definition's
+    `output_schema`), as JSON (NULL: it has none): the `result` of `runs show --json`."""
+    return sa.Column("result", sa.Text)
+
+
 def _event_pack_column() -> sa.Column[Any]:
     """The column migration core.0006 adds to `events`: how many events the row holds. A row of
     one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
@@ -236,7 +242,7 @@ def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
 
 _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
-for _column in [*_lease_columns(), *_resume_columns(), _warnings_column()]:
+for _column in [*_lease_columns(), *_resume_columns(), _warnings_column(), _result_column()]:
     runs_table.append_column(_column)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
@@ -318,6 +324,11 @@ def _m0008_finish_reason(conn: Connection) -> None:
             conn.execute(update)
 
 
+def _m0014_lead_result(conn: Connection) -> None:
+    column = _result_column()
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -327,4 +338,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0006_packed_progress", _m0006_packed_progress),
     Migration("core.0007_run_warnings", _m0007_run_warnings),
     Migration("core.0008_finish_reason", _m0008_finish_reason),
+    Migration("core.0014_lead_result", _m0014_lead_result),
 )
