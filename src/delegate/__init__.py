@@ -8,8 +8,9 @@ result = rt.run_sync("Map the auth flow and write docs/auth.md")
 ```
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from . import _lazy
 
 if TYPE_CHECKING:
     from ._agents import Agent, Catalogue, Lead, Subagent
@@ -106,13 +107,7 @@ _WHERE = {
 `delegate --help`) costs almost nothing until something is used."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'delegate' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy.lazy_names(__name__, _WHERE)
 
 
 def __dir__() -> list[str]:

@@ -9,8 +9,9 @@ Names are imported on first use, as in `delegate` itself: `delegate runs show` r
 without loading the runtime.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import _lazy
 
 if TYPE_CHECKING:
     from ._follow import PAGE, interrupted_event, stored_events
@@ -35,13 +36,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'delegate.run' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy.lazy_names(__name__, _WHERE)
 
 
 __all__ = [
