@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
     from ._settings import LOCAL_USER, RuntimeFactory, RuntimeSettings, open_store
     from ._takeover import Takeover
+    from ._threads import Thread
 
 _WHERE = {
     "LOCAL_USER": "._settings",
@@ -27,6 +28,7 @@ _WHERE = {
     "RuntimeFactory": "._settings",
     "RuntimeSettings": "._settings",
     "Takeover": "._takeover",
+    "Thread": "._threads",
     "interrupted_event": "._follow",
     "open_store": "._settings",
     "stored_events": "._follow",
@@ -52,6 +54,7 @@ __all__ = [
     "RuntimeFactory",
     "RuntimeSettings",
     "Takeover",
+    "Thread",
     "interrupted_event",
     "open_store",
     "stored_events",
