@@ -52,6 +52,7 @@ from ._rows import (
     decode_subagent,
     decode_user,
     event_rows,
+    json_text,
     run_values,
     subagent_values,
     usage_adapter,
@@ -354,16 +355,22 @@ class Store:
         owner: str | None = None,
         stop_reason: str | None = None,
         steps: int = 0,
+        result: Any = None,
     ) -> bool:
-        """Record how a run ended. The first call wins: False if the run had already finished, or if
-        `owner` is given and no longer holds the run's lease (another process took the run over).
+        """Record how a run ended (`result`: the lead's typed result as JSON data, if it has one).
+        The first call wins: False if the run had already finished, or if `owner` is given and no
+        longer holds the run's lease (another process took the run over).
 
         Raises `StoreError` for an unknown run.
         """
         if status not in END_STATUSES:
             raise ValueError(f"finish_run needs a final status, not {status!r}")
         with self.write() as conn:
-            values = {"stop_reason": stop_reason, "steps": steps}
+            values = {
+                "stop_reason": stop_reason,
+                "steps": steps,
+                "result": None if result is None else json_text(result),
+            }
             return self._finish(conn, run_id, status, final, usage, error, owner, values)
 
     def _finish(
