@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         RetryPolicy,
         ToolSpec,
     )
-    from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings
+    from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings, Thread
     from .subagents import Artifact, Skipped, TaskOutput
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
 
@@ -90,6 +90,7 @@ _WHERE = {
     "Subagent": "._agents",
     "TaskOutput": ".subagents",
     "TextPart": "._messages",
+    "Thread": ".run",
     "Tool": ".tools",
     "ToolCallPart": "._messages",
     "ToolContext": ".tools",
@@ -156,6 +157,7 @@ __all__ = [
     "Subagent",
     "TaskOutput",
     "TextPart",
+    "Thread",
     "Tool",
     "ToolCallPart",
     "ToolContext",

@@ -73,6 +73,10 @@ class RunRow:
     result: Any = None
     """The lead's typed result as JSON data (its definition has an `output_schema`), once it ended
     with one: the `result` of `runs show --json`."""
+    thread_id: str | None = None
+    """The thread the run belongs to: the id of its first run (its own id when it continues none)."""
+    previous_run_id: str | None = None
+    """The run this one continues (None: it starts its thread)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run's line of a listing (see `RunSummary.to_dict`); its whole JSON is
@@ -99,17 +103,25 @@ class RunSummary:
     completed_at: AwareDatetime | None = None
     owner: str | None = None
     heartbeat_at: AwareDatetime | None = None
+    thread_id: str | None = None
+    previous_run_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A line of `delegate runs list --json` and of `GET /runs`: the keys of the run's whole
-        JSON that a listing has, in the same order (`run_id`, `status`, `usage`, `prompt`, `model`,
-        `created_at`, `completed_at`)."""
+        JSON that a listing has, in the same order (`run_id`, `status`, `usage`, `thread_id`,
+        `previous_run_id`, `prompt`, `model`, `created_at`, `completed_at`)."""
         return summary_dict(self)
 
 
 def summary_dict(run: RunRow | RunSummary) -> dict[str, Any]:
     head = {"run_id": run.id, "status": run.status, "usage": run.usage.totals()}
-    return head | stored_fields(run) | {"prompt": run.prompt[:SUMMARY_PROMPT_CHARS]}
+    return head | thread_fields(run) | stored_fields(run) | {"prompt": run.prompt[:SUMMARY_PROMPT_CHARS]}
+
+
+def thread_fields(run: RunRow | RunSummary) -> dict[str, Any]:
+    """Where a run is in its thread: `thread_id` (a run stored before threads: its own id) and
+    `previous_run_id`, the run it continues."""
+    return {"thread_id": run.thread_id or run.id, "previous_run_id": run.previous_run_id}
 
 
 def stored_fields(run: RunRow | RunSummary) -> dict[str, Any]:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
     from ._settings import LOCAL_USER, RuntimeFactory, RuntimeSettings, open_store
     from ._takeover import Takeover
+    from ._threads import Thread
 
 _WHERE = {
     "LOCAL_USER": "._settings",
@@ -28,6 +29,7 @@ _WHERE = {
     "RuntimeFactory": "._settings",
     "RuntimeSettings": "._settings",
     "Takeover": "._takeover",
+    "Thread": "._threads",
     "interrupted_event": "._follow",
     "open_store": "._settings",
     "stored_events": "._follow",
@@ -47,6 +49,7 @@ __all__ = [
     "RuntimeFactory",
     "RuntimeSettings",
     "Takeover",
+    "Thread",
     "interrupted_event",
     "open_store",
     "stored_events",

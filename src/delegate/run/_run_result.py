@@ -54,6 +54,10 @@ class RunResult:
     result: Any = None
     """The lead's typed result, validated, when its definition has an `output_schema`: an instance
     of that pydantic model, or JSON data that fits that JSON Schema (None without one)."""
+    thread_id: str | None = None
+    """The thread the run belongs to: the id of its first run (None: this run's own id)."""
+    previous_run_id: str | None = None
+    """The run this one continues (`Runtime.run(continue_from=...)`); None: it starts its thread."""
 
     def raise_for_status(self) -> RunResult:
         """This result if the run completed; else raise `RunCancelled` (it was cancelled) or
@@ -86,6 +90,8 @@ class RunResult:
             "usage": self.usage.totals(),
             "subagents": [s.to_dict() for s in self.subagents],
             "warnings": list(self.warnings),
+            "thread_id": self.thread_id or self.run_id,
+            "previous_run_id": self.previous_run_id,
         } | ({"result": typed} if typed is not None else {})
 
 
@@ -109,6 +115,8 @@ def _stored_result(store: Store, run: RunRow) -> RunResult:
         error=run.error,
         warnings=run.warnings,
         result=run.result,
+        thread_id=run.thread_id,
+        previous_run_id=run.previous_run_id,
     )
 
 
