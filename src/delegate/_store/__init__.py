@@ -45,6 +45,7 @@ from ._rows import (
 )
 from ._schema import Migration
 from ._store import Store
+from ._threads import ThreadSummary, why_not_continuable
 
 __all__ = [
     "RUN_HEARTBEAT",
@@ -57,6 +58,8 @@ __all__ = [
     "Store",
     "StoreBusyError",
     "StoreError",
+    "ThreadSummary",
     "UserRow",
     "stored_fields",
+    "why_not_continuable",
 ]

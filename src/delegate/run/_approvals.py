@@ -33,6 +33,8 @@ from ..loop import EVENT_VALUE_LIMIT, deadlines_paused
 from ..tools import Approval, ApprovalRequest, ToolContext
 
 if TYPE_CHECKING:
+    from .._store import Store
+    from ..loop import Journal
     from ..subagents import SubagentRunner
     from ._recorder import Recorder
 
@@ -55,6 +57,16 @@ class RunApprovals:
         self.always: set[str] = set()
         """Rules a person approved for the rest of the run."""
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    def attach(self, runner: SubagentRunner, journal_for: Callable[[str], Journal] | None) -> RunApprovals:
+        """Serve the run of `runner` (its requests name their subagent's type), looking for
+        decisions at each heartbeat; `journal_for` keeps its subagents' answers (when they may
+        wait), so that a resumed run asks their models nothing again."""
+        self.runner = runner
+        self.recorder.beats.append(on_beat(self))
+        if journal_for is not None:
+            runner.journal_for = journal_for
+        return self
 
     async def decide(self, ctx: ToolContext, request: ApprovalRequest) -> Approval:
         self._loop = asyncio.get_running_loop()
@@ -154,6 +166,30 @@ def _capped(arguments: dict[str, Any]) -> dict[str, Any]:
     for key, value in arguments.items():
         out[key] = value[:EVENT_VALUE_LIMIT] if isinstance(value, str) else value
     return out
+
+
+async def decide_call(
+    store: Store | None,
+    live: RunApprovals | None,
+    run_id: str,
+    call_id: str,
+    approve: bool,
+    reason: str,
+    always: bool,
+    user_id: str | None,
+) -> ApprovalRow:
+    """Store a person's decision on a waiting call, then give it to the call at once when its run
+    goes on here (`live`); `always` approves that rule's calls for the rest of the run. What
+    `Runtime.decide` does."""
+    if store is None:
+        raise UserError("deciding a call needs the store of its run (store=False keeps nothing)")
+    decision = "approve" if approve else "deny"
+    row = await asyncio.to_thread(
+        functools.partial(store.decide_approval, run_id, call_id, decision, reason or None, user_id)
+    )
+    if live is not None:
+        live.deliver(call_id, Approval(approve, reason), always=row.rule if always else None)
+    return row
 
 
 def on_beat(approvals: RunApprovals) -> Callable[[], None]:
