@@ -220,6 +220,18 @@ def _subagent_key_column() -> sa.Column[Any]:
     return sa.Column("key", sa.Text)
 
 
+def _isolation_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0012_isolation adds to `subagents`: where it wrote (`shared`,
+    `overlay`, `read-only`; NULL for records stored before: `shared`), what its layer changed and
+    what conflicted (JSON arrays; NULL: none), and where its kept layer is."""
+    return [
+        sa.Column("isolation", sa.Text),
+        sa.Column("changes", sa.Text),
+        sa.Column("conflicts", sa.Text),
+        sa.Column("layer", sa.Text),
+    ]
+
+
 def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     """What a run did so far, for resuming it: one row per model answer, tool result or subagent."""
     return sa.Table(
@@ -240,6 +252,8 @@ for _column in [*_lease_columns(), *_resume_columns(), _warnings_column()]:
     runs_table.append_column(_column)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
+for _column in _isolation_columns():
+    subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
 migrations_table = sa.Table(
     "migrations",
@@ -318,6 +332,11 @@ def _m0008_finish_reason(conn: Connection) -> None:
             conn.execute(update)
 
 
+def _m0012_isolation(conn: Connection) -> None:
+    for column in _isolation_columns():
+        conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -327,4 +346,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0006_packed_progress", _m0006_packed_progress),
     Migration("core.0007_run_warnings", _m0007_run_warnings),
     Migration("core.0008_finish_reason", _m0008_finish_reason),
+    Migration("core.0012_isolation", _m0012_isolation),
 )
