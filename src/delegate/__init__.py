@@ -8,8 +8,9 @@ result = rt.run_sync("Map the auth flow and write docs/auth.md")
 ```
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from . import _lazy
 
 if TYPE_CHECKING:
     from ._agents import Agent, Catalogue, Lead, Subagent
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
         RetryPolicy,
         ToolSpec,
     )
-    from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings
+    from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings, Thread
     from .subagents import Artifact, Skipped, TaskOutput
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
 
@@ -89,6 +90,7 @@ _WHERE = {
     "Subagent": "._agents",
     "TaskOutput": ".subagents",
     "TextPart": "._messages",
+    "Thread": ".run",
     "Tool": ".tools",
     "ToolCallPart": "._messages",
     "ToolContext": ".tools",
@@ -106,13 +108,7 @@ _WHERE = {
 `delegate --help`) costs almost nothing until something is used."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'delegate' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy.lazy_names(__name__, _WHERE)
 
 
 def __dir__() -> list[str]:
@@ -161,6 +157,7 @@ __all__ = [
     "Subagent",
     "TaskOutput",
     "TextPart",
+    "Thread",
     "Tool",
     "ToolCallPart",
     "ToolContext",

@@ -44,6 +44,7 @@ from ._rows import (
 )
 from ._schema import Migration
 from ._store import Store
+from ._threads import ThreadSummary, why_not_continuable
 
 __all__ = [
     "RUN_HEARTBEAT",
@@ -55,6 +56,8 @@ __all__ = [
     "Store",
     "StoreBusyError",
     "StoreError",
+    "ThreadSummary",
     "UserRow",
     "stored_fields",
+    "why_not_continuable",
 ]

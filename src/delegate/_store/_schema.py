@@ -203,6 +203,20 @@ def _warnings_column() -> sa.Column[Any]:
     return sa.Column("warnings", sa.Text)
 
 
+def _result_column() -> sa.Column[Any]:
+    """The column migration core.0014 adds to `runs`: the lead's typed result (its definition's
+    `output_schema`), as JSON (NULL: it has none): the `result` of `runs show --json`."""
+    return sa.Column("result", sa.Text)
+
+
+def _thread_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0011 adds to `runs`: the thread a run belongs to (the id of its
+    thread's first run; a run that continues none starts a thread of its own) and the run it
+    continues (NULL: none). Each run is continued at most once (a unique index): two continues of
+    one run race to one winner, so a thread is a chain, never a fork."""
+    return [sa.Column("thread_id", sa.Text), sa.Column("previous_run_id", sa.Text)]
+
+
 def _event_pack_column() -> sa.Column[Any]:
     """The column migration core.0006 adds to `events`: how many events the row holds. A row of
     one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
@@ -248,8 +262,10 @@ def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
 
 _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
-for _column in [*_lease_columns(), *_resume_columns(), _warnings_column()]:
+for _column in [*_lease_columns(), *_resume_columns(), _warnings_column(), _result_column(), *_thread_columns()]:
     runs_table.append_column(_column)
+sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
+sa.Index("runs_by_thread", runs_table.c.thread_id, runs_table.c.created_at)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
 for _column in _isolation_columns():
@@ -332,6 +348,21 @@ def _m0008_finish_reason(conn: Connection) -> None:
             conn.execute(update)
 
 
+def _m0014_lead_result(conn: Connection) -> None:
+    column = _result_column()
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
+def _m0011_threads(conn: Connection) -> None:
+    """Threads: each run gets the thread it belongs to (a run stored before is a thread of its
+    own) and the run it continues, which no two runs may share."""
+    for column in _thread_columns():
+        conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+    conn.exec_driver_sql("UPDATE runs SET thread_id = id")
+    conn.exec_driver_sql("CREATE UNIQUE INDEX runs_previous_run ON runs (previous_run_id)")
+    conn.exec_driver_sql("CREATE INDEX runs_by_thread ON runs (thread_id, created_at)")
+
+
 def _m0012_isolation(conn: Connection) -> None:
     for column in _isolation_columns():
         conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
@@ -346,5 +377,7 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0006_packed_progress", _m0006_packed_progress),
     Migration("core.0007_run_warnings", _m0007_run_warnings),
     Migration("core.0008_finish_reason", _m0008_finish_reason),
+    Migration("core.0014_lead_result", _m0014_lead_result),
+    Migration("core.0011_threads", _m0011_threads),
     Migration("core.0012_isolation", _m0012_isolation),
 )

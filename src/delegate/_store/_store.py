@@ -52,6 +52,7 @@ from ._rows import (
     decode_subagent,
     decode_user,
     event_rows,
+    json_text,
     run_values,
     subagent_values,
     usage_adapter,
@@ -66,6 +67,7 @@ from ._schema import (
     subagents_table,
     users_table,
 )
+from ._threads import ThreadSummary, already_continued, continuable, latest_run, thread_rows, threads_of
 
 _MIGRATION_LOCK = 0x64656C6567617465  # "delegate" in ASCII: the PostgreSQL advisory lock key
 
@@ -301,15 +303,21 @@ class Store:
         token_budget: int | None = None,
         max_requests: int | None = None,
         warnings: Sequence[str] = (),
+        previous_run_id: str | None = None,
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
         process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
         `uploaded_files` and the run-wide budgets are kept for the run's resume; `warnings` are
-        what was wrong as it started (`RunRow.warnings`)."""
+        what was wrong as it started (`RunRow.warnings`).
+
+        With `previous_run_id` the run continues that run (of `user_id`), in its thread: `UserError`
+        if there is no such run, if it has not ended, or if another run continued it first (exactly
+        one of several continues of one run wins; see `_threads.py`)."""
         now = utc_now()
         owner = owner or new_owner()
+        new_id = run_id or uuid.uuid4().hex
         run = RunRow(
-            id=run_id or uuid.uuid4().hex,
+            id=new_id,
             user_id=user_id,
             prompt=safe_text(prompt),
             model=model,
@@ -322,9 +330,18 @@ class Store:
             token_budget=token_budget,
             max_requests=max_requests,
             warnings=list(warnings),
+            thread_id=new_id,
+            previous_run_id=previous_run_id,
         )
-        with self.write() as conn:
-            conn.execute(runs_table.insert().values(run_values(run)))
+        try:
+            with self.write() as conn:
+                if previous_run_id is not None:
+                    run.thread_id = continuable(conn, previous_run_id, user_id)
+                conn.execute(runs_table.insert().values(run_values(run)))
+        except IntegrityError:
+            if previous_run_id is None:
+                raise
+            raise already_continued(self, previous_run_id, user_id) from None
         return run
 
     def finish_run(
@@ -338,16 +355,22 @@ class Store:
         owner: str | None = None,
         stop_reason: str | None = None,
         steps: int = 0,
+        result: Any = None,
     ) -> bool:
-        """Record how a run ended. The first call wins: False if the run had already finished, or if
-        `owner` is given and no longer holds the run's lease (another process took the run over).
+        """Record how a run ended (`result`: the lead's typed result as JSON data, if it has one).
+        The first call wins: False if the run had already finished, or if `owner` is given and no
+        longer holds the run's lease (another process took the run over).
 
         Raises `StoreError` for an unknown run.
         """
         if status not in END_STATUSES:
             raise ValueError(f"finish_run needs a final status, not {status!r}")
         with self.write() as conn:
-            values = {"stop_reason": stop_reason, "steps": steps}
+            values = {
+                "stop_reason": stop_reason,
+                "steps": steps,
+                "result": None if result is None else json_text(result),
+            }
             return self._finish(conn, run_id, status, final, usage, error, owner, values)
 
     def _finish(
@@ -515,6 +538,18 @@ class Store:
         assert found is not None
         return found
 
+    def thread_runs(self, thread_id: str, user_id: str | None = None) -> list[RunRow]:
+        """A thread's runs (`user_id`'s, when given), oldest first; empty for an unknown thread."""
+        return thread_rows(self, thread_id, user_id)
+
+    def list_threads(self, user_id: str | None = None, *, limit: int = 50, offset: int = 0) -> list[ThreadSummary]:
+        """Threads (`user_id`'s, or all when None), the last continued first."""
+        return threads_of(self, user_id, limit, offset)
+
+    def latest_run(self, user_id: str | None = None, workspace: str | None = None) -> RunRow | None:
+        """The newest run (`user_id`'s, of `workspace`, when given), or None."""
+        return latest_run(self, user_id, workspace)
+
     def interrupted_runs(self, user_id: str | None = None) -> list[RunRow]:
         """Runs whose process is gone, oldest first: what a restarted server resumes."""
         return list(reversed(self.list_runs(user_id, status="interrupted", limit=10_000)))
@@ -565,6 +600,14 @@ class Store:
             data = {"record": record.to_dict(), "seq": record.seq}
             found.append(Checkpoint(run_id=run_id, kind="subagent", key=row["key"], data=data))
         return found
+
+    def checkpoint(self, run_id: str, kind: str, key: str) -> dict[str, Any] | None:
+        """One checkpoint's data (see `Checkpoint`), or None: read alone, without the run's others."""
+        c = checkpoints_table.c
+        query = sa.select(checkpoints_table).where(c.run_id == run_id, c.kind == kind, c.key == key)
+        with self.read() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else decode_checkpoint(row).data
 
     # -- events ---------------------------------------------------------------------------------
 

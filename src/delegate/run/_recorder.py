@@ -160,7 +160,15 @@ class Recorder:
         self._thread.start()
 
     async def finish(
-        self, status: str, final: str, usage: Usage, error: str | None, *, stop_reason: str = "", steps: int = 0
+        self,
+        status: str,
+        final: str,
+        usage: Usage,
+        error: str | None,
+        *,
+        stop_reason: str = "",
+        steps: int = 0,
+        result: Any = None,
     ) -> bool:
         """Write what is left, then how the run ended (unless another process holds it now)."""
         store = self.store
@@ -178,6 +186,7 @@ class Recorder:
                 owner=self.owner,
                 stop_reason=stop_reason,
                 steps=steps,
+                result=result,
             )
         )
 

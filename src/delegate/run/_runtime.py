@@ -44,11 +44,12 @@ from ..subagents import (
 )
 from ..tools import BUILTIN_TOOLS, Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
 from ._recorder import Recorder, StoredJournal
-from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
+from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result, stored_result
 from ._settings import open_store
+from ._threads import Thread, conversation_of, keep_conversation, thread_uploads
 
 if TYPE_CHECKING:
-    from .._store import Checkpoint, Store
+    from .._store import Checkpoint, RunRow, Store
     from ..batch import Batches
 
 
@@ -257,6 +258,7 @@ class Runtime:
         model: str | Model | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
         limits: RunLimits | None = None,
+        continue_from: str | None = None,
     ) -> RunResult:
         """Run the lead agent on `prompt` to its final answer.
 
@@ -266,19 +268,29 @@ class Runtime:
         `uploaded_files` are files the user uploaded earlier in the conversation: entries with a
         `filename` (and `path`, `size`, `content_type` when known). With them (an empty list too),
         the lead and its subagents get `list_uploaded_files`; a malformed list is treated as none.
+
+        `continue_from` (a run id) continues that run's thread: the lead starts from the
+        conversation that run's lead ended with, in the same workspace, with the thread's uploads
+        and these (see `delegate.run._threads`). `UserError` if that run is unknown (or another
+        user's), has not ended (`running`, `waiting`, `interrupted`), or was continued already.
         """
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         prompt = safe_text(prompt)  # an argument `delegate run $'\xff'` holds a lone surrogate
         limits = limits or self.limits
         uploaded_files = uploads_state(uploaded_files)
+        history: list[Message] = []
+        if continue_from is not None:
+            previous, history = await asyncio.to_thread(self._previous, continue_from)
+            uploaded_files = thread_uploads(previous.uploaded_files, uploaded_files)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
         lead_model = await self._model_off_loop(model or self._model_spec)
+        thread_id = [run_id]
 
         async def begin(warnings: list[str]) -> list[Checkpoint]:
             if recorder.store is not None:
-                await asyncio.to_thread(
+                row = await asyncio.to_thread(
                     functools.partial(
                         recorder.store.create_run,
                         run_id=run_id,
@@ -291,11 +303,53 @@ class Runtime:
                         token_budget=limits.token_budget,
                         max_requests=limits.max_requests,
                         warnings=warnings,
+                        previous_run_id=continue_from,
                     )
                 )
+                thread_id[0] = row.thread_id or run_id
             return []
 
-        return await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin, limits)
+        result = await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin, limits, history)
+        result.thread_id, result.previous_run_id = thread_id[0], continue_from
+        return result
+
+    def thread(self, continue_from: str | None = None) -> Thread:
+        """A conversation (see `Thread`): a new one, or the thread of the stored run
+        `continue_from`, whose next `send` continues that run."""
+        if continue_from is None:
+            return Thread(self)
+        store = self._thread_store()
+        run = store.get_run(continue_from, self.user_id)
+        if run is None:
+            raise UserError(f"no run {continue_from!r} to continue: list the runs with `delegate runs list`")
+        rows = store.thread_runs(run.thread_id or run.id, self.user_id)
+        upto = [r for r in rows if r.created_at <= run.created_at]
+        return Thread(self, [r for r in (stored_result(store, r.id) for r in upto) if r is not None])
+
+    def _thread_store(self) -> Store:
+        store = self.store
+        if store is None:
+            raise UserError("a thread needs the store its runs are kept in (store=False keeps nothing)")
+        return store
+
+    def _previous(self, run_id: str) -> tuple[RunRow, list[Message]]:
+        """The run a new run continues, and the conversation it starts from; `UserError` if that
+        run cannot be continued (the store says it again, in the transaction that records the run)."""
+        from .._store import why_not_continuable
+
+        store = self._thread_store()
+        run = store.get_run(run_id, self.user_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r} to continue: list the runs with `delegate runs list`")
+        why = why_not_continuable(run)
+        if why is not None:
+            raise UserError(why)
+        here = str(self.workspace.root)
+        if run.workspace is not None and run.workspace != here:
+            raise UserError(
+                f"run {run_id} worked in {run.workspace}, not {here}: continue it there (--workspace {run.workspace})"
+            )
+        return run, conversation_of(store, run)
 
     async def resume(
         self, run_id: str, *, sinks: Iterable[EventSink] = (), model: str | Model | None = None
@@ -325,7 +379,17 @@ class Runtime:
             return await asyncio.to_thread(store.checkpoints, run_id)
 
         limits = _with_budgets(self.limits, run.token_budget, run.max_requests)
-        return await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits)
+        previous = run.previous_run_id
+        history = await asyncio.to_thread(self._history, store, previous) if previous is not None else []
+        result = await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history)
+        result.thread_id, result.previous_run_id = run.thread_id, previous
+        return result
+
+    @staticmethod
+    def _history(store: Store, previous_run_id: str) -> list[Message]:
+        """The conversation a resumed run of a thread started from: its previous run's."""
+        previous = store.get_run(previous_run_id)
+        return [] if previous is None else conversation_of(store, previous)
 
     async def _lead(
         self,
@@ -336,9 +400,11 @@ class Runtime:
         uploaded_files: list[dict[str, Any]] | None,
         begin: Callable[[list[str]], Awaitable[list[Checkpoint]]],
         limits: RunLimits,
+        history: Sequence[Message] = (),
     ) -> RunResult:
         """Build the lead, then `begin` (record the run with its warnings, or claim it and read its
-        checkpoints), then run it under `limits`: nothing is recorded for a lead that cannot be built."""
+        checkpoints), then run it under `limits`, after `history` (the conversation of the run it
+        continues): nothing is recorded for a lead that cannot be built."""
         journal = StoredJournal(recorder)
         skills = await asyncio.to_thread(self._skills)
         context = await asyncio.to_thread(self._prepare_workspace)
@@ -374,7 +440,7 @@ class Runtime:
         for data in failed:
             recorder.emit(Event(type="mcp.server_failed", run_id=run_id, agent_id="lead", data=data))
         warnings = [*(str(w) for w in found), *(f["warning"] for f in failed)]
-        opening = [*([slash] if slash else []), Message.user(prompt)]
+        opening = [*history, *([slash] if slash else []), Message.user(prompt)]
         return await self._drive(spec, ctx, opening, recorder, runner, warnings)
 
     async def _drive(
@@ -413,6 +479,7 @@ class Runtime:
                 return await release_interrupted(
                     recorder, replace(cancelled, status="interrupted", stop_reason="interrupted")
                 )
+            keep_conversation(recorder, cancelled.messages or messages)
             await record_end(recorder, cancelled)
             if not stopped:
                 raise
@@ -423,6 +490,7 @@ class Runtime:
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
             schema = self.lead.output_schema
             outcome = run_result(run_id, result, runner, warnings, schema if isinstance(schema, type) else None)
+            keep_conversation(recorder, outcome.messages)
             await record_end(recorder, outcome)
             return outcome
         finally:
