@@ -7,11 +7,9 @@ import asyncio
 import contextlib
 import functools
 import re
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,21 +35,22 @@ from ..subagents import (
     assemble,
     parse_criteria,
     project_context,
+    recover_merges,
+    sweep_layers,
     task_tool,
     toolset,
     type_listing,
 )
 from ..tools import (
-    BUILTIN_TOOLS,
     CallGuard,
     Tool,
     ToolContext,
-    builtin_tools,
     list_uploaded_files,
     sweep_scratch,
     uploads_state,
 )
 from ._approvals import NEVER_WAIT, RunApprovals, decide_call, load_permissions
+from ._pool import inside, lead_tool_names, local_timezone, tool_pool, with_budgets
 from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result, stored_result
 from ._settings import open_store
@@ -112,7 +111,7 @@ class Runtime:
         opened = Workspace.open(workspace, allow_commands=commands is not None, commands=commands, create=True)
         self._shared = Path(ext.shared).expanduser().resolve() if ext.shared is not None else None
         self.workspace = replace(
-            opened, read_only=(*opened.read_only, *_inside(opened.root, ext.agents_dirs, ext.skills_dirs))
+            opened, read_only=(*opened.read_only, *inside(opened.root, ext.agents_dirs, ext.skills_dirs))
         )
         """The agents' view of the workspace: see `Workspace` (definition folders inside it are read-only)."""
         self._model_spec = model
@@ -131,9 +130,9 @@ class Runtime:
         """The permission rules of every run (`Extensions.permissions` and the operator's settings
         files), and the command hooks of those files (see docs/approvals.md)."""
         self._policy = CallPolicy.compile(self.permissions)
-        self.tools = _tool_pool(self.lead, given, allow_commands=commands is not None)
+        self.tools = tool_pool(self.lead, given, allow_commands=commands is not None)
         """Every tool a definition may name: the built-in ones and those given in code."""
-        self._lead_tools = _lead_tool_names(self.lead, self.tools)
+        self._lead_tools = lead_tool_names(self.lead, self.tools)
         if self._offers("batch_task") is True and store is False:
             raise UserError("the lead's tools name batch_task, which needs a store: drop store=False")
         self.mcp_workspaces = [self.workspace.root, *([self._shared] if self._shared is not None else [])]
@@ -148,7 +147,7 @@ class Runtime:
         self.sinks = list(sinks)
         self.user_id = user_id
         """The owner of this runtime's runs in the store; None for local use (the CLI)."""
-        self.timezone = timezone or _local_timezone()
+        self.timezone = timezone or local_timezone()
         self._store_option = store
         self._stops: dict[str, Callable[[str], None]] = {}
         """How to stop each run of this runtime that is going: see `interrupt`."""
@@ -409,7 +408,7 @@ class Runtime:
             )
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        limits = _with_budgets(self.limits, run.token_budget, run.max_requests)
+        limits = with_budgets(self.limits, run.token_budget, run.max_requests)
         previous = run.previous_run_id
         history = await asyncio.to_thread(self._history, store, previous) if previous is not None else []
         result = await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history)
@@ -553,7 +552,7 @@ class Runtime:
         `UserError` for an unknown type, bad criteria or a bad limit; anything that happens to the
         subagent itself is in the returned `TaskOutput`.
         """
-        limits = _with_budgets(self.limits, token_budget, max_requests)
+        limits = with_budgets(self.limits, token_budget, max_requests)
         visible = self.catalogue.visible(allow_commands=self.workspace.allow_commands)
         definition = visible.get(subagent_type)
         if definition is None:
@@ -588,9 +587,12 @@ class Runtime:
 
     def _prepare_workspace(self) -> str:
         """What a lead's run and a batch item do first in the workspace: clear what killed writes
-        left in its scratch folder (a killed `delegate run`, server or worker), and read its project
-        context."""
+        left in its scratch folder (a killed `delegate run`, server or worker), finish the merges of
+        overlay subagents that a kill interrupted and sweep old layers (`subagents/_merge.py`), and
+        read its project context."""
         sweep_scratch(self.workspace)
+        recover_merges(self.workspace)
+        sweep_layers(self.workspace, self.limits.layers_kept)
         return project_context(self.workspace)
 
     def _skills(self) -> SkillCatalogue:
@@ -782,50 +784,3 @@ async def _heartbeat(runner: SubagentRunner, recorder: Recorder, ctx: ToolContex
         if waited >= interval:
             waited = 0.0
             runner.heartbeat()
-
-
-def _tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool) -> dict[str, Tool]:
-    """Every tool a definition may name: the built-in ones (`bash` when commands are allowed), and
-    the tools the lead's and the types' definitions give (which win over a built-in of their name)."""
-    pool = {t.name: t for t in builtin_tools(None, allow_commands=allow_commands)}
-    given: dict[str, Tool] = {}
-    for definition in (lead, *subagents):
-        for tool in definition.own_tools:
-            if given.setdefault(tool.name, tool) is not tool:
-                raise UserError(
-                    f"two different tools are called {tool.name!r} ({definition.label} gives one): rename one"
-                )
-    return pool | given
-
-
-def _lead_tool_names(lead: Lead, pool: Mapping[str, Tool]) -> list[str]:
-    """The names of the lead's tools from the pool (`task` and the batch tools are added per run)."""
-    names = lead.tool_names
-    if names is None:
-        return [n for n in pool if n in BUILTIN_TOOLS]
-    return [n for n in dict.fromkeys(names) if n in pool]
-
-
-def _with_budgets(limits: RunLimits, token_budget: int | None, max_requests: int | None) -> RunLimits:
-    """`limits` with the budgets a run or batch item was given (None keeps the limit's own)."""
-    return replace(
-        limits,
-        token_budget=limits.token_budget if token_budget is None else token_budget,
-        max_requests=limits.max_requests if max_requests is None else max_requests,
-    )
-
-
-def _inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:
-    """The folders that lie inside `root`, relative to it (definitions: read-only to agents)."""
-    found: list[str] = []
-    for group in folders:
-        for folder in group:
-            real = Path(folder).expanduser().resolve()
-            if real != root and real.is_relative_to(root):
-                found.append(real.relative_to(root).as_posix())
-    return found
-
-
-def _local_timezone() -> str:
-    name = datetime.now(UTC).astimezone().tzname()
-    return name or time.tzname[0] or "UTC"
