@@ -74,7 +74,9 @@ class RunLimits:
     `max_requests`: tokens (input and output) and model requests; once either is spent no new
     model request starts and the run ends `aborted`, its stop reason `run_token_budget` or
     `run_max_requests`. `max_parallel`: subagents running at once. `max_subagents`: subagents
-    the run may start in all (the lead is told when it asks for more).
+    the run may start in all (the lead is told when it asks for more). `layers_kept`: seconds the
+    layer of an overlay subagent that was not merged (a conflict, a failure) is kept before a
+    later run sweeps it (default a day; see `docs/isolation.md`).
     """
 
     timeout: float | None = DEFAULT_RUN_TIMEOUT
@@ -82,8 +84,11 @@ class RunLimits:
     max_requests: int | None = None
     max_parallel: int | None = 16
     max_subagents: int | None = 100
+    layers_kept: float = 86_400.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.layers_kept, bool) or not self.layers_kept >= 0:
+            raise UserError(f"RunLimits layers_kept={self.layers_kept!r}: give seconds, 0 or more")
         if self.timeout is not None and (isinstance(self.timeout, bool) or not self.timeout > 0):
             raise UserError(f"RunLimits timeout={self.timeout!r}: give positive seconds, or None for no deadline")
         for name in ("token_budget", "max_requests", "max_parallel", "max_subagents"):

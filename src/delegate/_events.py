@@ -33,6 +33,8 @@ EventType = Literal[
     "batch.item",
     "batch.completed",
     "mcp.server_failed",
+    "workspace.merged",
+    "workspace.conflict",
     "warning",
 ]
 

@@ -235,7 +235,7 @@ def run_values(run: RunRow) -> dict[str, Any]:
     return values
 
 
-_SUBAGENT_JSON = ("usage", "artifacts", "skipped", "acceptance", "result")
+_SUBAGENT_JSON = ("usage", "artifacts", "skipped", "acceptance", "result", "changes", "conflicts")
 
 
 def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> dict[str, Any]:
@@ -269,6 +269,10 @@ def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> 
         "result_file": record.result_file,
         "seq": record.seq,
         "key": None if key is None else safe_text(key),
+        "isolation": record.isolation,
+        "changes": json_text([c.to_dict() for c in record.changes]) if record.changes else None,
+        "conflicts": json_text([c.to_dict() for c in record.conflicts]) if record.conflicts else None,
+        "layer": record.layer,
     }
 
 
@@ -345,6 +349,9 @@ def decode_subagent(run_id: str, row: sa.RowMapping) -> TaskOutput:
         column = ""
         values["id"] = values["id"].removeprefix(f"{run_id}/")
         values["model"] = values["model"] or ""
+        values["isolation"] = values.get("isolation") or "shared"  # stored before core.0012_isolation
+        values["changes"] = values.get("changes") or []
+        values["conflicts"] = values.get("conflicts") or []
         return TaskOutput.from_dict(values, seq=values.pop("seq") or 0)
     except ValueError as exc:
         where = f" column {column!r}" if column else ""

@@ -234,6 +234,18 @@ def _subagent_key_column() -> sa.Column[Any]:
     return sa.Column("key", sa.Text)
 
 
+def _isolation_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0012_isolation adds to `subagents`: where it wrote (`shared`,
+    `overlay`, `read-only`; NULL for records stored before: `shared`), what its layer changed and
+    what conflicted (JSON arrays; NULL: none), and where its kept layer is."""
+    return [
+        sa.Column("isolation", sa.Text),
+        sa.Column("changes", sa.Text),
+        sa.Column("conflicts", sa.Text),
+        sa.Column("layer", sa.Text),
+    ]
+
+
 def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     """What a run did so far, for resuming it: one row per model answer, tool result or subagent."""
     return sa.Table(
@@ -256,6 +268,8 @@ sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
 sa.Index("runs_by_thread", runs_table.c.thread_id, runs_table.c.created_at)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
+for _column in _isolation_columns():
+    subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
 migrations_table = sa.Table(
     "migrations",
@@ -349,6 +363,11 @@ def _m0011_threads(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX runs_by_thread ON runs (thread_id, created_at)")
 
 
+def _m0012_isolation(conn: Connection) -> None:
+    for column in _isolation_columns():
+        conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -360,4 +379,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0008_finish_reason", _m0008_finish_reason),
     Migration("core.0014_lead_result", _m0014_lead_result),
     Migration("core.0011_threads", _m0011_threads),
+    Migration("core.0012_isolation", _m0012_isolation),
 )

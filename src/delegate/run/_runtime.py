@@ -36,6 +36,8 @@ from ..subagents import (
     assemble,
     parse_criteria,
     project_context,
+    recover_merges,
+    sweep_layers,
     task_tool,
     toolset,
     type_listing,
@@ -549,9 +551,12 @@ class Runtime:
 
     def _prepare_workspace(self) -> str:
         """What a lead's run and a batch item do first in the workspace: clear what killed writes
-        left in its scratch folder (a killed `delegate run`, server or worker), and read its project
-        context."""
+        left in its scratch folder (a killed `delegate run`, server or worker), finish the merges of
+        overlay subagents that a kill interrupted and sweep old layers (`subagents/_merge.py`), and
+        read its project context."""
         sweep_scratch(self.workspace)
+        recover_merges(self.workspace)
+        sweep_layers(self.workspace, self.limits.layers_kept)
         return project_context(self.workspace)
 
     def _skills(self) -> SkillCatalogue:

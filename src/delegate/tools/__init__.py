@@ -2,6 +2,7 @@
 
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
 from ._files import sweep_scratch
+from ._overlay import never_merged
 from ._shell import run_command
 from ._tool import PathParam, Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
 from ._uploads import list_uploaded_files, uploads_state
@@ -16,6 +17,7 @@ __all__ = [
     "ToolReturn",
     "builtin_tools",
     "list_uploaded_files",
+    "never_merged",
     "run_blocking",
     "run_command",
     "sweep_scratch",
