@@ -49,13 +49,22 @@ def runs_list(
         str | None, typer.Option("--status", help=f"Only runs with this status: {', '.join(STATUSES)}.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many runs.")] = 50,
+    thread: Annotated[
+        str | None,
+        typer.Option("--thread", help="Only this thread's runs, in order (a thread's id is its first run's)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON Lines, one run a line.")] = False,
 ) -> None:
-    """The runs, newest first."""
+    """The runs, newest first (with --thread: one thread's runs, oldest first)."""
     if status is not None and status not in STATUSES:
         fail(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
     store = open_store(workspace, db)
-    runs = store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
+    if thread is not None:
+        runs = [r for r in store.thread_runs(thread) if status is None or r.status == status][:limit]
+        if not runs and not store.thread_runs(thread):
+            fail(f"no thread {thread!r}: the thread column of `delegate runs list` names them")
+    else:
+        runs = store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
     if as_json:
         for run in runs:
             typer.echo(json.dumps(run.to_dict(), ensure_ascii=False))
@@ -63,10 +72,11 @@ def runs_list(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("run", "status", "started", "tokens", "prompt")
+    table = Table("run", "status", "started", "tokens", "thread", "prompt")
     for run in runs:
         tokens = f"{run.usage.input_tokens + run.usage.output_tokens:,}"
-        table.add_row(run.id, run.status, run.created_at.strftime("%Y-%m-%d %H:%M:%S"), tokens, run.prompt[:60])
+        started = run.created_at.strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(run.id, run.status, started, tokens, run.thread_id or run.id, run.prompt[:60])
     Console().print(table)
 
 
