@@ -270,6 +270,7 @@ function onRunEvent(type, ev) {
       clearInterval(tree.timer);
       loadRecord(tree.runId);
       loadRuns().catch(() => {});
+      ThreadView.refresh(tree.runId);
       break;
     }
   }
@@ -537,6 +538,7 @@ async function openRun(runId, agentId) {
   $("run-prompt").textContent = run.prompt;
   $("stat-model").textContent = run.model || "–";
   setStatus(run.status);
+  ThreadView.show(run);
   following = new AbortController();
   followEvents(
     `/runs/${encodeURIComponent(runId)}/events`,
