@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._events import Event, EventSink
     from ._frontmatter import CatalogueWarning
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+    from ._permissions import Permissions
     from ._store import Store
     from ._usage import Usage
     from ._workspace import CommandPolicy, Workspace
@@ -74,6 +75,7 @@ _WHERE = {
     "ModelResponse": ".models",
     "OpenAIModel": ".models",
     "PathParam": ".tools",
+    "Permissions": "._permissions",
     "ReasoningPart": "._messages",
     "RetryPolicy": ".models",
     "RunCancelled": "._errors",
@@ -141,6 +143,7 @@ __all__ = [
     "ModelResponse",
     "OpenAIModel",
     "PathParam",
+    "Permissions",
     "ReasoningPart",
     "RetryPolicy",
     "RunCancelled",

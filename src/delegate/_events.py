@@ -36,6 +36,10 @@ EventType = Literal[
     "workspace.merged",
     "workspace.conflict",
     "warning",
+    "approval.requested",
+    "approval.decided",
+    "hook.failed",
+    "hook.acted",
 ]
 
 

@@ -21,11 +21,15 @@ from ._usage import Usage
 EndStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
 """How an agent (the lead or a subagent) ended."""
 
-Status = Literal["running", "completed", "aborted", "error", "timed_out", "cancelled", "interrupted"]
+Status = Literal["running", "waiting", "completed", "aborted", "error", "timed_out", "cancelled", "interrupted"]
 """The status of a run or of a subagent: `running` until it ends (an `EndStatus`), or
 `interrupted` when the process running it died first. A run is `running` while its process holds
 the run's lease and `interrupted` once that process is gone (read so at once on its own machine,
-after `RUN_LEASE_TTL` elsewhere): it can be resumed. The others are final."""
+after `RUN_LEASE_TTL` elsewhere): it can be resumed. A live run with calls that wait for a
+person's decision reads `waiting` (see docs/approvals.md). The others are final."""
+
+LIVE_STATUSES: frozenset[Status] = frozenset({"running", "waiting"})
+"""The statuses of a run whose process holds it: it has not ended, and cannot be resumed."""
 
 StopReason = Literal[
     "final_answer",

@@ -35,6 +35,7 @@ sort as text and compare the same everywhere).
 
 from .._errors import StoreBusyError, StoreError
 from .._lease import RUN_HEARTBEAT, RUN_LEASE_TTL
+from ._approvals import ApprovalRow
 from ._rows import (
     Checkpoint,
     RunRow,
@@ -49,6 +50,7 @@ from ._threads import ThreadSummary, why_not_continuable
 __all__ = [
     "RUN_HEARTBEAT",
     "RUN_LEASE_TTL",
+    "ApprovalRow",
     "Checkpoint",
     "Migration",
     "RunRow",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 from typing import Any, TypeVar, get_type_hints
 
 import sqlalchemy as sa
@@ -70,6 +71,8 @@ class RunRow:
     warnings: list[str] = field(default_factory=list[str])
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
+    waiting: int = 0
+    """How many of its calls wait for a person's decision: a live run with some reads `waiting`."""
     result: Any = None
     """The lead's typed result as JSON data (its definition has an `output_schema`), once it ended
     with one: the `result` of `runs show --json`."""
@@ -103,6 +106,7 @@ class RunSummary:
     completed_at: AwareDatetime | None = None
     owner: str | None = None
     heartbeat_at: AwareDatetime | None = None
+    waiting: int = 0
     thread_id: str | None = None
     previous_run_id: str | None = None
 
@@ -304,9 +308,18 @@ def decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRo
     optional = tuple(c for c in ("uploaded_files", "result") if row[c] is not None)
     json_columns = ("usage", "warnings", *optional)
     run = _decode(_run_row, values, "runs", json_columns)
-    if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, utc_now(), RUN_LEASE_TTL, seen):
-        run.status = "interrupted"  # stored `running`; its owner is gone
+    run.status = live_status(run, utc_now(), seen)
     return run
+
+
+def live_status(run: RunRow | RunSummary, now: datetime, seen: dict[str, bool] | None) -> Status:
+    """What a run reads: one stored `running` whose owner is gone is `interrupted`; one whose
+    owner lives and that has calls waiting for a person is `waiting`."""
+    if run.status != "running":
+        return run.status
+    if not owner_alive(run.owner, run.heartbeat_at, now, RUN_LEASE_TTL, seen):
+        return "interrupted"  # stored `running`; its owner is gone
+    return "waiting" if run.waiting else "running"
 
 
 def decode_run_summaries(rows: Sequence[Sequence[Any]]) -> list[RunSummary]:
@@ -325,8 +338,7 @@ def decode_run_summaries(rows: Sequence[Sequence[Any]]) -> list[RunSummary]:
     seen: dict[str, bool] = {}
     runs = [RunSummary(**dict(zip(SUMMARY_COLUMNS, values, strict=True))) for values in valid]
     for run in runs:
-        if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, now, RUN_LEASE_TTL, seen):
-            run.status = "interrupted"
+        run.status = live_status(run, now, seen)
     return runs
 
 

@@ -260,9 +260,47 @@ def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     )
 
 
+def _waiting_column() -> sa.Column[Any]:
+    """The column migration core.0009 adds to `runs`: how many of its calls wait for a person's
+    decision (see `approvals`). A run stored `running` whose process lives reads `waiting` while
+    it is more than 0; its lease and every query on `running` stay as they were."""
+    return sa.Column("waiting", sa.Integer, nullable=False, server_default="0")
+
+
+def _approvals_table(metadata: sa.MetaData) -> sa.Table:
+    """Calls that wait for a person (an `ask` permission rule), and the decisions given: one row a
+    call, `decision` NULL while it waits, then `approve` or `deny`. The decision is stored before
+    the call acts on it, so a run resumed after its process died finds it and asks nobody twice."""
+    text = sa.Text
+    return sa.Table(
+        "approvals",
+        metadata,
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("call_id", text, primary_key=True),
+        sa.Column("agent_id", text, nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("subagent_type", text),
+        sa.Column("description", text),
+        sa.Column("tool", text, nullable=False),
+        sa.Column("arguments", text, nullable=False),
+        sa.Column("rule", text),
+        sa.Column("requested_at", text, nullable=False),
+        sa.Column("decision", text),
+        sa.Column("reason", text),
+        sa.Column("decided_at", text),
+    )
+
+
 _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
-for _column in [*_lease_columns(), *_resume_columns(), _warnings_column(), _result_column(), *_thread_columns()]:
+for _column in [
+    *_lease_columns(),
+    *_resume_columns(),
+    _warnings_column(),
+    _result_column(),
+    *_thread_columns(),
+    _waiting_column(),
+]:
     runs_table.append_column(_column)
 sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
 sa.Index("runs_by_thread", runs_table.c.thread_id, runs_table.c.created_at)
@@ -271,6 +309,7 @@ subagents_table.append_column(_subagent_key_column())
 for _column in _isolation_columns():
     subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
+approvals_table = _approvals_table(_metadata)
 migrations_table = sa.Table(
     "migrations",
     sa.MetaData(),
@@ -368,6 +407,16 @@ def _m0012_isolation(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
 
 
+def _m0009_approvals(conn: Connection) -> None:
+    column = _waiting_column()
+    conn.exec_driver_sql(
+        f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)} DEFAULT 0 NOT NULL"
+    )
+    metadata = sa.MetaData()
+    sa.Table("runs", metadata, sa.Column("id", sa.Text, primary_key=True))  # for the foreign key
+    _approvals_table(metadata).create(conn)
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -380,4 +429,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0014_lead_result", _m0014_lead_result),
     Migration("core.0011_threads", _m0011_threads),
     Migration("core.0012_isolation", _m0012_isolation),
+    Migration("core.0009_approvals", _m0009_approvals),
 )

@@ -20,10 +20,12 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from .._errors import StoreError, UserError
 from .._events import Event
 from .._lease import new_owner
-from .._record import END_STATUSES, Status, TaskOutput
+from .._record import END_STATUSES, LIVE_STATUSES, Status, TaskOutput
 from .._text import safe_text
 from .._time import iso, utc_now
 from .._usage import Usage
+from . import _approvals  # pyright: ignore[reportPrivateUsage]
+from ._approvals import ApprovalRow, Decision
 from ._db import (
     SharedEngine,
     busy_is_ours,
@@ -421,7 +423,7 @@ class Store:
         query = sa.select(runs_table).order_by(runs_table.c.created_at.desc(), runs_table.c.id.desc())
         if user_id is not None:
             query = query.where(runs_table.c.user_id == user_id)
-        live = status in ("running", "interrupted")
+        live = status in ("running", "waiting", "interrupted")
         if status is not None:
             query = query.where(
                 runs_table.c.status.in_(("running", "interrupted")) if live else runs_table.c.status == status
@@ -491,8 +493,8 @@ class Store:
         run = self.get_run(run_id, user_id)
         if run is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
-        if run.status == "running":
-            raise UserError(f"run {run_id} is still running (in process {run.owner}): it cannot be resumed")
+        if run.status in LIVE_STATUSES:
+            raise UserError(f"run {run_id} is still {run.status} (in process {run.owner}): it cannot be resumed")
         if run.status != "interrupted":
             raise UserError(f"run {run_id} already ended ({run.status}): only an interrupted run can be resumed")
         values: dict[str, Any] = {
@@ -528,7 +530,7 @@ class Store:
                     .where(*where)
                     .values(status="cancelled", owner=None, error="cancelled", completed_at=iso(utc_now()))
                 )
-        elif run.status == "running":
+        elif run.status in LIVE_STATUSES:
             with self.write() as conn:
                 update = runs_table.update().where(runs_table.c.id == run_id, runs_table.c.status == "running")
                 conn.execute(update.values(cancel_requested=1))
@@ -553,6 +555,37 @@ class Store:
     def interrupted_runs(self, user_id: str | None = None) -> list[RunRow]:
         """Runs whose process is gone, oldest first: what a restarted server resumes."""
         return list(reversed(self.list_runs(user_id, status="interrupted", limit=10_000)))
+
+    # -- approvals: calls waiting for a person (see `_approvals.py`) -----------------------------
+
+    def request_approval(self, row: ApprovalRow) -> ApprovalRow:
+        """Store a call that waits for a person; the stored one (and its decision) if it was already."""
+        with self.write() as conn:
+            return _approvals.request(conn, row)
+
+    def decide_approval(
+        self, run_id: str, call_id: str, decision: Decision, reason: str | None = None, user_id: str | None = None
+    ) -> ApprovalRow:
+        """Record a person's decision on a waiting call of `user_id`'s run (any run: None); the first
+        decision stands. `UserError` for an unknown run or call, or one decided already."""
+        if decision not in _approvals.DECISIONS:
+            raise UserError(f"decision {decision!r}: give approve or deny")
+        if self.get_run(run_id, user_id) is None:
+            raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
+        with self.write() as conn:
+            return _approvals.decide(conn, run_id, call_id, decision, reason)
+
+    def approvals(self, run_id: str, *, pending: bool = False) -> list[ApprovalRow]:
+        """A run's calls that waited for a person, in the order they asked (`pending`: only those waiting)."""
+        with self.read() as conn:
+            return _approvals.listed(conn, run_id, pending=pending)
+
+    def approval_decisions(self, run_id: str, call_ids: list[str]) -> list[ApprovalRow]:
+        """Those of `call_ids` that have been decided (what a waiting run looks for at each beat)."""
+        if not call_ids:
+            return []
+        with self.read() as conn:
+            return _approvals.decided(conn, run_id, call_ids)
 
     # -- progress: events, checkpoints and subagent records together --------------------------
 

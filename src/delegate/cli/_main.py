@@ -100,6 +100,14 @@ def run(
     max_requests: Annotated[
         int | None, typer.Option("--max-requests", min=1, help="Model requests the whole run may make.")
     ] = None,
+    approval_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--approval-timeout",
+            min=0.001,
+            help="Seconds a call under an --ask rule waits for a decision before it is denied (default: no limit).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
     *,
@@ -120,6 +128,7 @@ def run(
         token_budget=token_budget,
         max_requests=max_requests,
         max_parallel=max_parallel,
+        approval_timeout=approval_timeout,
     )
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
     settings = flags.settings(workspace, model=model, lead=lead, limits=limits)
@@ -157,9 +166,10 @@ def run(
 
     try:
         if live:
+            from ._approve import ask_inline
             from ._render import run_live
 
-            result = run_live(go)
+            result = run_live(go, ask_inline(runtime))
         else:
             result = run_until_done(lambda: go([]))
     except KeyboardInterrupt:

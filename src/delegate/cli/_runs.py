@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .._record import STATUSES
+from .._record import LIVE_STATUSES, STATUSES
 from ._common import Db, Workspace, fail, open_store
 
 if TYPE_CHECKING:
@@ -38,6 +38,9 @@ TEXT_DATA = 160
 
 
 def register(app: typer.Typer) -> None:
+    from . import _approve
+
+    _approve.register(runs_app)
     app.add_typer(runs_app, name="runs")
 
 
@@ -172,12 +175,12 @@ def runs_cancel(
     store = open_store(workspace, db)
     run = store.request_cancel(run_id)
     deadline = time.monotonic() + CANCEL_WAIT
-    while run.status == "running" and time.monotonic() < deadline:
+    while run.status in LIVE_STATUSES and time.monotonic() < deadline:
         time.sleep(0.1)
         found = store.get_run(run_id)
         assert found is not None
         run = found
-    if run.status == "running":
+    if run.status in LIVE_STATUSES:
         typer.echo(f"run {run_id}: cancellation asked; its process has not stopped yet", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id}: {run.status}")

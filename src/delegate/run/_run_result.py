@@ -51,6 +51,8 @@ class RunResult:
     warnings: list[str] = field(default_factory=list[str])
     """What was wrong as the run started, one line each: an MCP server that did not start (the run
     went on without its tools), a definition or skill file that was skipped."""
+    pending_approvals: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """The calls of a `waiting` run that wait for a person's decision (`ApprovalRow.pending`)."""
     result: Any = None
     """The lead's typed result, validated, when its definition has an `output_schema`: an instance
     of that pydantic model, or JSON data that fits that JSON Schema (None without one)."""
@@ -90,6 +92,7 @@ class RunResult:
             "usage": self.usage.totals(),
             "subagents": [s.to_dict() for s in self.subagents],
             "warnings": list(self.warnings),
+            "pending_approvals": list(self.pending_approvals),
             "thread_id": self.thread_id or self.run_id,
             "previous_run_id": self.previous_run_id,
         } | ({"result": typed} if typed is not None else {})
@@ -114,6 +117,7 @@ def _stored_result(store: Store, run: RunRow) -> RunResult:
         stop_reason=run.stop_reason or "interrupted",  # type: ignore[arg-type]  # a run that has not ended
         error=run.error,
         warnings=run.warnings,
+        pending_approvals=[a.pending() for a in store.approvals(run.id, pending=True)] if run.waiting else [],
         result=run.result,
         thread_id=run.thread_id,
         previous_run_id=run.previous_run_id,

@@ -7,11 +7,9 @@ import asyncio
 import contextlib
 import functools
 import re
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +21,7 @@ from .._errors import ToolError, UserError
 from .._events import Event, EventSink
 from .._frontmatter import CatalogueWarning
 from .._messages import Message
+from .._permissions import CallPolicy
 from .._text import safe_text
 from .._workspace import CommandPolicy, Workspace
 from ..loop import AgentSpec, RunBudget, run_agent
@@ -42,13 +41,23 @@ from ..subagents import (
     toolset,
     type_listing,
 )
-from ..tools import BUILTIN_TOOLS, Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
+from ..tools import (
+    CallGuard,
+    Tool,
+    ToolContext,
+    list_uploaded_files,
+    sweep_scratch,
+    uploads_state,
+)
+from ._approvals import NEVER_WAIT, RunApprovals, decide_call, load_permissions
+from ._pool import inside, lead_tool_names, local_timezone, tool_pool, with_budgets
 from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result, stored_result
 from ._settings import open_store
 from ._threads import Thread, conversation_of, keep_conversation, thread_uploads
 
 if TYPE_CHECKING:
+    from .._permissions import ApprovalRow
     from .._store import Checkpoint, RunRow, Store
     from ..batch import Batches
 
@@ -102,7 +111,7 @@ class Runtime:
         opened = Workspace.open(workspace, allow_commands=commands is not None, commands=commands, create=True)
         self._shared = Path(ext.shared).expanduser().resolve() if ext.shared is not None else None
         self.workspace = replace(
-            opened, read_only=(*opened.read_only, *_inside(opened.root, ext.agents_dirs, ext.skills_dirs))
+            opened, read_only=(*opened.read_only, *inside(opened.root, ext.agents_dirs, ext.skills_dirs))
         )
         """The agents' view of the workspace: see `Workspace` (definition folders inside it are read-only)."""
         self._model_spec = model
@@ -117,9 +126,13 @@ class Runtime:
             builtins=ext.builtin_subagents,
             aliases=self.aliases,
         )
-        self.tools = _tool_pool(self.lead, given, allow_commands=commands is not None)
+        self.permissions, self.hook_settings = load_permissions(ext.permissions, self._shared or self.workspace.root)
+        """The permission rules of every run (`Extensions.permissions` and the operator's settings
+        files), and the command hooks of those files (see docs/approvals.md)."""
+        self._policy = CallPolicy.compile(self.permissions)
+        self.tools = tool_pool(self.lead, given, allow_commands=commands is not None)
         """Every tool a definition may name: the built-in ones and those given in code."""
-        self._lead_tools = _lead_tool_names(self.lead, self.tools)
+        self._lead_tools = lead_tool_names(self.lead, self.tools)
         if self._offers("batch_task") is True and store is False:
             raise UserError("the lead's tools name batch_task, which needs a store: drop store=False")
         self.mcp_workspaces = [self.workspace.root, *([self._shared] if self._shared is not None else [])]
@@ -134,10 +147,12 @@ class Runtime:
         self.sinks = list(sinks)
         self.user_id = user_id
         """The owner of this runtime's runs in the store; None for local use (the CLI)."""
-        self.timezone = timezone or _local_timezone()
+        self.timezone = timezone or local_timezone()
         self._store_option = store
         self._stops: dict[str, Callable[[str], None]] = {}
         """How to stop each run of this runtime that is going: see `interrupt`."""
+        self._approvals: dict[str, RunApprovals] = {}
+        """The approver of each run of this runtime that is going: see `decide`."""
         self._store: Store | None = None
         self._owns_store = False
         self._batches: Batches | None = None
@@ -227,6 +242,21 @@ class Runtime:
         for stop in stops:
             stop("interrupt")
         return len(stops)
+
+    @property
+    def _may_guard(self) -> bool:
+        """Whether any rule, mode or hook may act on a call (else no tool is wrapped at all)."""
+        return bool(self.permissions)
+
+    async def decide(
+        self, run_id: str, call_id: str, *, approve: bool, reason: str = "", always: bool = False
+    ) -> ApprovalRow:
+        """Decide a call of `run_id` that waits for a person: stored first, then given to the call
+        at once when the run goes on in this process (another process finds it at its next beat).
+        `always` (with `approve`) approves the calls of the same rule for the rest of the run.
+        Raises `UserError` for an unknown run or call, or one decided already."""
+        live = self._approvals.get(run_id)
+        return await decide_call(self.store, live, run_id, call_id, approve, reason, always, self.user_id)
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -378,7 +408,7 @@ class Runtime:
             )
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        limits = _with_budgets(self.limits, run.token_budget, run.max_requests)
+        limits = with_budgets(self.limits, run.token_budget, run.max_requests)
         previous = run.previous_run_id
         history = await asyncio.to_thread(self._history, store, previous) if previous is not None else []
         result = await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history)
@@ -410,7 +440,9 @@ class Runtime:
         context = await asyncio.to_thread(self._prepare_workspace)
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp()
-        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context)
+        approvals = RunApprovals(recorder, limits.approval_timeout) if self._may_guard else None
+        guard = CallGuard(self._policy, approvals) if approvals is not None else None
+        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context, guard)
         ctx = self._context(scope, "lead")
         ctx.uploaded_files = uploads_state(uploaded_files)
         lead_tools = [self.tools[name] for name in self._lead_tools] + mcp_tools
@@ -418,6 +450,8 @@ class Runtime:
             lead_tools.append(list_uploaded_files)
         runner = self._runner(scope, ctx, lead_model, [t.name for t in lead_tools], mcp_tools, own)
         runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
+        if approvals is not None:
+            self._approvals[run_id] = approvals.attach(runner, journal.scoped if self._policy.ask else None)
         task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
         if task is not None:
             lead_tools.append(task)
@@ -496,6 +530,7 @@ class Runtime:
         finally:
             beat.cancel()
             self._stops.pop(run_id, None)
+            self._approvals.pop(run_id, None)
 
     async def run_task(
         self,
@@ -517,7 +552,7 @@ class Runtime:
         `UserError` for an unknown type, bad criteria or a bad limit; anything that happens to the
         subagent itself is in the returned `TaskOutput`.
         """
-        limits = _with_budgets(self.limits, token_budget, max_requests)
+        limits = with_budgets(self.limits, token_budget, max_requests)
         visible = self.catalogue.visible(allow_commands=self.workspace.allow_commands)
         definition = visible.get(subagent_type)
         if definition is None:
@@ -532,7 +567,8 @@ class Runtime:
             emit(Event(type="mcp.server_failed", run_id=task_id, agent_id="batch", data=data))
         context = await asyncio.to_thread(self._prepare_workspace)
         model = await self._model_off_loop(self._model_spec)
-        scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context)
+        guard = CallGuard(self._policy, never_wait=NEVER_WAIT) if self._may_guard else None
+        scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context, guard)
         ctx = self._context(scope, "batch")
         runner = self._runner(scope, ctx, model, self._lead_tools, mcp_tools, own)
         try:
@@ -578,6 +614,7 @@ class Runtime:
         limits: RunLimits,
         mcp_tools: list[Tool],
         context: str,
+        guard: CallGuard | None = None,
     ) -> RunScope:
         """What every agent of one run (or batch item) shares."""
         ext = self.extensions
@@ -594,6 +631,7 @@ class Runtime:
             deferred={t.name: t for t in mcp_tools} if ext.tool_search else {},
             auto_promote=ext.auto_promote,
             project_context=context,
+            guard=guard,
         )
 
     def _context(self, scope: RunScope, agent_id: str) -> ToolContext:
@@ -746,50 +784,3 @@ async def _heartbeat(runner: SubagentRunner, recorder: Recorder, ctx: ToolContex
         if waited >= interval:
             waited = 0.0
             runner.heartbeat()
-
-
-def _tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool) -> dict[str, Tool]:
-    """Every tool a definition may name: the built-in ones (`bash` when commands are allowed), and
-    the tools the lead's and the types' definitions give (which win over a built-in of their name)."""
-    pool = {t.name: t for t in builtin_tools(None, allow_commands=allow_commands)}
-    given: dict[str, Tool] = {}
-    for definition in (lead, *subagents):
-        for tool in definition.own_tools:
-            if given.setdefault(tool.name, tool) is not tool:
-                raise UserError(
-                    f"two different tools are called {tool.name!r} ({definition.label} gives one): rename one"
-                )
-    return pool | given
-
-
-def _lead_tool_names(lead: Lead, pool: Mapping[str, Tool]) -> list[str]:
-    """The names of the lead's tools from the pool (`task` and the batch tools are added per run)."""
-    names = lead.tool_names
-    if names is None:
-        return [n for n in pool if n in BUILTIN_TOOLS]
-    return [n for n in dict.fromkeys(names) if n in pool]
-
-
-def _with_budgets(limits: RunLimits, token_budget: int | None, max_requests: int | None) -> RunLimits:
-    """`limits` with the budgets a run or batch item was given (None keeps the limit's own)."""
-    return replace(
-        limits,
-        token_budget=limits.token_budget if token_budget is None else token_budget,
-        max_requests=limits.max_requests if max_requests is None else max_requests,
-    )
-
-
-def _inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:
-    """The folders that lie inside `root`, relative to it (definitions: read-only to agents)."""
-    found: list[str] = []
-    for group in folders:
-        for folder in group:
-            real = Path(folder).expanduser().resolve()
-            if real != root and real.is_relative_to(root):
-                found.append(real.relative_to(root).as_posix())
-    return found
-
-
-def _local_timezone() -> str:
-    name = datetime.now(UTC).astimezone().tzname()
-    return name or time.tzname[0] or "UTC"

@@ -28,6 +28,7 @@ from pydantic_core import to_json
 from .._config import RunLimits
 from .._errors import UserError
 from .._events import Event
+from .._record import LIVE_STATUSES
 from .._store import Store
 from ..models import LOCAL_FILE_REFUSED, names_a_local_file
 from ..run import Runtime, RuntimeFactory, stored_events, stored_run
@@ -263,7 +264,7 @@ class RunManager:
             return
         run = await asyncio.to_thread(self.store.request_cancel, run_id, user_id)
         deadline = asyncio.get_running_loop().time() + CANCEL_WAIT
-        while run.status == "running" and asyncio.get_running_loop().time() < deadline:
+        while run.status in LIVE_STATUSES and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(POLL_INTERVAL / 5)
             found = await asyncio.to_thread(self.store.get_run, run_id, user_id)
             if found is None:
@@ -469,7 +470,7 @@ async def cancel_run(run_id: str, user_id: UserId, store: AppStore, runs: Runs) 
     found = await asyncio.to_thread(store.get_run, run_id, user_id)
     if found is None:
         raise _no_run(run_id)
-    if found.status not in ("running", "interrupted"):
+    if found.status not in ("running", "waiting", "interrupted"):
         raise ApiError(409, "not_running", f"run {run_id} already ended ({found.status}): nothing to cancel")
     await runs.cancel(run_id, user_id)
     result = await asyncio.to_thread(run_json, store, run_id, user_id)

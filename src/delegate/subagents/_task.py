@@ -25,7 +25,7 @@ from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
 from .._messages import Message
 from .._usage import Usage
-from ..loop import AgentResult, opening_choices, passed_deadline, run_agent
+from ..loop import AgentResult, Journal, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
 from ..tools import Tool, ToolContext, ToolReturn
@@ -87,6 +87,8 @@ class SubagentRunner:
         """Subagents of an interrupted run that finished, by key: reused, not run again."""
         self.on_finish = on_finish
         """Told of each subagent that ends (with its key, when it has one), as it ends."""
+        self.journal_for: Callable[[str], Journal] | None = None
+        """The journal of the subagent kept as a key (None: subagents keep none; see `StoredJournal.scoped`)."""
         self.records: list[TaskOutput] = []
         """The records of the subagents that ended, in the order they were called (`seq`)."""
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
@@ -245,7 +247,10 @@ class SubagentRunner:
         try:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
             notes = [SNAPSHOT_SYSTEM_NOTE if snapshot is not None else "", CRITERIA_SYSTEM_NOTE if criteria else ""]
-            spec = await assemble(definition, self.scope, model=model, tools=tools, prompt=prompt, notes=notes)
+            journal = self.journal_for(key) if self.journal_for is not None and key is not None else None
+            spec = await assemble(
+                definition, self.scope, model=model, tools=tools, prompt=prompt, notes=notes, journal=journal
+            )
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
             slash = self.skills.slash_command(prompt, definition.skills)
             messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
