@@ -9,6 +9,7 @@ Heavy imports (the runtime, provider SDKs) happen inside the commands, so `--hel
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -37,9 +38,10 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from .._config import RunLimits
     from .._events import EventSink
     from .._store import Store
-    from ..run import RunResult
+    from ..run import RunResult, Runtime
 
 app = typer.Typer(
     name="delegate",
@@ -151,8 +153,10 @@ def run(
     async def go(sinks: list[EventSink]) -> RunResult:
         finished = False
         try:
-            if resume is not None:
-                result = await runtime.resume(resume, sinks=sinks)
+            if resume is not None:  # under the limits it was started with, but for those given here
+                given = {"timeout": timeout, "token_budget": token_budget, "max_requests": max_requests}
+                given = {name: value for name, value in given.items() if value is not None}
+                result = await runtime.resume(resume, sinks=sinks, limits=await resumed_limits(runtime, resume, given))
             else:
                 assert prompt is not None
                 result = await runtime.run(prompt, sinks=sinks, continue_from=continue_from)
@@ -175,6 +179,15 @@ def run(
     except KeyboardInterrupt:
         fail("cancelled", 1)
     report(result, as_json=as_json, printed=live, detached=batches if detach_batches else [])
+
+
+async def resumed_limits(runtime: Runtime, run_id: str, given: dict[str, Any]) -> RunLimits | None:
+    """The limits `run_id` was started with, with those `given` on the command line in their place
+    (None when none are given: the run's own)."""
+    if not given or runtime.store is None:
+        return None
+    run = await asyncio.to_thread(runtime.store.get_run, run_id)
+    return None if run is None else runtime.limits.over(run.limits or {}).over(given)
 
 
 def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[dict[str, Any]]) -> None:

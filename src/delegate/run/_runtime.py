@@ -50,7 +50,7 @@ from ..tools import (
     uploads_state,
 )
 from ._approvals import NEVER_WAIT, RunApprovals, decide_call, load_permissions
-from ._pool import inside, lead_tool_names, local_timezone, tool_pool, with_budgets
+from ._pool import inside, lead_tool_names, local_timezone, tool_pool
 from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._settings import open_store
@@ -330,8 +330,7 @@ class Runtime:
                         workspace=str(self.workspace.root),
                         owner=recorder.owner,
                         uploaded_files=uploaded_files,
-                        token_budget=limits.token_budget,
-                        max_requests=limits.max_requests,
+                        limits=limits.to_dict(),
                         warnings=warnings,
                         previous_run_id=continue_from,
                     )
@@ -349,15 +348,21 @@ class Runtime:
         return open_thread(self, continue_from)
 
     async def resume(
-        self, run_id: str, *, sinks: Iterable[EventSink] = (), model: str | Model | None = None
+        self,
+        run_id: str,
+        *,
+        sinks: Iterable[EventSink] = (),
+        model: str | Model | None = None,
+        limits: RunLimits | None = None,
     ) -> RunResult:
         """Continue an interrupted run (its process died) from its checkpoints.
 
         The lead's answers and tool results recorded before are replayed, not asked or run again;
         subagents that finished are reused, the others start afresh; usage counts each answer
         once. The model is `model`, else this runtime's, else the one the run was started with; the
-        uploaded files and the run-wide budgets are the ones it was started with (a budget it
-        had none of is this runtime's limit).
+        uploaded files and the limits (`RunLimits`: time, budgets, subagents) are the ones it was
+        started with (a run stored before its limits were kept: its budgets, over this runtime's),
+        unless `limits` gives others (`runtime.limits.over(stored.limits).over({...})` changes some).
         Raises `UserError` if the run is unknown, still running, or ended.
         """
         store = self.store
@@ -375,7 +380,7 @@ class Runtime:
             )
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        limits = with_budgets(self.limits, run.token_budget, run.max_requests)
+        limits = limits or self.limits.over(run.limits or {})
         previous = run.previous_run_id
         history = await asyncio.to_thread(history_of, store, previous) if previous is not None else []
         result = await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history)
@@ -513,7 +518,8 @@ class Runtime:
         `UserError` for an unknown type, bad criteria or a bad limit; anything that happens to the
         subagent itself is in the returned `TaskOutput`.
         """
-        limits = with_budgets(self.limits, token_budget, max_requests)
+        given = {"token_budget": token_budget, "max_requests": max_requests}
+        limits = self.limits.over({name: value for name, value in given.items() if value is not None})
         visible = self.catalogue.visible(allow_commands=self.workspace.allow_commands)
         definition = visible.get(subagent_type)
         if definition is None:
