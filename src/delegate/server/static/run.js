@@ -494,6 +494,7 @@ function drawDetail() {
     parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: result }));
   }
   if (agent.artifacts.length || (agent.skipped && agent.skipped.length)) parts.push(drawFiles(agent));
+  if (record) parts.push(changesBox(record));
   const calls = agent.entries.map((e) => entryNode(agent, e));
   parts.push(
     el("h4", { text: `Turns (${plural(agent.entries.filter((e) => e.kind === "call").length, "tool call")})` }),
