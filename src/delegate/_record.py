@@ -47,15 +47,16 @@ StopReason = Literal[
     "invalid_result",
     "crash",
     "interrupted",
+    "refused",
 ]
 """Why an agent stopped: its answer (`final_answer`; a subagent's `complete`, `stop_tool`), one of
 its own limits (`max_steps`, `token_budget`, `timeout`), the loop guard (`no_progress`: turns in
 a row that did nothing new; `repeated_failure`: the same call failing again and again; see
 `delegate/loop/_guard.py`), a run-wide budget (`run_token_budget`,
 `run_max_requests`), the run's deadline passing while a subagent ran (`run_timeout`), `cancelled`,
-a model that failed (`model_error`), a typed result the subagent
-could not get right (`invalid_result`), a crash of the subagent (`crash`), or its process dying
-(`interrupted`)."""
+a `SubagentStart` hook that refused the delegation (`refused`), a model that failed
+(`model_error`), a typed result the subagent could not get right (`invalid_result`), a crash of
+the subagent (`crash`), or its process dying (`interrupted`)."""
 
 STATUSES: tuple[Status, ...] = get_args(Status)
 END_STATUSES: frozenset[EndStatus] = frozenset(get_args(EndStatus))
