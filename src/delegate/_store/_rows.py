@@ -253,6 +253,8 @@ def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> 
         "result_file": record.result_file,
         "seq": record.seq,
         "key": None if key is None else safe_text(key),
+        "background": int(record.background),
+        "messages": record.messages,
     }
 
 

@@ -220,6 +220,19 @@ def _subagent_key_column() -> sa.Column[Any]:
     return sa.Column("key", sa.Text)
 
 
+def _background_columns() -> tuple[list[sa.Column[Any]], list[sa.Column[Any]]]:
+    """The columns migration core.0010 adds: to `runs`, the subagents asked to stop from another
+    process (`delegate runs stop`, the HTTP API; a JSON object of agent id to reason, NULL: none),
+    taken by the run's owner at its next heartbeat; to `subagents`, whether the lead started it in
+    the background and how many follow-ups it took."""
+    runs = [sa.Column("stop_requests", sa.Text)]
+    subagents = [
+        sa.Column("background", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("messages", sa.Integer, nullable=False, server_default="0"),
+    ]
+    return runs, subagents
+
+
 def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     """What a run did so far, for resuming it: one row per model answer, tool result or subagent."""
     return sa.Table(
@@ -236,10 +249,12 @@ def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
 
 _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
-for _column in [*_lease_columns(), *_resume_columns(), _warnings_column()]:
+_stop_columns, _record_columns = _background_columns()
+for _column in [*_lease_columns(), *_resume_columns(), _warnings_column(), *_stop_columns]:
     runs_table.append_column(_column)
 events_table.append_column(_event_pack_column())
-subagents_table.append_column(_subagent_key_column())
+for _column in [_subagent_key_column(), *_record_columns]:
+    subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
 migrations_table = sa.Table(
     "migrations",
@@ -318,6 +333,16 @@ def _m0008_finish_reason(conn: Connection) -> None:
             conn.execute(update)
 
 
+def _m0010_background(conn: Connection) -> None:
+    runs, subagents = _background_columns()
+    for table, columns in (("runs", runs), ("subagents", subagents)):
+        for column in columns:
+            default = f" DEFAULT {column.server_default.arg} NOT NULL" if column.server_default is not None else ""  # type: ignore[attr-defined]
+            conn.exec_driver_sql(
+                f"ALTER TABLE {table} ADD COLUMN {column.name} {column.type.compile(conn.dialect)}{default}"
+            )
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -327,4 +352,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0006_packed_progress", _m0006_packed_progress),
     Migration("core.0007_run_warnings", _m0007_run_warnings),
     Migration("core.0008_finish_reason", _m0008_finish_reason),
+    Migration("core.0010_background", _m0010_background),
 )

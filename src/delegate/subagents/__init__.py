@@ -2,6 +2,7 @@
 
 from ._acceptance import parse_criteria
 from ._assemble import RunScope, assemble, toolset
+from ._background import BACKGROUND_TOOLS, background_tools
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
@@ -9,6 +10,7 @@ from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, type_listing
 from ._task import SubagentRunner, task_tool
 
 __all__ = [
+    "BACKGROUND_TOOLS",
     "COMPLETE_TOOL",
     "LEAD_INSTRUCTIONS",
     "SUBAGENT_INSTRUCTIONS",
@@ -20,6 +22,7 @@ __all__ = [
     "TaskOutput",
     "TaskStatus",
     "assemble",
+    "background_tools",
     "parse_criteria",
     "project_context",
     "task_tool",
