@@ -4,6 +4,7 @@ it works, hears of each one once, waits for them, stops one, and sends a complet
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -306,8 +307,14 @@ async def test_background_subagents_count_against_the_runs_subagent_cap(tmp_path
 
 
 async def test_cancelling_a_run_cancels_its_background_subagents(tmp_path: Path) -> None:
-    started = asyncio.Event()
+    both_started = asyncio.Event()
+    started: list[str] = []
     never = asyncio.Event()
+    ended: list[tuple[str, str]] = []
+
+    def sink(event: Event) -> None:
+        if event.type == "subagent.completed":
+            ended.append((event.agent_id, str(event.data["status"])))
 
     async def lead(request: ModelRequest) -> ModelResponse:
         if turns(request) == 0:
@@ -316,16 +323,16 @@ async def test_cancelling_a_run_cancels_its_background_subagents(tmp_path: Path)
         return reply("never")
 
     async def subagent(request: ModelRequest) -> ModelResponse:
-        started.set()
+        started.append(request.messages[0].text)
+        if len(started) == 2:
+            both_started.set()
         await never.wait()
         return completing(request)
 
-    rt = Runtime(model=model_of(lead, subagent), workspace=tmp_path, store=False)
+    rt = Runtime(model=model_of(lead, subagent), workspace=tmp_path, store=False, sinks=[sink])
     run = asyncio.create_task(rt.run("go"))
-    await started.wait()
+    await both_started.wait()
     run.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await run
-    except asyncio.CancelledError:
-        pass
-    assert all(not t.get_name().startswith("delegate-sub") for t in asyncio.all_tasks())
+    assert sorted(ended) == [("sub1", "cancelled"), ("sub2", "cancelled")]

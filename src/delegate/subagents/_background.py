@@ -85,6 +85,8 @@ class Background:
         """The lead's definition names the background tools: they are offered from the start."""
         self._unheard: dict[str, None] = {}
         """Subagents that ended in the background, in the order they ended, that the lead has not read."""
+        self._read: dict[str, int] = {}
+        """Per subagent, the last of its results the lead read (by its `messages`: a follow-up's is new)."""
 
     @property
     def open(self) -> bool:
@@ -98,11 +100,17 @@ class Background:
         task.add_done_callback(functools.partial(self._ended, agent_id))
 
     def _ended(self, agent_id: str, task: asyncio.Task[TaskOutput]) -> None:
-        if not task.cancelled() and task.exception() is None:
+        if task.cancelled() or task.exception() is not None:
+            return
+        record = task.result()
+        if self._read.get(agent_id) != record.messages:  # not read already (task_wait, task_status)
             self._unheard[agent_id] = None
 
     def _heard(self, agent_id: str) -> None:
         self._unheard.pop(agent_id, None)
+        record = self.runner.by_id.get(agent_id)
+        if record is not None and agent_id not in self.runner.live:
+            self._read[agent_id] = record.messages
 
     # -- the lead's inbox -------------------------------------------------------------------
 
@@ -115,6 +123,7 @@ class Background:
         self._unheard.clear()
         if not ended:
             return []
+        self._read.update((r.id, r.messages) for r in ended)
         texts = [f"Background subagent {r.id} ended:\n{r.id} {read(r)[0]}" for r in ended]
         if runner.emit is not unheard:
             for record in ended:
@@ -228,7 +237,8 @@ class Background:
         task = asyncio.current_task()
         if task is not None:
             runner.tasks[record.id] = task
-        runner.event(record, "subagent.message", {"messages": record.messages, "message": message[:500]})
+        said = {"messages": record.messages, "message": message[:500], "tool_call_id": call_id}
+        runner.event(record, "subagent.message", said)
 
         async def work() -> None:
             result = await run_agent(spec, ctx, [*kept.messages, Message.user(message)])
