@@ -35,7 +35,13 @@ EventType = Literal[
     "batch.item",
     "batch.completed",
     "mcp.server_failed",
+    "workspace.merged",
+    "workspace.conflict",
     "warning",
+    "approval.requested",
+    "approval.decided",
+    "hook.failed",
+    "hook.acted",
 ]
 
 

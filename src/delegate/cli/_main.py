@@ -9,6 +9,7 @@ Heavy imports (the runtime, provider SDKs) happen inside the commands, so `--hel
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ import typer
 
 from .._text import plural, safe_json, safe_text
 from .._time import iso
+from ._chat import Continue, check_continue, continued_run
 from ._common import (
     LOCAL_TIMEOUT,
     Db,
@@ -36,9 +38,10 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from .._config import RunLimits
     from .._events import EventSink
     from .._store import Store
-    from ..run import RunResult
+    from ..run import RunResult, Runtime
 
 app = typer.Typer(
     name="delegate",
@@ -66,8 +69,15 @@ def _model_and_timeout(model: str | None, timeout: float | None) -> tuple[str | 
 @operator_flags
 def run(
     prompt: Annotated[str | None, typer.Argument(help="What the lead agent should do.")] = None,
+    continue_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[RUN_ID]", help="With --continue: the run to continue (default: the latest).", show_default=False
+        ),
+    ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
     workspace: Workspace = Path("."),
+    continue_thread: Continue = False,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
@@ -92,6 +102,14 @@ def run(
     max_requests: Annotated[
         int | None, typer.Option("--max-requests", min=1, help="Model requests the whole run may make.")
     ] = None,
+    approval_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--approval-timeout",
+            min=0.001,
+            help="Seconds a call under an --ask rule waits for a decision before it is denied (default: no limit).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
     *,
@@ -100,6 +118,7 @@ def run(
     """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
     if (prompt is None) == (resume is None):
         fail("give a PROMPT, or --resume RUN_ID to continue an interrupted run (not both)")
+    check_continue(continue_thread, continue_id, resume)
     if prompt is not None:  # a new run (a resumed one keeps its model)
         checked_text(prompt, "the prompt")
         model, timeout = _model_and_timeout(model, timeout)
@@ -111,12 +130,14 @@ def run(
         token_budget=token_budget,
         max_requests=max_requests,
         max_parallel=max_parallel,
+        approval_timeout=approval_timeout,
     )
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
     settings = flags.settings(workspace, model=model, lead=lead, limits=limits)
     runtime = settings.build(store=store_option(db))
     if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
+    continue_from = continued_run(runtime, continue_thread, continue_id)
     print_warnings(runtime)
     live = not as_json and sys.stdout.isatty()
     batches: list[dict[str, Any]] = []
@@ -132,11 +153,13 @@ def run(
     async def go(sinks: list[EventSink]) -> RunResult:
         finished = False
         try:
-            if resume is not None:
-                result = await runtime.resume(resume, sinks=sinks)
+            if resume is not None:  # under the limits it was started with, but for those given here
+                given = {"timeout": timeout, "token_budget": token_budget, "max_requests": max_requests}
+                given = {name: value for name, value in given.items() if value is not None}
+                result = await runtime.resume(resume, sinks=sinks, limits=await resumed_limits(runtime, resume, given))
             else:
                 assert prompt is not None
-                result = await runtime.run(prompt, sinks=sinks)
+                result = await runtime.run(prompt, sinks=sinks, continue_from=continue_from)
             finished = True
             return result
         finally:
@@ -147,14 +170,24 @@ def run(
 
     try:
         if live:
+            from ._approve import ask_inline
             from ._render import run_live
 
-            result = run_live(go)
+            result = run_live(go, ask_inline(runtime))
         else:
             result = run_until_done(lambda: go([]))
     except KeyboardInterrupt:
         fail("cancelled", 1)
     report(result, as_json=as_json, printed=live, detached=batches if detach_batches else [])
+
+
+async def resumed_limits(runtime: Runtime, run_id: str, given: dict[str, Any]) -> RunLimits | None:
+    """The limits `run_id` was started with, with those `given` on the command line in their place
+    (None when none are given: the run's own)."""
+    if not given or runtime.store is None:
+        return None
+    run = await asyncio.to_thread(runtime.store.get_run, run_id)
+    return None if run is None else runtime.limits.over(run.limits or {}).over(given)
 
 
 def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[dict[str, Any]]) -> None:

@@ -18,6 +18,7 @@ from ._loop import (
     path_states,
     run_agent,
 )
+from ._pause import deadlines_paused
 
 __all__ = [
     "DEFAULT_ADVICE",
@@ -29,6 +30,7 @@ __all__ = [
     "LoopWatch",
     "RunBudget",
     "ToolGate",
+    "deadlines_paused",
     "opening_choices",
     "passed_deadline",
     "path_states",

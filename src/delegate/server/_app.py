@@ -42,6 +42,7 @@ from .._tracing import flush as flush_traces
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
 from ..run import Runtime, RuntimeFactory, RuntimeSettings, Takeover, open_store
 from ._agents_stop import router as agents_stop_router
+from ._approvals import router as approvals_router
 from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
@@ -51,6 +52,7 @@ from ._readiness import ModelReadiness
 from ._runs import RunManager
 from ._runs import router as runs_router
 from ._state import AppState, app_state
+from ._threads import router as threads_router
 
 _log = logging.getLogger("delegate.server")
 
@@ -174,9 +176,11 @@ def create_app(
     _error_handlers(app)
     app.include_router(runs_router)
     app.include_router(agents_stop_router)
+    app.include_router(approvals_router)
     app.include_router(agents_router)
     app.include_router(batches_router)
     app.include_router(files_router)
+    app.include_router(threads_router)
     page = string.Template((_HERE / "templates" / "index.html").read_text(encoding="utf-8"))
     html = page.substitute(version=settings.version or "0")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -30,7 +30,7 @@ from .._events import Event, unheard
 from .._messages import Message, messages_adapter
 from .._record import TaskOutput
 from .._text import plural
-from ..loop import run_agent
+from ..loop import AgentResult, run_agent
 from ..tools import Tool, ToolContext, ToolReturn
 from ._output import read
 
@@ -145,6 +145,13 @@ class Background:
             await asyncio.wait(running)
         return any(a in self.runner.by_id for a in self._unheard)
 
+    async def outlast(self, lead: Awaitable[AgentResult]) -> AgentResult:
+        """Run the lead to its end, then let its background subagents end: a run does not end
+        under its subagents (their time is up with the run's, though)."""
+        ended = await lead
+        await self.close(timed_out=ended.status == "timed_out")
+        return ended
+
     async def close(self, *, timed_out: bool) -> None:
         """The lead ended: wait for what still runs, or stop it when the run's time is up."""
         running = [t for t in self.tasks.values() if not t.done()]
@@ -248,7 +255,7 @@ class Background:
             await runner.deliver(record, definition, kept.system, result, kept.key, follow_ups)
 
         try:
-            return await runner.settle(record, ctx, kept.key, work(), steps_before=steps_before)
+            return await runner.conclude(record, ctx, kept.key, work(), steps_before=steps_before)
         finally:
             runner.tasks.pop(record.id, None)
 

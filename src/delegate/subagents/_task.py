@@ -11,40 +11,36 @@ from __future__ import annotations
 import asyncio
 import bisect
 import copy
-import difflib
 import itertools
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any
 
 from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
+from .._layer import Layer
 from .._messages import Message
 from .._usage import Usage
-from ..loop import AgentResult, opening_choices, passed_deadline, run_agent
+from ..loop import AgentResult, Journal, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
 from ..tools import Tool, ToolContext, ToolReturn
-from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
+from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, snapshot_before
 from ._assemble import RunScope, assemble, toolset
 from ._background import BACKGROUND_HINT, Background, Conversation
 from ._complete import Delivery, validate_paths
 from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, render_whole
+from ._overlay import check_asked, isolation_for, layer_for, settle
 from ._prompts import task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
+from ._task_args import CONTEXT_MODES, MAX_PROMPTS, validate
 
-ContextMode = Literal["isolated", "snapshot"]
-CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
-MAX_PROMPTS = 100
 MAX_KEPT_CHARS = 4_000
 """A `task` call's results longer than this keep only status lines and artifact lists in compaction."""
-_ARGUMENTS = frozenset(
-    {"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria", "run_in_background"}
-)
 
 
 class SubagentRunner:
@@ -87,6 +83,8 @@ class SubagentRunner:
         """Subagents of an interrupted run that finished, by key: reused, not run again."""
         self.on_finish = on_finish
         """Told of each subagent that ends (with its key, when it has one), as it ends."""
+        self.journal_for: Callable[[str], Journal] | None = None
+        """The journal of the subagent kept as a key (None: subagents keep none; see `StoredJournal.scoped`)."""
         self.records: list[TaskOutput] = []
         """The records of the subagents that ended, in the order they were called (`seq`)."""
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
@@ -219,6 +217,7 @@ class SubagentRunner:
         snapshot: Message | None = None,
         seq: int = 0,
         key: str | None = None,
+        isolation: str | None = None,
         agent_id: str | None = None,
         background: bool = False,
     ) -> TaskOutput:
@@ -229,6 +228,7 @@ class SubagentRunner:
 
         `key` names the subagent within its run (the lead's tool call id and the prompt's index):
         one that finished before the run was interrupted is given back as it was, not run again.
+        `isolation` is what the lead asked for (`overlay`: a private layer; see `_overlay.py`).
         """
         reused = self.finished.pop(key, None) if key is not None else None
         if reused is not None:
@@ -252,13 +252,14 @@ class SubagentRunner:
             key,
             agent_id,
             background,
+            isolation,
         )
         task = asyncio.current_task()
         if task is not None:
             self.tasks[agent_id] = task
         try:
             if agent_id in self.stopping:  # stopped before it began
-                return self._never_started(self.stopping.pop(agent_id), definition, *args[2:])
+                return self._never_started(self.stopping.pop(agent_id), definition, *args[2:11])
             if self._semaphore is None:
                 return await self._run(*args)
             try:
@@ -267,7 +268,7 @@ class SubagentRunner:
                 reason = self._stopped(agent_id)
                 if reason is None:
                     raise
-                return self._never_started(reason, definition, *args[2:])
+                return self._never_started(reason, definition, *args[2:11])
             try:
                 return await self._run(*args)
             finally:
@@ -338,10 +339,13 @@ class SubagentRunner:
         key: str | None,
         agent_id: str,
         background: bool,
+        isolation: str | None = None,
     ) -> TaskOutput:
         tools, model = self.prepare(definition)
         record = self._record(definition, model.name, description, parent, tool_call_id, seq, agent_id, background)
-        workspace = self.workspace
+        record.isolation = isolation_for(definition, tools, isolation)
+        layer = layer_for(record.isolation, self.workspace, self.run_id, agent_id, tools)
+        workspace = self.workspace if layer is None else replace(self.workspace, layer=layer)
         if definition.command_rules:  # its Bash(...) rules, for its commands only
             workspace = replace(workspace, commands=replace(workspace.commands, rules=definition.command_rules))
         ctx = self.context(record, parent, tool_call_id, workspace)
@@ -355,18 +359,23 @@ class SubagentRunner:
         async def work() -> None:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
             notes = [SNAPSHOT_SYSTEM_NOTE if snapshot is not None else "", CRITERIA_SYSTEM_NOTE if criteria else ""]
-            spec = await assemble(definition, self.scope, model=model, tools=tools, prompt=prompt, notes=notes)
+            journal = self.journal_for(key) if self.journal_for is not None and key is not None else None
+            spec = await assemble(
+                definition, self.scope, model=model, tools=tools, prompt=prompt, notes=notes, journal=journal
+            )
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
             slash = self.skills.slash_command(prompt, definition.skills)
             messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
             result = await run_agent(spec, ctx, messages)
             _fill(record, result)
+            if layer is not None:
+                self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
             if criteria and baseline is not None:
                 verdicts = await check_criteria(criteria, self.workspace, baseline)
                 record.acceptance = [asdict(v) for v in verdicts]
             await self.deliver(record, definition, spec.instructions, result, key, [])
 
-        return await self.settle(record, ctx, key, work(), steps_before=0)
+        return await self.conclude(record, ctx, key, work(), steps_before=0, layer=layer)
 
     def context(
         self, record: TaskOutput, parent: ToolContext, tool_call_id: str | None, workspace: Any = None
@@ -406,16 +415,26 @@ class SubagentRunner:
         if self.on_conversation is not None:
             self.on_conversation(kept.to_checkpoint(record))
 
-    async def settle(
-        self, record: TaskOutput, ctx: ToolContext, key: str | None, work: Awaitable[None], *, steps_before: int
+    async def conclude(
+        self,
+        record: TaskOutput,
+        ctx: ToolContext,
+        key: str | None,
+        work: Awaitable[None],
+        *,
+        steps_before: int,
+        layer: Layer | None = None,
     ) -> TaskOutput:
         """Run `work` (which fills `record`), and end `record` whatever happens to it: stopped, a
-        crash (its own result, never its siblings'), or cancelled with the run (raised on)."""
+        crash (its own result, never its siblings'), or cancelled with the run (raised on). Its
+        `layer`, if it writes in one and `work` did not settle it, is settled as it ends."""
         try:
             await work
         except asyncio.CancelledError:
             reason = self._stopped(record.id)
             record.steps = steps_before + ctx.steps
+            if layer is not None and not record.layer:
+                self._settle(record, settle(record, layer, self.workspace))
             if reason is None:
                 deadline = None if self.interrupting else passed_deadline()
                 if deadline is not None:  # the run's deadline, not a person, ended it
@@ -432,8 +451,15 @@ class SubagentRunner:
             record.status, record.stop_reason, record.steps = "error", "crash", steps_before + ctx.steps
             record.error = f"{type(exc).__name__}: {exc}"
             self.conversations.pop(record.id, None)
+            if layer is not None and not record.layer:
+                self._settle(record, settle(record, layer, self.workspace))
         self._finish(record, key)
         return record
+
+    def _settle(self, record: TaskOutput, event: tuple[str, dict[str, Any]] | None) -> None:
+        """Emit what settling a subagent's layer said (`workspace.merged` / `workspace.conflict`)."""
+        if event is not None:
+            self.event(record, event[0], event[1])
 
     def _write_whole(self, record: TaskOutput, text: str) -> None:
         """Write a result too long for the lead to `RESULTS_DIR/<run>/<agent>.md`, and list that
@@ -603,6 +629,15 @@ def task_tool(
                     "copy of this conversation, for requirements or failed attempts scattered across it."
                 ),
             },
+            "isolation": {
+                "type": "string",
+                "enum": ["overlay", "shared"],
+                "description": (
+                    "overlay: the subagent writes into a private layer over the workspace, merged all or nothing "
+                    "when it completes (a conflict if the workspace changed the same files meanwhile); use it for "
+                    "parallel subagents that may edit the same files. shared (default): it writes the workspace."
+                ),
+            },
             "acceptance_criteria": {
                 "type": "array",
                 "items": {"type": "string", "maxLength": 500},
@@ -627,7 +662,8 @@ def task_tool(
     }
 
     async def run_task(ctx: ToolContext, args: dict[str, Any]) -> ToolReturn:
-        definition, prompts, description, mode, criteria = _validate(args, catalogue, command_types)
+        definition, prompts, description, mode, criteria = validate(args, catalogue, command_types)
+        asked = check_asked(args.get("isolation"))
         runner.prepare(definition)
         first = runner.reserve(len(prompts))
         snapshot = None
@@ -654,6 +690,7 @@ def task_tool(
                 key=keys[i],
                 agent_id=ids[i],
                 background=background,
+                isolation=asked,
             )
             for i, prompt in enumerate(prompts)
         ]
@@ -687,68 +724,6 @@ def task_tool(
         one_of=("prompts", "prompt"),
         id_params={"subagent_type": IdChoice(known=tuple(name for name, _ in types))},
     )
-
-
-def _validate(
-    args: dict[str, Any], catalogue: Catalogue, command_types: Sequence[str]
-) -> tuple[Subagent, list[str], str, ContextMode, list[str] | None]:
-    """Check a `task` call before anything starts; raise `ToolError` saying what is wrong."""
-    unknown = sorted(set(args) - _ARGUMENTS)
-    if unknown:
-        raise ToolError(f"unknown argument(s) {', '.join(unknown)}; see the task tool's schema")
-    mode = args.get("context_mode", "isolated")
-    if mode not in CONTEXT_MODES:
-        raise ToolError(f"context_mode must be 'isolated' or 'snapshot', not {mode!r}")
-    name = args.get("subagent_type")
-    if name is None:
-        available = ", ".join(catalogue.names()) or "none permitted by caller policy"
-        raise ToolError(f"subagent_type is missing: name the type of subagent to start ({available})")
-    definition = catalogue.get(name) if isinstance(name, str) else None
-    if definition is None:
-        if name in command_types:
-            raise ToolError(
-                f"subagent_type {name!r} runs commands, and this workspace does not allow command "
-                "execution (the runtime must allow commands, e.g. --allow-commands)"
-            )
-        names = catalogue.names()
-        if len(names) > 30:
-            close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
-            hint = f"close names: {', '.join(close)}; " if close else ""
-            raise ToolError(
-                f"unknown subagent_type {name!r}; {hint}the task tool's description lists all {len(names)} types "
-                "(tool_search with a few words finds them by what they do)"
-            )
-        available = ", ".join(names) or "none permitted by caller policy"
-        raise ToolError(f"unknown subagent_type {name!r}; available: {available}")
-    description = args.get("description")
-    if not isinstance(description, str) or not description.strip():
-        raise ToolError("description is required: a short label of 3-7 words")
-    if len(description) > 80:
-        raise ToolError(f"description is {len(description)} characters; keep it to at most 80")
-    prompts = _prompts(args)
-    criteria = parse_criteria(args["acceptance_criteria"]) if args.get("acceptance_criteria") else None
-    return definition, prompts, description.strip(), mode, criteria
-
-
-def _prompts(args: dict[str, Any]) -> list[str]:
-    prompt, prompts = args.get("prompt"), args.get("prompts")
-    if prompt is not None and not isinstance(prompt, str):
-        raise ToolError("prompt must be a string")
-    if prompts is None:
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ToolError("prompt is required (or prompts, a list of prompts to run in parallel)")
-        return [prompt]
-    if not isinstance(prompts, list) or not prompts:
-        raise ToolError("prompts must be a non-empty list of strings")
-    items = cast(list[object], prompts)
-    if len(items) > MAX_PROMPTS:
-        raise ToolError(f"prompts has {len(items)} entries; at most {MAX_PROMPTS} per call")
-    texts: list[str] = []
-    for i, item in enumerate(items):
-        if not isinstance(item, str) or not item.strip():
-            raise ToolError(f"prompts[{i}] must be a non-empty string")
-        texts.append(f"{prompt.strip()}\n\n{item}" if prompt and prompt.strip() else item)
-    return texts
 
 
 def _seq(record: TaskOutput) -> int:

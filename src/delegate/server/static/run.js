@@ -167,13 +167,14 @@ function setStatus(status) {
   const node = $("run-status");
   node.className = `badge ${status}`;
   node.textContent = status.replace("_", " ");
-  $("cancel-run").hidden = status !== "running";
+  $("cancel-run").hidden = status !== "running" && status !== "waiting";
 }
 
 // -- events --------------------------------------------------------------------------------
 
 function onRunEvent(type, ev) {
   if (!tree || ev.run_id !== tree.runId) return;
+  Approvals.onEvent(type, ev);
   const data = ev.data || {};
   const log = $("event-log");
   log.append(el("li", { text: `${type}  ${ev.agent_id}${ev.tool_call_id ? "  " + ev.tool_call_id : ""}` }));
@@ -568,6 +569,7 @@ async function openRun(runId, agentId) {
   $("run-prompt").textContent = run.prompt;
   $("stat-model").textContent = run.model || "–";
   setStatus(run.status);
+  Approvals.open(runId);
   following = new AbortController();
   followEvents(
     `/runs/${encodeURIComponent(runId)}/events`,
