@@ -271,6 +271,7 @@ function onRunEvent(type, ev) {
       clearInterval(tree.timer);
       loadRecord(tree.runId);
       loadRuns().catch(() => {});
+      ThreadView.refresh(tree.runId);
       break;
     }
   }
@@ -540,6 +541,7 @@ async function openRun(runId, agentId) {
   $("stat-model").textContent = run.model || "–";
   setStatus(run.status);
   Approvals.open(runId);
+  ThreadView.show(run);
   following = new AbortController();
   followEvents(
     `/runs/${encodeURIComponent(runId)}/events`,
