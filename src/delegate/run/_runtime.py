@@ -53,13 +53,13 @@ from ..tools import (
 from ._approvals import NEVER_WAIT, RunApprovals, decide_call, load_permissions
 from ._pool import inside, lead_tool_names, local_timezone, tool_pool
 from ._recorder import Recorder, StoredJournal
-from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result, stored_result
+from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._settings import open_store
-from ._threads import Thread, conversation_of, keep_conversation, thread_uploads
+from ._threads import Thread, continued, history_of, keep_conversation, open_thread, thread_uploads
 
 if TYPE_CHECKING:
     from .._permissions import ApprovalRow
-    from .._store import Checkpoint, RunRow, Store
+    from .._store import Checkpoint, Store
     from ..batch import Batches
 
 
@@ -312,7 +312,7 @@ class Runtime:
         uploaded_files = uploads_state(uploaded_files)
         history: list[Message] = []
         if continue_from is not None:
-            previous, history = await asyncio.to_thread(self._previous, continue_from)
+            previous, history = await asyncio.to_thread(continued, self, continue_from)
             uploaded_files = thread_uploads(previous.uploaded_files, uploaded_files)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
@@ -346,40 +346,7 @@ class Runtime:
     def thread(self, continue_from: str | None = None) -> Thread:
         """A conversation (see `Thread`): a new one, or the thread of the stored run
         `continue_from`, whose next `send` continues that run."""
-        if continue_from is None:
-            return Thread(self)
-        store = self._thread_store()
-        run = store.get_run(continue_from, self.user_id)
-        if run is None:
-            raise UserError(f"no run {continue_from!r} to continue: list the runs with `delegate runs list`")
-        rows = store.thread_runs(run.thread_id or run.id, self.user_id)
-        upto = [r for r in rows if r.created_at <= run.created_at]
-        return Thread(self, [r for r in (stored_result(store, r.id) for r in upto) if r is not None])
-
-    def _thread_store(self) -> Store:
-        store = self.store
-        if store is None:
-            raise UserError("a thread needs the store its runs are kept in (store=False keeps nothing)")
-        return store
-
-    def _previous(self, run_id: str) -> tuple[RunRow, list[Message]]:
-        """The run a new run continues, and the conversation it starts from; `UserError` if that
-        run cannot be continued (the store says it again, in the transaction that records the run)."""
-        from .._store import why_not_continuable
-
-        store = self._thread_store()
-        run = store.get_run(run_id, self.user_id)
-        if run is None:
-            raise UserError(f"no run {run_id!r} to continue: list the runs with `delegate runs list`")
-        why = why_not_continuable(run)
-        if why is not None:
-            raise UserError(why)
-        here = str(self.workspace.root)
-        if run.workspace is not None and run.workspace != here:
-            raise UserError(
-                f"run {run_id} worked in {run.workspace}, not {here}: continue it there (--workspace {run.workspace})"
-            )
-        return run, conversation_of(store, run)
+        return open_thread(self, continue_from)
 
     async def resume(
         self,
@@ -416,16 +383,10 @@ class Runtime:
 
         limits = limits or self.limits.over(run.limits or {})
         previous = run.previous_run_id
-        history = await asyncio.to_thread(self._history, store, previous) if previous is not None else []
+        history = await asyncio.to_thread(history_of, store, previous) if previous is not None else []
         result = await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history)
         result.thread_id, result.previous_run_id = run.thread_id, previous
         return result
-
-    @staticmethod
-    def _history(store: Store, previous_run_id: str) -> list[Message]:
-        """The conversation a resumed run of a thread started from: its previous run's."""
-        previous = store.get_run(previous_run_id)
-        return [] if previous is None else conversation_of(store, previous)
 
     async def _lead(
         self,

@@ -297,6 +297,7 @@ function onRunEvent(type, ev) {
       clearInterval(tree.timer);
       loadRecord(tree.runId);
       loadRuns().catch(() => {});
+      ThreadView.refresh(tree.runId);
       break;
     }
   }
@@ -524,6 +525,7 @@ function drawDetail() {
     parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: result }));
   }
   if (agent.artifacts.length || (agent.skipped && agent.skipped.length)) parts.push(drawFiles(agent));
+  if (record) parts.push(changesBox(record));
   const calls = agent.entries.map((e) => entryNode(agent, e));
   parts.push(
     el("h4", { text: `Turns (${plural(agent.entries.filter((e) => e.kind === "call").length, "tool call")})` }),
@@ -570,6 +572,7 @@ async function openRun(runId, agentId) {
   $("stat-model").textContent = run.model || "–";
   setStatus(run.status);
   Approvals.open(runId);
+  ThreadView.show(run);
   following = new AbortController();
   followEvents(
     `/runs/${encodeURIComponent(runId)}/events`,
