@@ -424,7 +424,8 @@ class Runtime:
         runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
         runner.saved_conversations, runner.on_conversation = journal.conversations, journal.record_conversation
         if approvals is not None:
-            self._approvals[run_id] = approvals.attach(runner, journal.scoped if self._policy.ask else None)
+            keep = self._policy.ask and recorder.store is not None  # subagents may wait: a resume replays them
+            self._approvals[run_id] = approvals.attach(runner, journal.scoped if keep else None)
         task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
         if task is not None:
             lead_tools += [task, *background_tools(runner.background)]
