@@ -67,6 +67,7 @@ class RunRow:
     """The run-wide budgets given for this run (`Runtime.run`, `POST /runs`; None: the runtime's),
     kept for its resume."""
     max_requests: int | None = None
+    cost_budget: float | None = None
     warnings: list[str] = field(default_factory=list[str])
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
@@ -105,7 +106,7 @@ class RunSummary:
 
 
 def summary_dict(run: RunRow | RunSummary) -> dict[str, Any]:
-    head = {"run_id": run.id, "status": run.status, "usage": run.usage.totals()}
+    head = {"run_id": run.id, "status": run.status, "usage": run.usage.to_dict()}
     return head | stored_fields(run) | {"prompt": run.prompt[:SUMMARY_PROMPT_CHARS]}
 
 

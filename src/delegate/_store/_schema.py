@@ -234,9 +234,15 @@ def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     )
 
 
+def _cost_column() -> sa.Column[Any]:
+    """The column migration core.0013 adds to `runs`: the run's cost budget in US dollars (NULL:
+    none), kept for its resume like `token_budget`."""
+    return sa.Column("cost_budget", sa.Double)
+
+
 _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
-for _column in [*_lease_columns(), *_resume_columns(), _warnings_column()]:
+for _column in [*_lease_columns(), *_resume_columns(), _warnings_column(), _cost_column()]:
     runs_table.append_column(_column)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
@@ -318,6 +324,29 @@ def _m0008_finish_reason(conn: Connection) -> None:
             conn.execute(update)
 
 
+def _m0013_cost(conn: Connection) -> None:
+    """Runs keep their cost budget; a usage stored before costs were kept (no `cost_usd`) reads an
+    unknown cost (null) when it made a request, not a cost of nothing: the runs', the subagents'
+    and the lead's recorded answers'."""
+    column = _cost_column()
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+    for table in ("runs", "subagents"):
+        rows = sa.table(table, sa.column("id"), sa.column("usage"))
+        for row_id, text in conn.execute(sa.select(rows.c.id, rows.c.usage)).all():
+            usage: dict[str, Any] | None = json.loads(text)
+            if usage is not None and "cost_usd" not in usage:
+                usage["cost_usd"] = None if usage.get("requests") else 0.0
+                conn.execute(rows.update().where(rows.c.id == row_id).values(usage=json.dumps(usage)))
+    checkpoints = sa.table("checkpoints", sa.column("id"), sa.column("kind"), sa.column("data"))
+    answers = conn.execute(sa.select(checkpoints.c.id, checkpoints.c.data).where(checkpoints.c.kind == "answer"))
+    for row_id, text in answers.all():
+        data: dict[str, Any] = json.loads(text)
+        usage = data.get("usage")
+        if isinstance(usage, dict) and "cost_usd" not in usage:  # pyright: ignore[reportUnnecessaryIsInstance]
+            usage["cost_usd"] = None if usage.get("requests") else 0.0
+            conn.execute(checkpoints.update().where(checkpoints.c.id == row_id).values(data=json.dumps(data)))
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -327,4 +356,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0006_packed_progress", _m0006_packed_progress),
     Migration("core.0007_run_warnings", _m0007_run_warnings),
     Migration("core.0008_finish_reason", _m0008_finish_reason),
+    Migration("core.0013_cost", _m0013_cost),
 )

@@ -300,6 +300,7 @@ class Store:
         uploaded_files: list[dict[str, Any]] | None = None,
         token_budget: int | None = None,
         max_requests: int | None = None,
+        cost_budget: float | None = None,
         warnings: Sequence[str] = (),
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
@@ -321,6 +322,7 @@ class Store:
             uploaded_files=uploaded_files,
             token_budget=token_budget,
             max_requests=max_requests,
+            cost_budget=cost_budget,
             warnings=list(warnings),
         )
         with self.write() as conn:

@@ -92,6 +92,14 @@ def run(
     max_requests: Annotated[
         int | None, typer.Option("--max-requests", min=1, help="Model requests the whole run may make.")
     ] = None,
+    cost_budget: Annotated[
+        float | None,
+        typer.Option(
+            "--cost-budget",
+            min=0.000001,
+            help="US dollars the whole run may spend, priced by genai-prices (every model needs a price).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
     db: Db = None,
     *,
@@ -110,6 +118,7 @@ def run(
         timeout=DEFAULT_RUN_TIMEOUT if timeout is None else timeout,
         token_budget=token_budget,
         max_requests=max_requests,
+        cost_budget=cost_budget,
         max_parallel=max_parallel,
     )
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)

@@ -15,6 +15,7 @@ from rich.tree import Tree
 
 from .._events import Event, EventSink
 from .._text import plural, safe_text
+from .._usage import cost_text, usage_line
 
 if TYPE_CHECKING:
     from ..run import RunResult
@@ -35,6 +36,8 @@ class _Agent:
     status: str = "running"
     steps: int = 0
     tokens: int = 0
+    cost: float | None = 0.0
+    """US dollars spent so far (None: a request on a model without a price)."""
     activity: str = ""
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
@@ -57,11 +60,14 @@ class RunView:
                 agent.status = str(data["status"])
                 agent.steps = int(data["steps"])
                 agent.tokens = _tokens(data["usage"])
+                agent.cost = _cost(data["usage"])
                 agent.ended = time.monotonic()
                 agent.activity = str(data.get("error") or ", ".join(data.get("artifacts") or []))
             case "model.response" if agent is not None:
                 agent.steps = int(data["step"])
                 agent.tokens += _tokens(data["usage"])
+                cost = _cost(data["usage"])
+                agent.cost = None if agent.cost is None or cost is None else agent.cost + cost
                 agent.activity = "calling " + ", ".join(data["tool_calls"]) if data["tool_calls"] else "answering"
             case "tool.started" if agent is not None:
                 agent.activity = f"{data['name']}"
@@ -84,12 +90,22 @@ def _tokens(usage: object) -> int:
     return 0
 
 
+def _cost(usage: object) -> float | None:
+    if isinstance(usage, dict):
+        cost = usage.get("cost_usd", 0.0)  # type: ignore[union-attr]
+        return float(cost) if isinstance(cost, (int, float)) else None
+    return 0.0
+
+
 def _line(agent: _Agent) -> Text:
     elapsed = (agent.ended or time.monotonic()) - agent.started
     text = Text()
     text.append(f"{agent.status:<9} ", style=_STYLE.get(agent.status, ""))
     text.append(agent.label, style="bold")
-    text.append(f"  {plural(agent.steps, 'step')} · {plural(agent.tokens, 'token')} · {elapsed:.1f}s", style="dim")
+    cost = f" · {cost_text(agent.cost)}" if agent.cost else ""  # shown once known and not nothing
+    text.append(
+        f"  {plural(agent.steps, 'step')} · {plural(agent.tokens, 'token')}{cost} · {elapsed:.1f}s", style="dim"
+    )
     if agent.activity:
         text.append(f"  {agent.activity[:60]}", style="cyan")
     return text
@@ -139,8 +155,7 @@ def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]])
     usage = result.usage
     console.print(
         Text(
-            f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens "
-            f"({plural(len(result.subagents), 'subagent')}) · run {result.run_id}",
+            f"usage: {usage_line(usage)} ({plural(len(result.subagents), 'subagent')}) · run {result.run_id}",
             style="dim",
         )
     )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .._record import STATUSES
+from .._usage import cost_text, usage_line
 from ._common import Db, Workspace, fail, open_store
 
 if TYPE_CHECKING:
@@ -63,10 +64,12 @@ def runs_list(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("run", "status", "started", "tokens", "prompt")
+    table = Table("run", "status", "started", "tokens", "cost", "prompt")
     for run in runs:
         tokens = f"{run.usage.input_tokens + run.usage.output_tokens:,}"
-        table.add_row(run.id, run.status, run.created_at.strftime("%Y-%m-%d %H:%M:%S"), tokens, run.prompt[:60])
+        cost = "?" if run.usage.cost_usd is None else cost_text(run.usage.cost_usd)
+        started = run.created_at.strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(run.id, run.status, started, tokens, cost, run.prompt[:60])
     Console().print(table)
 
 
@@ -88,9 +91,9 @@ def runs_show(
         return
     usage = result.usage
     typer.echo(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
-    typer.echo(f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens")
+    typer.echo(f"usage: {usage_line(usage)}")
     for sub in result.subagents:
-        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}")
+        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description} · {cost_text(sub.usage.cost_usd)}")
     if result.final:
         typer.echo(result.final)
 

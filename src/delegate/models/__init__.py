@@ -10,6 +10,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .._errors import UserError
+from .._prices import Pricing
 from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
 from ._base import (
     FREE_CHOICES,
@@ -62,6 +63,7 @@ __all__ = [
     "OpenAIModel",
     "PathRole",
     "PathState",
+    "Pricing",
     "RetryPolicy",
     "ToolChoice",
     "ToolSpec",

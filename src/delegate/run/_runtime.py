@@ -288,6 +288,7 @@ class Runtime:
                         uploaded_files=uploaded_files,
                         token_budget=limits.token_budget,
                         max_requests=limits.max_requests,
+                        cost_budget=limits.cost_budget,
                         warnings=warnings,
                     )
                 )
@@ -322,7 +323,7 @@ class Runtime:
             )
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        limits = _with_budgets(self.limits, run.token_budget, run.max_requests)
+        limits = _with_budgets(self.limits, run.token_budget, run.max_requests, run.cost_budget)
         return await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits)
 
     async def _lead(
@@ -697,12 +698,15 @@ def _lead_tool_names(lead: Lead, pool: Mapping[str, Tool]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n in pool]
 
 
-def _with_budgets(limits: RunLimits, token_budget: int | None, max_requests: int | None) -> RunLimits:
+def _with_budgets(
+    limits: RunLimits, token_budget: int | None, max_requests: int | None, cost_budget: float | None = None
+) -> RunLimits:
     """`limits` with the budgets a run or batch item was given (None keeps the limit's own)."""
     return replace(
         limits,
         token_budget=limits.token_budget if token_budget is None else token_budget,
         max_requests=limits.max_requests if max_requests is None else max_requests,
+        cost_budget=limits.cost_budget if cost_budget is None else cost_budget,
     )
 
 
