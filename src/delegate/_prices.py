@@ -31,12 +31,14 @@ class Pricing:
     cache_apart: bool = False
 
 
-def request_cost(pricing: Pricing | None, model_ref: str, usage: Usage) -> float | None:
-    """What one request with `usage` costs on `model_ref` (the model's name as the provider gives
-    it), in US dollars; None when there is no price for it."""
+def request_cost(pricing: Pricing | None, usage: Usage, *model_refs: str) -> float | None:
+    """What one request with `usage` costs, in US dollars, on the first of `model_refs` the table
+    has a price for (the model's name as it was asked for, then as the provider's answer named it:
+    `gpt-4.1-mini`, `gpt-4.1-mini-2025-04-14`); None when there is no price for any."""
     if pricing is None:
         return None
-    if not model_ref or not _known(pricing.provider, model_ref.lower()):
+    model_ref = next((ref for ref in model_refs if ref and _known(pricing.provider, ref.lower())), None)
+    if model_ref is None:
         return None
     from genai_prices import Usage as Tokens
     from genai_prices import calc_price

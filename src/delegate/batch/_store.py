@@ -550,7 +550,10 @@ _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_writ
 def _usage(conn: Connection, batch_id: str) -> Usage:
     """What the batch's items spent so far, summed by the database from each item's usage JSON:
     its cost is unknown (None) when an item's is (a model without a price, or stored before costs)."""
-    usage = sa.cast(ITEMS.c.usage, sa.JSON)
+    # SQLite reads JSON text as it is (a CAST to its unknown JSON type would make it a number);
+    # PostgreSQL needs the text cast to json.
+    as_json = sa.type_coerce if conn.dialect.name == "sqlite" else sa.cast
+    usage = as_json(ITEMS.c.usage, sa.JSON)
     columns = [sa.func.coalesce(sa.func.sum(usage[key].as_integer()), 0) for key in _USAGE_KEYS]
     cost = usage["cost_usd"].as_float()
     unknown = sa.func.count().filter(sa.and_(ITEMS.c.usage.is_not(None), cost.is_(None)))

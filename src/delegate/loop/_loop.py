@@ -443,7 +443,7 @@ async def _complete(model: Model, request: ModelRequest, usage: Usage) -> ModelR
         raise
     spent = response.usage
     pricing = model.profile.pricing
-    cost = None if pricing is None else request_cost(pricing, response.model or model.name.partition(":")[2], spent)
+    cost = None if pricing is None else request_cost(pricing, spent, model.name.partition(":")[2], response.model)
     return replace(response, usage=replace(spent, cost_usd=cost))
 
 

@@ -90,7 +90,10 @@ class OpenAIModel:
     `context_window` is how many tokens the model reads at once (default: the table of known
     models in `delegate.models`, else what the loop assumes); the loop compacts and cuts the
     conversation to fit it. `when_stuck` is what to tell a user whose agent went round in circles
-    on this model (the local model says: use a real one). All three are its `profile`.
+    on this model (the local model says: use a real one). `pricing` is whose prices its requests
+    cost (default: OpenAI's at api.openai.com, else those `genai-prices` knows for `base_url`'s
+    host, none for a server on this machine; give `Pricing(provider="openai")` for a proxy in front
+    of OpenAI). All four are its `profile`.
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class OpenAIModel:
         lean_tools: bool = False,
         context_window: int | None = None,
         when_stuck: str = "",
+        pricing: Pricing | None = None,
     ) -> None:
         self.model = model
         self.retry = retry or RetryPolicy()
@@ -139,7 +143,7 @@ class OpenAIModel:
             when_stuck=when_stuck,
             # OpenAI's prices at OpenAI; elsewhere those of whoever the table says answers there
             # (none for a server on this machine).
-            pricing=Pricing(provider="openai" if official else self.base_url or "openai"),
+            pricing=pricing or Pricing(provider="openai" if official else self.base_url or "openai"),
         )
 
     @property
