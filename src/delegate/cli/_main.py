@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .._text import plural, safe_json, safe_text
+from .._text import plural, safe_json
 from .._time import iso
 from ._common import (
     LOCAL_TIMEOUT,
@@ -31,6 +31,7 @@ from ._common import (
     operator_flags,
     print_run_warnings,
     print_warnings,
+    read_store,
     run_until_done,
     store_option,
 )
@@ -44,11 +45,34 @@ app = typer.Typer(
     name="delegate",
     help="Run LLM agents that hand work to subagents.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"delegate {version('delegate')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print delegate's version and exit."),
+    ] = None,
+) -> None:
+    """Run LLM agents that hand work to subagents."""
+
+
 users_app = typer.Typer(help="Users of the HTTP API.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
+
+
+MODEL, LIMITS, OUT = "Model", "Limits", "Output and history"
+"""The panels of `delegate run --help` (the operator's flags have theirs, in `_common.py`)."""
 
 
 def _model_and_timeout(model: str | None, timeout: float | None) -> tuple[str | None, float | None]:
@@ -65,32 +89,55 @@ def _model_and_timeout(model: str | None, timeout: float | None) -> tuple[str | 
 @app.command()
 @operator_flags
 def run(
-    prompt: Annotated[str | None, typer.Argument(help="What the lead agent should do.")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Argument(
+            help="What the lead agent should do; `-` (or no PROMPT with a pipe on stdin) reads it from stdin."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini", rich_help_panel=MODEL)
+    ] = None,
     workspace: Workspace = Path("."),
-    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
-    subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
-    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
+    max_parallel: Annotated[
+        int, typer.Option("--max-parallel", min=1, help="Subagents running at once.", rich_help_panel=LIMITS)
+    ] = 16,
+    subagent_model: Annotated[
+        str | None, typer.Option("--subagent-model", help="Model for subagents.", rich_help_panel=MODEL)
+    ] = None,
+    max_steps: Annotated[
+        int, typer.Option("--max-steps", min=1, help="Step limit of the lead.", rich_help_panel=LIMITS)
+    ] = 50,
     timeout: Annotated[
         float | None,
         typer.Option(
             "--timeout",
             min=0.001,
             help="Seconds the run may take, subagents included (default: 3600; 300 on the local model).",
+            rich_help_panel=LIMITS,
         ),
     ] = None,
     resume: Annotated[
-        str | None, typer.Option("--resume", help="Continue this interrupted run (see `delegate runs list`).")
+        str | None,
+        typer.Option("--resume", help="Continue this interrupted run (see `delegate runs list`).", rich_help_panel=OUT),
     ] = None,
     detach_batches: Annotated[
         bool,
-        typer.Option("--detach-batches", help="Leave the batches the lead submits to `delegate batch worker`."),
+        typer.Option(
+            "--detach-batches",
+            help="Leave the batches the lead submits to `delegate batch worker`.",
+            rich_help_panel=OUT,
+        ),
     ] = False,
     token_budget: Annotated[
-        int | None, typer.Option("--token-budget", min=1, help="Tokens the whole run may spend (lead and subagents).")
+        int | None,
+        typer.Option(
+            "--token-budget", min=1, help="Tokens the whole run may spend (lead and subagents).", rich_help_panel=LIMITS
+        ),
     ] = None,
     max_requests: Annotated[
-        int | None, typer.Option("--max-requests", min=1, help="Model requests the whole run may make.")
+        int | None,
+        typer.Option("--max-requests", min=1, help="Model requests the whole run may make.", rich_help_panel=LIMITS),
     ] = None,
     cost_budget: Annotated[
         float | None,
@@ -98,16 +145,22 @@ def run(
             "--cost-budget",
             min=0.000001,
             help="US dollars the whole run may spend, priced by genai-prices (every model needs a price).",
+            rich_help_panel=LIMITS,
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object with the result.", rich_help_panel=OUT)
+    ] = False,
     db: Db = None,
     *,
     flags: OperatorFlags,
 ) -> None:
     """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
+    prompt = _stdin_prompt(prompt, resume)
     if (prompt is None) == (resume is None):
-        fail("give a PROMPT, or --resume RUN_ID to continue an interrupted run (not both)")
+        fail(
+            "give a PROMPT (or `-` to read it from stdin), or --resume RUN_ID to continue an interrupted run (not both)"
+        )
     if prompt is not None:  # a new run (a resumed one keeps its model)
         checked_text(prompt, "the prompt")
         model, timeout = _model_and_timeout(model, timeout)
@@ -166,6 +219,17 @@ def run(
     report(result, as_json=as_json, printed=live, detached=batches if detach_batches else [])
 
 
+def _stdin_prompt(prompt: str | None, resume: str | None) -> str | None:
+    """The prompt: `-` reads it from stdin, and so does no PROMPT (and no --resume) when stdin is
+    a pipe or a file (`git diff | delegate run`, `delegate run < task.md`), as `llm` does."""
+    if prompt == "-" or (prompt is None and resume is None and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+        if not text.strip():
+            fail("the prompt read from stdin is empty: pipe in what the agent should do, or give a PROMPT")
+        return text
+    return prompt
+
+
 def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[dict[str, Any]]) -> None:
     """Print a run's result (unless the live view `printed` it), and the batches left to workers;
     exit 1 unless it completed."""
@@ -179,7 +243,9 @@ def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[di
     if as_json:
         typer.echo(json.dumps(safe_json(result.to_dict()), ensure_ascii=False))
     elif not printed:
-        typer.echo(safe_text(result.final))
+        from ._render import print_answer
+
+        print_answer(result.final)
     if result.status != "completed":
         if not as_json and not printed:  # the live view said why
             typer.echo(f"run {result.run_id} ended {result.status}: {result.error or result.stop_reason}", err=True)
@@ -205,7 +271,8 @@ def users_list(
     from .._store import StoreBusyError
 
     try:
-        users = _users_store(workspace, db).list_users()
+        store = read_store(workspace, db)  # reading creates no store where it is run
+        users = [] if store is None else store.list_users()
     except (UserError, StoreBusyError) as exc:
         fail(str(exc))
     rows = [

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import typer
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markdown import Markdown
 from rich.text import Text
 from rich.tree import Tree
 
@@ -124,6 +127,19 @@ def ending_line(result: RunResult) -> str | None:
     return f"{opening} ended {result.status} ({result.stop_reason}){empty}{said}."
 
 
+def answer_view(text: str) -> Markdown:
+    """A final answer as a terminal shows it: its Markdown rendered (headings, lists, code, links)."""
+    return Markdown(safe_text(text))
+
+
+def print_answer(text: str) -> None:
+    """Print a final answer: rendered as Markdown on a terminal, as it is (plain) when piped."""
+    if sys.stdout.isatty():
+        Console().print(answer_view(text))
+    else:
+        typer.echo(safe_text(text))
+
+
 def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]]) -> RunResult:
     """Run `start(sinks)` with the live tree on the terminal, then print the final answer and the usage."""
     from ._common import run_until_done
@@ -148,7 +164,7 @@ def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]])
     result = run_until_done(go)
     console.print()
     if result.final.strip():
-        console.print(Group(Text("Final answer", style="bold"), Text(safe_text(result.final))))
+        console.print(Group(Text("Final answer", style="bold"), answer_view(result.final)))
     ending = ending_line(result)
     if ending is not None:
         console.print(Text(ending, style="bold red"))
