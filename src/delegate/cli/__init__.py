@@ -25,7 +25,7 @@ def main() -> None:
     _demo.register(app)
     _runs.register(app)
     try:
-        app()
+        app(prog_name="delegate")  # also under `python -m delegate`: completion and help name `delegate`
     except (UserError, StoreError, OSError, UnicodeError, RecursionError) as exc:
         if debug:
             raise
