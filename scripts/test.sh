@@ -4,7 +4,8 @@
 #   bash scripts/test.sh -k batch     # extra arguments go to pytest
 # Makes .venv (Python 3.11+), installs the package with its dev extras, starts a throwaway
 # PostgreSQL server on loopback for the scale-out tests and installs Debian's chromium for the web
-# page tests (as root, when missing), then runs ruff, pyright and pytest. Stops the server on exit.
+# page tests, bubblewrap and tmux (as root, when missing), then runs ruff, pyright and pytest. Stops
+# the server on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,6 +64,8 @@ fi
 [ -x /usr/bin/chromium ] || apt_install chromium
 # Agents' commands run in a bubblewrap sandbox; tests/security/ runs them in the real one.
 [ -x /usr/bin/bwrap ] || apt_install bubblewrap
+# `delegate chat` and the inline approval prompt are tested on a real terminal, driven by tmux.
+[ -x /usr/bin/tmux ] || apt_install tmux
 
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench

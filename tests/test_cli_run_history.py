@@ -104,7 +104,17 @@ def test_a_run_has_one_json_that_show_list_export_and_http_give_with_the_same_ke
     for extended in (served, exported):
         assert {k: extended[k] for k in result} == result
     assert served["events"] == len(exported["events"])
-    line_keys = ["run_id", "status", "usage", "prompt", "model", "created_at", "completed_at"]
+    line_keys = [
+        "run_id",
+        "status",
+        "usage",
+        "thread_id",
+        "previous_run_id",
+        "prompt",
+        "model",
+        "created_at",
+        "completed_at",
+    ]
     assert list(listed) == list(served_line) == line_keys  # a listing keeps the whole's order
     assert listed == served_line == {k: served[k] for k in line_keys}
 

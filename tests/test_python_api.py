@@ -3,6 +3,7 @@ functions on the lead and on a subagent alike, settings objects passed whole."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from delegate import Event, Lead, RunLimits, Runtime, Subagent, UserError, tool
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, call, reply
+
+from .cli_support import run_cli
 
 
 class Price(BaseModel):
@@ -37,6 +40,20 @@ async def test_a_lead_with_an_output_schema_returns_its_result_validated_as_that
     assert result.status == "completed"
     assert result.result == Price(item="tea", euros=2.5)
     assert result.to_dict()["result"] == {"item": "tea", "euros": 2.5}
+
+
+async def test_a_leads_typed_result_is_stored_and_runs_show_gives_it_back(tmp_path: Path) -> None:
+    def answer(request: ModelRequest) -> ModelResponse:
+        return call("complete", summary="priced", result={"item": "tea", "euros": 2.5})
+
+    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, lead=Lead(output_schema=Price))
+    async with rt:
+        result = await rt.run("Price the tea.")
+    shown = run_cli(["runs", "show", result.run_id, "--json", "--workspace", str(tmp_path)])
+    assert shown.returncode == 0, shown.stderr
+    stored = json.loads(shown.stdout)
+    assert stored["result"] == {"item": "tea", "euros": 2.5}
+    assert stored == result.to_dict() | {"usage": stored["usage"]}
 
 
 async def test_a_tool_function_given_to_a_subagent_is_its_own_and_not_the_leads(tmp_path: Path) -> None:

@@ -149,7 +149,17 @@ def test_the_run_list_shows_each_run_as_get_run_does_newest_first_with_its_promp
     store.finish_run(failed.id, "error", error="boom")
     going = store.create_run(prompt="still going", model="test", user_id=alice)  # its owner, this process, lives
     store.create_run(prompt="bob's", model="test", user_id=bob)
-    listed_keys = ("run_id", "status", "prompt", "model", "usage", "created_at", "completed_at")
+    listed_keys = (
+        "run_id",
+        "status",
+        "prompt",
+        "model",
+        "usage",
+        "created_at",
+        "completed_at",
+        "thread_id",
+        "previous_run_id",
+    )
     with serving(workspace, store) as server, client(server, tokens["alice"]) as api:
         listed = api.get("/runs").json()
         shown = [api.get(f"/runs/{run.id}").json() for run in (going, failed, done)]

@@ -8,8 +8,9 @@ result = rt.run_sync("Map the auth flow and write docs/auth.md")
 ```
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from . import _lazy
 
 if TYPE_CHECKING:
     from ._agents import Agent, Catalogue, Lead, Subagent
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ._events import Event, EventSink
     from ._frontmatter import CatalogueWarning
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+    from ._permissions import Permissions
     from ._store import Store
     from ._usage import Usage
     from ._workspace import CommandPolicy, Workspace
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
         RetryPolicy,
         ToolSpec,
     )
-    from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings
+    from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings, Thread
     from .subagents import Artifact, Skipped, TaskOutput
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
 
@@ -73,6 +75,7 @@ _WHERE = {
     "ModelResponse": ".models",
     "OpenAIModel": ".models",
     "PathParam": ".tools",
+    "Permissions": "._permissions",
     "ReasoningPart": "._messages",
     "RetryPolicy": ".models",
     "RunCancelled": "._errors",
@@ -89,6 +92,7 @@ _WHERE = {
     "Subagent": "._agents",
     "TaskOutput": ".subagents",
     "TextPart": "._messages",
+    "Thread": ".run",
     "Tool": ".tools",
     "ToolCallPart": "._messages",
     "ToolContext": ".tools",
@@ -106,13 +110,7 @@ _WHERE = {
 `delegate --help`) costs almost nothing until something is used."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'delegate' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy.lazy_names(__name__, _WHERE)
 
 
 def __dir__() -> list[str]:
@@ -145,6 +143,7 @@ __all__ = [
     "ModelResponse",
     "OpenAIModel",
     "PathParam",
+    "Permissions",
     "ReasoningPart",
     "RetryPolicy",
     "RunCancelled",
@@ -161,6 +160,7 @@ __all__ = [
     "Subagent",
     "TaskOutput",
     "TextPart",
+    "Thread",
     "Tool",
     "ToolCallPart",
     "ToolContext",

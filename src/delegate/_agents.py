@@ -194,6 +194,11 @@ class Subagent(Agent):
     warnings: list[CatalogueWarning] = field(default_factory=list[CatalogueWarning])
     source: str = "code"
     """Where it came from: `builtin`, `code`, or its file relative to the folder it came from."""
+    isolation: Literal["overlay", "shared"] | None = None
+    """`overlay`: it writes into a private layer, merged all or nothing when it completes (see
+    `docs/isolation.md`). `shared`: it writes the workspace itself, even without write tools (a
+    type without them otherwise runs on a layer where every write is refused). None: the lead's
+    `task` call decides (shared unless it asks for `overlay`)."""
 
     @property
     def label(self) -> str:
@@ -223,6 +228,7 @@ class Subagent(Agent):
             "output_schema": None
             if self.output_schema is None
             else ResultSchema(self.output_schema, self.label).schema,
+            "isolation": self.isolation,
             "extra": self.extra,
             "warnings": [w.to_dict() for w in self.warnings],
             "source": self.source,
@@ -236,6 +242,8 @@ class Subagent(Agent):
         super().__post_init__()
         if self.timeout is not None and self.timeout <= 0:
             raise UserError(f"subagent {self.name!r}: timeout must be positive seconds")
+        if self.isolation not in (None, "overlay", "shared"):
+            raise UserError(f"subagent {self.name!r}: isolation={self.isolation!r}; give 'overlay', 'shared' or None")
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -270,6 +278,7 @@ BUILTIN_SUBAGENTS: tuple[Subagent, ...] = (
         tools=["bash", "read_file", "list_dir"],
         requires_commands=True,
         source="builtin",
+        isolation="shared",  # its builds and tests write: it has no write tools, and is not read-only
     ),
 )
 
@@ -309,6 +318,16 @@ class _FrontMatter(BaseModel):
     project_context: bool = True
     output_schema: dict[str, Any] | None = None
     color: str | None = None  # Claude Code's colour in its UI; accepted and ignored
+    isolation: Literal["overlay", "shared"] | None = None
+
+    @field_validator("isolation", mode="before")
+    @classmethod
+    def _isolation(cls, value: Any) -> Any:
+        """Claude Code's `worktree` is our `overlay` (a private copy, without git); `none` is `shared`."""
+        if isinstance(value, str):
+            value = value.strip().lower()
+            return {"worktree": "overlay", "none": "shared"}.get(value, value)
+        return value
 
     @field_validator("tools", "skills", mode="before")
     @classmethod
@@ -382,6 +401,7 @@ def load_definition(path: Path, *, claude: bool = False, name: str | None = None
             mcp_servers=[*parsed.mcp_servers, *inline],
             mcp_inline=inline,
             permission_mode=parsed.permission_mode,
+            isolation=parsed.isolation,
             command_rules=CommandRules(allow=allow, deny=deny),
             unavailable_tools=unavailable,
             extra=extra,

@@ -23,7 +23,7 @@ import fnmatch
 import shlex
 from dataclasses import dataclass
 
-__all__ = ["CommandRules"]
+__all__ = ["CommandRules", "command_rule_matching"]
 
 _SEPARATORS = frozenset(";&|\n")
 
@@ -60,6 +60,29 @@ class CommandRules:
 
     def to_dict(self) -> dict[str, list[str]]:
         return {"allow": list(self.allow), "deny": list(self.deny)}
+
+
+def command_rule_matching(rules: tuple[str, ...], command: str, *, every: bool) -> str | None:
+    """Which of `rules` (written as inside `Bash(...)`) `command` matches, by the matching above:
+    with `every`, each of its simple commands must match one (an `allow` rule of the permission
+    rules, see `delegate._permissions`), and a command that cannot be checked matches none;
+    without, one simple command matching is enough (`ask`, `deny`), and a command that cannot be
+    checked matches the first rule (it is asked about or refused, never let through)."""
+    if not rules:
+        return None
+    try:
+        parts = _simple_commands(command)
+    except ValueError:
+        return None if every else rules[0]
+    found: str | None = None
+    for words in parts:
+        rule = next((r for r in rules if _matches(r, words)), None)
+        if rule is not None and not every:
+            return rule
+        if rule is None and every:
+            return None
+        found = found or rule
+    return found
 
 
 def _matches(rule: str, words: list[str]) -> bool:

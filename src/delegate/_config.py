@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from ._errors import UserError
 
 if TYPE_CHECKING:
+    from ._permissions import Permissions
     from .mcp import MCPServerConfig
     from .models import Model
 
@@ -74,8 +75,14 @@ class RunLimits:
     `max_requests` and `cost_budget`: tokens (input and output), model requests and US dollars
     (priced by `genai-prices`; a model without a price cannot be held to it); once one is spent no
     new model request starts and the run ends `aborted`, its stop reason `run_token_budget`,
-    `run_max_requests` or `run_cost_budget`. `max_parallel`: subagents running at once. `max_subagents`: subagents
-    the run may start in all (the lead is told when it asks for more).
+    `run_max_requests` or `run_cost_budget`. `max_parallel`: subagents running at once.
+    `max_subagents`: subagents the run may start in all (the lead is told when it asks for more).
+    `layers_kept`: seconds the
+    layer of an overlay subagent that was not merged (a conflict, a failure) is kept before a
+    later run sweeps it (default a day; see `docs/isolation.md`). `approval_timeout`: seconds a
+    call may wait for a person's decision (an `ask` permission rule) before it is denied with "no
+    decision within S s" (None: it waits as long as it takes). Waiting never counts against
+    `timeout`.
     """
 
     timeout: float | None = DEFAULT_RUN_TIMEOUT
@@ -84,13 +91,20 @@ class RunLimits:
     cost_budget: float | None = None
     max_parallel: int | None = 16
     max_subagents: int | None = 100
+    layers_kept: float = 86_400.0
+    approval_timeout: float | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.layers_kept, bool) or not self.layers_kept >= 0:
+            raise UserError(f"RunLimits layers_kept={self.layers_kept!r}: give seconds, 0 or more")
         if self.timeout is not None and (isinstance(self.timeout, bool) or not self.timeout > 0):
             raise UserError(f"RunLimits timeout={self.timeout!r}: give positive seconds, or None for no deadline")
         cost = self.cost_budget
         if cost is not None and (isinstance(cost, bool) or not cost > 0):
             raise UserError(f"RunLimits cost_budget={cost!r}: give positive US dollars, or None for no limit")
+        at = self.approval_timeout
+        if at is not None and (isinstance(at, bool) or not at > 0):
+            raise UserError(f"RunLimits approval_timeout={at!r}: give positive seconds, or None to wait for a decision")
         for name in ("token_budget", "max_requests", "max_parallel", "max_subagents"):
             _whole("RunLimits", name, getattr(self, name))
 
@@ -129,7 +143,9 @@ class Extensions:
     first turn. `model_aliases`: entries over the table that resolves `sonnet`, `opus`, ... (a
     mapping, or `alias=provider:model` strings; see `delegate.models`). `shared`: the operator's
     folder when the workspace is one user's (in `delegate serve`): definitions and skills are read
-    from it first, the workspace's own shadowing them by name.
+    from it first, the workspace's own shadowing them by name. `permissions`: the rules of which
+    calls run, wait for a person or are refused, the permission mode, and the hooks (a
+    `Permissions`, merged with those of the operator's settings files: see docs/approvals.md).
     """
 
     agents_dirs: Sequence[str | PathLike[str]] = ()
@@ -140,6 +156,7 @@ class Extensions:
     auto_promote: int = 3
     model_aliases: Mapping[str, str] | Sequence[str] = ()
     shared: str | PathLike[str] | None = None
+    permissions: Permissions | None = None
 
     def __post_init__(self) -> None:
         for name in ("agents_dirs", "skills_dirs", "mcp_servers"):

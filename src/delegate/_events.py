@@ -33,7 +33,13 @@ EventType = Literal[
     "batch.item",
     "batch.completed",
     "mcp.server_failed",
+    "workspace.merged",
+    "workspace.conflict",
     "warning",
+    "approval.requested",
+    "approval.decided",
+    "hook.failed",
+    "hook.acted",
 ]
 
 

@@ -73,8 +73,24 @@ Part = Annotated[TextPart | MediaPart | ReasoningPart | ToolCallPart | ToolResul
 Role = Literal["user", "assistant", "tool"]
 
 
+class HasParts:
+    """What reads a message's or a model answer's `parts`: its text and its tool calls."""
+
+    __slots__ = ()
+    parts: list[Part]
+
+    @property
+    def text(self) -> str:
+        """The text parts joined, for display and for answers."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+
 @dataclass(kw_only=True, slots=True)
-class Message:
+class Message(HasParts):
     """One message. `hidden` messages are framework notes the user never wrote; `name` tags them."""
 
     role: Role
@@ -86,15 +102,6 @@ class Message:
     @classmethod
     def user(cls, text: str, *, name: str | None = None, hidden: bool = False) -> Message:
         return cls(role="user", parts=[TextPart(text=text)], name=name, hidden=hidden)
-
-    @property
-    def text(self) -> str:
-        """The text parts joined, for display and for answers."""
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
-
-    @property
-    def tool_calls(self) -> list[ToolCallPart]:
-        return [p for p in self.parts if isinstance(p, ToolCallPart)]
 
     @property
     def tool_results(self) -> list[ToolResultPart]:

@@ -21,11 +21,15 @@ from ._usage import Usage
 EndStatus = Literal["completed", "aborted", "error", "timed_out", "cancelled"]
 """How an agent (the lead or a subagent) ended."""
 
-Status = Literal["running", "completed", "aborted", "error", "timed_out", "cancelled", "interrupted"]
+Status = Literal["running", "waiting", "completed", "aborted", "error", "timed_out", "cancelled", "interrupted"]
 """The status of a run or of a subagent: `running` until it ends (an `EndStatus`), or
 `interrupted` when the process running it died first. A run is `running` while its process holds
 the run's lease and `interrupted` once that process is gone (read so at once on its own machine,
-after `RUN_LEASE_TTL` elsewhere): it can be resumed. The others are final."""
+after `RUN_LEASE_TTL` elsewhere): it can be resumed. A live run with calls that wait for a
+person's decision reads `waiting` (see docs/approvals.md). The others are final."""
+
+LIVE_STATUSES: frozenset[Status] = frozenset({"running", "waiting"})
+"""The statuses of a run whose process holds it: it has not ended, and cannot be resumed."""
 
 StopReason = Literal[
     "final_answer",
@@ -59,6 +63,11 @@ END_STATUSES: frozenset[EndStatus] = frozenset(get_args(EndStatus))
 """The final statuses: a run or subagent with one of these has ended for good."""
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
 FsType = Literal["file", "directory", "symlink"]
+Isolation = Literal["shared", "overlay", "read-only"]
+"""Where a subagent writes: the workspace itself (`shared`), a private layer merged when it
+completes (`overlay`), or a layer where every write is refused (`read-only`: a type without write
+tools; see `docs/isolation.md`)."""
+ChangeOp = Literal["create", "modify", "delete"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -92,6 +101,34 @@ class Skipped:
         return {"path": self.path, "reason": self.reason}
 
 
+@dataclass(kw_only=True, slots=True)
+class Change:
+    """A path an overlay subagent changed: `op` on the workspace, `bytes` of its new version (0 for
+    a delete), and `diff`, a unified diff of a text file's lines (capped; None for other files)."""
+
+    path: str
+    op: ChangeOp
+    bytes: int = 0
+    diff: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "op": self.op, "bytes": self.bytes, "diff": self.diff}
+
+
+@dataclass(kw_only=True, slots=True)
+class Conflict:
+    """A change of an overlay subagent that was not applied, and why (the workspace changed that
+    path since the subagent first saw it; or its type is read-only)."""
+
+    path: str
+    reason: str
+    version: str | None = None
+    """Where the lead can read the subagent's version (a workspace path), when it is a file."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "reason": self.reason, "version": self.version}
+
+
 @dataclass(kw_only=True)
 class TaskOutput:
     """What one subagent did and gave back. `result` is its typed result (a type with an
@@ -120,6 +157,13 @@ class TaskOutput:
     result: Any = None
     result_file: str | None = None
     seq: int = 0
+    isolation: Isolation = "shared"
+    changes: list[Change] = field(default_factory=list[Change])
+    """What an overlay subagent changed: applied to the workspace when it merged, else kept in its layer."""
+    conflicts: list[Conflict] = field(default_factory=list[Conflict])
+    layer: str | None = None
+    """The workspace-relative folder of its kept layer (a conflict, a failure), None when none is kept:
+    its version of a path `p` is `<layer>/upper/p`."""
 
     @property
     def duration(self) -> float | None:
@@ -150,6 +194,10 @@ class TaskOutput:
             "model": self.model,
             "started_at": iso(self.started_at),
             "completed_at": iso(self.completed_at),
+            "isolation": self.isolation,
+            "changes": [c.to_dict() for c in self.changes],
+            "conflicts": [c.to_dict() for c in self.conflicts],
+            "layer": self.layer,
         }
 
     @classmethod

@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO, Protocol, cast
 
 from ._errors import ToolError, WorkspaceError
+from ._layer import Layer
 from ._text import safe_text
 from ._workspace import Located, Mount, Workspace
 
@@ -195,15 +196,19 @@ def _view(workspace: Workspace) -> dict[str, Any]:
         "hidden": list(workspace.hidden),
         "read_only": list(workspace.read_only),
         "mounts": [[m.at, str(m.source)] for m in workspace.mounts],
+        "layer": None if workspace.layer is None else [workspace.layer.run_id, workspace.layer.agent_id],
     }
 
 
 def _workspace_from(view: dict[str, Any]) -> Workspace:
+    root = Path(view["root"])
+    layer = view.get("layer")
     return Workspace(
-        root=Path(view["root"]),
+        root=root,
         hidden=tuple(view["hidden"]),
         read_only=tuple(view["read_only"]),
         mounts=tuple(Mount(at=at, source=Path(source)) for at, source in view["mounts"]),
+        layer=None if layer is None else Layer(root=root, run_id=layer[0], agent_id=layer[1], track=False),
     )
 
 
@@ -319,6 +324,9 @@ def _walk(workspace: Workspace, base: Located, max_depth: int | None = None) -> 
     (inside a mount, whose view path lies in a hidden folder, nothing is). `max_depth` counts
     path segments below `base`.
     """
+    if workspace.layer is not None:
+        yield from _walk_layered(workspace, base.rel, max_depth)
+        return
     in_mount = workspace.hides(base.rel)
     try:
         top = base.open(_OPEN_FOLDER)
@@ -382,6 +390,46 @@ def _entries(workspace: Workspace, level: _Level, max_depth: int | None, in_moun
             except WorkspaceError:
                 continue
         yield _Entry(rel=rel, below=below, is_dir=is_dir, folder=level.fd, name=entry.name, link=link)
+
+
+def _walk_layered(workspace: Workspace, top: str, max_depth: int | None) -> Iterator[_Entry]:
+    """`_walk` for an overlay subagent: each folder's names are the workspace's with its layer's
+    over them (`Layer.listing`), and each entry is found through the layered view, so it is the
+    subagent's own version where it has one. Folders met through a symlink are not entered."""
+    assert workspace.layer is not None
+    layer, shared = workspace.layer, workspace.shared
+    pending = [(top, "")]
+    while pending:
+        rel, below = pending.pop(0)
+        theirs: list[str] = []
+        with suppress(WorkspaceError), shared.locate(rel) as low:
+            if low.is_dir():
+                with suppress(OSError):
+                    fd = low.open(os.O_RDONLY | os.O_DIRECTORY)
+                    try:
+                        theirs = os.listdir(fd)
+                    finally:
+                        os.close(fd)
+        depth = below.count("/") + 1 if below else 0
+        for name in layer.listing(rel, theirs):
+            path, under = _joined(rel, name), _joined(below, name)
+            if workspace.hides(path):
+                continue
+            try:
+                at = workspace.locate(path)
+            except WorkspaceError:
+                continue
+            with at:
+                if at.info is None:
+                    continue
+                is_dir = at.is_dir()
+                if is_dir and (name in SKIPPED_DIRS or at.followed):
+                    if at.followed:
+                        yield _Entry(rel=path, below=under, is_dir=True, folder=at.folder, name=at.name, link=True)
+                    continue
+                if is_dir and (max_depth is None or depth + 1 < max_depth):
+                    pending.append((path, under))
+                yield _Entry(rel=path, below=under, is_dir=is_dir, folder=at.folder, name=at.name, link=at.followed)
 
 
 def _joined(rel: str, name: str) -> str:

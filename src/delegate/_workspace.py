@@ -22,12 +22,16 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from ._command_limits import CommandLimits
 from ._command_rules import CommandRules
 from ._errors import UserError, WorkspaceError
 from ._paths import Found, MayCreate, PathEscape, PathLoop, open_base, walk
 from ._text import unescape_bytes
+
+if TYPE_CHECKING:
+    from ._layer import Layer
 
 HIDDEN = (".delegate",)
 """Folders of a workspace that agents never see: the store, definitions, other users' folders."""
@@ -119,6 +123,8 @@ class Workspace:
     `allow_commands` switches on the `bash` tool and command-running acceptance checks, run as
     `commands` says. `outputs` is an optional second folder, under the root, where deliverables are
     expected. `hidden`, `read_only` and `mounts` shape the view (see the module's docstring).
+    `layer`, for an overlay subagent, is where its writes land: it reads them over the shared
+    files, and nothing it does changes the root until its layer is merged (`_layer.py`).
     """
 
     root: Path
@@ -128,6 +134,12 @@ class Workspace:
     read_only: tuple[str, ...] = READ_ONLY
     mounts: tuple[Mount, ...] = ()
     commands: CommandPolicy = field(default_factory=CommandPolicy)
+    layer: Layer | None = None
+
+    @property
+    def shared(self) -> Workspace:
+        """This view without its layer: the workspace as every agent shares it."""
+        return self if self.layer is None else replace(self, layer=None)
 
     @classmethod
     def open(
@@ -197,14 +209,16 @@ class Workspace:
             inside = posixpath.join(mount.at, *found.parts)
             return Located(found=found, rel=inside, real=Path(source, *found.parts))
         refuse = self._refusal(text, write)
-        found = self._walk(text, str(self.root), rel, (lambda parts: refuse("/".join(parts))) if create else None)
+        make: MayCreate | None = (lambda parts: refuse("/".join(parts))) if create and self.layer is None else None
+        found = self._walk(text, str(self.root), rel, make)
         inside = "/".join(found.parts) or "."
         try:
             refuse(inside)
         except BaseException:
             found.close()
             raise
-        return Located(found=found, rel=inside, real=self.root.joinpath(*found.parts))
+        located = Located(found=found, rel=inside, real=self.root.joinpath(*found.parts))
+        return located if self.layer is None else self.layer.over(located, write=write)
 
     def resolve(self, path: str | os.PathLike[str], *, write: bool = False) -> Path:
         """The real path of `path`, checked as `locate` checks it: a name for records and

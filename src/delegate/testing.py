@@ -59,15 +59,43 @@ def respond(
     )
 
 
-Turn = ModelResponse | str | Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
+Turn = ModelResponse | str | Callable[[ModelRequest], ModelResponse | str | Awaitable[ModelResponse]]
 
 
-class ScriptedModel:
+class _FakeModel:
+    """What both fakes share: a name, a `latency` (seconds) awaited before each answer, a
+    `profile` (what the model declares it can do: a small window, path grounding, advice when
+    stuck, as a provider would), and every request seen, in `requests`."""
+
+    def __init__(self, *, name: str, latency: float, profile: ModelProfile | None) -> None:
+        self._name = name
+        self.latency = latency
+        self.profile = profile or ModelProfile()
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def aclose(self) -> None:
+        """Nothing to close: a fake holds no connections."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        turn = self._turn()
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return await _answer(turn, request)
+
+    def _turn(self) -> Turn:
+        raise NotImplementedError
+
+
+class ScriptedModel(_FakeModel):
     """Replays `turns` in order, one per request, and records every request it saw.
 
     A turn is a `ModelResponse`, a string (a text reply), or a function of the request.
-    `latency` (seconds) is awaited before each answer. `profile` is what the model declares it can
-    do (a small window, path grounding, advice when stuck), as a provider would.
+    `latency` (seconds) is awaited before each answer; `profile` is what the model declares.
     """
 
     def __init__(
@@ -78,29 +106,15 @@ class ScriptedModel:
         latency: float = 0.0,
         profile: ModelProfile | None = None,
     ) -> None:
+        super().__init__(name=name, latency=latency, profile=profile)
         self._turns = list(turns)
         self._next = 0
-        self._name = name
-        self.latency = latency
-        self.profile = profile or ModelProfile()
-        self.requests: list[ModelRequest] = []
 
-    @property
-    def name(self) -> str:
-        return self._name
-
-    async def aclose(self) -> None:
-        """Nothing to close: a fake holds no connections."""
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+    def _turn(self) -> Turn:
         if self._next >= len(self._turns):
             raise AssertionError(f"ScriptedModel ran out of turns after {len(self._turns)} requests")
-        turn = self._turns[self._next]
         self._next += 1
-        if self.latency:
-            await asyncio.sleep(self.latency)
-        return await _answer(turn, request)
+        return self._turns[self._next - 1]
 
     def assert_complete(self) -> None:
         """Fail unless every scripted turn was used."""
@@ -109,9 +123,9 @@ class ScriptedModel:
             raise AssertionError(f"ScriptedModel has {left} unused turn(s) of {len(self._turns)}")
 
 
-class FunctionModel:
+class FunctionModel(_FakeModel):
     """Answers each request by calling `fn(request)` (sync or async): for logic-driven tests.
-    `profile` as for `ScriptedModel`."""
+    `latency` (seconds) is awaited before each answer; `profile` is what the model declares."""
 
     def __init__(
         self,
@@ -121,24 +135,11 @@ class FunctionModel:
         latency: float = 0.0,
         profile: ModelProfile | None = None,
     ) -> None:
+        super().__init__(name=name, latency=latency, profile=profile)
         self._fn = fn
-        self._name = name
-        self.latency = latency
-        self.profile = profile or ModelProfile()
-        self.requests: list[ModelRequest] = []
 
-    @property
-    def name(self) -> str:
-        return self._name
-
-    async def aclose(self) -> None:
-        """Nothing to close: a fake holds no connections."""
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
-        if self.latency:
-            await asyncio.sleep(self.latency)
-        return await _answer(self._fn, request)
+    def _turn(self) -> Turn:
+        return self._fn
 
 
 def is_lead(request: ModelRequest | Mapping[str, Any]) -> bool:

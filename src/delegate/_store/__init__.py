@@ -35,6 +35,7 @@ sort as text and compare the same everywhere).
 
 from .._errors import StoreBusyError, StoreError
 from .._lease import RUN_HEARTBEAT, RUN_LEASE_TTL
+from ._approvals import ApprovalRow
 from ._rows import (
     Checkpoint,
     RunRow,
@@ -44,10 +45,12 @@ from ._rows import (
 )
 from ._schema import Migration
 from ._store import Store
+from ._threads import ThreadSummary, why_not_continuable
 
 __all__ = [
     "RUN_HEARTBEAT",
     "RUN_LEASE_TTL",
+    "ApprovalRow",
     "Checkpoint",
     "Migration",
     "RunRow",
@@ -55,6 +58,8 @@ __all__ = [
     "Store",
     "StoreBusyError",
     "StoreError",
+    "ThreadSummary",
     "UserRow",
     "stored_fields",
+    "why_not_continuable",
 ]

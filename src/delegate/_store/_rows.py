@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 from typing import Any, TypeVar, get_type_hints
 
 import sqlalchemy as sa
@@ -71,6 +72,15 @@ class RunRow:
     warnings: list[str] = field(default_factory=list[str])
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
+    waiting: int = 0
+    """How many of its calls wait for a person's decision: a live run with some reads `waiting`."""
+    result: Any = None
+    """The lead's typed result as JSON data (its definition has an `output_schema`), once it ended
+    with one: the `result` of `runs show --json`."""
+    thread_id: str | None = None
+    """The thread the run belongs to: the id of its first run (its own id when it continues none)."""
+    previous_run_id: str | None = None
+    """The run this one continues (None: it starts its thread)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run's line of a listing (see `RunSummary.to_dict`); its whole JSON is
@@ -97,17 +107,26 @@ class RunSummary:
     completed_at: AwareDatetime | None = None
     owner: str | None = None
     heartbeat_at: AwareDatetime | None = None
+    waiting: int = 0
+    thread_id: str | None = None
+    previous_run_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A line of `delegate runs list --json` and of `GET /runs`: the keys of the run's whole
-        JSON that a listing has, in the same order (`run_id`, `status`, `usage`, `prompt`, `model`,
-        `created_at`, `completed_at`)."""
+        JSON that a listing has, in the same order (`run_id`, `status`, `usage`, `thread_id`,
+        `previous_run_id`, `prompt`, `model`, `created_at`, `completed_at`)."""
         return summary_dict(self)
 
 
 def summary_dict(run: RunRow | RunSummary) -> dict[str, Any]:
     head = {"run_id": run.id, "status": run.status, "usage": run.usage.to_dict()}
-    return head | stored_fields(run) | {"prompt": run.prompt[:SUMMARY_PROMPT_CHARS]}
+    return head | thread_fields(run) | stored_fields(run) | {"prompt": run.prompt[:SUMMARY_PROMPT_CHARS]}
+
+
+def thread_fields(run: RunRow | RunSummary) -> dict[str, Any]:
+    """Where a run is in its thread: `thread_id` (a run stored before threads: its own id) and
+    `previous_run_id`, the run it continues."""
+    return {"thread_id": run.thread_id or run.id, "previous_run_id": run.previous_run_id}
 
 
 def stored_fields(run: RunRow | RunSummary) -> dict[str, Any]:
@@ -154,7 +173,7 @@ _packed_events: TypeAdapter[list[_PackedEvent]] = TypeAdapter(list[_PackedEvent]
 # Values in and out
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
     """JSON text of `value`, its strings made valid UTF-8 first if they need it (see `_text.py`)."""
     try:
         return to_json(value, fallback=str).decode()
@@ -184,9 +203,9 @@ def event_rows(events: Sequence[Event]) -> list[dict[str, Any]]:
 def _event_row(events: Sequence[Event]) -> dict[str, Any]:
     last = events[-1]
     if len(events) == 1:
-        data = _json_text(last.data)
+        data = json_text(last.data)
     else:
-        data = _json_text([(e.type, e.ts, e.agent_id, e.parent_agent_id, e.tool_call_id, e.data) for e in events])
+        data = json_text([(e.type, e.ts, e.agent_id, e.parent_agent_id, e.tool_call_id, e.data) for e in events])
     return {
         "run_id": last.run_id,
         "n": len(events),
@@ -204,7 +223,7 @@ def checkpoint_values(checkpoint: Checkpoint) -> dict[str, Any]:
         "run_id": checkpoint.run_id,
         "kind": checkpoint.kind,
         "key": safe_text(checkpoint.key),
-        "data": _json_text(checkpoint.data),
+        "data": json_text(checkpoint.data),
     }
 
 
@@ -215,12 +234,13 @@ def run_values(run: RunRow) -> dict[str, Any]:
     values["completed_at"] = None if run.completed_at is None else iso(run.completed_at)
     values["heartbeat_at"] = None if run.heartbeat_at is None else iso(run.heartbeat_at)
     values["cancel_requested"] = int(run.cancel_requested)
-    values["uploaded_files"] = None if run.uploaded_files is None else _json_text(run.uploaded_files)
-    values["warnings"] = _json_text([safe_text(w) for w in run.warnings]) if run.warnings else None
+    values["uploaded_files"] = None if run.uploaded_files is None else json_text(run.uploaded_files)
+    values["warnings"] = json_text([safe_text(w) for w in run.warnings]) if run.warnings else None
+    values["result"] = None if run.result is None else json_text(run.result)
     return values
 
 
-_SUBAGENT_JSON = ("usage", "artifacts", "skipped", "acceptance", "result")
+_SUBAGENT_JSON = ("usage", "artifacts", "skipped", "acceptance", "result", "changes", "conflicts")
 
 
 def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> dict[str, Any]:
@@ -241,19 +261,23 @@ def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> 
         "status": record.status,
         "stop_reason": record.stop_reason,
         "steps": record.steps,
-        "usage": _json_text(record.usage.to_dict()),
+        "usage": json_text(record.usage.to_dict()),
         "summary": safe_text(record.summary),
-        "artifacts": _json_text([a.to_dict() for a in record.artifacts]) if record.artifacts else "[]",
-        "skipped": _json_text([s.to_dict() for s in record.skipped]) if record.skipped else "[]",
-        "acceptance": "null" if record.acceptance is None else _json_text(record.acceptance),
+        "artifacts": json_text([a.to_dict() for a in record.artifacts]) if record.artifacts else "[]",
+        "skipped": json_text([s.to_dict() for s in record.skipped]) if record.skipped else "[]",
+        "acceptance": "null" if record.acceptance is None else json_text(record.acceptance),
         "error": None if record.error is None else safe_text(record.error),
         "started_at": iso(record.started_at),
         "completed_at": None if record.completed_at is None else iso(record.completed_at),
         "model": safe_text(record.model),
-        "result": "null" if record.result is None else _json_text(record.result),
+        "result": "null" if record.result is None else json_text(record.result),
         "result_file": record.result_file,
         "seq": record.seq,
         "key": None if key is None else safe_text(key),
+        "isolation": record.isolation,
+        "changes": json_text([c.to_dict() for c in record.changes]) if record.changes else None,
+        "conflicts": json_text([c.to_dict() for c in record.conflicts]) if record.conflicts else None,
+        "layer": record.layer,
     }
 
 
@@ -282,11 +306,21 @@ def decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRo
     """A stored run; one stored `running` whose owner is gone reads `interrupted` (`seen`: what
     was found of each owner so far in this listing, see `owner_alive`)."""
     values = {**row, "warnings": row["warnings"] or "[]"}
-    json_columns = ("usage", "warnings", *(("uploaded_files",) if row["uploaded_files"] is not None else ()))
+    optional = tuple(c for c in ("uploaded_files", "result") if row[c] is not None)
+    json_columns = ("usage", "warnings", *optional)
     run = _decode(_run_row, values, "runs", json_columns)
-    if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, utc_now(), RUN_LEASE_TTL, seen):
-        run.status = "interrupted"  # stored `running`; its owner is gone
+    run.status = live_status(run, utc_now(), seen)
     return run
+
+
+def live_status(run: RunRow | RunSummary, now: datetime, seen: dict[str, bool] | None) -> Status:
+    """What a run reads: one stored `running` whose owner is gone is `interrupted`; one whose
+    owner lives and that has calls waiting for a person is `waiting`."""
+    if run.status != "running":
+        return run.status
+    if not owner_alive(run.owner, run.heartbeat_at, now, RUN_LEASE_TTL, seen):
+        return "interrupted"  # stored `running`; its owner is gone
+    return "waiting" if run.waiting else "running"
 
 
 def decode_run_summaries(rows: Sequence[Sequence[Any]]) -> list[RunSummary]:
@@ -305,8 +339,7 @@ def decode_run_summaries(rows: Sequence[Sequence[Any]]) -> list[RunSummary]:
     seen: dict[str, bool] = {}
     runs = [RunSummary(**dict(zip(SUMMARY_COLUMNS, values, strict=True))) for values in valid]
     for run in runs:
-        if run.status == "running" and not owner_alive(run.owner, run.heartbeat_at, now, RUN_LEASE_TTL, seen):
-            run.status = "interrupted"
+        run.status = live_status(run, now, seen)
     return runs
 
 
@@ -329,6 +362,9 @@ def decode_subagent(run_id: str, row: sa.RowMapping) -> TaskOutput:
         column = ""
         values["id"] = values["id"].removeprefix(f"{run_id}/")
         values["model"] = values["model"] or ""
+        values["isolation"] = values.get("isolation") or "shared"  # stored before core.0012_isolation
+        values["changes"] = values.get("changes") or []
+        values["conflicts"] = values.get("conflicts") or []
         return TaskOutput.from_dict(values, seq=values.pop("seq") or 0)
     except ValueError as exc:
         where = f" column {column!r}" if column else ""

@@ -203,6 +203,20 @@ def _warnings_column() -> sa.Column[Any]:
     return sa.Column("warnings", sa.Text)
 
 
+def _result_column() -> sa.Column[Any]:
+    """The column migration core.0014 adds to `runs`: the lead's typed result (its definition's
+    `output_schema`), as JSON (NULL: it has none): the `result` of `runs show --json`."""
+    return sa.Column("result", sa.Text)
+
+
+def _thread_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0011 adds to `runs`: the thread a run belongs to (the id of its
+    thread's first run; a run that continues none starts a thread of its own) and the run it
+    continues (NULL: none). Each run is continued at most once (a unique index): two continues of
+    one run race to one winner, so a thread is a chain, never a fork."""
+    return [sa.Column("thread_id", sa.Text), sa.Column("previous_run_id", sa.Text)]
+
+
 def _event_pack_column() -> sa.Column[Any]:
     """The column migration core.0006 adds to `events`: how many events the row holds. A row of
     one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
@@ -220,6 +234,18 @@ def _subagent_key_column() -> sa.Column[Any]:
     return sa.Column("key", sa.Text)
 
 
+def _isolation_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0012_isolation adds to `subagents`: where it wrote (`shared`,
+    `overlay`, `read-only`; NULL for records stored before: `shared`), what its layer changed and
+    what conflicted (JSON arrays; NULL: none), and where its kept layer is."""
+    return [
+        sa.Column("isolation", sa.Text),
+        sa.Column("changes", sa.Text),
+        sa.Column("conflicts", sa.Text),
+        sa.Column("layer", sa.Text),
+    ]
+
+
 def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     """What a run did so far, for resuming it: one row per model answer, tool result or subagent."""
     return sa.Table(
@@ -234,6 +260,37 @@ def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     )
 
 
+def _waiting_column() -> sa.Column[Any]:
+    """The column migration core.0009 adds to `runs`: how many of its calls wait for a person's
+    decision (see `approvals`). A run stored `running` whose process lives reads `waiting` while
+    it is more than 0; its lease and every query on `running` stay as they were."""
+    return sa.Column("waiting", sa.Integer, nullable=False, server_default="0")
+
+
+def _approvals_table(metadata: sa.MetaData) -> sa.Table:
+    """Calls that wait for a person (an `ask` permission rule), and the decisions given: one row a
+    call, `decision` NULL while it waits, then `approve` or `deny`. The decision is stored before
+    the call acts on it, so a run resumed after its process died finds it and asks nobody twice."""
+    text = sa.Text
+    return sa.Table(
+        "approvals",
+        metadata,
+        sa.Column("run_id", text, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("call_id", text, primary_key=True),
+        sa.Column("agent_id", text, nullable=False),
+        sa.Column("parent_agent_id", text),
+        sa.Column("subagent_type", text),
+        sa.Column("description", text),
+        sa.Column("tool", text, nullable=False),
+        sa.Column("arguments", text, nullable=False),
+        sa.Column("rule", text),
+        sa.Column("requested_at", text, nullable=False),
+        sa.Column("decision", text),
+        sa.Column("reason", text),
+        sa.Column("decided_at", text),
+    )
+
+
 def _cost_column() -> sa.Column[Any]:
     """The column migration core.0013 adds to `runs`: the run's cost budget in US dollars (NULL:
     none), kept for its resume like `token_budget`."""
@@ -242,11 +299,24 @@ def _cost_column() -> sa.Column[Any]:
 
 _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
-for _column in [*_lease_columns(), *_resume_columns(), _warnings_column(), _cost_column()]:
+for _column in [
+    *_lease_columns(),
+    *_resume_columns(),
+    _warnings_column(),
+    _result_column(),
+    *_thread_columns(),
+    _waiting_column(),
+    _cost_column(),
+]:
     runs_table.append_column(_column)
+sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
+sa.Index("runs_by_thread", runs_table.c.thread_id, runs_table.c.created_at)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
+for _column in _isolation_columns():
+    subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
+approvals_table = _approvals_table(_metadata)
 migrations_table = sa.Table(
     "migrations",
     sa.MetaData(),
@@ -324,6 +394,36 @@ def _m0008_finish_reason(conn: Connection) -> None:
             conn.execute(update)
 
 
+def _m0014_lead_result(conn: Connection) -> None:
+    column = _result_column()
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
+def _m0011_threads(conn: Connection) -> None:
+    """Threads: each run gets the thread it belongs to (a run stored before is a thread of its
+    own) and the run it continues, which no two runs may share."""
+    for column in _thread_columns():
+        conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+    conn.exec_driver_sql("UPDATE runs SET thread_id = id")
+    conn.exec_driver_sql("CREATE UNIQUE INDEX runs_previous_run ON runs (previous_run_id)")
+    conn.exec_driver_sql("CREATE INDEX runs_by_thread ON runs (thread_id, created_at)")
+
+
+def _m0012_isolation(conn: Connection) -> None:
+    for column in _isolation_columns():
+        conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
+def _m0009_approvals(conn: Connection) -> None:
+    column = _waiting_column()
+    conn.exec_driver_sql(
+        f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)} DEFAULT 0 NOT NULL"
+    )
+    metadata = sa.MetaData()
+    sa.Table("runs", metadata, sa.Column("id", sa.Text, primary_key=True))  # for the foreign key
+    _approvals_table(metadata).create(conn)
+
+
 def _m0013_cost(conn: Connection) -> None:
     """Runs keep their cost budget; a usage stored before costs were kept (no `cost_usd`) reads an
     unknown cost (null) when it made a request, not a cost of nothing: the runs', the subagents'
@@ -356,5 +456,9 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0006_packed_progress", _m0006_packed_progress),
     Migration("core.0007_run_warnings", _m0007_run_warnings),
     Migration("core.0008_finish_reason", _m0008_finish_reason),
+    Migration("core.0014_lead_result", _m0014_lead_result),
+    Migration("core.0011_threads", _m0011_threads),
+    Migration("core.0012_isolation", _m0012_isolation),
+    Migration("core.0009_approvals", _m0009_approvals),
     Migration("core.0013_cost", _m0013_cost),
 )

@@ -20,10 +20,12 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from .._errors import StoreError, UserError
 from .._events import Event
 from .._lease import new_owner
-from .._record import END_STATUSES, Status, TaskOutput
+from .._record import END_STATUSES, LIVE_STATUSES, Status, TaskOutput
 from .._text import safe_text
 from .._time import iso, utc_now
 from .._usage import Usage
+from . import _approvals  # pyright: ignore[reportPrivateUsage]
+from ._approvals import ApprovalRow, Decision
 from ._db import (
     SharedEngine,
     busy_is_ours,
@@ -52,6 +54,7 @@ from ._rows import (
     decode_subagent,
     decode_user,
     event_rows,
+    json_text,
     run_values,
     subagent_values,
     usage_adapter,
@@ -66,6 +69,7 @@ from ._schema import (
     subagents_table,
     users_table,
 )
+from ._threads import ThreadSummary, already_continued, continuable, latest_run, thread_rows, threads_of
 
 _MIGRATION_LOCK = 0x64656C6567617465  # "delegate" in ASCII: the PostgreSQL advisory lock key
 
@@ -302,15 +306,21 @@ class Store:
         max_requests: int | None = None,
         cost_budget: float | None = None,
         warnings: Sequence[str] = (),
+        previous_run_id: str | None = None,
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
         process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
         `uploaded_files` and the run-wide budgets are kept for the run's resume; `warnings` are
-        what was wrong as it started (`RunRow.warnings`)."""
+        what was wrong as it started (`RunRow.warnings`).
+
+        With `previous_run_id` the run continues that run (of `user_id`), in its thread: `UserError`
+        if there is no such run, if it has not ended, or if another run continued it first (exactly
+        one of several continues of one run wins; see `_threads.py`)."""
         now = utc_now()
         owner = owner or new_owner()
+        new_id = run_id or uuid.uuid4().hex
         run = RunRow(
-            id=run_id or uuid.uuid4().hex,
+            id=new_id,
             user_id=user_id,
             prompt=safe_text(prompt),
             model=model,
@@ -324,9 +334,18 @@ class Store:
             max_requests=max_requests,
             cost_budget=cost_budget,
             warnings=list(warnings),
+            thread_id=new_id,
+            previous_run_id=previous_run_id,
         )
-        with self.write() as conn:
-            conn.execute(runs_table.insert().values(run_values(run)))
+        try:
+            with self.write() as conn:
+                if previous_run_id is not None:
+                    run.thread_id = continuable(conn, previous_run_id, user_id)
+                conn.execute(runs_table.insert().values(run_values(run)))
+        except IntegrityError:
+            if previous_run_id is None:
+                raise
+            raise already_continued(self, previous_run_id, user_id) from None
         return run
 
     def finish_run(
@@ -340,16 +359,22 @@ class Store:
         owner: str | None = None,
         stop_reason: str | None = None,
         steps: int = 0,
+        result: Any = None,
     ) -> bool:
-        """Record how a run ended. The first call wins: False if the run had already finished, or if
-        `owner` is given and no longer holds the run's lease (another process took the run over).
+        """Record how a run ended (`result`: the lead's typed result as JSON data, if it has one).
+        The first call wins: False if the run had already finished, or if `owner` is given and no
+        longer holds the run's lease (another process took the run over).
 
         Raises `StoreError` for an unknown run.
         """
         if status not in END_STATUSES:
             raise ValueError(f"finish_run needs a final status, not {status!r}")
         with self.write() as conn:
-            values = {"stop_reason": stop_reason, "steps": steps}
+            values = {
+                "stop_reason": stop_reason,
+                "steps": steps,
+                "result": None if result is None else json_text(result),
+            }
             return self._finish(conn, run_id, status, final, usage, error, owner, values)
 
     def _finish(
@@ -400,7 +425,7 @@ class Store:
         query = sa.select(runs_table).order_by(runs_table.c.created_at.desc(), runs_table.c.id.desc())
         if user_id is not None:
             query = query.where(runs_table.c.user_id == user_id)
-        live = status in ("running", "interrupted")
+        live = status in ("running", "waiting", "interrupted")
         if status is not None:
             query = query.where(
                 runs_table.c.status.in_(("running", "interrupted")) if live else runs_table.c.status == status
@@ -470,8 +495,8 @@ class Store:
         run = self.get_run(run_id, user_id)
         if run is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
-        if run.status == "running":
-            raise UserError(f"run {run_id} is still running (in process {run.owner}): it cannot be resumed")
+        if run.status in LIVE_STATUSES:
+            raise UserError(f"run {run_id} is still {run.status} (in process {run.owner}): it cannot be resumed")
         if run.status != "interrupted":
             raise UserError(f"run {run_id} already ended ({run.status}): only an interrupted run can be resumed")
         values: dict[str, Any] = {
@@ -507,7 +532,7 @@ class Store:
                     .where(*where)
                     .values(status="cancelled", owner=None, error="cancelled", completed_at=iso(utc_now()))
                 )
-        elif run.status == "running":
+        elif run.status in LIVE_STATUSES:
             with self.write() as conn:
                 update = runs_table.update().where(runs_table.c.id == run_id, runs_table.c.status == "running")
                 conn.execute(update.values(cancel_requested=1))
@@ -517,9 +542,52 @@ class Store:
         assert found is not None
         return found
 
+    def thread_runs(self, thread_id: str, user_id: str | None = None) -> list[RunRow]:
+        """A thread's runs (`user_id`'s, when given), oldest first; empty for an unknown thread."""
+        return thread_rows(self, thread_id, user_id)
+
+    def list_threads(self, user_id: str | None = None, *, limit: int = 50, offset: int = 0) -> list[ThreadSummary]:
+        """Threads (`user_id`'s, or all when None), the last continued first."""
+        return threads_of(self, user_id, limit, offset)
+
+    def latest_run(self, user_id: str | None = None, workspace: str | None = None) -> RunRow | None:
+        """The newest run (`user_id`'s, of `workspace`, when given), or None."""
+        return latest_run(self, user_id, workspace)
+
     def interrupted_runs(self, user_id: str | None = None) -> list[RunRow]:
         """Runs whose process is gone, oldest first: what a restarted server resumes."""
         return list(reversed(self.list_runs(user_id, status="interrupted", limit=10_000)))
+
+    # -- approvals: calls waiting for a person (see `_approvals.py`) -----------------------------
+
+    def request_approval(self, row: ApprovalRow) -> ApprovalRow:
+        """Store a call that waits for a person; the stored one (and its decision) if it was already."""
+        with self.write() as conn:
+            return _approvals.request(conn, row)
+
+    def decide_approval(
+        self, run_id: str, call_id: str, decision: Decision, reason: str | None = None, user_id: str | None = None
+    ) -> ApprovalRow:
+        """Record a person's decision on a waiting call of `user_id`'s run (any run: None); the first
+        decision stands. `UserError` for an unknown run or call, or one decided already."""
+        if decision not in _approvals.DECISIONS:
+            raise UserError(f"decision {decision!r}: give approve or deny")
+        if self.get_run(run_id, user_id) is None:
+            raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
+        with self.write() as conn:
+            return _approvals.decide(conn, run_id, call_id, decision, reason)
+
+    def approvals(self, run_id: str, *, pending: bool = False) -> list[ApprovalRow]:
+        """A run's calls that waited for a person, in the order they asked (`pending`: only those waiting)."""
+        with self.read() as conn:
+            return _approvals.listed(conn, run_id, pending=pending)
+
+    def approval_decisions(self, run_id: str, call_ids: list[str]) -> list[ApprovalRow]:
+        """Those of `call_ids` that have been decided (what a waiting run looks for at each beat)."""
+        if not call_ids:
+            return []
+        with self.read() as conn:
+            return _approvals.decided(conn, run_id, call_ids)
 
     # -- progress: events, checkpoints and subagent records together --------------------------
 
@@ -567,6 +635,14 @@ class Store:
             data = {"record": record.to_dict(), "seq": record.seq}
             found.append(Checkpoint(run_id=run_id, kind="subagent", key=row["key"], data=data))
         return found
+
+    def checkpoint(self, run_id: str, kind: str, key: str) -> dict[str, Any] | None:
+        """One checkpoint's data (see `Checkpoint`), or None: read alone, without the run's others."""
+        c = checkpoints_table.c
+        query = sa.select(checkpoints_table).where(c.run_id == run_id, c.kind == kind, c.key == key)
+        with self.read() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else decode_checkpoint(row).data
 
     # -- events ---------------------------------------------------------------------------------
 

@@ -95,7 +95,11 @@ def agents_show(
     definition = runtime.catalogue.get(name)
     if definition is None:
         fail(f"no subagent type {name!r}; available: {', '.join(runtime.catalogue.names())}")
-    row = definition.to_dict() | {"runs_on": runs_on(definition), "instructions": definition.instructions}
+    row = definition.to_dict() | {
+        "runs_on": runs_on(definition),
+        "permissions": type_rules(runtime, definition),
+        "instructions": definition.instructions,
+    }
     if as_json:
         typer.echo(json.dumps(row, ensure_ascii=False))
         return
@@ -130,12 +134,36 @@ def _lines(row: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append(("commands allowed", ", ".join(rules["allow"])))
     if rules["deny"]:
         lines.append(("commands refused", ", ".join(rules["deny"])))
+    permissions = row["permissions"]
+    for kind in ("allow", "ask", "deny"):
+        if permissions[kind]:
+            lines.append((f"rules {kind}", ", ".join(permissions[kind])))
+    if permissions["withheld"]:
+        lines.append(("tools withheld", ", ".join(permissions["withheld"])))
     if row["extra"]:
         lines.append(("other fields", ", ".join(f"{k}={v!r}" for k, v in row["extra"].items())))
     lines += [
         ("warning", f"{w['file']}{':' + str(w['line']) if w['line'] else ''}: {w['reason']}") for w in row["warnings"]
     ]
     return lines
+
+
+def type_rules(runtime: Runtime, definition: Subagent) -> dict[str, Any]:
+    """The permission rules that apply to `definition`'s subagents (the run's, from the settings
+    files and flags, under its permission mode), and the tools they withhold from it."""
+    from .._agents import tools_for
+    from .._permissions import CallPolicy
+
+    policy = CallPolicy.compile(runtime.permissions).for_mode(definition.permission_mode)
+    rules = policy.permissions
+    names = tools_for(definition, list(runtime.tools), list(runtime.tools))
+    return {
+        "mode": policy.mode,
+        "allow": list(rules.allow),
+        "ask": list(rules.ask),
+        "deny": list(rules.deny),
+        "withheld": [n for n in names if not policy.offered(n)],
+    }
 
 
 def _short(text: str, limit: int = 160) -> str:

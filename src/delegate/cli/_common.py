@@ -102,6 +102,29 @@ ContextWindow = Annotated[
         help="Tokens the model reads at once (default: what the model says, or the table of known models).",
     ),
 ]
+Allow = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow",
+        metavar="RULE",
+        help="A permission rule whose calls run (repeat for more): Bash(npm run test:*), Write, Edit(docs/**), "
+        "mcp__server__tool, write_file. See docs/approvals.md.",
+    ),
+]
+Ask = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ask", metavar="RULE", help="A permission rule whose calls wait for a person's approval (repeat for more)."
+    ),
+]
+Deny = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--deny",
+        metavar="RULE",
+        help="A permission rule whose calls are refused; a tool named whole is not offered (repeat for more).",
+    ),
+]
 MaxRepeatedFailures = Annotated[
     int,
     typer.Option(
@@ -137,6 +160,9 @@ class OperatorFlags:
     context_window: ContextWindow = None
     max_repeated_failures: MaxRepeatedFailures = 3
     max_idle_steps: MaxIdleSteps = 10
+    allow: Allow = None
+    ask: Ask = None
+    deny: Deny = None
 
     def loop(self) -> LoopSettings:
         """`--context-window`, `--max-repeated-failures` and `--max-idle-steps` (0 switches a rule off)."""
@@ -147,8 +173,10 @@ class OperatorFlags:
         return LoopSettings(context_window=self.context_window, guard=guard)
 
     def extensions(self) -> Extensions:
-        """`--agents`, `--skills`, `--mcp-config` and `--model-alias`; a bad MCP config is a `UserError`."""
+        """`--agents`, `--skills`, `--mcp-config`, `--model-alias` and the permission rules (`--allow`,
+        `--ask`, `--deny`); a bad MCP config or rule is a `UserError`."""
         from .._config import Extensions
+        from .._permissions import Permissions
         from ..mcp import load_mcp_config
 
         return Extensions(
@@ -156,6 +184,7 @@ class OperatorFlags:
             skills_dirs=self.skills or (),
             mcp_servers=load_mcp_config(self.mcp_config) if self.mcp_config else (),
             model_aliases=self.model_alias or (),
+            permissions=Permissions(allow=self.allow or (), ask=self.ask or (), deny=self.deny or ()),
         )
 
     def commands(self) -> CommandPolicy | None:

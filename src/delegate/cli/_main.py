@@ -19,6 +19,7 @@ import typer
 
 from .._text import plural, safe_json
 from .._time import iso
+from ._chat import Continue, check_continue, continued_run
 from ._common import (
     LOCAL_TIMEOUT,
     Db,
@@ -95,10 +96,17 @@ def run(
             help="What the lead agent should do; `-` (or no PROMPT with a pipe on stdin) reads it from stdin."
         ),
     ] = None,
+    continue_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[RUN_ID]", help="With --continue: the run to continue (default: the latest).", show_default=False
+        ),
+    ] = None,
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini", rich_help_panel=MODEL)
     ] = None,
     workspace: Workspace = Path("."),
+    continue_thread: Continue = False,
     max_parallel: Annotated[
         int, typer.Option("--max-parallel", min=1, help="Subagents running at once.", rich_help_panel=LIMITS)
     ] = 16,
@@ -148,6 +156,15 @@ def run(
             rich_help_panel=LIMITS,
         ),
     ] = None,
+    approval_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--approval-timeout",
+            min=0.001,
+            help="Seconds a call under an --ask rule waits for a decision before it is denied (default: no limit).",
+            rich_help_panel=LIMITS,
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object with the result.", rich_help_panel=OUT)
     ] = False,
@@ -161,6 +178,7 @@ def run(
         fail(
             "give a PROMPT (or `-` to read it from stdin), or --resume RUN_ID to continue an interrupted run (not both)"
         )
+    check_continue(continue_thread, continue_id, resume)
     if prompt is not None:  # a new run (a resumed one keeps its model)
         checked_text(prompt, "the prompt")
         model, timeout = _model_and_timeout(model, timeout)
@@ -173,12 +191,14 @@ def run(
         max_requests=max_requests,
         cost_budget=cost_budget,
         max_parallel=max_parallel,
+        approval_timeout=approval_timeout,
     )
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
     settings = flags.settings(workspace, model=model, lead=lead, limits=limits)
     runtime = settings.build(store=store_option(db))
     if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
+    continue_from = continued_run(runtime, continue_thread, continue_id)
     print_warnings(runtime)
     live = not as_json and sys.stdout.isatty()
     batches: list[dict[str, Any]] = []
@@ -198,7 +218,7 @@ def run(
                 result = await runtime.resume(resume, sinks=sinks)
             else:
                 assert prompt is not None
-                result = await runtime.run(prompt, sinks=sinks)
+                result = await runtime.run(prompt, sinks=sinks, continue_from=continue_from)
             finished = True
             return result
         finally:
@@ -209,9 +229,10 @@ def run(
 
     try:
         if live:
+            from ._approve import ask_inline
             from ._render import run_live
 
-            result = run_live(go)
+            result = run_live(go, ask_inline(runtime))
         else:
             result = run_until_done(lambda: go([]))
     except KeyboardInterrupt:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 _STYLE = {
     "running": "yellow",
+    "waiting": "bold magenta",
     "completed": "green",
     "error": "red",
     "timed_out": "red",
@@ -74,6 +75,10 @@ class RunView:
                 agent.activity = "calling " + ", ".join(data["tool_calls"]) if data["tool_calls"] else "answering"
             case "tool.started" if agent is not None:
                 agent.activity = f"{data['name']}"
+            case "approval.requested" if agent is not None:
+                agent.status, agent.activity = "waiting", f"waiting for approval: {data['tool']}"
+            case "approval.decided" if agent is not None:
+                agent.status, agent.activity = "running", f"{data['tool']} {data['decision']}d"
             case "run.completed":
                 self.lead.status = str(data["status"])
                 self.lead.ended = time.monotonic()
@@ -140,18 +145,33 @@ def print_answer(text: str) -> None:
         typer.echo(safe_text(text))
 
 
-def run_live(start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]]) -> RunResult:
-    """Run `start(sinks)` with the live tree on the terminal, then print the final answer and the usage."""
+def run_live(
+    start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]],
+    ask: Callable[[Console, Event], Awaitable[None]] | None = None,
+) -> RunResult:
+    """Run `start(sinks)` with the live tree on the terminal, then print the final answer and the
+    usage. A call that waits for a person is put to them with `ask`, the tree paused meanwhile."""
     from ._common import run_until_done
 
     console = Console()
     view = RunView()
+    asked: list[Event] = []
+
+    def waits(event: Event) -> None:
+        if event.type == "approval.requested":
+            asked.append(event)
 
     async def go() -> RunResult:
         with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
-            task = asyncio.create_task(start([view]))
+            task = asyncio.create_task(start([view, waits]))
             try:
                 while not task.done():
+                    if asked and ask is not None:
+                        live.stop()
+                        try:
+                            await ask(console, asked.pop(0))
+                        finally:
+                            live.start()
                     live.update(view.render())
                     await asyncio.wait({task}, timeout=0.125)
             except asyncio.CancelledError:

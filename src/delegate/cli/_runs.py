@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .._record import STATUSES
+from .._record import LIVE_STATUSES, STATUSES
 from .._usage import cost_text, usage_line
 from ._common import Db, Workspace, fail, open_store, read_store
 
@@ -40,6 +40,9 @@ TEXT_DATA = 160
 
 
 def register(app: typer.Typer) -> None:
+    from . import _approve
+
+    _approve.register(runs_app)
     app.add_typer(runs_app, name="runs")
 
 
@@ -51,13 +54,26 @@ def runs_list(
         str | None, typer.Option("--status", help=f"Only runs with this status: {', '.join(STATUSES)}.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many runs.")] = 50,
+    thread: Annotated[
+        str | None,
+        typer.Option("--thread", help="Only this thread's runs, in order (a thread's id is its first run's)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, a run an object.")] = False,
 ) -> None:
-    """The runs, newest first."""
+    """The runs, newest first (with --thread: one thread's runs, oldest first)."""
     if status is not None and status not in STATUSES:
         fail(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
-    store = read_store(workspace, db)
-    runs = [] if store is None else store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
+    store = read_store(workspace, db)  # reading creates no store where it is run
+    if store is None:
+        runs = []
+        if thread is not None:
+            fail(f"no thread {thread!r}: this workspace has no runs yet")
+    elif thread is not None:
+        runs = [r for r in store.thread_runs(thread) if status is None or r.status == status][:limit]
+        if not runs and not store.thread_runs(thread):
+            fail(f"no thread {thread!r}: the thread column of `delegate runs list` names them")
+    else:
+        runs = store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
     if as_json:
         typer.echo(json.dumps([run.to_dict() for run in runs], ensure_ascii=False))
         return
@@ -67,12 +83,12 @@ def runs_list(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("run", "status", "started", "tokens", "cost", "prompt")
+    table = Table("run", "status", "started", "tokens", "cost", "thread", "prompt")
     for run in runs:
         tokens = f"{run.usage.input_tokens + run.usage.output_tokens:,}"
         cost = "?" if run.usage.cost_usd is None else cost_text(run.usage.cost_usd)
         started = run.created_at.strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(run.id, run.status, started, tokens, cost, run.prompt[:60])
+        table.add_row(run.id, run.status, started, tokens, cost, run.thread_id or run.id, run.prompt[:60])
     Console().print(table)
 
 
@@ -173,12 +189,12 @@ def runs_cancel(
     store = open_store(workspace, db)
     run = store.request_cancel(run_id)
     deadline = time.monotonic() + CANCEL_WAIT
-    while run.status == "running" and time.monotonic() < deadline:
+    while run.status in LIVE_STATUSES and time.monotonic() < deadline:
         time.sleep(0.1)
         found = store.get_run(run_id)
         assert found is not None
         run = found
-    if run.status == "running":
+    if run.status in LIVE_STATUSES:
         typer.echo(f"run {run_id}: cancellation asked; its process has not stopped yet", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id}: {run.status}")

@@ -17,6 +17,7 @@ from ._loop import (
     path_states,
     run_agent,
 )
+from ._pause import deadlines_paused
 
 __all__ = [
     "DEFAULT_ADVICE",
@@ -27,6 +28,7 @@ __all__ = [
     "LoopWatch",
     "RunBudget",
     "ToolGate",
+    "deadlines_paused",
     "opening_choices",
     "passed_deadline",
     "path_states",

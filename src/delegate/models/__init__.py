@@ -7,8 +7,9 @@ Provider SDKs are imported only when a model of theirs is built (or `OpenAIModel
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .. import _lazy
 from .._errors import UserError
 from .._prices import Pricing
 from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
@@ -82,17 +83,8 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """`OpenAIModel` and `AnthropicModel`, imported when first named."""
-    if name == "OpenAIModel":
-        from ._openai import OpenAIModel
-
-        return OpenAIModel
-    if name == "AnthropicModel":
-        from ._anthropic import AnthropicModel
-
-        return AnthropicModel
-    raise AttributeError(f"module 'delegate.models' has no attribute {name!r}")
+__getattr__ = _lazy.lazy_names(__name__, {"OpenAIModel": "._openai", "AnthropicModel": "._anthropic"})
+"""`OpenAIModel` and `AnthropicModel`, imported when first named (their SDKs are heavy)."""
 
 
 def resolve_model(spec: str | Model | None) -> Model:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._errors import UserError
-from .._messages import Message, Part, ReasoningPart, TextPart, ToolCallPart
+from .._messages import HasParts, Message, Part, ReasoningPart
 from .._prices import Pricing
 from .._usage import Usage
 
@@ -79,7 +79,7 @@ not why an agent ended, which is `delegate._record.StopReason`."""
 
 
 @dataclass(kw_only=True, slots=True)
-class ModelResponse:
+class ModelResponse(HasParts):
     """A model's answer. `usage` is as the provider reports it; `context_tokens` is the size of the
     conversation after this answer, when the provider counts it differently from input plus output
     (Anthropic reports cached prompt tokens apart from `input_tokens`; OpenAI includes them)."""
@@ -89,14 +89,6 @@ class ModelResponse:
     finish_reason: FinishReason = "end_turn"
     model: str = ""
     context_tokens: int | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
-
-    @property
-    def tool_calls(self) -> list[ToolCallPart]:
-        return [p for p in self.parts if isinstance(p, ToolCallPart)]
 
     @property
     def reasoning(self) -> list[ReasoningPart]:

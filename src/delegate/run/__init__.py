@@ -9,8 +9,9 @@ Names are imported on first use, as in `delegate` itself: `delegate runs show` r
 without loading the runtime.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import _lazy
 
 if TYPE_CHECKING:
     from ._follow import PAGE, interrupted_event, stored_events
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
     from ._settings import LOCAL_USER, RuntimeFactory, RuntimeSettings, open_store
     from ._takeover import Takeover
+    from ._threads import Thread
 
 _WHERE = {
     "LOCAL_USER": "._settings",
@@ -27,6 +29,7 @@ _WHERE = {
     "RuntimeFactory": "._settings",
     "RuntimeSettings": "._settings",
     "Takeover": "._takeover",
+    "Thread": "._threads",
     "interrupted_event": "._follow",
     "open_store": "._settings",
     "stored_events": "._follow",
@@ -35,13 +38,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'delegate.run' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy.lazy_names(__name__, _WHERE)
 
 
 __all__ = [
@@ -52,6 +49,7 @@ __all__ = [
     "RuntimeFactory",
     "RuntimeSettings",
     "Takeover",
+    "Thread",
     "interrupted_event",
     "open_store",
     "stored_events",

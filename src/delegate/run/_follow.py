@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from .._events import Event
+from .._record import LIVE_STATUSES
 from .._store import Store
 
 PAGE = 500
@@ -51,7 +52,7 @@ def stored_events(store: Store, run_id: str, after: int) -> StoredStep:
         run = await asyncio.to_thread(store.get_run, run_id)
         if run is not None and run.status == "interrupted" and seq >= run.event_count:
             return [(seq, interrupted_event(run_id))], True  # rather than keep the follower waiting for ever
-        return found, run is None or (run.status != "running" and seq >= run.event_count)
+        return found, run is None or (run.status not in LIVE_STATUSES and seq >= run.event_count)
 
     return step
 
@@ -60,4 +61,4 @@ async def _end_recorded(store: Store, run_id: str) -> bool:
     """Whether the run's row says it ended. The runtime stores `run.completed` just before how the
     run ended: a follower that stopped at the event could read the run as `running` still."""
     run = await asyncio.to_thread(store.get_run, run_id)
-    return run is None or run.status != "running"
+    return run is None or run.status not in LIVE_STATUSES

@@ -106,6 +106,9 @@ class Recorder:
         self.on_stop: Callable[[str], None] | None = None
         """Called on the event loop with `cancel` (asked from elsewhere) or `lost` (another process
         took the run over)."""
+        self.beats: list[Callable[[], None]] = []
+        """Called on the writer thread after each heartbeat: how a waiting call finds a decision
+        given by another process (`RunApprovals.poll`), as a cancellation is found."""
         self.dropped = 0
         self._queue: deque[Event | Checkpoint | _Subagent] = deque()
         """What is still to be written, in the order it happened. The loop appends without a lock
@@ -160,7 +163,15 @@ class Recorder:
         self._thread.start()
 
     async def finish(
-        self, status: str, final: str, usage: Usage, error: str | None, *, stop_reason: str = "", steps: int = 0
+        self,
+        status: str,
+        final: str,
+        usage: Usage,
+        error: str | None,
+        *,
+        stop_reason: str = "",
+        steps: int = 0,
+        result: Any = None,
     ) -> bool:
         """Write what is left, then how the run ended (unless another process holds it now)."""
         store = self.store
@@ -178,6 +189,7 @@ class Recorder:
                 owner=self.owner,
                 stop_reason=stop_reason,
                 steps=steps,
+                result=result,
             )
         )
 
@@ -266,6 +278,8 @@ class Recorder:
             return
         if (cancel or not held) and self._loop is not None and self.on_stop is not None:
             self._loop.call_soon_threadsafe(self.on_stop, "cancel" if held else "lost")
+        for beat in self.beats:
+            beat()
 
 
 class StoredJournal:
@@ -305,3 +319,36 @@ class StoredJournal:
     def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
         if call.name not in REPLAYED_NEVER:
             self.recorder.checkpoint("tool", call.id, asdict(result))
+
+    def scoped(self, key: str) -> _SubagentJournal:
+        """The journal of the subagent kept as `key` (its lead's tool call id and prompt's index):
+        its answers and tool results, so that a resumed run asks its model nothing again. Kept
+        when a subagent may wait for a person (see `delegate.run._approvals`)."""
+        return _SubagentJournal(self, key)
+
+
+class _SubagentJournal:
+    """A subagent's `Journal`, in its run's checkpoints under keys that start with its own key.
+    `complete` is never replayed: it ends the subagent, which only a call that runs can do."""
+
+    def __init__(self, journal: StoredJournal, key: str) -> None:
+        self.journal = journal
+        self.key = key
+
+    def answer(self, step: int) -> ModelResponse | None:
+        data = self.journal.answers.pop(f"{self.key}/{step}", None)
+        return None if data is None else _response.validate_python(data)
+
+    def record_answer(self, step: int, response: ModelResponse) -> None:
+        data = _response.dump_python(response, mode="json")
+        self.journal.recorder.checkpoint("answer", f"{self.key}/{step}", data)
+
+    def tool_result(self, call: ToolCallPart) -> ToolResultPart | None:
+        if call.name == "complete":
+            return None
+        data = self.journal.tools.pop(f"{self.key}/{call.id}", None)
+        return None if data is None else _tool_result.validate_python(data)
+
+    def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
+        if call.name != "complete":
+            self.journal.recorder.checkpoint("tool", f"{self.key}/{call.id}", asdict(result))

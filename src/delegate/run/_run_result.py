@@ -51,9 +51,15 @@ class RunResult:
     warnings: list[str] = field(default_factory=list[str])
     """What was wrong as the run started, one line each: an MCP server that did not start (the run
     went on without its tools), a definition or skill file that was skipped."""
+    pending_approvals: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """The calls of a `waiting` run that wait for a person's decision (`ApprovalRow.pending`)."""
     result: Any = None
     """The lead's typed result, validated, when its definition has an `output_schema`: an instance
     of that pydantic model, or JSON data that fits that JSON Schema (None without one)."""
+    thread_id: str | None = None
+    """The thread the run belongs to: the id of its first run (None: this run's own id)."""
+    previous_run_id: str | None = None
+    """The run this one continues (`Runtime.run(continue_from=...)`); None: it starts its thread."""
 
     def raise_for_status(self) -> RunResult:
         """This result if the run completed; else raise `RunCancelled` (it was cancelled) or
@@ -67,11 +73,15 @@ class RunResult:
             raise RunCancelled(message, run_id=self.run_id, status=self.status)
         raise RunError(message, run_id=self.run_id, status=self.status)
 
+    def result_data(self) -> Any:
+        """The typed `result` as JSON data (what the store keeps), None without one."""
+        return self.result.model_dump(mode="json") if isinstance(self.result, BaseModel) else self.result
+
     def to_dict(self) -> dict[str, Any]:
         """The object `delegate run --json` and `delegate runs show --json` print: the run's JSON,
         which `stored_run` (HTTP, export) and a listing's line (`RunSummary.to_dict`) extend or
         cut, keeping these keys and their order (`result` last, only when the lead has a typed one)."""
-        typed = self.result.model_dump(mode="json") if isinstance(self.result, BaseModel) else self.result
+        typed = self.result_data()
         return {
             "run_id": self.run_id,
             "status": self.status,
@@ -82,6 +92,9 @@ class RunResult:
             "usage": self.usage.to_dict(),
             "subagents": [s.to_dict() for s in self.subagents],
             "warnings": list(self.warnings),
+            "pending_approvals": list(self.pending_approvals),
+            "thread_id": self.thread_id or self.run_id,
+            "previous_run_id": self.previous_run_id,
         } | ({"result": typed} if typed is not None else {})
 
 
@@ -104,6 +117,10 @@ def _stored_result(store: Store, run: RunRow) -> RunResult:
         stop_reason=run.stop_reason or "interrupted",  # type: ignore[arg-type]  # a run that has not ended
         error=run.error,
         warnings=run.warnings,
+        pending_approvals=[a.pending() for a in store.approvals(run.id, pending=True)] if run.waiting else [],
+        result=run.result,
+        thread_id=run.thread_id,
+        previous_run_id=run.previous_run_id,
     )
 
 
@@ -176,7 +193,13 @@ async def record_end(recorder: Recorder, result: RunResult) -> None:
         data["final_size"] = len(final)
     recorder.emit(Event(type="run.completed", run_id=result.run_id, agent_id="lead", data=data))
     await recorder.finish(
-        result.status, final, result.usage, result.error, stop_reason=result.stop_reason, steps=result.steps
+        result.status,
+        final,
+        result.usage,
+        result.error,
+        stop_reason=result.stop_reason,
+        steps=result.steps,
+        result=result.result_data(),
     )
 
 

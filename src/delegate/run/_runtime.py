@@ -7,11 +7,9 @@ import asyncio
 import contextlib
 import functools
 import re
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +21,7 @@ from .._errors import ToolError, UserError
 from .._events import Event, EventSink
 from .._frontmatter import CatalogueWarning
 from .._messages import Message
+from .._permissions import CallPolicy
 from .._text import safe_text
 from .._workspace import CommandPolicy, Workspace
 from ..loop import AgentSpec, RunBudget, run_agent
@@ -36,17 +35,30 @@ from ..subagents import (
     assemble,
     parse_criteria,
     project_context,
+    recover_merges,
+    sweep_layers,
     task_tool,
     toolset,
     type_listing,
 )
-from ..tools import BUILTIN_TOOLS, Tool, ToolContext, builtin_tools, list_uploaded_files, sweep_scratch, uploads_state
+from ..tools import (
+    CallGuard,
+    Tool,
+    ToolContext,
+    list_uploaded_files,
+    sweep_scratch,
+    uploads_state,
+)
+from ._approvals import NEVER_WAIT, RunApprovals, decide_call, load_permissions
+from ._pool import inside, lead_tool_names, local_timezone, tool_pool, with_budgets
 from ._recorder import Recorder, StoredJournal
-from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
+from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result, stored_result
 from ._settings import open_store
+from ._threads import Thread, conversation_of, keep_conversation, thread_uploads
 
 if TYPE_CHECKING:
-    from .._store import Checkpoint, Store
+    from .._permissions import ApprovalRow
+    from .._store import Checkpoint, RunRow, Store
     from ..batch import Batches
 
 
@@ -99,7 +111,7 @@ class Runtime:
         opened = Workspace.open(workspace, allow_commands=commands is not None, commands=commands, create=True)
         self._shared = Path(ext.shared).expanduser().resolve() if ext.shared is not None else None
         self.workspace = replace(
-            opened, read_only=(*opened.read_only, *_inside(opened.root, ext.agents_dirs, ext.skills_dirs))
+            opened, read_only=(*opened.read_only, *inside(opened.root, ext.agents_dirs, ext.skills_dirs))
         )
         """The agents' view of the workspace: see `Workspace` (definition folders inside it are read-only)."""
         self._model_spec = model
@@ -114,9 +126,13 @@ class Runtime:
             builtins=ext.builtin_subagents,
             aliases=self.aliases,
         )
-        self.tools = _tool_pool(self.lead, given, allow_commands=commands is not None)
+        self.permissions, self.hook_settings = load_permissions(ext.permissions, self._shared or self.workspace.root)
+        """The permission rules of every run (`Extensions.permissions` and the operator's settings
+        files), and the command hooks of those files (see docs/approvals.md)."""
+        self._policy = CallPolicy.compile(self.permissions)
+        self.tools = tool_pool(self.lead, given, allow_commands=commands is not None)
         """Every tool a definition may name: the built-in ones and those given in code."""
-        self._lead_tools = _lead_tool_names(self.lead, self.tools)
+        self._lead_tools = lead_tool_names(self.lead, self.tools)
         if self._offers("batch_task") is True and store is False:
             raise UserError("the lead's tools name batch_task, which needs a store: drop store=False")
         self.mcp_workspaces = [self.workspace.root, *([self._shared] if self._shared is not None else [])]
@@ -131,10 +147,12 @@ class Runtime:
         self.sinks = list(sinks)
         self.user_id = user_id
         """The owner of this runtime's runs in the store; None for local use (the CLI)."""
-        self.timezone = timezone or _local_timezone()
+        self.timezone = timezone or local_timezone()
         self._store_option = store
         self._stops: dict[str, Callable[[str], None]] = {}
         """How to stop each run of this runtime that is going: see `interrupt`."""
+        self._approvals: dict[str, RunApprovals] = {}
+        """The approver of each run of this runtime that is going: see `decide`."""
         self._store: Store | None = None
         self._owns_store = False
         self._batches: Batches | None = None
@@ -225,6 +243,21 @@ class Runtime:
             stop("interrupt")
         return len(stops)
 
+    @property
+    def _may_guard(self) -> bool:
+        """Whether any rule, mode or hook may act on a call (else no tool is wrapped at all)."""
+        return bool(self.permissions)
+
+    async def decide(
+        self, run_id: str, call_id: str, *, approve: bool, reason: str = "", always: bool = False
+    ) -> ApprovalRow:
+        """Decide a call of `run_id` that waits for a person: stored first, then given to the call
+        at once when the run goes on in this process (another process finds it at its next beat).
+        `always` (with `approve`) approves the calls of the same rule for the rest of the run.
+        Raises `UserError` for an unknown run or call, or one decided already."""
+        live = self._approvals.get(run_id)
+        return await decide_call(self.store, live, run_id, call_id, approve, reason, always, self.user_id)
+
     async def __aenter__(self) -> Runtime:
         return self
 
@@ -255,6 +288,7 @@ class Runtime:
         model: str | Model | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
         limits: RunLimits | None = None,
+        continue_from: str | None = None,
     ) -> RunResult:
         """Run the lead agent on `prompt` to its final answer.
 
@@ -264,19 +298,29 @@ class Runtime:
         `uploaded_files` are files the user uploaded earlier in the conversation: entries with a
         `filename` (and `path`, `size`, `content_type` when known). With them (an empty list too),
         the lead and its subagents get `list_uploaded_files`; a malformed list is treated as none.
+
+        `continue_from` (a run id) continues that run's thread: the lead starts from the
+        conversation that run's lead ended with, in the same workspace, with the thread's uploads
+        and these (see `delegate.run._threads`). `UserError` if that run is unknown (or another
+        user's), has not ended (`running`, `waiting`, `interrupted`), or was continued already.
         """
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         prompt = safe_text(prompt)  # an argument `delegate run $'\xff'` holds a lone surrogate
         limits = limits or self.limits
         uploaded_files = uploads_state(uploaded_files)
+        history: list[Message] = []
+        if continue_from is not None:
+            previous, history = await asyncio.to_thread(self._previous, continue_from)
+            uploaded_files = thread_uploads(previous.uploaded_files, uploaded_files)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
         lead_model = await self._model_off_loop(model or self._model_spec)
+        thread_id = [run_id]
 
         async def begin(warnings: list[str]) -> list[Checkpoint]:
             if recorder.store is not None:
-                await asyncio.to_thread(
+                row = await asyncio.to_thread(
                     functools.partial(
                         recorder.store.create_run,
                         run_id=run_id,
@@ -290,11 +334,53 @@ class Runtime:
                         max_requests=limits.max_requests,
                         cost_budget=limits.cost_budget,
                         warnings=warnings,
+                        previous_run_id=continue_from,
                     )
                 )
+                thread_id[0] = row.thread_id or run_id
             return []
 
-        return await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin, limits)
+        result = await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin, limits, history)
+        result.thread_id, result.previous_run_id = thread_id[0], continue_from
+        return result
+
+    def thread(self, continue_from: str | None = None) -> Thread:
+        """A conversation (see `Thread`): a new one, or the thread of the stored run
+        `continue_from`, whose next `send` continues that run."""
+        if continue_from is None:
+            return Thread(self)
+        store = self._thread_store()
+        run = store.get_run(continue_from, self.user_id)
+        if run is None:
+            raise UserError(f"no run {continue_from!r} to continue: list the runs with `delegate runs list`")
+        rows = store.thread_runs(run.thread_id or run.id, self.user_id)
+        upto = [r for r in rows if r.created_at <= run.created_at]
+        return Thread(self, [r for r in (stored_result(store, r.id) for r in upto) if r is not None])
+
+    def _thread_store(self) -> Store:
+        store = self.store
+        if store is None:
+            raise UserError("a thread needs the store its runs are kept in (store=False keeps nothing)")
+        return store
+
+    def _previous(self, run_id: str) -> tuple[RunRow, list[Message]]:
+        """The run a new run continues, and the conversation it starts from; `UserError` if that
+        run cannot be continued (the store says it again, in the transaction that records the run)."""
+        from .._store import why_not_continuable
+
+        store = self._thread_store()
+        run = store.get_run(run_id, self.user_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r} to continue: list the runs with `delegate runs list`")
+        why = why_not_continuable(run)
+        if why is not None:
+            raise UserError(why)
+        here = str(self.workspace.root)
+        if run.workspace is not None and run.workspace != here:
+            raise UserError(
+                f"run {run_id} worked in {run.workspace}, not {here}: continue it there (--workspace {run.workspace})"
+            )
+        return run, conversation_of(store, run)
 
     async def resume(
         self, run_id: str, *, sinks: Iterable[EventSink] = (), model: str | Model | None = None
@@ -323,8 +409,18 @@ class Runtime:
             )
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        limits = _with_budgets(self.limits, run.token_budget, run.max_requests, run.cost_budget)
-        return await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits)
+        limits = with_budgets(self.limits, run.token_budget, run.max_requests, run.cost_budget)
+        previous = run.previous_run_id
+        history = await asyncio.to_thread(self._history, store, previous) if previous is not None else []
+        result = await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history)
+        result.thread_id, result.previous_run_id = run.thread_id, previous
+        return result
+
+    @staticmethod
+    def _history(store: Store, previous_run_id: str) -> list[Message]:
+        """The conversation a resumed run of a thread started from: its previous run's."""
+        previous = store.get_run(previous_run_id)
+        return [] if previous is None else conversation_of(store, previous)
 
     async def _lead(
         self,
@@ -335,15 +431,19 @@ class Runtime:
         uploaded_files: list[dict[str, Any]] | None,
         begin: Callable[[list[str]], Awaitable[list[Checkpoint]]],
         limits: RunLimits,
+        history: Sequence[Message] = (),
     ) -> RunResult:
         """Build the lead, then `begin` (record the run with its warnings, or claim it and read its
-        checkpoints), then run it under `limits`: nothing is recorded for a lead that cannot be built."""
+        checkpoints), then run it under `limits`, after `history` (the conversation of the run it
+        continues): nothing is recorded for a lead that cannot be built."""
         journal = StoredJournal(recorder)
         skills = await asyncio.to_thread(self._skills)
         context = await asyncio.to_thread(self._prepare_workspace)
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp()
-        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context)
+        approvals = RunApprovals(recorder, limits.approval_timeout) if self._may_guard else None
+        guard = CallGuard(self._policy, approvals) if approvals is not None else None
+        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context, guard)
         ctx = self._context(scope, "lead")
         ctx.uploaded_files = uploads_state(uploaded_files)
         lead_tools = [self.tools[name] for name in self._lead_tools] + mcp_tools
@@ -351,6 +451,8 @@ class Runtime:
             lead_tools.append(list_uploaded_files)
         runner = self._runner(scope, ctx, lead_model, [t.name for t in lead_tools], mcp_tools, own)
         runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
+        if approvals is not None:
+            self._approvals[run_id] = approvals.attach(runner, journal.scoped if self._policy.ask else None)
         task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
         if task is not None:
             lead_tools.append(task)
@@ -373,7 +475,7 @@ class Runtime:
         for data in failed:
             recorder.emit(Event(type="mcp.server_failed", run_id=run_id, agent_id="lead", data=data))
         warnings = [*(str(w) for w in found), *(f["warning"] for f in failed)]
-        opening = [*([slash] if slash else []), Message.user(prompt)]
+        opening = [*history, *([slash] if slash else []), Message.user(prompt)]
         return await self._drive(spec, ctx, opening, recorder, runner, warnings)
 
     async def _drive(
@@ -412,6 +514,7 @@ class Runtime:
                 return await release_interrupted(
                     recorder, replace(cancelled, status="interrupted", stop_reason="interrupted")
                 )
+            keep_conversation(recorder, cancelled.messages or messages)
             await record_end(recorder, cancelled)
             if not stopped:
                 raise
@@ -422,11 +525,13 @@ class Runtime:
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
             schema = self.lead.output_schema
             outcome = run_result(run_id, result, runner, warnings, schema if isinstance(schema, type) else None)
+            keep_conversation(recorder, outcome.messages)
             await record_end(recorder, outcome)
             return outcome
         finally:
             beat.cancel()
             self._stops.pop(run_id, None)
+            self._approvals.pop(run_id, None)
 
     async def run_task(
         self,
@@ -448,7 +553,7 @@ class Runtime:
         `UserError` for an unknown type, bad criteria or a bad limit; anything that happens to the
         subagent itself is in the returned `TaskOutput`.
         """
-        limits = _with_budgets(self.limits, token_budget, max_requests)
+        limits = with_budgets(self.limits, token_budget, max_requests)
         visible = self.catalogue.visible(allow_commands=self.workspace.allow_commands)
         definition = visible.get(subagent_type)
         if definition is None:
@@ -463,7 +568,8 @@ class Runtime:
             emit(Event(type="mcp.server_failed", run_id=task_id, agent_id="batch", data=data))
         context = await asyncio.to_thread(self._prepare_workspace)
         model = await self._model_off_loop(self._model_spec)
-        scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context)
+        guard = CallGuard(self._policy, never_wait=NEVER_WAIT) if self._may_guard else None
+        scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context, guard)
         ctx = self._context(scope, "batch")
         runner = self._runner(scope, ctx, model, self._lead_tools, mcp_tools, own)
         try:
@@ -482,9 +588,12 @@ class Runtime:
 
     def _prepare_workspace(self) -> str:
         """What a lead's run and a batch item do first in the workspace: clear what killed writes
-        left in its scratch folder (a killed `delegate run`, server or worker), and read its project
-        context."""
+        left in its scratch folder (a killed `delegate run`, server or worker), finish the merges of
+        overlay subagents that a kill interrupted and sweep old layers (`subagents/_merge.py`), and
+        read its project context."""
         sweep_scratch(self.workspace)
+        recover_merges(self.workspace)
+        sweep_layers(self.workspace, self.limits.layers_kept)
         return project_context(self.workspace)
 
     def _skills(self) -> SkillCatalogue:
@@ -506,6 +615,7 @@ class Runtime:
         limits: RunLimits,
         mcp_tools: list[Tool],
         context: str,
+        guard: CallGuard | None = None,
     ) -> RunScope:
         """What every agent of one run (or batch item) shares."""
         ext = self.extensions
@@ -522,6 +632,7 @@ class Runtime:
             deferred={t.name: t for t in mcp_tools} if ext.tool_search else {},
             auto_promote=ext.auto_promote,
             project_context=context,
+            guard=guard,
         )
 
     def _context(self, scope: RunScope, agent_id: str) -> ToolContext:
@@ -674,53 +785,3 @@ async def _heartbeat(runner: SubagentRunner, recorder: Recorder, ctx: ToolContex
         if waited >= interval:
             waited = 0.0
             runner.heartbeat()
-
-
-def _tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool) -> dict[str, Tool]:
-    """Every tool a definition may name: the built-in ones (`bash` when commands are allowed), and
-    the tools the lead's and the types' definitions give (which win over a built-in of their name)."""
-    pool = {t.name: t for t in builtin_tools(None, allow_commands=allow_commands)}
-    given: dict[str, Tool] = {}
-    for definition in (lead, *subagents):
-        for tool in definition.own_tools:
-            if given.setdefault(tool.name, tool) is not tool:
-                raise UserError(
-                    f"two different tools are called {tool.name!r} ({definition.label} gives one): rename one"
-                )
-    return pool | given
-
-
-def _lead_tool_names(lead: Lead, pool: Mapping[str, Tool]) -> list[str]:
-    """The names of the lead's tools from the pool (`task` and the batch tools are added per run)."""
-    names = lead.tool_names
-    if names is None:
-        return [n for n in pool if n in BUILTIN_TOOLS]
-    return [n for n in dict.fromkeys(names) if n in pool]
-
-
-def _with_budgets(
-    limits: RunLimits, token_budget: int | None, max_requests: int | None, cost_budget: float | None = None
-) -> RunLimits:
-    """`limits` with the budgets a run or batch item was given (None keeps the limit's own)."""
-    return replace(
-        limits,
-        token_budget=limits.token_budget if token_budget is None else token_budget,
-        max_requests=limits.max_requests if max_requests is None else max_requests,
-        cost_budget=limits.cost_budget if cost_budget is None else cost_budget,
-    )
-
-
-def _inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:
-    """The folders that lie inside `root`, relative to it (definitions: read-only to agents)."""
-    found: list[str] = []
-    for group in folders:
-        for folder in group:
-            real = Path(folder).expanduser().resolve()
-            if real != root and real.is_relative_to(root):
-                found.append(real.relative_to(root).as_posix())
-    return found
-
-
-def _local_timezone() -> str:
-    name = datetime.now(UTC).astimezone().tzname()
-    return name or time.tzname[0] or "UTC"

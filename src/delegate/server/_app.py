@@ -50,6 +50,7 @@ from ._readiness import ModelReadiness
 from ._runs import RunManager
 from ._runs import router as runs_router
 from ._state import AppState, app_state
+from ._threads import router as threads_router
 
 _log = logging.getLogger("delegate.server")
 
@@ -175,6 +176,7 @@ def create_app(
     app.include_router(agents_router)
     app.include_router(batches_router)
     app.include_router(files_router)
+    app.include_router(threads_router)
     page = string.Template((_HERE / "templates" / "index.html").read_text(encoding="utf-8"))
     html = page.substitute(version=settings.version or "0")
 

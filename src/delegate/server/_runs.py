@@ -28,6 +28,7 @@ from pydantic_core import to_json
 from .._config import RunLimits
 from .._errors import UserError
 from .._events import Event
+from .._record import LIVE_STATUSES
 from .._store import Store
 from ..models import LOCAL_FILE_REFUSED, names_a_local_file
 from ..run import Runtime, RuntimeFactory, stored_events, stored_run
@@ -36,6 +37,7 @@ from ._body import body_schema, json_body
 from ._limits import Limits
 from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse, until
 from ._state import app_state
+from ._threads import continue_thread
 
 _log = logging.getLogger("delegate.server")
 
@@ -134,8 +136,10 @@ class RunManager:
         model: str | None,
         limits: RunLimits,
         uploaded_files: list[dict[str, Any]] | None = None,
+        continue_from: str | None = None,
     ) -> str:
-        """Start a run in the background; return its id once the run is recorded in the store.
+        """Start a run in the background (continuing the run `continue_from`, when given); return
+        its id once the run is recorded in the store.
 
         Raises `UserError` for a bad model or setting, before anything is stored, and `ApiError`
         for a prompt past the limit, a user with too many live runs, or a model not ready yet.
@@ -156,7 +160,7 @@ class RunManager:
             )
         self._starting[user_id] += 1  # counted from here, so requests that arrive together are capped too
         try:
-            return await self._start(user_id, prompt, model, limits, uploaded_files)
+            return await self._start(user_id, prompt, model, limits, uploaded_files, continue_from)
         finally:
             self._starting[user_id] -= 1
             if not self._starting[user_id]:
@@ -169,6 +173,7 @@ class RunManager:
         model: str | None,
         limits: RunLimits,
         uploaded_files: list[dict[str, Any]] | None,
+        continue_from: str | None = None,
     ) -> str:
         if model is not None and names_a_local_file(model):  # a file of the server's: not for a user to name
             raise UserError(LOCAL_FILE_REFUSED)
@@ -188,6 +193,7 @@ class RunManager:
             sinks=[live.emit],
             uploaded_files=uploaded_files,
             limits=limits,
+            continue_from=continue_from,
         )
         live.task = asyncio.create_task(self._drive(live, runtime, go), name=f"delegate-run-{run_id}")
         # The runtime records the run before its first event; answer only then, so that the id we
@@ -258,7 +264,7 @@ class RunManager:
             return
         run = await asyncio.to_thread(self.store.request_cancel, run_id, user_id)
         deadline = asyncio.get_running_loop().time() + CANCEL_WAIT
-        while run.status == "running" and asyncio.get_running_loop().time() < deadline:
+        while run.status in LIVE_STATUSES and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(POLL_INTERVAL / 5)
             found = await asyncio.to_thread(self.store.get_run, run_id, user_id)
             if found is None:
@@ -362,6 +368,12 @@ class RunRequest(BaseModel):
     cost_budget: float | None = Field(
         default=None, gt=0, description="US dollars the whole run may spend (priced by genai-prices)."
     )
+    continue_from: str | None = Field(
+        default=None,
+        alias="continue",
+        min_length=1,
+        description="A run of yours to continue: the lead starts from its conversation, in its thread.",
+    )
 
     def limits(self, default: RunLimits) -> RunLimits:
         """The run's limits: the server's `default`, with those this request names."""
@@ -393,7 +405,11 @@ async def start_run(
 ) -> JSONResponse:
     """Start a run in the background; follow it with `GET /runs/{id}/events`."""
     uploads = None if body.uploaded_files is None else [f.model_dump(exclude_none=True) for f in body.uploaded_files]
-    run_id = await runs.start(user_id, body.prompt, body.model, body.limits(app_state(request.app).run_limits), uploads)
+    limits = body.limits(app_state(request.app).run_limits)
+    if body.continue_from is not None:
+        run_id = await continue_thread(runs, user_id, body.prompt, body.model, limits, uploads, body.continue_from)
+    else:
+        run_id = await runs.start(user_id, body.prompt, body.model, limits, uploads)
     return JSONResponse({"run_id": run_id, "status": "running"}, 202, headers={"Location": f"/api/v1/runs/{run_id}"})
 
 
@@ -458,7 +474,7 @@ async def cancel_run(run_id: str, user_id: UserId, store: AppStore, runs: Runs) 
     found = await asyncio.to_thread(store.get_run, run_id, user_id)
     if found is None:
         raise _no_run(run_id)
-    if found.status not in ("running", "interrupted"):
+    if found.status not in ("running", "waiting", "interrupted"):
         raise ApiError(409, "not_running", f"run {run_id} already ended ({found.status}): nothing to cancel")
     await runs.cancel(run_id, user_id)
     result = await asyncio.to_thread(run_json, store, run_id, user_id)

@@ -4,6 +4,7 @@ from ._acceptance import parse_criteria
 from ._assemble import RunScope, assemble, toolset
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
+from ._merge import recover_merges, sweep_layers
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, type_listing
 from ._task import SubagentRunner, task_tool
@@ -22,6 +23,8 @@ __all__ = [
     "assemble",
     "parse_criteria",
     "project_context",
+    "recover_merges",
+    "sweep_layers",
     "task_tool",
     "toolset",
     "type_listing",

@@ -21,7 +21,7 @@ from ..loop import AgentSpec, Journal, RunBudget, ToolGate
 from ..mcp import DeferredGate, deferred_index, search_tool
 from ..models import Model
 from ..skills import SkillCatalogue
-from ..tools import Tool
+from ..tools import CallGuard, Tool
 from ._complete import COMPLETE_TOOL, typed_complete
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, shaped_opening
 
@@ -51,6 +51,8 @@ class RunScope:
     deferred: Mapping[str, Tool]
     auto_promote: int = 0
     project_context: str = ""
+    guard: CallGuard | None = None
+    """The run's permission rules, approver and hooks (None: every call runs as it is)."""
 
 
 def toolset(
@@ -84,7 +86,14 @@ async def assemble(
     journal: Journal | None = None,
 ) -> AgentSpec:
     """What the loop runs for `definition` on `prompt` in `run`, with `tools` (from `toolset`).
-    `notes` end its system prompt (a snapshot's, acceptance criteria's)."""
+    `notes` end its system prompt (a snapshot's, acceptance criteria's). Under the run's
+    permission rules, a tool a `deny` rule names whole is not offered, and the calls of one a rule
+    or hook may act on are judged first (see `delegate.tools.CallGuard`)."""
+    if run.guard is not None:
+        if isinstance(definition, Subagent):
+            tools = run.guard.tools(tools, mode=definition.permission_mode, agent_type=definition.name)
+        else:
+            tools = run.guard.tools(tools)
     gates: list[ToolGate] = [g for g in (run.skills.gate(run.workspace, definition.skills),) if g]
     deferred = [t for t in tools if t.name in run.deferred]
     if deferred:

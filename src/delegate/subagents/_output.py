@@ -76,10 +76,41 @@ def render_whole(record: TaskOutput) -> str:
     if record.skipped:
         lines.append("Skipped (claimed but not delivered):")
         lines += [f"- {s.path}: {s.reason}" for s in record.skipped]
+    lines += _layer_lines(record, None)
     if record.acceptance:
         lines.append("Acceptance checklist:")
         lines.append(render_checklist(record.acceptance))
     return "\n".join(lines)
+
+
+_MAX_LAYER_LINES = 10
+
+
+def _layer_lines(record: TaskOutput, most: int | None) -> list[str]:
+    """What the lead reads of an overlay subagent's layer: each conflict (and where its version
+    is), what was merged, or where unmerged changes are kept."""
+    lines: list[str] = []
+    if record.conflicts:
+        if record.isolation == "read-only":
+            lines.append("Refused writes (its type is read-only; nothing of them was kept):")
+        else:
+            lines.append(
+                "Not merged: the workspace changed these paths meanwhile, so none of its changes were applied:"
+            )
+        shown = record.conflicts if most is None else record.conflicts[:most]
+        for c in shown:
+            where = f"; its version: {c.version}" if c.version else ""
+            lines.append(_clip(f"- {c.path}: {c.reason}{where}", 300))
+        if len(record.conflicts) > len(shown):
+            lines.append(f"- ... and {len(record.conflicts) - len(shown)} more")
+    elif record.changes and record.status == "completed":
+        names = ", ".join(f"{c.path} ({c.op})" for c in record.changes[: most or len(record.changes)])
+        more = len(record.changes) - (most or len(record.changes))
+        lines.append(_clip(f"Merged into the workspace: {names}" + (f", and {more} more" if more > 0 else ""), 600))
+    if record.layer and record.isolation == "overlay":
+        what = plural(len(record.changes), "changed path")
+        lines.append(f"Its layer ({what}) is kept in {record.layer}; nothing of it reached the workspace.")
+    return lines
 
 
 def render(record: TaskOutput) -> str:
@@ -111,6 +142,7 @@ def _shortened(record: TaskOutput, whole_in: str | None) -> str:
         tail += [_clip(f"- {s.path}: {s.reason}", 200) for s in record.skipped[:_MAX_SKIPPED_LINES]]
         if len(record.skipped) > _MAX_SKIPPED_LINES:
             tail.append(f"- ... and {len(record.skipped) - _MAX_SKIPPED_LINES} more")
+    tail += _layer_lines(record, _MAX_LAYER_LINES)
     if record.acceptance:
         tail.append("Acceptance checklist:")
         tail += [_clip(line, _MAX_VERDICT_CHARS) for line in render_checklist(record.acceptance).split("\n")]

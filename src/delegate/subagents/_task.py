@@ -25,7 +25,7 @@ from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
 from .._messages import Message
 from .._usage import Usage
-from ..loop import AgentResult, opening_choices, passed_deadline, run_agent
+from ..loop import AgentResult, Journal, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
 from ..tools import Tool, ToolContext, ToolReturn
@@ -33,6 +33,7 @@ from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, p
 from ._assemble import RunScope, assemble, toolset
 from ._complete import Delivery, validate_paths
 from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, render_whole
+from ._overlay import check_asked, isolation_for, layer_for, settle
 from ._prompts import task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 
@@ -41,7 +42,9 @@ CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
 MAX_PROMPTS = 100
 MAX_KEPT_CHARS = 4_000
 """A `task` call's results longer than this keep only status lines and artifact lists in compaction."""
-_ARGUMENTS = frozenset({"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria"})
+_ARGUMENTS = frozenset(
+    {"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria", "isolation"}
+)
 
 
 class SubagentRunner:
@@ -84,6 +87,8 @@ class SubagentRunner:
         """Subagents of an interrupted run that finished, by key: reused, not run again."""
         self.on_finish = on_finish
         """Told of each subagent that ends (with its key, when it has one), as it ends."""
+        self.journal_for: Callable[[str], Journal] | None = None
+        """The journal of the subagent kept as a key (None: subagents keep none; see `StoredJournal.scoped`)."""
         self.records: list[TaskOutput] = []
         """The records of the subagents that ended, in the order they were called (`seq`)."""
         self.live: dict[str, tuple[TaskOutput, ToolContext]] = {}
@@ -169,12 +174,14 @@ class SubagentRunner:
         snapshot: Message | None = None,
         seq: int = 0,
         key: str | None = None,
+        isolation: str | None = None,
     ) -> TaskOutput:
         """Run one subagent to its end. Only cancellation of the caller escapes; anything else
         that happens to the subagent becomes its `TaskOutput`. `seq` is its place in call order.
 
         `key` names the subagent within its run (the lead's tool call id and the prompt's index):
         one that finished before the run was interrupted is given back as it was, not run again.
+        `isolation` is what the lead asked for (`overlay`: a private layer; see `_overlay.py`).
         """
         reused = self.finished.pop(key, None) if key is not None else None
         if reused is not None:
@@ -184,7 +191,7 @@ class SubagentRunner:
                 self.budget.requests += reused.usage.requests
             self._keep(reused)
             return reused
-        args = (definition, prompt, description, parent, tool_call_id, criteria, snapshot, seq, key)
+        args = (definition, prompt, description, parent, tool_call_id, criteria, snapshot, seq, key, isolation)
         if self._semaphore is None:
             return await self._run(*args)
         async with self._semaphore:
@@ -201,6 +208,7 @@ class SubagentRunner:
         snapshot: Message | None,
         seq: int,
         key: str | None,
+        isolation: str | None = None,
     ) -> TaskOutput:
         tools, model = self.prepare(definition)
         agent_id = f"sub{next(self._ids)}"
@@ -217,7 +225,9 @@ class SubagentRunner:
             model=model.name,
             seq=seq,
         )
-        workspace = self.workspace
+        record.isolation = isolation_for(definition, tools, isolation)
+        layer = layer_for(record.isolation, self.workspace, self.run_id, agent_id, tools)
+        workspace = self.workspace if layer is None else replace(self.workspace, layer=layer)
         if definition.command_rules:  # its Bash(...) rules, for its commands only
             workspace = replace(workspace, commands=replace(workspace.commands, rules=definition.command_rules))
         ctx = ToolContext(
@@ -237,12 +247,17 @@ class SubagentRunner:
         try:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
             notes = [SNAPSHOT_SYSTEM_NOTE if snapshot is not None else "", CRITERIA_SYSTEM_NOTE if criteria else ""]
-            spec = await assemble(definition, self.scope, model=model, tools=tools, prompt=prompt, notes=notes)
+            journal = self.journal_for(key) if self.journal_for is not None and key is not None else None
+            spec = await assemble(
+                definition, self.scope, model=model, tools=tools, prompt=prompt, notes=notes, journal=journal
+            )
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
             slash = self.skills.slash_command(prompt, definition.skills)
             messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
             result = await run_agent(spec, ctx, messages)
             _fill(record, result)
+            if layer is not None:
+                self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
             if criteria and baseline is not None:
                 verdicts = await check_criteria(criteria, self.workspace, baseline)
                 record.acceptance = [asdict(v) for v in verdicts]
@@ -257,13 +272,22 @@ class SubagentRunner:
             else:
                 why = "interrupted" if self.interrupting else "cancelled"
                 record.status, record.stop_reason, record.steps = why, why, ctx.steps
+            if layer is not None and not record.layer:
+                self._settle(record, settle(record, layer, self.workspace))
             self._finish(record, ctx, None, stored=not self.interrupting)  # not kept for a resume: it starts afresh
             raise
         except Exception as exc:  # a crash of this subagent is its own result, never its siblings'
             record.status, record.stop_reason, record.steps = "error", "crash", ctx.steps
             record.error = f"{type(exc).__name__}: {exc}"
+            if layer is not None and not record.layer:
+                self._settle(record, settle(record, layer, self.workspace))
         self._finish(record, ctx, key)
         return record
+
+    def _settle(self, record: TaskOutput, event: tuple[str, dict[str, Any]] | None) -> None:
+        """Emit what settling a subagent's layer said (`workspace.merged` / `workspace.conflict`)."""
+        if event is not None:
+            self._event(record, event[0], event[1])
 
     def _write_whole(self, record: TaskOutput, text: str) -> None:
         """Write a result too long for the lead to `RESULTS_DIR/<run>/<agent>.md`, and list that
@@ -425,6 +449,15 @@ def task_tool(
                     "copy of this conversation, for requirements or failed attempts scattered across it."
                 ),
             },
+            "isolation": {
+                "type": "string",
+                "enum": ["overlay", "shared"],
+                "description": (
+                    "overlay: the subagent writes into a private layer over the workspace, merged all or nothing "
+                    "when it completes (a conflict if the workspace changed the same files meanwhile); use it for "
+                    "parallel subagents that may edit the same files. shared (default): it writes the workspace."
+                ),
+            },
             "acceptance_criteria": {
                 "type": "array",
                 "items": {"type": "string", "maxLength": 500},
@@ -442,6 +475,7 @@ def task_tool(
 
     async def run_task(ctx: ToolContext, args: dict[str, Any]) -> ToolReturn:
         definition, prompts, description, mode, criteria = _validate(args, catalogue, command_types)
+        asked = check_asked(args.get("isolation"))
         runner.prepare(definition)
         first = runner.reserve(len(prompts))
         snapshot = None
@@ -458,6 +492,7 @@ def task_tool(
                 snapshot=snapshot,
                 seq=first + i,
                 key=f"{ctx.tool_call_id}#{i}",
+                isolation=asked,
             )
             for i, prompt in enumerate(prompts)
         ]

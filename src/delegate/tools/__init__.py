@@ -2,6 +2,8 @@
 
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
 from ._files import sweep_scratch
+from ._overlay import never_merged
+from ._permissions import Approval, ApprovalRequest, Approver, CallGuard
 from ._shell import run_command
 from ._tool import PathParam, Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
 from ._uploads import list_uploaded_files, uploads_state
@@ -9,6 +11,10 @@ from ._uploads import list_uploaded_files, uploads_state
 __all__ = [
     "BUILTIN_TOOLS",
     "READ_ONLY_TOOLS",
+    "Approval",
+    "ApprovalRequest",
+    "Approver",
+    "CallGuard",
     "PathParam",
     "Tool",
     "ToolContext",
@@ -16,6 +22,7 @@ __all__ = [
     "ToolReturn",
     "builtin_tools",
     "list_uploaded_files",
+    "never_merged",
     "run_blocking",
     "run_command",
     "sweep_scratch",

@@ -369,20 +369,11 @@ def _list_dir(workspace: Workspace, path: str) -> str:
             raise ToolError(f"folder not found: {rel}")
         if not at.is_dir():
             raise ToolError(f"{rel} is a file, not a folder; use read_file to read it")
-        try:
-            fd = at.open(os.O_RDONLY | os.O_DIRECTORY)
-        except OSError as exc:
-            raise _os_error(exc, f"cannot list {rel}") from None
-        try:
-            with os.scandir(fd) as found:
-                entries = sorted(
-                    (e for e in found if not workspace.hides(_joined(at.rel, e.name))), key=lambda e: e.name
-                )
-            described = [_describe_entry(workspace, at.rel, entry) for entry in entries[:LIST_MAX_ENTRIES]]
-        except OSError as exc:
-            raise _os_error(exc, f"cannot list {rel}") from None
-        finally:
-            os.close(fd)
+        if workspace.layer is not None:
+            entries = _layered_names(workspace, at.rel)
+            described = [_describe_name(workspace, at.rel, name) for name in entries[:LIST_MAX_ENTRIES]]
+        else:
+            entries, described = _listed(workspace, at)
         mounted = [f"{name}/" for name in virtual or ()] if at.rel == "." else []
     if not entries and not mounted:
         return f"{rel}/ is empty"
@@ -393,6 +384,52 @@ def _list_dir(workspace: Workspace, path: str) -> str:
         left = len(entries) - LIST_MAX_ENTRIES
         lines.append(f"[{left:,} more entries not shown; use find_files with a pattern to narrow]")
     return "\n".join(lines)
+
+
+def _listed(workspace: Workspace, at: Located) -> tuple[list[os.DirEntry[str]], list[str]]:
+    """The entries of the folder `at` (hidden ones left out), sorted, and the first ones described."""
+    try:
+        fd = at.open(os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise _os_error(exc, f"cannot list {safe_text(at.rel)}") from None
+    try:
+        with os.scandir(fd) as found:
+            entries = sorted((e for e in found if not workspace.hides(_joined(at.rel, e.name))), key=lambda e: e.name)
+        return entries, [_describe_entry(workspace, at.rel, entry) for entry in entries[:LIST_MAX_ENTRIES]]
+    except OSError as exc:
+        raise _os_error(exc, f"cannot list {safe_text(at.rel)}") from None
+    finally:
+        os.close(fd)
+
+
+def _layered_names(workspace: Workspace, rel: str) -> list[str]:
+    """The names of the folder `rel` as an overlay subagent sees it: the workspace's, with its
+    layer's over them (see `Layer.listing`), hidden ones left out."""
+    assert workspace.layer is not None
+    theirs: list[str] = []
+    with suppress(WorkspaceError), workspace.shared.locate(rel) as low:
+        if low.is_dir():
+            fd = low.open(os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                theirs = os.listdir(fd)
+            finally:
+                os.close(fd)
+    names = workspace.layer.listing(rel, theirs)
+    return [n for n in names if not workspace.hides(_joined(rel, n))]
+
+
+def _describe_name(workspace: Workspace, rel: str, name: str) -> str:
+    """One entry of a layered listing, described as `_describe_entry` describes a real one."""
+    shown = safe_text(name)
+    try:
+        with workspace.locate(_joined(rel, name)) as at:
+            if at.followed:
+                return f"{shown} -> {safe_text(at.rel)}" + ("/" if at.is_dir() else "")
+            if at.is_dir():
+                return f"{shown}/"
+            return f"{shown}  {_human_size(at.info.st_size)}" if at.info is not None else f"{shown}  (unreadable)"
+    except WorkspaceError:
+        return f"{shown} -> (outside the workspace, or a symlink loop)"
 
 
 def _joined(rel: str, name: str) -> str:

@@ -51,6 +51,7 @@ from pathlib import Path
 from .._command_limits import CommandLimits
 from .._errors import ToolError
 from .._workspace import COMMAND_ENV, Workspace
+from ._overlay import CLOSED, overlay_argv
 
 SECRET_VARIABLES = frozenset(
     {
@@ -82,12 +83,6 @@ def command_environment(workspace: Workspace) -> dict[str, str]:
     return env
 
 
-CLOSED = (".claude", ".delegate", ".git")
-"""Folders of every workspace that commands may never change, whatever the view says: the
-definitions and skills runs load, the store, and the repository (whose config and hooks the
-operator's own `git` runs). Each is bound read-only whole, so it cannot be renamed away either."""
-
-
 def sandbox_argv(command: str, workspace: Workspace, *, marker: str = "", file_size: int | None = None) -> list[str]:
     """The bwrap command line that runs `command` with /bin/sh in the workspace's sandbox, within
     the workspace's `CommandLimits` (`file_size`, when given, in place of the limits' own).
@@ -97,6 +92,7 @@ def sandbox_argv(command: str, workspace: Workspace, *, marker: str = "", file_s
     what to install) when bwrap cannot run here.
     """
     bwrap = _usable_bwrap(workspace.commands.bwrap)
+    prefix, root_mount = overlay_argv(workspace, _bwrap_options(bwrap)) if workspace.layer is not None else ([], None)
     limits = workspace.commands.limits
     root = str(workspace.root)
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
@@ -109,18 +105,19 @@ def sandbox_argv(command: str, workspace: Workspace, *, marker: str = "", file_s
     argv += ["--proc", "/proc", "--dev", "/dev"]
     if "--size" in _bwrap_options(bwrap):
         argv += ["--size", str(limits.tmp_size)]
-    argv += ["--tmpfs", "/tmp", *view_mounts(workspace)]
+    argv += ["--tmpfs", "/tmp", *view_mounts(workspace, root_mount)]
     argv += ["--chdir", root, "--clearenv"]
     for name, value in command_environment(workspace).items():
         argv += ["--setenv", name, value]
     shell = f"printf '%s\\n' {marker}; exec /bin/sh -c \"$0\"" if marker else 'exec /bin/sh -c "$0"'
-    return [*argv, "--", *_rlimits(limits, file_size), "/bin/sh", "-c", shell, command]
+    return [*prefix, *argv, "--", *_rlimits(limits, file_size), "/bin/sh", "-c", shell, command]
 
 
-def view_mounts(workspace: Workspace) -> list[str]:
+def view_mounts(workspace: Workspace, root_mount: list[str] | None = None) -> list[str]:
     """The bwrap arguments that lay the workspace's view over its root, in an order that works:
 
-    1. the root, bound writable;
+    1. the root, bound writable (`root_mount`, for a subagent on a layer: an overlay, see
+       `_overlay.py`);
     2. an empty tmpfs over each hidden folder (`.delegate/`), still writable, so that
     3. each mount (a skill, under `.delegate/skills/<name>`) gets its mount point there and is
        bound read-only;
@@ -134,7 +131,7 @@ def view_mounts(workspace: Workspace) -> list[str]:
     refused: the link could be replaced, and binding it would bind what it points to.
     """
     root = str(workspace.root)
-    argv = ["--bind", root, root]
+    argv = root_mount or ["--bind", root, root]
     hidden = [os.path.join(root, h) for h in workspace.hidden]
     for path in hidden:
         argv += ["--tmpfs", path]

@@ -29,6 +29,7 @@ from pydantic import Field
 from .._errors import ToolError
 from .._text import safe_text
 from .._workspace import Workspace
+from ._overlay import after_command, command_lock
 from ._sandbox import PidsCgroup, command_environment, sandbox_argv, size_text, workspace_usage
 from ._tool import ToolContext, ToolReturn, tool
 
@@ -82,7 +83,20 @@ async def bash(
     refusal = ctx.workspace.commands.rules.refusal(command)
     if refusal is not None:
         raise ToolError(f"the command was not run: {refusal}")
-    result = await run_command(command, ctx.workspace, timeout=timeout)
+    layer = ctx.workspace.layer
+    if layer is None:
+        result = await run_command(command, ctx.workspace, timeout=timeout)
+    else:
+        async with command_lock(layer):
+            result = await run_command(command, ctx.workspace, timeout=timeout)
+            refused = await asyncio.to_thread(after_command, ctx.workspace)
+        if refused:
+            shown = ", ".join(refused[:10]) + (f" and {len(refused) - 10} more" if len(refused) > 10 else "")
+            raise ToolError(
+                f"refused: this subagent's type is read-only (it has no write tools), and the command wrote "
+                f"{shown}; those writes were discarded and reported to the lead. "
+                f"Output:\n{result.output or '(no output)'}"
+            )
     output = result.output or "(no output)"
     if result.timed_out:
         raise ToolError(

@@ -1,0 +1,740 @@
+"""A copy-on-write layer over the workspace: where an overlay subagent's writes land until it completes.
+
+A `Layer` is a folder of the workspace's hidden `.delegate/` (`.delegate/layers/<run>/<agent>/`)
+whose `upper/` holds what the subagent changed, in the format of an overlayfs upper layer, so the
+file tools and the subagent's commands (bubblewrap over an overlay mount, `tools/_sandbox.py`) read
+and write one and the same thing: a file there is the subagent's version of that path, a
+character device 0/0 (a whiteout) says the path is deleted, a folder marked opaque
+(`user.overlay.opaque`) hides what the workspace has below it. Everything else is read from the
+workspace, as it is now.
+
+`Layer.over` turns where a path is in the workspace (a `Located` from `Workspace.locate`) into
+where it is in the subagent's view: its version in the layer when it has one, nothing when it
+deleted it, else the workspace's file. A write first copies the workspace's file up into the layer.
+Both walks are made from handles, the workspace's from its root (`_paths.py`), the layer's from a
+handle on `upper/` opened from the root one component at a time with `O_NOFOLLOW`, so no rename or
+symlink swapped in meanwhile sends a read or a write elsewhere. The content hash of each workspace
+file is recorded the first time the subagent sees it (`seen`): the merge (`subagents/_merge.py`)
+applies its changes only where the workspace still holds what it saw.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._errors import WorkspaceError
+from ._paths import Found
+from ._record import Change
+
+if TYPE_CHECKING:
+    from ._workspace import Located
+
+LAYERS = ".delegate/layers"
+"""Where layers live in a workspace: `<run>/<agent>/` below it, hidden from agents."""
+OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
+"""The extended attributes overlayfs marks an opaque folder with (`userxattr` mounts: the first)."""
+LAYERS_KEPT = 86_400.0
+"""Seconds a kept layer (a conflict's, a failed subagent's) stays before it is swept."""
+
+_PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_CHUNK = 1 << 20
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def is_whiteout(info: os.stat_result) -> bool:
+    """Whether `info` is an overlayfs whiteout: a character device numbered 0/0."""
+    return stat.S_ISCHR(info.st_mode) and info.st_rdev == 0
+
+
+def is_opaque(fd: int) -> bool:
+    """Whether the folder of handle `fd` (any kind, `O_PATH` too) hides the workspace's below it."""
+    for name in OPAQUE:
+        with suppress(OSError):
+            if os.getxattr(f"/proc/self/fd/{fd}", name) == b"y":
+                return True
+    return False
+
+
+def content_hash(folder: int, name: str) -> str | None:
+    """A hash of what `name` of the folder handle `folder` holds: a file's bytes, a link's target, a
+    folder's kind; None when it does not exist."""
+    try:
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return "link:" + hashlib.blake2b(os.fsencode(os.readlink(name, dir_fd=folder))).hexdigest()
+    if stat.S_ISDIR(info.st_mode):
+        return "dir"
+    if not stat.S_ISREG(info.st_mode):
+        return f"special:{stat.S_IFMT(info.st_mode)}"
+    digest = hashlib.blake2b()
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    try:
+        while chunk := os.read(fd, _CHUNK):
+            digest.update(chunk)
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
+
+
+def layer_rel(run_id: str, agent_id: str) -> str:
+    """The workspace-relative folder of the layer of `agent_id` in `run_id`."""
+    return f"{LAYERS}/{_safe(run_id)}/{_safe(agent_id)}"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:120] or "_"
+
+
+@dataclass(eq=False, kw_only=True)
+class Layer:
+    """The private layer of one subagent over the workspace at `root` (see the module's doc).
+
+    `read_only` marks a type without write tools: its commands still run on the layer, and any
+    write found there is refused (`refused` names them). `seen` maps each view path the subagent
+    looked at to the hash of what the workspace held then (None: nothing). Folders are made on the
+    first write, so a layer that is only read costs nothing on disk.
+    """
+
+    root: Path
+    run_id: str
+    agent_id: str
+    read_only: bool = False
+    track: bool = True
+    """Whether to record what the subagent sees (a layer that never merges need not)."""
+    seen: dict[str, str | None] = field(default_factory=dict[str, "str | None"])
+    refused: list[str] = field(default_factory=list[str])
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def rel(self) -> str:
+        return layer_rel(self.run_id, self.agent_id)
+
+    @property
+    def path(self) -> Path:
+        """The layer's folder on disk (for records and the sandbox's mounts; walked by handle)."""
+        return self.root / self.rel
+
+    @property
+    def upper(self) -> Path:
+        return self.path / "upper"
+
+    @property
+    def work(self) -> Path:
+        """overlayfs's work folder (same file system as `upper`, emptied by each mount)."""
+        return self.path / "work"
+
+    # -- folders ------------------------------------------------------------------------------
+
+    def folder(self, *, create: bool, sub: str = "upper") -> int | None:
+        """A handle (`O_PATH`) on the layer's `sub` folder, opened from a handle on the workspace
+        root one component at a time, none a symlink; made when `create`, else None if missing."""
+        fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        for name in [*self.rel.split("/"), sub]:
+            try:
+                if create:
+                    with suppress(FileExistsError):
+                        os.mkdir(name, 0o700, dir_fd=fd)
+                step = os.open(name, _PATH_DIR, dir_fd=fd)
+            except FileNotFoundError:
+                os.close(fd)
+                return None
+            except OSError as exc:
+                os.close(fd)
+                raise WorkspaceError(f"the subagent's layer {self.rel} cannot be opened: {exc.strerror}") from None
+            os.close(fd)
+            fd = step
+        return fd
+
+    def prepare(self) -> None:
+        """Make the layer's folders (`upper`, `work`, `tmp`) and its description (`layer.json`)."""
+        for sub in ("upper", "work", "tmp"):
+            fd = self.folder(create=True, sub=sub)
+            if fd is not None:
+                os.close(fd)
+        self.describe(status="running")
+
+    def describe(self, **fields: Any) -> None:
+        """Write `layer.json` (who the layer is of, its state, when): merged over what it says."""
+        base = self.folder(create=True, sub=".")
+        if base is None:  # pragma: no cover - create=True makes it
+            return
+        try:
+            data = self.description() | fields
+            data.update(run_id=self.run_id, agent_id=self.agent_id, read_only=self.read_only, updated_at=time.time())
+            write_json(base, "layer.json", data)
+        finally:
+            os.close(base)
+
+    def description(self) -> dict[str, Any]:
+        base = self.folder(create=False, sub=".")
+        if base is None:
+            return {}
+        try:
+            return read_json(base, "layer.json") or {}
+        finally:
+            os.close(base)
+
+    def exists(self) -> bool:
+        fd = self.folder(create=False)
+        if fd is None:
+            return False
+        os.close(fd)
+        return True
+
+    def remove(self) -> None:
+        """Remove the layer's folder (its run's folder too, once empty)."""
+        remove_tree(self.root, self.rel)
+        with suppress(OSError):
+            os.rmdir(self.path.parent)
+
+    def clear(self) -> None:
+        """Empty `upper`: what the subagent wrote is dropped (a read-only type's refused writes)."""
+        remove_tree(self.root, f"{self.rel}/upper")
+        fd = self.folder(create=True)
+        if fd is not None:
+            os.close(fd)
+
+    # -- the view ---------------------------------------------------------------------------
+
+    def over(self, lower: Located, *, write: bool) -> Located:
+        """Where the path `lower` found in the workspace is in the subagent's view (see the module's
+        doc); with `write`, in the layer, the workspace's file copied up first. `lower` is consumed."""
+        from ._workspace import Located
+
+        parts = lower.found.parts
+        if not parts:
+            return lower
+        up = self.folder(create=write)
+        if up is None:  # nothing written yet: the workspace is the view
+            self._see(lower)
+            return lower
+        try:
+            found = self._for_write(up, lower) if write else self._for_read(up, lower)
+        except BaseException:
+            lower.close()
+            raise
+        finally:
+            os.close(up)
+        if found is None:
+            return lower
+        lower.close()
+        return Located(found=found, rel=lower.rel, real=lower.real)
+
+    def _for_read(self, up: int, lower: Located) -> Found | None:
+        """The layer's `Found` for `lower`'s path, or None to read the workspace's (`lower`, which
+        is marked missing when the layer deleted the path)."""
+        state, found = self._find(up, lower.found.parts)
+        if state == "present":
+            return found
+        if found is not None:
+            found.close()
+        if state == "deleted":
+            lower.found.info = None
+            return None
+        self._see(lower)
+        return None
+
+    def _for_write(self, up: int, lower: Located) -> Found:
+        parts = lower.found.parts
+        folder = self._make_folders(up, parts[:-1], lower.rel)
+        name = parts[-1]
+        try:
+            info = _lstat(folder, name)
+            if info is not None and not is_whiteout(info):
+                return Found(folder=folder, name=name, parts=parts, info=info)
+            if info is not None or self._hidden_below(up, parts):  # deleted in the layer
+                return Found(folder=folder, name=name, parts=parts, info=None)
+            self._see(lower)
+            if lower.info is None:
+                return Found(folder=folder, name=name, parts=parts, info=None)
+            if stat.S_ISDIR(lower.info.st_mode):
+                with suppress(FileExistsError):
+                    os.mkdir(name, stat.S_IMODE(lower.info.st_mode), dir_fd=folder)
+            elif stat.S_ISREG(lower.info.st_mode):
+                self._copy_up(lower, folder, name)
+            else:
+                raise WorkspaceError(f"{lower.rel} is not a regular file; it cannot be written")
+            return Found(folder=folder, name=name, parts=parts, info=_lstat(folder, name))
+        except BaseException:
+            os.close(folder)
+            raise
+
+    def _find(self, up: int, parts: tuple[str, ...]) -> tuple[Literal["present", "deleted", "absent"], Found | None]:
+        """Look `parts` up in the layer: `present` (its `Found`), `deleted` (a whiteout on the way,
+        or an opaque folder above a name it lacks), or `absent` (read the workspace's)."""
+        fd = os.dup(up)
+        opaque = False
+        try:
+            for i, name in enumerate(parts):
+                info = _lstat(fd, name)
+                last = i == len(parts) - 1
+                if info is None:
+                    state = "deleted" if opaque or is_opaque(fd) else "absent"
+                    return state, None
+                if is_whiteout(info):
+                    if last:
+                        found, fd = Found(folder=fd, name=name, parts=parts, info=None), -1
+                        return "deleted", found
+                    return "deleted", None
+                if last:
+                    found, fd = Found(folder=fd, name=name, parts=parts, info=info), -1
+                    return "present", found
+                if not stat.S_ISDIR(info.st_mode):
+                    raise WorkspaceError(f"path {'/'.join(parts)!r} cannot be resolved: {name} is not a folder here")
+                step = os.open(name, _PATH_DIR, dir_fd=fd)
+                os.close(fd)
+                fd = step
+                opaque = opaque or is_opaque(fd)
+            return "absent", None
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _hidden_below(self, up: int, parts: tuple[str, ...]) -> bool:
+        """Whether a folder of the layer above `parts` is opaque (the workspace's below it is gone)."""
+        state, found = self._find(up, parts)
+        if found is not None:
+            found.close()
+        return state == "deleted"
+
+    def _make_folders(self, up: int, parts: tuple[str, ...], rel: str) -> int:
+        """A handle on the layer's folder `parts`, each missing folder made (a whiteout in the way
+        becomes an opaque folder: the workspace's folder was deleted, this one is new)."""
+        fd = os.dup(up)
+        try:
+            for name in parts:
+                info = _lstat(fd, name)
+                if info is not None and is_whiteout(info):
+                    os.unlink(name, dir_fd=fd)
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                    step = os.open(name, _PATH_DIR, dir_fd=fd)
+                    os.setxattr(f"/proc/self/fd/{step}", OPAQUE[0], b"y")
+                else:
+                    if info is None:
+                        with suppress(FileExistsError):
+                            os.mkdir(name, 0o755, dir_fd=fd)
+                    try:
+                        step = os.open(name, _PATH_DIR, dir_fd=fd)
+                    except OSError:
+                        raise WorkspaceError(f"{rel} cannot be written: {name} is not a folder") from None
+                os.close(fd)
+                fd = step
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _copy_up(self, lower: Located, folder: int, name: str) -> None:
+        """Copy the workspace's file into the layer, its mode kept: a temporary file in the layer's
+        `tmp/`, renamed into place (a reader never sees half of it)."""
+        assert lower.info is not None
+        tmp = self.folder(create=True, sub="tmp")
+        assert tmp is not None
+        temp = f"{secrets.token_hex(8)}.up"
+        try:
+            src = lower.open(os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                dst = os.open(
+                    temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=tmp
+                )
+                try:
+                    _copy(src, dst, lower.info.st_size)
+                    os.fchmod(dst, stat.S_IMODE(lower.info.st_mode))
+                finally:
+                    os.close(dst)
+            finally:
+                os.close(src)
+            os.rename(temp, name, src_dir_fd=tmp, dst_dir_fd=folder)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(temp, dir_fd=tmp)
+            raise
+        finally:
+            os.close(tmp)
+
+    def _see(self, lower: Located) -> None:
+        """Record what the workspace holds at `lower` the first time the subagent sees it."""
+        if not self.track or lower.rel in self.seen:
+            return
+        info = lower.info
+        if info is not None and stat.S_ISDIR(info.st_mode):
+            return
+        digest = None if info is None else _hash_located(lower)
+        with self._lock:
+            self.seen.setdefault(lower.rel, digest)
+
+    def note_seen(self, rel: str, digest: str | None) -> None:
+        """Record `digest` for `rel` unless the subagent saw it before (a command's change)."""
+        with self._lock:
+            self.seen.setdefault(rel, digest)
+
+    def listing(self, rel: str, names: list[str]) -> list[str]:
+        """The names of the view's folder `rel`: the workspace's `names` with what the layer adds
+        and less what it deletes (all of them but its own when its folder is opaque)."""
+        up = self.folder(create=False)
+        if up is None:
+            return names
+        try:
+            parts = () if rel in (".", "") else tuple(rel.split("/"))
+            if parts:
+                state, found = self._find(up, parts)
+                if found is not None:
+                    found.close()
+                if state != "present":
+                    return [] if state == "deleted" else names
+            folder = _open_below(up, parts)
+            if folder is None:
+                return names
+            try:
+                with os.scandir(folder) as entries:
+                    mine = {e.name: e.stat(follow_symlinks=False) for e in entries}
+                kept = [] if is_opaque(folder) else [n for n in names if n not in mine]
+            finally:
+                os.close(folder)
+        finally:
+            os.close(up)
+        return sorted([*kept, *(n for n, info in mine.items() if not is_whiteout(info))])
+
+    def entries(self) -> Iterator[tuple[str, os.stat_result, bool]]:
+        """Every entry of `upper` below the root, parents first: its view path, its `lstat`, and
+        whether it is a folder marked opaque."""
+        up = self.folder(create=False)
+        if up is None:
+            return
+        stack: list[tuple[int, str]] = [(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=up), "")]
+        os.close(up)
+        try:
+            while stack:
+                fd, rel = stack.pop()
+                try:
+                    with os.scandir(fd) as found:
+                        listed = sorted(found, key=lambda e: e.name)
+                    for entry in listed:
+                        path = f"{rel}/{entry.name}" if rel else entry.name
+                        info = entry.stat(follow_symlinks=False)
+                        if stat.S_ISDIR(info.st_mode):
+                            sub = os.open(
+                                entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+                            )
+                            yield path, info, is_opaque(sub)
+                            stack.append((sub, path))
+                        else:
+                            yield path, info, False
+                finally:
+                    os.close(fd)
+        finally:
+            for fd, _ in stack:
+                os.close(fd)
+
+
+def _open_below(up: int, parts: tuple[str, ...]) -> int | None:
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=up)
+    for name in parts:
+        try:
+            step = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = step
+    return fd
+
+
+def _hash_located(at: Located) -> str | None:
+    try:
+        return content_hash(at.folder, at.name)
+    except OSError:
+        return None
+
+
+def _lstat(folder: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _copy(src: int, dst: int, size: int) -> None:
+    """Copy `size` bytes and whatever follows (a file still growing) from `src` to `dst`."""
+    with suppress(OSError):
+        while size > 0:
+            sent = os.copy_file_range(src, dst, size)
+            if sent == 0:
+                break
+            size -= sent
+    while chunk := os.read(src, _CHUNK):
+        os.write(dst, chunk)
+
+
+def write_json(folder: int, name: str, data: Any) -> None:
+    """Write `data` as JSON to `name` in the folder handle `folder`, durably and atomically: a
+    temporary file, flushed to disk, renamed over the name, and the folder flushed."""
+    temp = f".{name}.{secrets.token_hex(4)}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    try:
+        os.write(fd, json.dumps(data).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    sync_folder(folder)
+
+
+def read_json(folder: int, name: str) -> Any:
+    """What `write_json` wrote (None when there is nothing, or it cannot be read)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def sync_folder(folder: int) -> None:
+    """Flush a folder's entries to disk (an `O_PATH` handle is reopened to be flushed)."""
+    try:
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        return
+    try:
+        with suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_tree(root: Path, rel: str) -> None:
+    """Remove the folder `rel` of the workspace `root` and everything in it, walked by handles
+    from the root without following a symlink (what is removed is what lies below `rel`)."""
+    *parents, name = rel.split("/")
+    try:
+        fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for part in parents:
+            step = os.open(part, _PATH_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = step
+        info = _lstat(fd, name)
+        if info is None:
+            return
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(name, dir_fd=fd)
+            return
+        holder = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            shutil.rmtree(name, dir_fd=holder)
+        finally:
+            os.close(holder)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+            raise
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a layer changes
+
+DIFF_MAX_CHARS = 8_000
+"""The most characters of a change's diff kept in the record (the layer keeps the whole file)."""
+DIFF_MAX_BYTES = 512 * 1024
+"""Files larger than this get no diff (their change says how many bytes they hold)."""
+
+
+def parent_handle(root_fd: int, root: str, parts: tuple[str, ...] | list[str], *, create: bool) -> Found | None:
+    """Where the folder that holds `parts` is, walked from `root_fd` (symlinks on the way
+    followed, never out of the root; missing folders made with `create`): a `Found` whose
+    `parts` are the folder's real path, and whose `folder` is a handle on that folder itself
+    (`name` is `.`). None when a folder on the way is missing (and not made)."""
+    from ._paths import walk
+
+    found = walk(root_fd, root, [*parts[:-1], "."], create=(lambda _: None) if create else None)
+    try:
+        if found.info is None or not stat.S_ISDIR(found.info.st_mode):
+            return None
+        if found.name == ".":
+            return Found(folder=os.dup(found.folder), name=".", parts=(), info=found.info)
+        fd = os.open(found.name, _PATH_DIR, dir_fd=found.folder)
+        return Found(folder=fd, name=".", parts=found.parts, info=found.info)
+    finally:
+        found.close()
+
+
+def lower_info(root_fd: int, root: str, rel: str) -> tuple[os.stat_result | None, tuple[str, ...] | None]:
+    """The workspace's `lstat` of `rel` (its last component not followed) and the real path of
+    the folder holding it (None when that folder is missing)."""
+    parts = rel.split("/")
+    try:
+        parent = parent_handle(root_fd, root, parts, create=False)
+    except OSError:
+        return None, None
+    if parent is None:
+        return None, None
+    with parent:
+        return _lstat(parent.folder, parts[-1]), parent.parts
+
+
+def layer_changes(layer: Layer, skip: Callable[[str], bool], *, diffs: bool = False) -> list[Change]:
+    """What `layer` changes in the workspace, path by path in path order: each file, link or
+    empty folder it adds (`create`), each it changes (`modify`; a file copied up and left as it was
+    is no change) and each it deletes (`delete`). `skip(rel)` names paths never merged (hidden and
+    read-only folders: the mount points a sandbox makes there)."""
+    up = layer.folder(create=False)
+    if up is None:
+        return []
+    os.close(up)
+    root = str(layer.root)
+    root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    changes: list[Change] = []
+    made: list[str] = []  # folders the layer adds
+    settled: list[str] = []  # paths whose layer entries below are not looked at
+    try:
+        for rel, info, opaque in layer.entries():
+            if any(_under(rel, s) for s in settled):
+                continue
+            if skip(rel):
+                settled.append(rel)
+                continue
+            lower, _ = lower_info(root_fd, root, rel)
+            if is_whiteout(info):
+                if lower is not None:
+                    changes.append(Change(path=rel, op="delete"))
+                settled.append(rel)
+            elif stat.S_ISDIR(info.st_mode):
+                if lower is None or not stat.S_ISDIR(lower.st_mode):
+                    changes.append(Change(path=rel, op="create" if lower is None else "modify"))
+                    made.append(rel)
+                elif opaque:
+                    changes += _hidden_by(layer, root_fd, root, rel)
+            else:
+                change = _file_change(layer, root_fd, root, rel, info, lower, diffs)
+                if change is not None:
+                    changes.append(change)
+    finally:
+        os.close(root_fd)
+    # a folder it adds is a change of its own only when nothing below it is
+    busy = {p for c in changes for p in _ancestors(c.path)}
+    changes = [c for c in changes if c.path not in made or c.path not in busy]
+    return sorted(changes, key=lambda c: c.path)
+
+
+def _hidden_by(layer: Layer, root_fd: int, root: str, rel: str) -> list[Change]:
+    """The deletes an opaque folder of the layer makes: the workspace's entries it lacks."""
+    parent = parent_handle(root_fd, root, [*rel.split("/"), "x"], create=False)
+    if parent is None:
+        return []
+    with parent:
+        try:
+            fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent.folder)
+        except OSError:
+            return []
+        try:
+            theirs = set(os.listdir(fd))
+        finally:
+            os.close(fd)
+    up = layer.folder(create=False)
+    assert up is not None
+    try:
+        mine_fd = _open_below(up, tuple(rel.split("/")))
+    finally:
+        os.close(up)
+    mine: set[str] = set()
+    if mine_fd is not None:
+        try:
+            mine = set(os.listdir(mine_fd))
+        finally:
+            os.close(mine_fd)
+    return [Change(path=f"{rel}/{name}", op="delete") for name in sorted(theirs - mine)]
+
+
+def _file_change(
+    layer: Layer, root_fd: int, root: str, rel: str, info: os.stat_result, lower: os.stat_result | None, diffs: bool
+) -> Change | None:
+    parts = rel.split("/")
+    up = layer.folder(create=False)
+    assert up is not None
+    try:
+        folder = _open_below(up, tuple(parts[:-1]))
+    finally:
+        os.close(up)
+    if folder is None:
+        return None
+    size = len(os.fsencode(os.readlink(parts[-1], dir_fd=folder))) if stat.S_ISLNK(info.st_mode) else info.st_size
+    try:
+        if lower is None:
+            return Change(
+                path=rel, op="create", bytes=size, diff=_diff(None, folder, parts[-1], info) if diffs else None
+            )
+        parent = parent_handle(root_fd, root, parts, create=False)
+        if parent is None:
+            return Change(path=rel, op="create", bytes=size)
+        with parent:
+            if content_hash(parent.folder, parts[-1]) == content_hash(folder, parts[-1]):
+                return None  # copied up, left as it was
+            diff = _diff((parent.folder, lower), folder, parts[-1], info) if diffs else None
+        return Change(path=rel, op="modify", bytes=size, diff=diff)
+    finally:
+        os.close(folder)
+
+
+def _diff(old: tuple[int, os.stat_result] | None, folder: int, name: str, info: os.stat_result) -> str | None:
+    """A unified diff of a text file's old version (None: it is new) and its layer's, capped."""
+    import difflib
+
+    if not stat.S_ISREG(info.st_mode) or info.st_size > DIFF_MAX_BYTES:
+        return None
+    if old is not None and (not stat.S_ISREG(old[1].st_mode) or old[1].st_size > DIFF_MAX_BYTES):
+        return None
+    texts: list[list[str]] = []
+    for where in ((old[0] if old else None), folder):
+        if where is None:
+            texts.append([])
+            continue
+        try:
+            raw = _read(where, name)
+            texts.append(raw.decode("utf-8").splitlines(keepends=True))
+        except (OSError, UnicodeDecodeError):
+            return None
+    lines = difflib.unified_diff(texts[0], texts[1], "a/" + name if old else "/dev/null", "b/" + name)
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return text if len(text) <= DIFF_MAX_CHARS else text[:DIFF_MAX_CHARS] + "\n[diff cut]\n"
+
+
+def _read(folder: int, name: str) -> bytes:
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _under(rel: str, prefix: str) -> bool:
+    return rel == prefix or rel.startswith(prefix + "/")
+
+
+def _ancestors(rel: str) -> Iterator[str]:
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        yield "/".join(parts[:i])

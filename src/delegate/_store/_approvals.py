@@ -1,0 +1,117 @@
+"""Calls waiting for a person, and the decisions given, in the store (table `approvals`).
+
+A call under an `ask` permission rule is stored (`request`) before anyone is asked; a decision is
+stored (`decide`) before the call acts on it, the first one given winning. The run's `waiting`
+column counts its calls still undecided, so every listing reads the run `waiting` without a join.
+Any process on the same store may decide: the run's own process finds the decision at its next
+heartbeat (see `delegate.run._approvals`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import TypeAdapter
+from pydantic_core import from_json, to_json
+from sqlalchemy.engine import Connection
+
+from .._errors import StoreError, UserError
+from .._permissions import DECISIONS, ApprovalRow, Decision
+from .._time import iso, utc_now
+from ._schema import approvals_table, runs_table
+
+__all__ = ["DECISIONS", "ApprovalRow", "Decision", "decide", "decided", "get", "listed", "request"]
+
+
+_row: TypeAdapter[ApprovalRow] = TypeAdapter(ApprovalRow)
+
+
+def decode(row: sa.RowMapping) -> ApprovalRow:
+    values = dict(row)
+    try:
+        values["arguments"] = from_json(values["arguments"])
+        return _row.validate_python(values)
+    except ValueError as exc:
+        raise StoreError(
+            f"approvals row {values.get('call_id')!r} (run {values.get('run_id')!r}) holds data delegate cannot "
+            f"read ({exc}); it was changed outside delegate or by another version"
+        ) from None
+
+
+def request(conn: Connection, row: ApprovalRow) -> ApprovalRow:
+    """Store a call that waits (`row`), unless it is stored already (a resumed run asks again for
+    the same call): then the stored one, with its decision if one was given."""
+    found = get(conn, row.run_id, row.call_id)
+    if found is not None:
+        return found
+    values: dict[str, Any] = {
+        "run_id": row.run_id,
+        "call_id": row.call_id,
+        "agent_id": row.agent_id,
+        "parent_agent_id": row.parent_agent_id,
+        "subagent_type": row.subagent_type,
+        "description": row.description,
+        "tool": row.tool,
+        "arguments": to_json(row.arguments).decode(),
+        "rule": row.rule,
+        "requested_at": iso(row.requested_at),
+        "decision": row.decision,
+        "reason": row.reason,
+        "decided_at": iso(row.decided_at),
+    }
+    conn.execute(approvals_table.insert().values(values))
+    _count(conn, row.run_id)
+    return row
+
+
+def decide(conn: Connection, run_id: str, call_id: str, decision: Decision, reason: str | None) -> ApprovalRow:
+    """Record the decision of a waiting call; `UserError` when there is no such call or it was
+    decided already (the first decision stands)."""
+    found = get(conn, run_id, call_id)
+    if found is None:
+        raise UserError(f"run {run_id} has no call {call_id!r} waiting for a decision: `delegate runs show` lists them")
+    if found.decision is not None:
+        raise UserError(f"call {call_id} of run {run_id} was decided already ({found.decision}): nothing to do")
+    now = utc_now()
+    table = approvals_table.c
+    update = approvals_table.update().where(table.run_id == run_id, table.call_id == call_id, table.decision.is_(None))
+    conn.execute(update.values(decision=decision, reason=reason, decided_at=iso(now)))
+    _count(conn, run_id)
+    found.decision, found.reason, found.decided_at = decision, reason, now
+    return found
+
+
+def get(conn: Connection, run_id: str, call_id: str) -> ApprovalRow | None:
+    table = approvals_table.c
+    query = sa.select(approvals_table).where(table.run_id == run_id, table.call_id == call_id)
+    row = conn.execute(query).mappings().first()
+    return None if row is None else decode(row)
+
+
+def listed(conn: Connection, run_id: str, *, pending: bool) -> list[ApprovalRow]:
+    table = approvals_table.c
+    query = sa.select(approvals_table).where(table.run_id == run_id).order_by(table.requested_at, table.call_id)
+    if pending:
+        query = query.where(table.decision.is_(None))
+    return [decode(row) for row in conn.execute(query).mappings()]
+
+
+def decided(conn: Connection, run_id: str, call_ids: list[str]) -> list[ApprovalRow]:
+    """The calls of `call_ids` that have a decision."""
+    table = approvals_table.c
+    query = sa.select(approvals_table).where(
+        table.run_id == run_id, table.call_id.in_(call_ids), table.decision.is_not(None)
+    )
+    return [decode(row) for row in conn.execute(query).mappings()]
+
+
+def _count(conn: Connection, run_id: str) -> None:
+    table = approvals_table.c
+    waiting = (
+        sa.select(sa.func.count())
+        .select_from(approvals_table)
+        .where(table.run_id == run_id, table.decision.is_(None))
+        .scalar_subquery()
+    )
+    conn.execute(runs_table.update().where(runs_table.c.id == run_id).values(waiting=waiting))

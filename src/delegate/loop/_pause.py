@@ -1,0 +1,49 @@
+"""Time that does not count against an agent's deadline: a call waiting for a person's decision.
+
+`deadlines_paused()` holds the deadlines of every agent the current code runs under (the run's,
+the subagent's own) while it is entered: none of them can pass meanwhile, and when the last
+pause of a deadline ends it moves on by the time it was held. Pauses of one deadline that overlap
+(two subagents waiting at once) hold it once, for the time from the first start to the last end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Generator
+from dataclasses import dataclass
+
+from ._loop import _DEADLINES  # pyright: ignore[reportPrivateUsage]
+
+
+@dataclass(slots=True)
+class _Held:
+    when: float | None
+    since: float
+    count: int = 0
+
+
+_held: dict[int, _Held] = {}
+"""The deadlines held now, by `id` of their `asyncio.Timeout` (each pause keeps its timeout alive)."""
+
+
+@contextlib.contextmanager
+def deadlines_paused() -> Generator[None]:
+    loop = asyncio.get_running_loop()
+    timeouts = [timeout for timeout, _ in _DEADLINES.get() if not timeout.expired()]
+    for timeout in timeouts:
+        held = _held.get(id(timeout))
+        if held is None:
+            held = _held[id(timeout)] = _Held(timeout.when(), loop.time())
+            timeout.reschedule(None)
+        held.count += 1
+    try:
+        yield
+    finally:
+        for timeout in timeouts:
+            held = _held[id(timeout)]
+            held.count -= 1
+            if held.count == 0:
+                del _held[id(timeout)]
+                if held.when is not None:
+                    timeout.reschedule(held.when + (loop.time() - held.since))

@@ -1,0 +1,212 @@
+"""A run's approver: calls under an `ask` rule wait, durably, until a person decides.
+
+A call that asks is stored first (`Store.request_approval`), then announced (`approval.requested`),
+and its agent's turn waits at that call; the run reads `waiting` meanwhile. A decision comes from:
+
+- any process on the same store (`delegate runs approve`, the HTTP API of a server): it is stored
+  there, and this process finds it at its next heartbeat, on the recorder's writer thread, the
+  path a cancellation from another process takes (`Recorder.beats`);
+- this process (the terminal's inline question, a server's own run): `RunApprovals.deliver`,
+  after it is stored.
+
+The decision is stored before the call acts on it. A run whose process died reads `interrupted`;
+a decision given meanwhile is kept, and the resumed run finds it when the call asks again (the
+model's answers replayed, so it is the same call): nobody is asked twice. The time a call waits
+does not count against the run's deadline (`deadlines_paused`); `RunLimits.approval_timeout`
+denies it with "no decision within S s".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import UserError
+from .._events import Event
+from .._permissions import ApprovalRow, Permissions, read_settings
+from .._time import utc_now
+from ..loop import EVENT_VALUE_LIMIT, deadlines_paused
+from ..tools import Approval, ApprovalRequest, ToolContext
+
+if TYPE_CHECKING:
+    from .._store import Store
+    from ..loop import Journal
+    from ..subagents import SubagentRunner
+    from ._recorder import Recorder
+
+NEVER_WAIT = "batch items never wait for a person (allow the call in the batch's rules: --allow RULE)"
+"""Why a batch item's call under an `ask` rule is refused."""
+ALWAYS = "always"
+"""The reason recorded for a call approved by an earlier "always for this rule in this run"."""
+
+
+class RunApprovals:
+    """The `Approver` of one run (see the module's docstring)."""
+
+    def __init__(self, recorder: Recorder, timeout: float | None) -> None:
+        self.recorder = recorder
+        self.timeout = timeout
+        self.runner: SubagentRunner | None = None
+        """The run's subagents (set once built): a request names the type and description of its agent."""
+        self.waiting: dict[str, asyncio.Future[Approval]] = {}
+        """The calls waiting now, by call id."""
+        self.always: set[str] = set()
+        """Rules a person approved for the rest of the run."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def attach(self, runner: SubagentRunner, journal_for: Callable[[str], Journal] | None) -> RunApprovals:
+        """Serve the run of `runner` (its requests name their subagent's type), looking for
+        decisions at each heartbeat; `journal_for` keeps its subagents' answers (when they may
+        wait), so that a resumed run asks their models nothing again."""
+        self.runner = runner
+        self.recorder.beats.append(on_beat(self))
+        if journal_for is not None:
+            runner.journal_for = journal_for
+        return self
+
+    async def decide(self, ctx: ToolContext, request: ApprovalRequest) -> Approval:
+        self._loop = asyncio.get_running_loop()
+        row = self._row(ctx, request)
+        store = self.recorder.store
+        if request.rule is not None and request.rule in self.always:
+            row.decision, row.reason, row.decided_at = "approve", ALWAYS, utc_now()
+        if store is not None:
+            row = await asyncio.to_thread(store.request_approval, row)
+        if row.decision is not None:  # decided before (a resumed run, or "always"): nobody is asked again
+            self._decided(ctx, row)
+            return Approval(row.decision == "approve", row.reason or "")
+        future = self._loop.create_future()
+        self.waiting[row.call_id] = future
+        self._event(ctx, "approval.requested", row.to_dict() | {"arguments": _capped(row.arguments)})
+        try:
+            with deadlines_paused():
+                approval = await asyncio.wait_for(asyncio.shield(future), self.timeout)
+        except TimeoutError:
+            approval = await self._time_out(row)
+        finally:
+            self.waiting.pop(row.call_id, None)
+        row.decision, row.reason = ("approve" if approval.approved else "deny"), approval.reason
+        self._decided(ctx, row)
+        return approval
+
+    async def _time_out(self, row: ApprovalRow) -> Approval:
+        """Deny a call nobody decided in time (a decision that came meanwhile stands)."""
+        reason = f"no decision within {self.timeout:g} s"
+        store = self.recorder.store
+        if store is None:
+            return Approval(False, reason)
+        try:
+            stored = await asyncio.to_thread(store.decide_approval, row.run_id, row.call_id, "deny", reason)
+        except UserError:  # decided meanwhile: that decision stands
+            found = await asyncio.to_thread(store.approval_decisions, row.run_id, [row.call_id])
+            stored = found[0] if found else row
+        return Approval(stored.decision == "approve", stored.reason or reason)
+
+    def deliver(self, call_id: str, approval: Approval, *, always: str | None = None) -> bool:
+        """Give a waiting call its decision (already stored); on the event loop. `always` approves
+        that rule's calls for the rest of the run. False if no such call waits here."""
+        if always is not None and approval.approved:
+            self.always.add(always)
+        future = self.waiting.get(call_id)
+        if future is None or future.done():
+            return False
+        future.set_result(approval)
+        return True
+
+    def poll(self) -> None:
+        """Look for decisions given elsewhere (on the recorder's writer thread, at each beat)."""
+        store, loop = self.recorder.store, self._loop
+        ids = list(self.waiting)
+        if store is None or loop is None or not ids:
+            return
+        for row in store.approval_decisions(self.recorder.run_id, ids):
+            approval = Approval(row.decision == "approve", row.reason or "")
+            loop.call_soon_threadsafe(functools.partial(self.deliver, row.call_id, approval))
+
+    def _row(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalRow:
+        live = self.runner.live.get(ctx.agent_id) if self.runner is not None else None
+        record = live[0] if live is not None else None
+        return ApprovalRow(
+            run_id=ctx.run_id,
+            call_id=request.call_id,
+            agent_id=ctx.agent_id,
+            parent_agent_id=ctx.parent_agent_id,
+            subagent_type=record.type if record is not None else None,
+            description=record.description if record is not None else None,
+            tool=request.tool,
+            arguments=request.arguments,
+            rule=request.rule,
+            requested_at=utc_now(),
+        )
+
+    def _decided(self, ctx: ToolContext, row: ApprovalRow) -> None:
+        data = {"call_id": row.call_id, "tool": row.tool, "decision": row.decision, "reason": row.reason}
+        self._event(ctx, "approval.decided", data)
+
+    def _event(self, ctx: ToolContext, type: str, data: dict[str, Any]) -> None:
+        self.recorder.emit(
+            Event(
+                type=type,  # type: ignore[arg-type]
+                run_id=ctx.run_id,
+                agent_id=ctx.agent_id,
+                parent_agent_id=ctx.parent_agent_id,
+                tool_call_id=ctx.tool_call_id,
+                data=data,
+            )
+        )
+
+
+def _capped(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Arguments as an event keeps them: a long text cut (the store keeps the whole call)."""
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        out[key] = value[:EVENT_VALUE_LIMIT] if isinstance(value, str) else value
+    return out
+
+
+async def decide_call(
+    store: Store | None,
+    live: RunApprovals | None,
+    run_id: str,
+    call_id: str,
+    approve: bool,
+    reason: str,
+    always: bool,
+    user_id: str | None,
+) -> ApprovalRow:
+    """Store a person's decision on a waiting call, then give it to the call at once when its run
+    goes on here (`live`); `always` approves that rule's calls for the rest of the run. What
+    `Runtime.decide` does."""
+    if store is None:
+        raise UserError("deciding a call needs the store of its run (store=False keeps nothing)")
+    decision = "approve" if approve else "deny"
+    row = await asyncio.to_thread(
+        functools.partial(store.decide_approval, run_id, call_id, decision, reason or None, user_id)
+    )
+    if live is not None:
+        live.deliver(call_id, Approval(approve, reason), always=row.rule if always else None)
+    return row
+
+
+def on_beat(approvals: RunApprovals) -> Callable[[], None]:
+    """The recorder's beat hook of `approvals`: errors of one poll are left for the next."""
+
+    def beat() -> None:
+        with contextlib.suppress(Exception):
+            approvals.poll()
+
+    return beat
+
+
+def load_permissions(given: Permissions | None, folder: Path) -> tuple[Permissions, list[dict[str, Any]]]:
+    """`given` merged with the rules of the settings files of `folder` (the operator's), and those
+    files' command hooks; only `given` when it says not to read them."""
+    given = given or Permissions()
+    if not given.settings_files:
+        return given, []
+    found, hooks = read_settings(folder)
+    return given.merged(found), hooks
