@@ -8,7 +8,8 @@ from typing import Any
 
 from delegate import Store
 from delegate._permissions import ApprovalRow
-from delegate.testing import is_lead
+from delegate.models import ModelRequest, ModelResponse
+from delegate.testing import call, is_lead, reply
 from tests.durable_support import wait_for
 from tests.loopback_openai import Reply
 
@@ -53,3 +54,15 @@ def waiting_calls(store: Store, count: int = 1) -> list[ApprovalRow]:
         return pending if len(pending) >= count else []
 
     return wait_for(found, what=f"{count} call(s) waiting for a decision")
+
+
+def write_notes(request: ModelRequest) -> ModelResponse:
+    """`Writers("notes.md")` as a fake model's function (for `FunctionModel`)."""
+    last = request.messages[-1]
+    if is_lead(request):
+        if len(request.messages) == 1:
+            return call("task", subagent_type="general-purpose", description="write notes", prompt="write notes.md")
+        return reply(f"Done. {last.tool_results[0].content}")
+    if last.role == "user":
+        return call("write_file", path="notes.md", content="notes for notes.md\n")
+    return call("complete", summary=f"write said: {last.tool_results[0].content}")

@@ -1,5 +1,5 @@
-"""What a run was started with besides its prompt and model (its uploaded files, its run-wide
-budgets) it keeps when it is resumed after its process died."""
+"""What a run was started with besides its prompt and model (its uploaded files, its limits) it
+keeps when it is resumed after its process died."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from delegate import RunResult, Runtime, Store
+import pytest
+import sqlalchemy as sa
+
+from delegate import RunLimits, RunResult, Runtime, Store
 from delegate._store import RunRow
 from delegate.models import ModelProfile, ModelRequest, ModelResponse, Pricing
 from delegate.testing import FunctionModel, call, reply, respond
@@ -31,7 +34,7 @@ async def answer(request):
 priced = ModelProfile(pricing=Pricing(provider="openai"))  # its answers cost OpenAI's prices
 model = FunctionModel(answer, name="openai:gpt-4.1-mini", profile=priced)
 runtime = Runtime(model=model, workspace=sys.argv[1], store=sys.argv[2])
-limits = RunLimits(**json.loads(sys.argv[4]))
+limits = RunLimits(**{"max_subagents": 7, **json.loads(sys.argv[4])})
 runtime.run_sync("look at my uploads", uploaded_files=json.loads(sys.argv[3]), limits=limits)
 """
 
@@ -67,10 +70,10 @@ def _killed_after_its_first_turn(store_url: str, workspace: Path, uploads: str, 
     return run
 
 
-def _resumed(store_url: str, workspace: Path, run_id: str) -> RunResult:
+def _resumed(store_url: str, workspace: Path, run_id: str, limits: RunLimits | None = None) -> RunResult:
     async def resume() -> RunResult:
         async with Runtime(model=FunctionModel(lists_the_uploads), workspace=workspace, store=store_url) as runtime:
-            return await runtime.resume(run_id)
+            return await runtime.resume(run_id, limits=limits)
 
     return asyncio.run(resume())
 
@@ -97,7 +100,7 @@ def test_a_resumed_run_keeps_the_request_budget_it_was_started_with(store_url: s
     """Started with `max_requests=2` (as `POST /runs` does), it made one request before it was
     killed; resumed by a runtime with no budget of its own, it may make one more, not three."""
     run = _killed_after_its_first_turn(store_url, tmp_path, json.dumps(UPLOADS), limits='{"max_requests": 2}')
-    assert (run.token_budget, run.max_requests) == (None, 2)
+    assert run.limits == RunLimits(max_requests=2, max_subagents=7).to_dict()
     result = _resumed(store_url, tmp_path, run.id)
     assert (result.status, result.stop_reason) == ("aborted", "run_max_requests")
     assert result.final == ""
@@ -107,7 +110,7 @@ def test_a_resumed_run_keeps_the_cost_budget_it_was_started_with(store_url: str,
     """Started with a cost budget of $0.25; resumed by a runtime with no budget of its own, it
     still holds it: an answer of a million input tokens ($0.40) spends it, and no request follows."""
     run = _killed_after_its_first_turn(store_url, tmp_path, "[]", limits='{"cost_budget": 0.25}')
-    assert run.cost_budget == 0.25
+    assert run.limits is not None and run.limits["cost_budget"] == 0.25
 
     def costly(request: ModelRequest) -> ModelResponse:
         return respond([("list_uploaded_files", {})], input_tokens=1_000_000)
@@ -122,3 +125,31 @@ def test_a_resumed_run_keeps_the_cost_budget_it_was_started_with(store_url: str,
     result = asyncio.run(resume())
     assert (result.status, result.stop_reason) == ("aborted", "run_cost_budget")
     assert result.usage.cost_usd is not None and result.usage.cost_usd > 0.25
+
+
+def test_a_resume_given_limits_runs_under_them_instead(store_url: str, tmp_path: Path) -> None:
+    run = _killed_after_its_first_turn(store_url, tmp_path, json.dumps(UPLOADS), limits='{"max_requests": 2}')
+    result = _resumed(store_url, tmp_path, run.id, limits=RunLimits(max_requests=5))
+    assert (result.status, result.usage.requests) == ("completed", 3)
+
+
+def test_a_run_stored_before_its_limits_were_kept_resumes_under_the_budgets_it_had(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration core.0015 fills the limits of the runs stored before it from the two budgets
+    they kept; a run with neither keeps none, and resumes under the runtime's."""
+    from delegate._store import _schema, _store
+
+    before = tuple(m for m in _schema.CORE_MIGRATIONS if m.name != "core.0015_run_limits")
+    monkeypatch.setattr(_store, "CORE_MIGRATIONS", before)
+    columns = ("id", "prompt", "model", "status", "usage", "created_at", "token_budget", "max_requests")
+    runs = sa.table("runs", *map(sa.column, columns))
+    with Store.open(store_url) as store, store.write() as conn:  # as a version before 0015 stored them
+        for run_id, tokens, requests in (("old_a", 500, None), ("old_b", None, 3), ("old_c", None, None)):
+            row = (run_id, "p", "m", "completed", "{}", "2026-12-01T00:00:00+00:00", tokens, requests)
+            conn.execute(runs.insert().values(dict(zip(columns, row, strict=True))))
+    monkeypatch.undo()
+    with Store.open(store_url) as store:
+        stored = [store.get_run(run_id) for run_id in ("old_a", "old_b", "old_c")]
+    assert [run.limits for run in stored if run is not None] == [{"token_budget": 500}, {"max_requests": 3}, None]
+    assert RunLimits(timeout=60, token_budget=9).over({"token_budget": 500}) == RunLimits(timeout=60, token_budget=500)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from os import PathLike
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._errors import UserError
 
@@ -93,6 +93,16 @@ class RunLimits:
     max_subagents: int | None = 100
     layers_kept: float = 86_400.0
     approval_timeout: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every limit by name: what the store keeps with a run, so its resume runs under them."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def over(self, given: Mapping[str, Any]) -> RunLimits:
+        """These limits with those `given` names in their place (a stored run's `to_dict`; a name
+        this version does not know is passed over). `UserError` if a value is not a limit."""
+        known = {f.name for f in fields(self)}
+        return replace(self, **{name: value for name, value in given.items() if name in known})
 
     def __post_init__(self) -> None:
         if isinstance(self.layers_kept, bool) or not self.layers_kept >= 0:

@@ -47,6 +47,8 @@ LAYERS = ".delegate/layers"
 """Where layers live in a workspace: `<run>/<agent>/` below it, hidden from agents."""
 OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
 """The extended attributes overlayfs marks an opaque folder with (`userxattr` mounts: the first)."""
+TRASH = ".trash"
+"""Where removed layers go before they are emptied (in `LAYERS`)."""
 LAYERS_KEPT = 86_400.0
 """Seconds a kept layer (a conflict's, a failed subagent's) stays before it is swept."""
 
@@ -121,6 +123,11 @@ class Layer:
     seen: dict[str, str | None] = field(default_factory=dict[str, "str | None"])
     refused: list[str] = field(default_factory=list[str])
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _upper: int | None = field(default=None, repr=False)
+    opaque: bool | None = None
+    """Whether a folder of the layer is opaque: False for a layer this process made and only its
+    file tools wrote (they make one only where the subagent deleted a folder), None when unknown
+    (a command ran: `after_command` looks again)."""
 
     @property
     def rel(self) -> str:
@@ -145,6 +152,8 @@ class Layer:
     def folder(self, *, create: bool, sub: str = "upper") -> int | None:
         """A handle (`O_PATH`) on the layer's `sub` folder, opened from a handle on the workspace
         root one component at a time, none a symlink; made when `create`, else None if missing."""
+        if sub == "upper" and self._upper is not None:
+            return os.dup(self._upper)
         fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         for name in [*self.rel.split("/"), sub]:
             try:
@@ -160,7 +169,15 @@ class Layer:
                 raise WorkspaceError(f"the subagent's layer {self.rel} cannot be opened: {exc.strerror}") from None
             os.close(fd)
             fd = step
+        if sub == "upper":  # kept: the layer's own folder, opened once (a handle, never a name)
+            self._upper = os.dup(fd)
         return fd
+
+    def close(self) -> None:
+        """Let go of the handle on `upper` the layer keeps."""
+        if self._upper is not None:
+            os.close(self._upper)
+            self._upper = None
 
     def prepare(self) -> None:
         """Make the layer's folders (`upper`, `work`, `tmp`) and its description (`layer.json`)."""
@@ -199,13 +216,41 @@ class Layer:
         return True
 
     def remove(self) -> None:
-        """Remove the layer's folder (its run's folder too, once empty)."""
-        remove_tree(self.root, self.rel)
-        with suppress(OSError):
-            os.rmdir(self.path.parent)
+        """Remove the layer: its folder is renamed into `.delegate/layers/.trash/` at once (it is
+        gone from where it was in one step), and emptied there by a thread of its own; what a
+        killed process leaves in the trash, `empty_trash` removes."""
+        self.close()
+        trash = f"{LAYERS}/{TRASH}/{secrets.token_hex(8)}"
+        try:
+            fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            for name in LAYERS.split("/"):
+                step = os.open(name, _PATH_DIR, dir_fd=fd)
+                os.close(fd)
+                fd = step
+            with suppress(FileExistsError):
+                os.mkdir(TRASH, 0o700, dir_fd=fd)
+            run, agent = self.rel.split("/")[-2:]
+            run_fd = os.open(run, _PATH_DIR, dir_fd=fd)
+            bin_fd = os.open(TRASH, _PATH_DIR, dir_fd=fd)
+            try:
+                os.rename(agent, trash.rsplit("/", 1)[1], src_dir_fd=run_fd, dst_dir_fd=bin_fd)
+            finally:
+                os.close(run_fd)
+                os.close(bin_fd)
+            with suppress(OSError):
+                os.rmdir(run, dir_fd=fd)
+        except FileNotFoundError:
+            return
+        finally:
+            os.close(fd)
+        threading.Thread(target=remove_tree, args=(self.root, trash), name="delegate-layer-trash", daemon=True).start()
 
     def clear(self) -> None:
         """Empty `upper`: what the subagent wrote is dropped (a read-only type's refused writes)."""
+        self.close()
         remove_tree(self.root, f"{self.rel}/upper")
         fd = self.folder(create=True)
         if fd is not None:
@@ -286,7 +331,7 @@ class Layer:
                 info = _lstat(fd, name)
                 last = i == len(parts) - 1
                 if info is None:
-                    state = "deleted" if opaque or is_opaque(fd) else "absent"
+                    state = "deleted" if opaque or self._opaque(fd) else "absent"
                     return state, None
                 if is_whiteout(info):
                     if last:
@@ -301,11 +346,15 @@ class Layer:
                 step = os.open(name, _PATH_DIR, dir_fd=fd)
                 os.close(fd)
                 fd = step
-                opaque = opaque or is_opaque(fd)
+                opaque = opaque or self._opaque(fd)
             return "absent", None
         finally:
             if fd >= 0:
                 os.close(fd)
+
+    def _opaque(self, fd: int) -> bool:
+        """`is_opaque`, skipped while the layer is known to have no opaque folder."""
+        return self.opaque is not False and is_opaque(fd)
 
     def _hidden_below(self, up: int, parts: tuple[str, ...]) -> bool:
         """Whether a folder of the layer above `parts` is opaque (the workspace's below it is gone)."""
@@ -326,6 +375,7 @@ class Layer:
                     os.mkdir(name, 0o755, dir_fd=fd)
                     step = os.open(name, _PATH_DIR, dir_fd=fd)
                     os.setxattr(f"/proc/self/fd/{step}", OPAQUE[0], b"y")
+                    self.opaque = True
                 else:
                     if info is None:
                         with suppress(FileExistsError):

@@ -64,11 +64,9 @@ class RunRow:
     uploaded_files: list[dict[str, Any]] | None = None
     """The files uploaded earlier in the conversation the run was started with (None: it offers no
     `list_uploaded_files`), given back to it when it resumes."""
-    token_budget: int | None = None
-    """The run-wide budgets given for this run (`Runtime.run`, `POST /runs`; None: the runtime's),
-    kept for its resume."""
-    max_requests: int | None = None
-    cost_budget: float | None = None
+    limits: dict[str, Any] | None = None
+    """The limits the run was started with (`RunLimits.to_dict`), kept for its resume (None: a run
+    stored before they were kept, with no budget of its own)."""
     warnings: list[str] = field(default_factory=list[str])
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
@@ -237,6 +235,7 @@ def run_values(run: RunRow) -> dict[str, Any]:
     values["uploaded_files"] = None if run.uploaded_files is None else json_text(run.uploaded_files)
     values["warnings"] = json_text([safe_text(w) for w in run.warnings]) if run.warnings else None
     values["result"] = None if run.result is None else json_text(run.result)
+    values["limits"] = None if run.limits is None else json_text(run.limits)
     return values
 
 
@@ -306,7 +305,7 @@ def decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRo
     """A stored run; one stored `running` whose owner is gone reads `interrupted` (`seen`: what
     was found of each owner so far in this listing, see `owner_alive`)."""
     values = {**row, "warnings": row["warnings"] or "[]"}
-    optional = tuple(c for c in ("uploaded_files", "result") if row[c] is not None)
+    optional = tuple(c for c in ("uploaded_files", "result", "limits") if row[c] is not None)
     json_columns = ("usage", "warnings", *optional)
     run = _decode(_run_row, values, "runs", json_columns)
     run.status = live_status(run, utc_now(), seen)

@@ -217,6 +217,14 @@ def _thread_columns() -> list[sa.Column[Any]]:
     return [sa.Column("thread_id", sa.Text), sa.Column("previous_run_id", sa.Text)]
 
 
+def _limits_column() -> sa.Column[Any]:
+    """The column migration core.0015 adds to `runs`: every limit the run was started with
+    (`RunLimits.to_dict`, JSON), so its resume runs under them all. It fills the column of each
+    run stored before from the two budgets 0005 kept (`token_budget`, `max_requests`), which no
+    run writes since."""
+    return sa.Column("limits", sa.Text)
+
+
 def _event_pack_column() -> sa.Column[Any]:
     """The column migration core.0006 adds to `events`: how many events the row holds. A row of
     one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
@@ -291,12 +299,6 @@ def _approvals_table(metadata: sa.MetaData) -> sa.Table:
     )
 
 
-def _cost_column() -> sa.Column[Any]:
-    """The column migration core.0013 adds to `runs`: the run's cost budget in US dollars (NULL:
-    none), kept for its resume like `token_budget`."""
-    return sa.Column("cost_budget", sa.Double)
-
-
 _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
 for _column in [
@@ -305,8 +307,8 @@ for _column in [
     _warnings_column(),
     _result_column(),
     *_thread_columns(),
+    _limits_column(),
     _waiting_column(),
-    _cost_column(),
 ]:
     runs_table.append_column(_column)
 sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
@@ -409,6 +411,19 @@ def _m0011_threads(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX runs_by_thread ON runs (thread_id, created_at)")
 
 
+def _m0015_run_limits(conn: Connection) -> None:
+    column = _limits_column()
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+    runs = sa.table("runs", sa.column("id"), sa.column("token_budget"), sa.column("max_requests"), sa.column("limits"))
+    budgeted = sa.or_(runs.c.token_budget.is_not(None), runs.c.max_requests.is_not(None))
+    for run_id, tokens, requests in conn.execute(
+        sa.select(runs.c.id, runs.c.token_budget, runs.c.max_requests).where(budgeted)
+    ).all():
+        given = {"token_budget": tokens, "max_requests": requests}
+        limits = json.dumps({k: v for k, v in given.items() if v is not None})
+        conn.execute(runs.update().where(runs.c.id == run_id).values(limits=limits))
+
+
 def _m0012_isolation(conn: Connection) -> None:
     for column in _isolation_columns():
         conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
@@ -425,11 +440,9 @@ def _m0009_approvals(conn: Connection) -> None:
 
 
 def _m0013_cost(conn: Connection) -> None:
-    """Runs keep their cost budget; a usage stored before costs were kept (no `cost_usd`) reads an
-    unknown cost (null) when it made a request, not a cost of nothing: the runs', the subagents'
-    and the lead's recorded answers'."""
-    column = _cost_column()
-    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+    """A usage stored before costs were kept (no `cost_usd`) reads an unknown cost (null) when it
+    made a request, not a cost of nothing: the runs', the subagents' and the lead's recorded
+    answers'. (A run's cost budget is kept with its other limits, `runs.limits`.)"""
     for table in ("runs", "subagents"):
         rows = sa.table(table, sa.column("id"), sa.column("usage"))
         for row_id, text in conn.execute(sa.select(rows.c.id, rows.c.usage)).all():
@@ -457,6 +470,7 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0007_run_warnings", _m0007_run_warnings),
     Migration("core.0008_finish_reason", _m0008_finish_reason),
     Migration("core.0014_lead_result", _m0014_lead_result),
+    Migration("core.0015_run_limits", _m0015_run_limits),
     Migration("core.0011_threads", _m0011_threads),
     Migration("core.0012_isolation", _m0012_isolation),
     Migration("core.0009_approvals", _m0009_approvals),

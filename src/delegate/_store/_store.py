@@ -302,15 +302,13 @@ class Store:
         run_id: str | None = None,
         owner: str | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
-        token_budget: int | None = None,
-        max_requests: int | None = None,
-        cost_budget: float | None = None,
+        limits: dict[str, Any] | None = None,
         warnings: Sequence[str] = (),
         previous_run_id: str | None = None,
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
         process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
-        `uploaded_files` and the run-wide budgets are kept for the run's resume; `warnings` are
+        `uploaded_files` and `limits` (its `RunLimits.to_dict`) are kept for the run's resume; `warnings` are
         what was wrong as it started (`RunRow.warnings`).
 
         With `previous_run_id` the run continues that run (of `user_id`), in its thread: `UserError`
@@ -330,9 +328,7 @@ class Store:
             owner=owner,
             heartbeat_at=now,
             uploaded_files=uploaded_files,
-            token_budget=token_budget,
-            max_requests=max_requests,
-            cost_budget=cost_budget,
+            limits=limits,
             warnings=list(warnings),
             thread_id=new_id,
             previous_run_id=previous_run_id,

@@ -8,6 +8,7 @@ at its next heartbeat (the way `delegate runs cancel` reaches it), or at once wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
     from .._events import Event
     from ..run import Runtime
+
+
+QUESTION = "[a]pprove, [d]eny, a[l]ways for this rule? "
 
 
 def register(runs_app: typer.Typer) -> None:
@@ -61,23 +65,35 @@ def runs_approve(
 def ask_inline(runtime: Runtime) -> Callable[[Console, Event], Awaitable[None]]:
     """The question `delegate run` puts on its terminal for each call that waits: approve, deny
     (with a reason), or approve always for that rule in this run."""
+    from rich.text import Text
+
     from .._errors import UserError
+
+    always: set[str] = set()
+    """Rules the person approved for the rest of the run: their calls are not asked about again."""
 
     async def ask(console: Console, event: Event) -> None:
         data = event.data
+        rule = data.get("rule")
+        if rule is not None and rule in always:
+            with contextlib.suppress(UserError):  # decided already, by the runtime itself
+                await runtime.decide(event.run_id, str(data["call_id"]), approve=True, reason="always", always=True)
+            return
         who = event.agent_id if not data.get("subagent_type") else f"{event.agent_id} ({data['subagent_type']})"
-        console.print(f"[bold magenta]{who} asks to call {data['tool']}[/] (rule {data.get('rule')}):")
+        console.print(Text(f"{who} asks to call {data['tool']} (rule {rule}):", style="bold magenta"))
         console.print(json.dumps(data.get("arguments", {}), ensure_ascii=False, indent=2)[:2000], markup=False)
         while True:
-            answer = (await asyncio.to_thread(console.input, "[a]pprove, [d]eny, a[l]ways for this rule? ")).strip()
+            answer = (await asyncio.to_thread(console.input, Text(QUESTION))).strip()
             if answer[:1].lower() in ("a", "d", "l"):
                 break
-        approve, always = answer[:1].lower() != "d", answer[:1].lower() == "l"
+        approve, for_rule = answer[:1].lower() != "d", answer[:1].lower() == "l"
+        if for_rule and rule is not None:
+            always.add(rule)
         reason = ""
         if not approve:
-            reason = (await asyncio.to_thread(console.input, "reason (given to the agent): ")).strip()
+            reason = (await asyncio.to_thread(console.input, Text("reason (given to the agent): "))).strip()
         try:
-            await runtime.decide(event.run_id, str(data["call_id"]), approve=approve, reason=reason, always=always)
+            await runtime.decide(event.run_id, str(data["call_id"]), approve=approve, reason=reason, always=for_rule)
         except UserError as exc:
             console.print(f"note: {exc}", markup=False)
 

@@ -9,6 +9,7 @@ Heavy imports (the runtime, provider SDKs) happen inside the commands, so `--hel
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -38,9 +39,10 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from .._config import RunLimits
     from .._events import EventSink
     from .._store import Store
-    from ..run import RunResult
+    from ..run import RunResult, Runtime
 
 app = typer.Typer(
     name="delegate",
@@ -214,8 +216,11 @@ def run(
     async def go(sinks: list[EventSink]) -> RunResult:
         finished = False
         try:
-            if resume is not None:
-                result = await runtime.resume(resume, sinks=sinks)
+            if resume is not None:  # under the limits it was started with, but for those given here
+                given = {"timeout": timeout, "token_budget": token_budget, "max_requests": max_requests}
+                given["cost_budget"] = cost_budget
+                given = {name: value for name, value in given.items() if value is not None}
+                result = await runtime.resume(resume, sinks=sinks, limits=await resumed_limits(runtime, resume, given))
             else:
                 assert prompt is not None
                 result = await runtime.run(prompt, sinks=sinks, continue_from=continue_from)
@@ -249,6 +254,15 @@ def _stdin_prompt(prompt: str | None, resume: str | None) -> str | None:
             fail("the prompt read from stdin is empty: pipe in what the agent should do, or give a PROMPT")
         return text
     return prompt
+
+
+async def resumed_limits(runtime: Runtime, run_id: str, given: dict[str, Any]) -> RunLimits | None:
+    """The limits `run_id` was started with, with those `given` on the command line in their place
+    (None when none are given: the run's own)."""
+    if not given or runtime.store is None:
+        return None
+    run = await asyncio.to_thread(runtime.store.get_run, run_id)
+    return None if run is None else runtime.limits.over(run.limits or {}).over(given)
 
 
 def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[dict[str, Any]]) -> None:

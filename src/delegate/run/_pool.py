@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
 
 from .._agents import Lead, Subagent
-from .._config import RunLimits
 from .._errors import UserError
 from ..tools import BUILTIN_TOOLS, Tool, builtin_tools
 
-__all__ = ["inside", "lead_tool_names", "local_timezone", "tool_pool", "with_budgets"]
+__all__ = ["inside", "lead_tool_names", "local_timezone", "tool_pool"]
 
 
 def tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool) -> dict[str, Tool]:
@@ -39,18 +37,6 @@ def lead_tool_names(lead: Lead, pool: Mapping[str, Tool]) -> list[str]:
     if names is None:
         return [n for n in pool if n in BUILTIN_TOOLS]
     return [n for n in dict.fromkeys(names) if n in pool]
-
-
-def with_budgets(
-    limits: RunLimits, token_budget: int | None, max_requests: int | None, cost_budget: float | None = None
-) -> RunLimits:
-    """`limits` with the budgets a run or batch item was given (None keeps the limit's own)."""
-    return replace(
-        limits,
-        token_budget=limits.token_budget if token_budget is None else token_budget,
-        max_requests=limits.max_requests if max_requests is None else max_requests,
-        cost_budget=limits.cost_budget if cost_budget is None else cost_budget,
-    )
 
 
 def inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:

@@ -50,15 +50,15 @@ from ..tools import (
     uploads_state,
 )
 from ._approvals import NEVER_WAIT, RunApprovals, decide_call, load_permissions
-from ._pool import inside, lead_tool_names, local_timezone, tool_pool, with_budgets
+from ._pool import inside, lead_tool_names, local_timezone, tool_pool
 from ._recorder import Recorder, StoredJournal
-from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result, stored_result
+from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._settings import open_store
-from ._threads import Thread, conversation_of, keep_conversation, thread_uploads
+from ._threads import Thread, continued, history_of, keep_conversation, open_thread, thread_uploads
 
 if TYPE_CHECKING:
     from .._permissions import ApprovalRow
-    from .._store import Checkpoint, RunRow, Store
+    from .._store import Checkpoint, Store
     from ..batch import Batches
 
 
@@ -311,7 +311,7 @@ class Runtime:
         uploaded_files = uploads_state(uploaded_files)
         history: list[Message] = []
         if continue_from is not None:
-            previous, history = await asyncio.to_thread(self._previous, continue_from)
+            previous, history = await asyncio.to_thread(continued, self, continue_from)
             uploaded_files = thread_uploads(previous.uploaded_files, uploaded_files)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
@@ -330,9 +330,7 @@ class Runtime:
                         workspace=str(self.workspace.root),
                         owner=recorder.owner,
                         uploaded_files=uploaded_files,
-                        token_budget=limits.token_budget,
-                        max_requests=limits.max_requests,
-                        cost_budget=limits.cost_budget,
+                        limits=limits.to_dict(),
                         warnings=warnings,
                         previous_run_id=continue_from,
                     )
@@ -347,51 +345,24 @@ class Runtime:
     def thread(self, continue_from: str | None = None) -> Thread:
         """A conversation (see `Thread`): a new one, or the thread of the stored run
         `continue_from`, whose next `send` continues that run."""
-        if continue_from is None:
-            return Thread(self)
-        store = self._thread_store()
-        run = store.get_run(continue_from, self.user_id)
-        if run is None:
-            raise UserError(f"no run {continue_from!r} to continue: list the runs with `delegate runs list`")
-        rows = store.thread_runs(run.thread_id or run.id, self.user_id)
-        upto = [r for r in rows if r.created_at <= run.created_at]
-        return Thread(self, [r for r in (stored_result(store, r.id) for r in upto) if r is not None])
-
-    def _thread_store(self) -> Store:
-        store = self.store
-        if store is None:
-            raise UserError("a thread needs the store its runs are kept in (store=False keeps nothing)")
-        return store
-
-    def _previous(self, run_id: str) -> tuple[RunRow, list[Message]]:
-        """The run a new run continues, and the conversation it starts from; `UserError` if that
-        run cannot be continued (the store says it again, in the transaction that records the run)."""
-        from .._store import why_not_continuable
-
-        store = self._thread_store()
-        run = store.get_run(run_id, self.user_id)
-        if run is None:
-            raise UserError(f"no run {run_id!r} to continue: list the runs with `delegate runs list`")
-        why = why_not_continuable(run)
-        if why is not None:
-            raise UserError(why)
-        here = str(self.workspace.root)
-        if run.workspace is not None and run.workspace != here:
-            raise UserError(
-                f"run {run_id} worked in {run.workspace}, not {here}: continue it there (--workspace {run.workspace})"
-            )
-        return run, conversation_of(store, run)
+        return open_thread(self, continue_from)
 
     async def resume(
-        self, run_id: str, *, sinks: Iterable[EventSink] = (), model: str | Model | None = None
+        self,
+        run_id: str,
+        *,
+        sinks: Iterable[EventSink] = (),
+        model: str | Model | None = None,
+        limits: RunLimits | None = None,
     ) -> RunResult:
         """Continue an interrupted run (its process died) from its checkpoints.
 
         The lead's answers and tool results recorded before are replayed, not asked or run again;
         subagents that finished are reused, the others start afresh; usage counts each answer
         once. The model is `model`, else this runtime's, else the one the run was started with; the
-        uploaded files and the run-wide budgets are the ones it was started with (a budget it
-        had none of is this runtime's limit).
+        uploaded files and the limits (`RunLimits`: time, budgets, subagents) are the ones it was
+        started with (a run stored before its limits were kept: its budgets, over this runtime's),
+        unless `limits` gives others (`runtime.limits.over(stored.limits).over({...})` changes some).
         Raises `UserError` if the run is unknown, still running, or ended.
         """
         store = self.store
@@ -409,18 +380,12 @@ class Runtime:
             )
             return await asyncio.to_thread(store.checkpoints, run_id)
 
-        limits = with_budgets(self.limits, run.token_budget, run.max_requests, run.cost_budget)
+        limits = limits or self.limits.over(run.limits or {})
         previous = run.previous_run_id
-        history = await asyncio.to_thread(self._history, store, previous) if previous is not None else []
+        history = await asyncio.to_thread(history_of, store, previous) if previous is not None else []
         result = await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history)
         result.thread_id, result.previous_run_id = run.thread_id, previous
         return result
-
-    @staticmethod
-    def _history(store: Store, previous_run_id: str) -> list[Message]:
-        """The conversation a resumed run of a thread started from: its previous run's."""
-        previous = store.get_run(previous_run_id)
-        return [] if previous is None else conversation_of(store, previous)
 
     async def _lead(
         self,
@@ -553,7 +518,8 @@ class Runtime:
         `UserError` for an unknown type, bad criteria or a bad limit; anything that happens to the
         subagent itself is in the returned `TaskOutput`.
         """
-        limits = with_budgets(self.limits, token_budget, max_requests)
+        given = {"token_budget": token_budget, "max_requests": max_requests}
+        limits = self.limits.over({name: value for name, value in given.items() if value is not None})
         visible = self.catalogue.visible(allow_commands=self.workspace.allow_commands)
         definition = visible.get(subagent_type)
         if definition is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._errors import UserError
 from .._messages import Message, TextPart, ToolResultPart, messages_adapter
 from .._usage import Usage
 
@@ -28,7 +29,16 @@ if TYPE_CHECKING:
     from ._run_result import RunResult
     from ._runtime import Runtime
 
-__all__ = ["CONVERSATION", "Thread", "conversation_of", "keep_conversation", "thread_uploads"]
+__all__ = [
+    "CONVERSATION",
+    "Thread",
+    "continued",
+    "conversation_of",
+    "history_of",
+    "keep_conversation",
+    "open_thread",
+    "thread_uploads",
+]
 
 CONVERSATION = "conversation"
 """The kind of the checkpoint holding the lead's conversation as its run ended (key `end`)."""
@@ -84,6 +94,56 @@ def thread_uploads(
 
 def _upload_key(entry: dict[str, Any]) -> str:
     return str(entry.get("path") or entry.get("filename"))
+
+
+def continued(runtime: Runtime, run_id: str) -> tuple[RunRow, list[Message]]:
+    """The run a new run of `runtime` continues, and the conversation it starts from; `UserError`
+    if that run cannot be continued (the store says it again, in the transaction that records the
+    new run: see `Store.create_run`)."""
+    from .._store import why_not_continuable
+
+    store = _store_of(runtime)
+    run = store.get_run(run_id, runtime.user_id)
+    if run is None:
+        raise UserError(f"no run {run_id!r} to continue: list the runs with `delegate runs list`")
+    why = why_not_continuable(run)
+    if why is not None:
+        raise UserError(why)
+    here = str(runtime.workspace.root)
+    if run.workspace is not None and run.workspace != here:
+        raise UserError(
+            f"run {run_id} worked in {run.workspace}, not {here}: continue it there (--workspace {run.workspace})"
+        )
+    return run, conversation_of(store, run)
+
+
+def history_of(store: Store, previous_run_id: str) -> list[Message]:
+    """The conversation a resumed run of a thread started from: its previous run's."""
+    previous = store.get_run(previous_run_id)
+    return [] if previous is None else conversation_of(store, previous)
+
+
+def open_thread(runtime: Runtime, continue_from: str | None) -> Thread:
+    """`runtime.thread(continue_from)`: a new thread, or the stored thread of `continue_from`, its
+    runs up to that one read back."""
+    if continue_from is None:
+        return Thread(runtime)
+    from ._run_result import stored_result
+
+    store = _store_of(runtime)
+    run = store.get_run(continue_from, runtime.user_id)
+    if run is None:
+        raise UserError(f"no run {continue_from!r} to continue: list the runs with `delegate runs list`")
+    rows = store.thread_runs(run.thread_id or run.id, runtime.user_id)
+    upto = [r for r in rows if r.created_at <= run.created_at]
+    return Thread(runtime, [r for r in (stored_result(store, r.id) for r in upto) if r is not None])
+
+
+def _store_of(runtime: Runtime) -> Store:
+    store = runtime.store
+    if store is None:
+        raise UserError("a thread needs the store its runs are kept in (store=False keeps nothing)")
+    return store
 
 
 class Thread:

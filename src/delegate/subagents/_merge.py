@@ -37,6 +37,7 @@ from typing import Any, cast
 
 from .._layer import (
     LAYERS,
+    TRASH,
     Layer,
     content_hash,
     layer_changes,
@@ -278,6 +279,7 @@ def sweep_layers(workspace: Workspace, kept: float) -> list[str]:
     """Remove layers last touched more than `kept` seconds ago (a journalled merge is finished by
     `recover_merges` first, never swept); return those removed."""
     cutoff = time.time() - kept
+    remove_tree(workspace.root, f"{LAYERS}/{TRASH}")  # what a killed process left half-removed
     removed: list[str] = []
     for layer in _layers(workspace.root):
         base = layer.folder(create=False, sub=".")
@@ -309,7 +311,7 @@ def _layers(root: Path) -> Iterator[Layer]:
             step = os.open(name, _PATH_DIR, dir_fd=fd)
             os.close(fd)
             fd = step
-        runs = _folders(fd)
+        runs = [r for r in _folders(fd) if not r.startswith(".")]  # `.trash`: removed layers
         for run in runs:
             run_fd = os.open(run, _PATH_DIR, dir_fd=fd)
             try:

@@ -65,6 +65,7 @@ def layer_for(
         agent_id=agent_id,
         read_only=isolation == "read-only",
         track=isolation == "overlay",
+        opaque=False,  # new: nothing in it yet
     )
 
 

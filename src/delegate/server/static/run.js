@@ -152,13 +152,14 @@ function setStatus(status) {
   const node = $("run-status");
   node.className = `badge ${status}`;
   node.textContent = status.replace("_", " ");
-  $("cancel-run").hidden = status !== "running";
+  $("cancel-run").hidden = status !== "running" && status !== "waiting";
 }
 
 // -- events --------------------------------------------------------------------------------
 
 function onRunEvent(type, ev) {
   if (!tree || ev.run_id !== tree.runId) return;
+  Approvals.onEvent(type, ev);
   const data = ev.data || {};
   const log = $("event-log");
   log.append(el("li", { text: `${type}  ${ev.agent_id}${ev.tool_call_id ? "  " + ev.tool_call_id : ""}` }));
@@ -270,6 +271,7 @@ function onRunEvent(type, ev) {
       clearInterval(tree.timer);
       loadRecord(tree.runId);
       loadRuns().catch(() => {});
+      ThreadView.refresh(tree.runId);
       break;
     }
   }
@@ -492,6 +494,7 @@ function drawDetail() {
     parts.push(el("h4", { text: "Result" }), el("pre", { class: "call-args", text: result }));
   }
   if (agent.artifacts.length || (agent.skipped && agent.skipped.length)) parts.push(drawFiles(agent));
+  if (record) parts.push(changesBox(record));
   const calls = agent.entries.map((e) => entryNode(agent, e));
   parts.push(
     el("h4", { text: `Turns (${plural(agent.entries.filter((e) => e.kind === "call").length, "tool call")})` }),
@@ -537,6 +540,8 @@ async function openRun(runId, agentId) {
   $("run-prompt").textContent = run.prompt;
   $("stat-model").textContent = run.model || "–";
   setStatus(run.status);
+  Approvals.open(runId);
+  ThreadView.show(run);
   following = new AbortController();
   followEvents(
     `/runs/${encodeURIComponent(runId)}/events`,
