@@ -94,7 +94,7 @@ def _read(root: Path, reads: int) -> tuple[float, float]:
     workspace = Workspace.open(root)
     (root / "read").mkdir()
     (root / "read" / "page.txt").write_text(("a line of text to read\n" * 180)[:4096])
-    layer = Layer(root=workspace.root, run_id="bench", agent_id="reader")
+    layer = Layer(root=workspace.root, run_id="bench", agent_id="reader", opaque=False)  # as the runner makes it
     layered = replace(workspace, layer=layer)
     for i in range(20):
         _write_file(layered, f"read/own{i}.txt", "mine\n")

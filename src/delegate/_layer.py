@@ -30,8 +30,8 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import suppress
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -328,25 +328,29 @@ class Layer:
         opaque = False
         try:
             for i, name in enumerate(parts):
+                if i < len(parts) - 1:  # a folder on the way: entered in one call when it is one
+                    try:
+                        step = os.open(name, _PATH_DIR, dir_fd=fd)
+                    except OSError:
+                        step = -1
+                    if step >= 0:
+                        os.close(fd)
+                        fd = step
+                        opaque = opaque or self._opaque(fd)
+                        continue
                 info = _lstat(fd, name)
-                last = i == len(parts) - 1
                 if info is None:
                     state = "deleted" if opaque or self._opaque(fd) else "absent"
                     return state, None
                 if is_whiteout(info):
-                    if last:
+                    if i == len(parts) - 1:
                         found, fd = Found(folder=fd, name=name, parts=parts, info=None), -1
                         return "deleted", found
                     return "deleted", None
-                if last:
+                if i == len(parts) - 1:
                     found, fd = Found(folder=fd, name=name, parts=parts, info=info), -1
                     return "present", found
-                if not stat.S_ISDIR(info.st_mode):
-                    raise WorkspaceError(f"path {'/'.join(parts)!r} cannot be resolved: {name} is not a folder here")
-                step = os.open(name, _PATH_DIR, dir_fd=fd)
-                os.close(fd)
-                fd = step
-                opaque = opaque or self._opaque(fd)
+                raise WorkspaceError(f"path {'/'.join(parts)!r} cannot be resolved: {name} is not a folder here")
             return "absent", None
         finally:
             if fd >= 0:
@@ -421,7 +425,7 @@ class Layer:
 
     def _see(self, lower: Located) -> None:
         """Record what the workspace holds at `lower` the first time the subagent sees it."""
-        if not self.track or lower.rel in self.seen:
+        if not self.track or lower.rel in self.seen or getattr(_glancing, "on", False):
             return
         info = lower.info
         if info is not None and stat.S_ISDIR(info.st_mode):
@@ -492,6 +496,21 @@ class Layer:
         finally:
             for fd, _ in stack:
                 os.close(fd)
+
+
+_glancing = threading.local()
+
+
+@contextmanager
+def glance() -> Generator[None]:
+    """Within it, what the layered view finds is not recorded as seen (a listing names files and
+    sizes; hashing each one listed would cost a read of the whole folder)."""
+    before = getattr(_glancing, "on", False)
+    _glancing.on = True
+    try:
+        yield
+    finally:
+        _glancing.on = before
 
 
 def _open_below(up: int, parts: tuple[str, ...]) -> int | None:

@@ -27,6 +27,7 @@ from typing import Annotated, BinaryIO
 from pydantic import Field
 
 from .._errors import ToolError, WorkspaceError
+from .._layer import glance
 from .._search import SNIFF_BYTES, compile_regex, looks_binary, open_for_reading, search
 from .._text import plural, safe_text
 from .._workspace import Located, Workspace
@@ -422,7 +423,7 @@ def _describe_name(workspace: Workspace, rel: str, name: str) -> str:
     """One entry of a layered listing, described as `_describe_entry` describes a real one."""
     shown = safe_text(name)
     try:
-        with workspace.locate(_joined(rel, name)) as at:
+        with glance(), workspace.locate(_joined(rel, name)) as at:
             if at.followed:
                 return f"{shown} -> {safe_text(at.rel)}" + ("/" if at.is_dir() else "")
             if at.is_dir():

@@ -105,7 +105,8 @@ def after_command(workspace: Workspace) -> list[str]:
     read-only type, drop what it wrote and return those paths (refused)."""
     layer = workspace.layer
     assert layer is not None
-    layer.opaque = None  # the command may have made opaque folders: look for them from now on
+    layer.opaque = None  # the command may have made opaque folders: look for them
+    layer.opaque = any(opaque for _, _, opaque in layer.entries())
     changes = layer_changes(layer, never_merged(workspace.shared))
     if layer.read_only:
         if changes:

@@ -29,7 +29,7 @@ from pydantic import Field
 from .._errors import ToolError
 from .._text import safe_text
 from .._workspace import Workspace
-from ._overlay import after_command, command_lock
+from ._overlay import NO_OVERLAY, after_command, command_lock
 from ._sandbox import PidsCgroup, command_environment, sandbox_argv, size_text, workspace_usage
 from ._tool import ToolContext, ToolReturn, tool
 
@@ -140,6 +140,8 @@ async def run_command(
         if cgroup is not None:
             argv = cgroup.wrap(argv)
     else:
+        if workspace.layer is not None:  # unconfined, it would write the workspace itself
+            raise ToolError(NO_OVERLAY.format(why=" (the operator runs commands unconfined, without the sandbox)"))
         argv = ["/bin/sh", "-c", command]
         env = command_environment(workspace)
     # a workspace already past its quota may still shrink: only growth past it kills the command
