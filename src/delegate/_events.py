@@ -29,6 +29,8 @@ EventType = Literal[
     "subagent.started",
     "subagent.heartbeat",
     "subagent.completed",
+    "subagent.message",
+    "subagent.notified",
     "batch.submitted",
     "batch.item",
     "batch.completed",

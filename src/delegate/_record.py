@@ -47,6 +47,7 @@ StopReason = Literal[
     "invalid_result",
     "crash",
     "interrupted",
+    "stopped",
 ]
 """Why an agent stopped: its answer (`final_answer`; a subagent's `complete`, `stop_tool`), one of
 its own limits (`max_steps`, `token_budget`, `timeout`), the loop guard (`no_progress`: turns in
@@ -54,8 +55,9 @@ a row that did nothing new; `repeated_failure`: the same call failing again and 
 `delegate/loop/_guard.py`), a run-wide budget (`run_token_budget`,
 `run_max_requests`), the run's deadline passing while a subagent ran (`run_timeout`), `cancelled`,
 a model that failed (`model_error`), a typed result the subagent
-could not get right (`invalid_result`), a crash of the subagent (`crash`), or its process dying
-(`interrupted`)."""
+could not get right (`invalid_result`), a crash of the subagent (`crash`), its process dying
+(`interrupted`), or one subagent stopped by its lead (`task_stop`) or from outside (`delegate runs
+stop`, the HTTP API, the web page's Stop button): `stopped`, with status `cancelled`."""
 
 STATUSES: tuple[Status, ...] = get_args(Status)
 END_STATUSES: frozenset[EndStatus] = frozenset(get_args(EndStatus))
@@ -133,7 +135,9 @@ class TaskOutput:
     """What one subagent did and gave back. `result` is its typed result (a type with an
     `output_schema`), else None. `result_file` is the workspace file holding the whole result when
     it was too long for the lead to read (it is also the first artifact). `seq` is its place among
-    the run's subagents, in the order the lead called them (not in the order they finished)."""
+    the run's subagents, in the order the lead called them (not in the order they finished).
+    `background` says the lead started it with `run_in_background` (it went on working meanwhile);
+    `messages` is how many follow-ups (`task_message`) it took after its first task."""
 
     id: str
     type: str
@@ -155,6 +159,8 @@ class TaskOutput:
     model: str = ""
     result: Any = None
     result_file: str | None = None
+    background: bool = False
+    messages: int = 0
     seq: int = 0
     isolation: Isolation = "shared"
     changes: list[Change] = field(default_factory=list[Change])
@@ -193,6 +199,8 @@ class TaskOutput:
             "model": self.model,
             "started_at": iso(self.started_at),
             "completed_at": iso(self.completed_at),
+            "background": self.background,
+            "messages": self.messages,
             "isolation": self.isolation,
             "changes": [c.to_dict() for c in self.changes],
             "conflicts": [c.to_dict() for c in self.conflicts],

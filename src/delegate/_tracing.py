@@ -14,6 +14,8 @@ opens a span on each start event and ends it on the matching end event:
       chat {model}        model.request → model.response
       execute_tool {name} tool.started  → tool.completed
         invoke_agent ...  a subagent's span is a child of the `task` call that started it
+                          (a follow-up's, of its `task_message` call; a background subagent's
+                          outlives the call, and says `delegate.subagent.background`)
 
 Each span also carries the OpenInference attributes trace viewers such as Arize Phoenix read
 (`openinference.span.kind` AGENT / LLM / TOOL, `llm.model_name`, `llm.token_count.*`, `tool.name`).
@@ -309,9 +311,13 @@ class EventSpans:
         self._chats: dict[str, Span] = {}
         self._tools: dict[tuple[str, str], Span] = {}
         self._started_by: dict[str, tuple[str | None, str | None]] = {}
-        """Per subagent, the agent and tool call that started it (from `subagent.started`)."""
+        """Per subagent, the agent and tool call that started it (from `subagent.started`), or
+        its last follow-up (`subagent.message`)."""
+        self._kinds: dict[str, tuple[bool, int]] = {}
+        """Per subagent, whether it runs in the background and which follow-up it is on."""
         self._handlers: dict[str, Callable[[Event], None]] = {
             "subagent.started": self._subagent_started,
+            "subagent.message": self._subagent_message,
             "agent.started": self._agent_started,
             "agent.completed": self._agent_completed,
             "model.request": self._chat_started,
@@ -334,6 +340,13 @@ class EventSpans:
 
     def _subagent_started(self, event: Event) -> None:
         self._started_by[event.agent_id] = (event.parent_agent_id, event.tool_call_id)
+        self._kinds[event.agent_id] = (bool(event.data.get("background")), 0)
+
+    def _subagent_message(self, event: Event) -> None:
+        call_id = event.data.get("tool_call_id")
+        self._started_by[event.agent_id] = (event.parent_agent_id, str(call_id) if call_id else event.tool_call_id)
+        background, _ = self._kinds.get(event.agent_id, (False, 0))
+        self._kinds[event.agent_id] = (background, int(event.data.get("messages") or 0))
 
     def _run_completed(self, event: Event) -> None:
         for agent_id in list(self._agents):  # left open: the run ended without them
@@ -356,6 +369,9 @@ class EventSpans:
             "openinference.span.kind": "AGENT",
             "agent.name": name,
         }
+        kind = self._kinds.get(event.agent_id)
+        if kind is not None:
+            attributes |= {"delegate.subagent.background": kind[0], "delegate.subagent.messages": kind[1]}
         if call_id and call_id.startswith("batch:"):  # a batch item: `batch:{id}:{key}:{attempt}`
             batch_id, _, rest = call_id[len("batch:") :].partition(":")
             key, _, attempt = rest.rpartition(":")

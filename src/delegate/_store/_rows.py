@@ -273,6 +273,8 @@ def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> 
         "result_file": record.result_file,
         "seq": record.seq,
         "key": None if key is None else safe_text(key),
+        "background": int(record.background),
+        "messages": record.messages,
         "isolation": record.isolation,
         "changes": json_text([c.to_dict() for c in record.changes]) if record.changes else None,
         "conflicts": json_text([c.to_dict() for c in record.conflicts]) if record.conflicts else None,

@@ -242,6 +242,19 @@ def _subagent_key_column() -> sa.Column[Any]:
     return sa.Column("key", sa.Text)
 
 
+def _background_columns() -> tuple[list[sa.Column[Any]], list[sa.Column[Any]]]:
+    """The columns migration core.0010 adds: to `runs`, the subagents asked to stop from another
+    process (`delegate runs stop`, the HTTP API; a JSON object of agent id to reason, NULL: none),
+    taken by the run's owner at its next heartbeat; to `subagents`, whether the lead started it in
+    the background and how many follow-ups it took."""
+    runs = [sa.Column("stop_requests", sa.Text)]
+    subagents = [
+        sa.Column("background", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("messages", sa.Integer, nullable=False, server_default="0"),
+    ]
+    return runs, subagents
+
+
 def _isolation_columns() -> list[sa.Column[Any]]:
     """The columns migration core.0012_isolation adds to `subagents`: where it wrote (`shared`,
     `overlay`, `read-only`; NULL for records stored before: `shared`), what its layer changed and
@@ -301,6 +314,7 @@ def _approvals_table(metadata: sa.MetaData) -> sa.Table:
 
 _metadata = sa.MetaData()
 users_table, runs_table, events_table, subagents_table = _core_tables(_metadata)
+_stop_columns, _record_columns = _background_columns()
 for _column in [
     *_lease_columns(),
     *_resume_columns(),
@@ -309,13 +323,14 @@ for _column in [
     *_thread_columns(),
     _limits_column(),
     _waiting_column(),
+    *_stop_columns,
 ]:
     runs_table.append_column(_column)
 sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
 sa.Index("runs_by_thread", runs_table.c.thread_id, runs_table.c.created_at)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
-for _column in _isolation_columns():
+for _column in [*_isolation_columns(), *_record_columns]:
     subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
 approvals_table = _approvals_table(_metadata)
@@ -439,6 +454,16 @@ def _m0009_approvals(conn: Connection) -> None:
     _approvals_table(metadata).create(conn)
 
 
+def _m0010_background(conn: Connection) -> None:
+    runs, subagents = _background_columns()
+    for table, columns in (("runs", runs), ("subagents", subagents)):
+        for column in columns:
+            default = f" DEFAULT {column.server_default.arg} NOT NULL" if column.server_default is not None else ""  # type: ignore[attr-defined]
+            conn.exec_driver_sql(
+                f"ALTER TABLE {table} ADD COLUMN {column.name} {column.type.compile(conn.dialect)}{default}"
+            )
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -453,4 +478,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0011_threads", _m0011_threads),
     Migration("core.0012_isolation", _m0012_isolation),
     Migration("core.0009_approvals", _m0009_approvals),
+    Migration("core.0010_background", _m0010_background),
 )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import secrets
 import sqlite3
 import uuid
@@ -72,6 +74,25 @@ from ._schema import (
 from ._threads import ThreadSummary, already_continued, continuable, latest_run, thread_rows, threads_of
 
 _MIGRATION_LOCK = 0x64656C6567617465  # "delegate" in ASCII: the PostgreSQL advisory lock key
+
+
+_AGENT_ID = re.compile(r"sub[0-9]{1,9}")
+"""What a subagent's id looks like (`sub1`, `sub2`, ...)."""
+
+
+def _stop_requests(text: str) -> dict[str, str | None]:
+    """The `stop_requests` column read back: agent id to reason, anything else left out."""
+    try:
+        found: object = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    asked: dict[str, str | None] = {}
+    for agent, reason in found.items():  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(agent, str) and (reason is None or isinstance(reason, str)):
+            asked[agent] = reason
+    return asked
 
 
 def _hash_token(token: str) -> str:
@@ -450,23 +471,57 @@ class Store:
             rows = select_rows(conn, _run_summaries, {"user_id": found[0][0], "limit": limit, "offset": offset})
         return decode_run_summaries(rows)
 
-    def heartbeat(self, run_id: str, owner: str, usage: Usage | None = None) -> tuple[bool, bool]:
-        """Renew `owner`'s lease of a run (and store its usage so far); return `(held, cancel_requested)`.
+    def heartbeat(
+        self, run_id: str, owner: str, usage: Usage | None = None
+    ) -> tuple[bool, bool, dict[str, str | None]]:
+        """Renew `owner`'s lease of a run (and store its usage so far); return `(held,
+        cancel_requested, stop_requests)`: `stop_requests` are the subagents asked to stop from
+        another process since the last beat (agent id to reason, see `request_stop`), taken.
 
         `held` is False when the run ended or another process took it over: stop working on it.
         """
         values: dict[str, Any] = {"heartbeat_at": iso(utc_now())}
         if usage is not None:
             values["usage"] = usage_adapter.dump_json(usage).decode()
+        stops: dict[str, str | None] = {}
+        runs = runs_table.c
         with self.write() as conn:
-            update = runs_table.update().where(
-                runs_table.c.id == run_id, runs_table.c.owner == owner, runs_table.c.status == "running"
-            )
+            update = runs_table.update().where(runs.id == run_id, runs.owner == owner, runs.status == "running")
             held = conn.execute(update.values(values)).rowcount == 1
-            cancel = held and bool(
-                conn.scalar(sa.select(runs_table.c.cancel_requested).where(runs_table.c.id == run_id))
+            cancel = False
+            if held:
+                row = conn.execute(sa.select(runs.cancel_requested, runs.stop_requests).where(runs.id == run_id)).one()
+                cancel = bool(row.cancel_requested)
+                if row.stop_requests is not None:
+                    stops = _stop_requests(row.stop_requests)
+                    conn.execute(runs_table.update().where(runs.id == run_id).values(stop_requests=None))
+        return held, cancel, stops
+
+    def request_stop(self, run_id: str, agent_id: str, reason: str | None = None, user_id: str | None = None) -> RunRow:
+        """Ask the process running a run to stop one of its subagents (foreground or background),
+        from any process: its owner stops it at its next heartbeat, and the lead gets its result
+        (`cancelled`, stop reason `stopped`, `reason`). `UserError` if the run is unknown (or
+        another user's), not running, or the subagent already ended."""
+        run = self.get_run(run_id, user_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
+        if run.status != "running":
+            raise UserError(f"run {run_id} is {run.status}, not running: it has no subagent to stop")
+        if not _AGENT_ID.fullmatch(agent_id):
+            raise UserError(
+                f"{agent_id!r} is not a subagent id: use one such as sub3 (`delegate runs show {run_id}` lists them)"
             )
-        return held, cancel
+        subagents = subagents_table.c
+        with self.write() as conn:
+            status = conn.scalar(sa.select(subagents.status).where(subagents.id == f"{run_id}/{agent_id}"))
+            if status is not None and status != "running":
+                raise UserError(f"subagent {agent_id} of run {run_id} already ended ({status}): nothing to stop")
+            held = conn.scalar(sa.select(runs_table.c.stop_requests).where(runs_table.c.id == run_id))
+            asked = _stop_requests(held) if held is not None else {}
+            asked[agent_id] = reason
+            update = runs_table.update().where(runs_table.c.id == run_id, runs_table.c.status == "running")
+            conn.execute(update.values(stop_requests=json.dumps(asked)))
+        return run
 
     def release_run(self, run_id: str, owner: str, usage: Usage | None = None) -> bool:
         """Let go of `owner`'s lease of a running run (storing its usage so far), so that it reads
@@ -500,6 +555,7 @@ class Store:
             "heartbeat_at": iso(utc_now()),
             "status": "running",
             "cancel_requested": 0,
+            "stop_requests": None,
         }
         if warnings is not None:
             run.warnings = list(warnings)

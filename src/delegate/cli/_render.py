@@ -39,6 +39,8 @@ class _Agent:
     activity: str = ""
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
+    messages: int = 0
+    """Follow-ups it took (`task_message`)."""
 
 
 class RunView:
@@ -53,10 +55,16 @@ class RunView:
         data = event.data
         match event.type:
             case "subagent.started":
-                self.subagents[event.agent_id] = _Agent(f"{data['type']}: {data['description']}")
+                label = f"{data['type']}: {data['description']}"
+                self.subagents[event.agent_id] = _Agent(label + (" (background)" if data.get("background") else ""))
+            case "subagent.message" if agent is not None:
+                agent.status, agent.ended = "running", None
+                agent.messages = int(data.get("messages") or agent.messages + 1)
+                agent.activity = f"follow-up {agent.messages}"
             case "subagent.completed" if agent is not None:
                 agent.status = str(data["status"])
                 agent.steps = int(data["steps"])
+                agent.messages = int(data.get("messages") or 0)
                 agent.tokens = _tokens(data["usage"])
                 agent.ended = time.monotonic()
                 agent.activity = str(data.get("error") or ", ".join(data.get("artifacts") or []))
@@ -94,7 +102,10 @@ def _line(agent: _Agent) -> Text:
     text = Text()
     text.append(f"{agent.status:<9} ", style=_STYLE.get(agent.status, ""))
     text.append(agent.label, style="bold")
-    text.append(f"  {plural(agent.steps, 'step')} · {plural(agent.tokens, 'token')} · {elapsed:.1f}s", style="dim")
+    follow_ups = f" · {plural(agent.messages, 'follow-up')}" if agent.messages else ""
+    text.append(
+        f"  {plural(agent.steps, 'step')} · {plural(agent.tokens, 'token')}{follow_ups} · {elapsed:.1f}s", style="dim"
+    )
     if agent.activity:
         text.append(f"  {agent.activity[:60]}", style="cyan")
     return text

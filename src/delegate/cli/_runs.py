@@ -1,4 +1,4 @@
-"""`delegate runs list|show|events|export|cancel`: runs as the store has them, from any process.
+"""`delegate runs list|show|events|export|cancel|stop`: runs as the store has them, from any process.
 
 A run whose process died reads `interrupted` (`delegate run --resume ID` continues it); `cancel`
 works from another process: the run's owner stops at its next heartbeat, and an interrupted run
@@ -24,6 +24,7 @@ from ._common import Db, Workspace, fail, open_store
 
 if TYPE_CHECKING:
     from .._events import Event
+    from .._record import TaskOutput
     from .._store import RunRow, Store
 
 runs_app = typer.Typer(help="Runs of the lead agent, as the store has them.", no_args_is_help=True)
@@ -184,6 +185,39 @@ def runs_cancel(
         typer.echo(f"run {run_id}: cancellation asked; its process has not stopped yet", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id}: {run.status}")
+
+
+@runs_app.command("stop")
+def runs_stop(
+    run_id: RunId,
+    agent_id: Annotated[str, typer.Argument(help="The subagent's id (sub1, sub2, ...: see `delegate runs show`).")],
+    reason: Annotated[str | None, typer.Option("--reason", help="Why, for the record and for the lead.")] = None,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """Stop one subagent of a running run, whichever process runs it: it ends cancelled (stop
+    reason `stopped`), and the lead gets its result and goes on. Waits (a little) until it is recorded."""
+    store = open_store(workspace, db)
+    store.request_stop(run_id, agent_id, reason)
+    deadline = time.monotonic() + CANCEL_WAIT
+    while (record := _record_of(store, run_id, agent_id)) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if record is None:
+        typer.echo(f"run {run_id}: stopping {agent_id} asked; its process has not stopped it yet", err=True)
+        raise typer.Exit(1)
+    why = f" ({record.stop_reason})" if record.stop_reason else ""
+    typer.echo(f"run {run_id}: {agent_id} {record.status}{why}")
+
+
+def _record_of(store: Store, run_id: str, agent_id: str) -> TaskOutput | None:
+    """`agent_id`'s record once it ended (None while it runs, or before it is stored)."""
+    for record in store.subagent_records(run_id):
+        if record.id == agent_id and record.status != "running":
+            return record
+    run = store.get_run(run_id)
+    if run is not None and run.status != "running":
+        fail(f"run {run_id} ended ({run.status}) before {agent_id} was recorded stopped")
+    return None
 
 
 def _known(store: Store, run_id: str) -> RunRow:

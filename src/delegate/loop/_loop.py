@@ -138,6 +138,20 @@ class ToolGate(Protocol):
         ...
 
 
+class Inbox(Protocol):
+    """News for an agent from work it left running (the lead's background subagents), given to it
+    between its turns."""
+
+    def take(self) -> list[Message]:
+        """What to add to the conversation before the next model request (each piece of news once)."""
+        ...
+
+    async def settle(self) -> bool:
+        """The agent answered: wait for the work still running; True when there is news for it
+        to read in one more turn (its answer is not final yet)."""
+        ...
+
+
 @dataclass(kw_only=True, slots=True)
 class AgentSpec:
     """Everything the loop needs to run one agent."""
@@ -163,6 +177,8 @@ class AgentSpec:
     """The tool choice of the first turn (`auto`, `required`, or the name of the tool to call), or
     of each of the first turns in order; later turns are `auto`. A weak model then delegates
     instead of answering, or takes the steps its work needs in their order."""
+    inbox: Inbox | None = None
+    """News from its background work: added before each request; an answer waits for the work."""
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]
@@ -297,6 +313,8 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             return state.end("aborted", "max_steps", error=f"reached the step limit ({spec.max_steps})")
         if spec.token_budget is not None and state.usage.total_tokens >= spec.token_budget:
             return state.end("aborted", "token_budget", error=f"spent the token budget ({spec.token_budget})")
+        if spec.inbox is not None:
+            state.messages += spec.inbox.take()
         offered, offered_specs = (tools, specs) if not spec.gates else _gated(spec.gates, tools, state.messages)
         try:
             response = await _answer(spec, ctx, state, offered_specs)
@@ -308,6 +326,8 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
         step = await _next_step(response, offered, ctx, state, spec.journal)
         match step:
             case Final(text=text):
+                if spec.inbox is not None and await spec.inbox.settle():
+                    continue  # its background work ended meanwhile: one more turn to read it
                 return _final(state, text)
             case Stop(result=stop):
                 return state.end("completed", "stop_tool", stop_return=stop)

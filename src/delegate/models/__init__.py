@@ -42,6 +42,7 @@ from ._window import (
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicModel
+    from ._local import local_model_ready, prepare_local_model
     from ._openai import OpenAIModel
 
 __all__ = [
@@ -72,17 +73,28 @@ __all__ = [
     "fixed_chars",
     "has_credentials",
     "known_context_window",
+    "local_model_ready",
     "mentioned_paths",
     "message_chars",
     "names_a_local_file",
     "part_chars",
+    "prepare_local_model",
     "resolve_model",
     "tokens_of",
 ]
 
 
-__getattr__ = _lazy.lazy_names(__name__, {"OpenAIModel": "._openai", "AnthropicModel": "._anthropic"})
-"""`OpenAIModel` and `AnthropicModel`, imported when first named (their SDKs are heavy)."""
+__getattr__ = _lazy.lazy_names(
+    __name__,
+    {
+        "AnthropicModel": "._anthropic",
+        "OpenAIModel": "._openai",
+        "local_model_ready": "._local",
+        "prepare_local_model": "._local",
+    },
+)
+"""The adapters and the embedded model's set-up, imported when first named (their SDKs and
+llama.cpp are heavy)."""
 
 
 def resolve_model(spec: str | Model | None) -> Model:

@@ -7,7 +7,8 @@
   the database, nor for a lock, nor builds a row: the writer does. A checkpoint is on disk within
   `FLUSH_INTERVAL` and a transaction of happening.
 - The same thread beats for the run's lease (`Store.heartbeat`) every `RUN_HEARTBEAT` seconds,
-  and passes on a cancellation asked from another process (`delegate runs cancel`).
+  and passes on a cancellation asked from another process (`delegate runs cancel`), or the stop
+  of one subagent (`delegate runs stop`).
 - A batch that cannot be stored (text that is not UTF-8 was made safe before; a database that
   refuses a row, a full disk) is stored piece by piece: what still fails is dropped with a note
   in the log, once. The writer never retries one transaction for ever.
@@ -87,9 +88,10 @@ class _QuickSwitch:
 
 _quick_switch = _QuickSwitch()
 
-REPLAYED_NEVER = frozenset({"task"})
+REPLAYED_NEVER = frozenset({"task", "task_status", "task_wait", "task_stop", "task_message"})
 """Tools whose results are not replayed on resume: `task` runs again, and its finished subagents
-are reused (unfinished ones start afresh)."""
+are reused (unfinished ones start afresh); the background tools run again on what the resumed
+run has (a finished follow-up is reused by its call's id, a stop stops the restarted subagent)."""
 
 
 class Recorder:
@@ -106,6 +108,9 @@ class Recorder:
         self.on_stop: Callable[[str], None] | None = None
         """Called on the event loop with `cancel` (asked from elsewhere) or `lost` (another process
         took the run over)."""
+        self.on_stop_agent: Callable[[str, str | None], None] | None = None
+        """Called on the event loop with a subagent's id and a reason, for each subagent asked to
+        stop from elsewhere (`delegate runs stop`, `Store.request_stop`)."""
         self.beats: list[Callable[[], None]] = []
         """Called on the writer thread after each heartbeat: how a waiting call finds a decision
         given by another process (`RunApprovals.poll`), as a cancellation is found."""
@@ -272,10 +277,13 @@ class Recorder:
     def _beat(self) -> None:
         assert self.store is not None
         try:
-            held, cancel = self.store.heartbeat(self.run_id, self.owner, self.usage)
+            held, cancel, stops = self.store.heartbeat(self.run_id, self.owner, self.usage)
         except Exception as exc:
             _log.warning("run %s: heartbeat failed: %s", self.run_id, exc)
             return
+        if held and stops and self._loop is not None and self.on_stop_agent is not None:
+            for agent_id, reason in stops.items():
+                self._loop.call_soon_threadsafe(self.on_stop_agent, agent_id, reason)
         if (cancel or not held) and self._loop is not None and self.on_stop is not None:
             self._loop.call_soon_threadsafe(self.on_stop, "cancel" if held else "lost")
         for beat in self.beats:
@@ -292,6 +300,9 @@ class StoredJournal:
         self.tools: dict[str, dict[str, Any]] = {}
         self.subagents: dict[str, TaskOutput] = {}
         """Finished subagents by key: the runner takes them from here (the same dict)."""
+        self.conversations: dict[str, dict[str, Any]] = {}
+        """The last checkpointed conversation of each completed subagent, by its id: what a
+        follow-up (`task_message`) continues after a resume."""
 
     def load(self, checkpoints: Sequence[Checkpoint]) -> None:
         """Take in the checkpoints of the interrupted run being resumed."""
@@ -302,6 +313,11 @@ class StoredJournal:
                 self.tools[c.key] = c.data
             elif c.kind == "subagent":
                 self.subagents[c.key] = TaskOutput.from_dict(c.data["record"], seq=c.data["seq"])
+            elif c.kind == "conversation":
+                agent_id = str(c.data.get("agent_id", ""))
+                known = self.conversations.get(agent_id)
+                if known is None or int(known.get("messages", 0)) <= int(c.data.get("messages", 0)):
+                    self.conversations[agent_id] = c.data
 
     def answer(self, step: int) -> ModelResponse | None:
         data = self.answers.pop(str(step), None)
@@ -319,6 +335,11 @@ class StoredJournal:
     def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
         if call.name not in REPLAYED_NEVER:
             self.recorder.checkpoint("tool", call.id, asdict(result))
+
+    def record_conversation(self, data: dict[str, Any]) -> None:
+        """Keep a completed subagent's conversation (`agent_id`, `messages`: its follow-ups so
+        far, and what a follow-up needs), one checkpoint per follow-up: the last one wins."""
+        self.recorder.checkpoint("conversation", f"{data['agent_id']}#{data['messages']}", data)
 
     def scoped(self, key: str) -> _SubagentJournal:
         """The journal of the subagent kept as `key` (its lead's tool call id and prompt's index):

@@ -33,6 +33,7 @@ from ..subagents import (
     SubagentRunner,
     TaskOutput,
     assemble,
+    background_tools,
     parse_criteria,
     project_context,
     recover_merges,
@@ -416,15 +417,19 @@ class Runtime:
             lead_tools.append(list_uploaded_files)
         runner = self._runner(scope, ctx, lead_model, [t.name for t in lead_tools], mcp_tools, own)
         runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
+        runner.saved_conversations, runner.on_conversation = journal.conversations, journal.record_conversation
         if approvals is not None:
             self._approvals[run_id] = approvals.attach(runner, journal.scoped if self._policy.ask else None)
         task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
         if task is not None:
-            lead_tools.append(task)
+            lead_tools += [task, *background_tools(runner.background)]
         lead_tools += await asyncio.to_thread(self._batch_tools, lead_model, prompt)
         types = self._searchable_types() if task is not None else []
         tools = toolset(self.lead, lead_tools, scope, types)
-        spec = await assemble(self.lead, scope, model=lead_model, tools=tools, prompt=prompt, journal=journal)
+        background = runner.background if task is not None else None
+        spec = await assemble(
+            self.lead, scope, model=lead_model, tools=tools, prompt=prompt, journal=journal, background=background
+        )
         failed = self._mcp_failed()
         found = [*self.catalogue.warnings, *skills.warnings]
         checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
@@ -455,7 +460,7 @@ class Runtime:
         """Run the lead to its end, or until it is stopped: cancelled (by our caller, or from
         another process), taken over by another process, or interrupted (see `interrupt`)."""
         run_id = ctx.run_id
-        agent = asyncio.create_task(run_agent(spec, ctx, messages))
+        agent = asyncio.create_task(runner.background.outlast(run_agent(spec, ctx, messages)))
         stopped: list[str] = []
 
         def stop(why: str) -> None:
@@ -465,6 +470,7 @@ class Runtime:
                 agent.cancel()
 
         recorder.on_stop = stop
+        recorder.on_stop_agent = runner.background.stop_from_outside
         self._stops[run_id] = stop
         beat = asyncio.create_task(_heartbeat(runner, recorder, ctx, self.loop.heartbeat_interval))
         try:
@@ -474,6 +480,7 @@ class Runtime:
                 agent.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await agent
+            await runner.background.cancel_all()
             cancelled = run_result(run_id, cancelled_result(ctx), runner, warnings)
             if stopped == ["interrupt"]:
                 return await release_interrupted(

@@ -41,6 +41,7 @@ from .._store import Store, StoreBusyError
 from .._tracing import flush as flush_traces
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
 from ..run import Runtime, RuntimeFactory, RuntimeSettings, Takeover, open_store
+from ._agents_stop import router as agents_stop_router
 from ._approvals import router as approvals_router
 from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_response
 from ._batches import BatchService
@@ -174,6 +175,7 @@ def create_app(
     app.add_middleware(BodyLimit, limits=settings.limits)  # caps a body as a route reads it, after auth
     _error_handlers(app)
     app.include_router(runs_router)
+    app.include_router(agents_stop_router)
     app.include_router(approvals_router)
     app.include_router(agents_router)
     app.include_router(batches_router)

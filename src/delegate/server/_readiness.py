@@ -35,7 +35,7 @@ class ModelReadiness:
         409 `ApiError` (and start preparing it) or a 400 one saying why it cannot be used."""
         if self._spec(requested) != "local":
             return
-        from ..models._local import local_model_ready
+        from ..models import local_model_ready
 
         if local_model_ready():
             return
@@ -71,7 +71,7 @@ class ModelReadiness:
         return os.environ.get("DELEGATE_MODEL") or default_model_spec()
 
     def _prepare(self) -> None:
-        from ..models._local import prepare_local_model
+        from ..models import prepare_local_model
 
         failure: str | None = None
         try:

@@ -2,6 +2,7 @@
 
 from ._acceptance import parse_criteria
 from ._assemble import RunScope, assemble, toolset
+from ._background import BACKGROUND_TOOLS, background_tools
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
 from ._merge import recover_merges, sweep_layers
@@ -10,6 +11,7 @@ from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, type_listing
 from ._task import SubagentRunner, task_tool
 
 __all__ = [
+    "BACKGROUND_TOOLS",
     "COMPLETE_TOOL",
     "LEAD_INSTRUCTIONS",
     "SUBAGENT_INSTRUCTIONS",
@@ -21,6 +23,7 @@ __all__ = [
     "TaskOutput",
     "TaskStatus",
     "assemble",
+    "background_tools",
     "parse_criteria",
     "project_context",
     "recover_merges",

@@ -22,6 +22,7 @@ from ..mcp import DeferredGate, deferred_index, search_tool
 from ..models import Model
 from ..skills import SkillCatalogue
 from ..tools import CallGuard, Tool
+from ._background import Background, BackgroundGate, names_background_tools
 from ._complete import COMPLETE_TOOL, typed_complete
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, shaped_opening
 
@@ -84,9 +85,12 @@ async def assemble(
     prompt: str,
     notes: Sequence[str] = (),
     journal: Journal | None = None,
+    background: Background | None = None,
 ) -> AgentSpec:
     """What the loop runs for `definition` on `prompt` in `run`, with `tools` (from `toolset`).
-    `notes` end its system prompt (a snapshot's, acceptance criteria's). Under the run's
+    `notes` end its system prompt (a snapshot's, acceptance criteria's). `background` is the
+    lead's background subagents: news of them comes between its turns, and their tools are
+    offered once there are some (from the start when its definition names them). Under the run's
     permission rules, a tool a `deny` rule names whole is not offered, and the calls of one a rule
     or hook may act on are judged first (see `delegate.tools.CallGuard`)."""
     if run.guard is not None:
@@ -95,6 +99,10 @@ async def assemble(
         else:
             tools = run.guard.tools(tools)
     gates: list[ToolGate] = [g for g in (run.skills.gate(run.workspace, definition.skills),) if g]
+    if background is not None:
+        background.named = names_background_tools(definition.tool_names)
+        if not background.named:
+            gates.append(BackgroundGate(background))
     deferred = [t for t in tools if t.name in run.deferred]
     if deferred:
         gates.append(DeferredGate(deferred, auto_promote=run.auto_promote))
@@ -134,6 +142,7 @@ async def assemble(
         gates=gates,
         first_tool_choice=first,
         journal=journal,
+        inbox=background,
     )
 
 

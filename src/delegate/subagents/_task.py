@@ -11,40 +11,36 @@ from __future__ import annotations
 import asyncio
 import bisect
 import copy
-import difflib
 import itertools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any
 
 from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
+from .._layer import Layer
 from .._messages import Message
 from .._usage import Usage
 from ..loop import AgentResult, Journal, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
 from ..tools import Tool, ToolContext, ToolReturn
-from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, parse_criteria, snapshot_before
+from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, snapshot_before
 from ._assemble import RunScope, assemble, toolset
+from ._background import BACKGROUND_HINT, Background, Conversation
 from ._complete import Delivery, validate_paths
 from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, render_whole
 from ._overlay import check_asked, isolation_for, layer_for, settle
 from ._prompts import task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
+from ._task_args import CONTEXT_MODES, MAX_PROMPTS, validate
 
-ContextMode = Literal["isolated", "snapshot"]
-CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
-MAX_PROMPTS = 100
 MAX_KEPT_CHARS = 4_000
 """A `task` call's results longer than this keep only status lines and artifact lists in compaction."""
-_ARGUMENTS = frozenset(
-    {"subagent_type", "description", "prompt", "prompts", "context_mode", "acceptance_criteria", "isolation"}
-)
 
 
 class SubagentRunner:
@@ -96,6 +92,20 @@ class SubagentRunner:
         """Set when the run is stopped to be resumed later (`Runtime.interrupt`): a subagent
         cancelled then ends `interrupted`, and is not recorded, as if its process had died."""
         self.started = 0
+        self.by_id: dict[str, TaskOutput] = {}
+        """Every record kept (`records`), by its subagent's id."""
+        self.tasks: dict[str, asyncio.Task[Any]] = {}
+        """The task each subagent runs in while it runs (waiting for a place too): what `stop` cancels."""
+        self.stopping: dict[str, str] = {}
+        """Subagents asked to stop, and why, until their task sees it."""
+        self.definitions: dict[str, Subagent] = {}
+        self.conversations: dict[str, Conversation] = {}
+        """The conversation of each completed subagent, by id: what a follow-up continues."""
+        self.saved_conversations: dict[str, dict[str, Any]] = {}
+        """Conversations checkpointed before the run was interrupted (see `StoredJournal`)."""
+        self.on_conversation: Callable[[dict[str, Any]], None] | None = None
+        """Told of each completed subagent's conversation, to checkpoint it (a follow-up after a resume)."""
+        self.background = Background(self)
         parallel = run.limits.max_parallel
         self._semaphore = asyncio.Semaphore(parallel) if parallel else None
         self._ids = itertools.count(1)
@@ -107,9 +117,15 @@ class SubagentRunner:
         total = Usage()
         for record in self.records:
             total.add(record.usage)
-        for _, ctx in self.live.values():
-            total.add(ctx.usage)
+        for record, ctx in self.live.values():
+            if record.id not in self.by_id:  # a follow-up's usage is its record's, counted above
+                total.add(ctx.usage)
         return total
+
+    @staticmethod
+    def fill(record: TaskOutput, result: AgentResult) -> None:
+        """Put what the agent's loop ended with into `record`."""
+        _fill(record, result)
 
     def reserve(self, count: int) -> int:
         """Count `count` subagents against the run's total, or refuse them all; return the `seq`
@@ -138,7 +154,34 @@ class SubagentRunner:
                     )
             prepared = (toolset(definition, tools, self.scope), self._model(definition))
             self._prepared[definition.name] = prepared
+            self.definitions[definition.name] = definition
         return prepared
+
+    def new_id(self, key: str | None) -> str:
+        """The id of the next subagent: `sub<n>` in call order (a reused one keeps its own)."""
+        n = next(self._ids)
+        reused = self.finished.get(key) if key is not None else None
+        return reused.id if reused is not None else f"sub{n}"
+
+    def stop(self, agent_id: str, reason: str) -> bool:
+        """Stop one running subagent (foreground or background, waiting for a place or not): it
+        ends `cancelled`, stop reason `stopped`, its usage kept, and its caller gets that result.
+        False if no subagent of that id runs."""
+        task = self.tasks.get(agent_id)
+        if task is None or agent_id in self.stopping or task.done():
+            return False
+        self.stopping[agent_id] = reason
+        task.cancel()
+        return True
+
+    def _stopped(self, agent_id: str) -> str | None:
+        """Why `agent_id` was stopped, when the cancellation being handled is that stop alone
+        (None: the run itself is cancelled, or nobody stopped it)."""
+        reason = self.stopping.pop(agent_id, None)
+        task = asyncio.current_task()
+        if reason is None or task is None:
+            return None
+        return reason if task.uncancel() == 0 else None
 
     def _model(self, definition: Subagent) -> Model:
         """The model of `definition`'s subagents. A model that came through the alias table and
@@ -175,9 +218,13 @@ class SubagentRunner:
         seq: int = 0,
         key: str | None = None,
         isolation: str | None = None,
+        agent_id: str | None = None,
+        background: bool = False,
     ) -> TaskOutput:
-        """Run one subagent to its end. Only cancellation of the caller escapes; anything else
-        that happens to the subagent becomes its `TaskOutput`. `seq` is its place in call order.
+        """Run one subagent to its end. Only cancellation of the caller escapes (a `stop` of this
+        subagent does not: it ends it); anything else that happens to the subagent becomes its
+        `TaskOutput`. `seq` is its place in call order; `agent_id` its id, when given out before
+        (a background subagent's: see `new_id`).
 
         `key` names the subagent within its run (the lead's tool call id and the prompt's index):
         one that finished before the run was interrupted is given back as it was, not run again.
@@ -185,17 +232,99 @@ class SubagentRunner:
         """
         reused = self.finished.pop(key, None) if key is not None else None
         if reused is not None:
-            next(self._ids)  # keep the numbering of the subagents started after it
+            if agent_id is None:
+                next(self._ids)  # keep the numbering of the subagents started after it
             if self.budget is not None:  # what it spent before the interruption counts against the run's budget
                 self.budget.tokens += reused.usage.total_tokens
                 self.budget.requests += reused.usage.requests
             self._keep(reused)
             return reused
-        args = (definition, prompt, description, parent, tool_call_id, criteria, snapshot, seq, key, isolation)
-        if self._semaphore is None:
-            return await self._run(*args)
-        async with self._semaphore:
-            return await self._run(*args)
+        agent_id = agent_id or self.new_id(None)
+        args = (
+            definition,
+            prompt,
+            description,
+            parent,
+            tool_call_id,
+            criteria,
+            snapshot,
+            seq,
+            key,
+            agent_id,
+            background,
+            isolation,
+        )
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks[agent_id] = task
+        try:
+            if agent_id in self.stopping:  # stopped before it began
+                return self._never_started(self.stopping.pop(agent_id), definition, *args[2:11])
+            if self._semaphore is None:
+                return await self._run(*args)
+            try:
+                await self._semaphore.acquire()
+            except asyncio.CancelledError:
+                reason = self._stopped(agent_id)
+                if reason is None:
+                    raise
+                return self._never_started(reason, definition, *args[2:11])
+            try:
+                return await self._run(*args)
+            finally:
+                self._semaphore.release()
+        finally:
+            self.tasks.pop(agent_id, None)
+
+    def _record(
+        self,
+        definition: Subagent,
+        model: str,
+        description: str,
+        parent: ToolContext,
+        tool_call_id: str | None,
+        seq: int,
+        agent_id: str,
+        background: bool,
+    ) -> TaskOutput:
+        return TaskOutput(
+            id=agent_id,
+            type=definition.name,
+            description=description,
+            tool_call_id=tool_call_id,
+            parent_agent_id=parent.agent_id,
+            status="running",
+            stop_reason=None,
+            summary="",
+            started_at=datetime.now(UTC),
+            model=model,
+            seq=seq,
+            background=background,
+        )
+
+    def _never_started(
+        self,
+        reason: str,
+        definition: Subagent,
+        description: str,
+        parent: ToolContext,
+        tool_call_id: str | None,
+        criteria: list[str] | None,
+        snapshot: Message | None,
+        seq: int,
+        key: str | None,
+        agent_id: str,
+        background: bool,
+    ) -> TaskOutput:
+        """The record of a subagent stopped while it waited for a place: it did nothing."""
+        _, model = self.prepare(definition)
+        record = self._record(definition, model.name, description, parent, tool_call_id, seq, agent_id, background)
+        self.event(
+            record, "subagent.started", {"type": definition.name, "description": description, "background": background}
+        )
+        record.status, record.stop_reason, record.error = "cancelled", "stopped", _stop_note(reason)
+        self._finish(record, key)
+        return record
 
     async def _run(
         self,
@@ -208,43 +337,26 @@ class SubagentRunner:
         snapshot: Message | None,
         seq: int,
         key: str | None,
+        agent_id: str,
+        background: bool,
         isolation: str | None = None,
     ) -> TaskOutput:
         tools, model = self.prepare(definition)
-        agent_id = f"sub{next(self._ids)}"
-        record = TaskOutput(
-            id=agent_id,
-            type=definition.name,
-            description=description,
-            tool_call_id=tool_call_id,
-            parent_agent_id=parent.agent_id,
-            status="running",
-            stop_reason=None,
-            summary="",
-            started_at=datetime.now(UTC),
-            model=model.name,
-            seq=seq,
-        )
+        record = self._record(definition, model.name, description, parent, tool_call_id, seq, agent_id, background)
         record.isolation = isolation_for(definition, tools, isolation)
         layer = layer_for(record.isolation, self.workspace, self.run_id, agent_id, tools)
         workspace = self.workspace if layer is None else replace(self.workspace, layer=layer)
         if definition.command_rules:  # its Bash(...) rules, for its commands only
             workspace = replace(workspace, commands=replace(workspace.commands, rules=definition.command_rules))
-        ctx = ToolContext(
-            run_id=self.run_id,
-            agent_id=agent_id,
-            workspace=workspace,
-            emit=self.emit,
-            parent_agent_id=parent.agent_id,
-            parent_tool_call_id=tool_call_id,
-            user_id=self.scope.user_id,
-            timezone=self.scope.timezone,
-            uploaded_files=None if self.uploaded_files is None else copy.deepcopy(self.uploaded_files),
-        )
+        ctx = self.context(record, parent, tool_call_id, workspace)
         record.usage = ctx.usage
-        self._event(record, "subagent.started", {"type": definition.name, "description": description})
+        started: dict[str, Any] = {"type": definition.name, "description": description}
+        if background:
+            started["background"] = True
+        self.event(record, "subagent.started", started)
         self.live[agent_id] = (record, ctx)
-        try:
+
+        async def work() -> None:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
             notes = [SNAPSHOT_SYSTEM_NOTE if snapshot is not None else "", CRITERIA_SYSTEM_NOTE if criteria else ""]
             journal = self.journal_for(key) if self.journal_for is not None and key is not None else None
@@ -261,33 +373,93 @@ class SubagentRunner:
             if criteria and baseline is not None:
                 verdicts = await check_criteria(criteria, self.workspace, baseline)
                 record.acceptance = [asdict(v) for v in verdicts]
-            whole = render_whole(record)
-            if len(whole) > MAX_RESULT_CHARS:  # too long for the lead: written whole for it to read
-                await asyncio.to_thread(self._write_whole, record, whole)
+            await self.deliver(record, definition, spec.instructions, result, key, [])
+
+        return await self.conclude(record, ctx, key, work(), steps_before=0, layer=layer)
+
+    def context(
+        self, record: TaskOutput, parent: ToolContext, tool_call_id: str | None, workspace: Any = None
+    ) -> ToolContext:
+        """A fresh context for one stretch of `record`'s work (its first task, or a follow-up)."""
+        return ToolContext(
+            run_id=self.run_id,
+            agent_id=record.id,
+            workspace=workspace or self.workspace,
+            emit=self.emit,
+            parent_agent_id=parent.agent_id,
+            parent_tool_call_id=tool_call_id,
+            user_id=self.scope.user_id,
+            timezone=self.scope.timezone,
+            uploaded_files=None if self.uploaded_files is None else copy.deepcopy(self.uploaded_files),
+        )
+
+    async def deliver(
+        self,
+        record: TaskOutput,
+        definition: Subagent,
+        system: str,
+        result: AgentResult,
+        key: str | None,
+        follow_ups: list[str],
+    ) -> None:
+        """After a stretch of work: write a result too long for the lead, and keep a completed
+        subagent's conversation for a follow-up (checkpointed, for one after a resume)."""
+        whole = render_whole(record)
+        if len(whole) > MAX_RESULT_CHARS:  # too long for the lead: written whole for it to read
+            await asyncio.to_thread(self._write_whole, record, whole)
+        if record.status != "completed":
+            self.conversations.pop(record.id, None)
+            return
+        kept = Conversation(definition, system, result.messages, key, follow_ups)
+        self.conversations[record.id] = kept
+        if self.on_conversation is not None:
+            self.on_conversation(kept.to_checkpoint(record))
+
+    async def conclude(
+        self,
+        record: TaskOutput,
+        ctx: ToolContext,
+        key: str | None,
+        work: Awaitable[None],
+        *,
+        steps_before: int,
+        layer: Layer | None = None,
+    ) -> TaskOutput:
+        """Run `work` (which fills `record`), and end `record` whatever happens to it: stopped, a
+        crash (its own result, never its siblings'), or cancelled with the run (raised on). Its
+        `layer`, if it writes in one and `work` did not settle it, is settled as it ends."""
+        try:
+            await work
         except asyncio.CancelledError:
-            deadline = None if self.interrupting else passed_deadline()
-            if deadline is not None:  # the run's deadline, not a person, ended it
-                record.status, record.stop_reason, record.steps = "timed_out", "run_timeout", ctx.steps
-                record.error = f"the run's deadline ({deadline:g}s) passed while it ran"
-            else:
-                why = "interrupted" if self.interrupting else "cancelled"
-                record.status, record.stop_reason, record.steps = why, why, ctx.steps
+            reason = self._stopped(record.id)
+            record.steps = steps_before + ctx.steps
             if layer is not None and not record.layer:
                 self._settle(record, settle(record, layer, self.workspace))
-            self._finish(record, ctx, None, stored=not self.interrupting)  # not kept for a resume: it starts afresh
-            raise
+            if reason is None:
+                deadline = None if self.interrupting else passed_deadline()
+                if deadline is not None:  # the run's deadline, not a person, ended it
+                    record.status, record.stop_reason = "timed_out", "run_timeout"
+                    record.error = f"the run's deadline ({deadline:g}s) passed while it ran"
+                else:
+                    why = "interrupted" if self.interrupting else "cancelled"
+                    record.status, record.stop_reason = why, why
+                self._finish(record, None, stored=not self.interrupting)  # not kept for a resume: it starts afresh
+                raise
+            record.status, record.stop_reason, record.error = "cancelled", "stopped", _stop_note(reason)
+            self.conversations.pop(record.id, None)
         except Exception as exc:  # a crash of this subagent is its own result, never its siblings'
-            record.status, record.stop_reason, record.steps = "error", "crash", ctx.steps
+            record.status, record.stop_reason, record.steps = "error", "crash", steps_before + ctx.steps
             record.error = f"{type(exc).__name__}: {exc}"
+            self.conversations.pop(record.id, None)
             if layer is not None and not record.layer:
                 self._settle(record, settle(record, layer, self.workspace))
-        self._finish(record, ctx, key)
+        self._finish(record, key)
         return record
 
     def _settle(self, record: TaskOutput, event: tuple[str, dict[str, Any]] | None) -> None:
         """Emit what settling a subagent's layer said (`workspace.merged` / `workspace.conflict`)."""
         if event is not None:
-            self._event(record, event[0], event[1])
+            self.event(record, event[0], event[1])
 
     def _write_whole(self, record: TaskOutput, text: str) -> None:
         """Write a result too long for the lead to `RESULTS_DIR/<run>/<agent>.md`, and list that
@@ -310,15 +482,16 @@ class SubagentRunner:
         record.artifacts = artifacts + record.artifacts
         record.result_file = name
 
-    def _finish(self, record: TaskOutput, ctx: ToolContext, key: str | None, *, stored: bool = True) -> None:
+    def _finish(self, record: TaskOutput, key: str | None, *, stored: bool = True) -> None:
         record.completed_at = datetime.now(UTC)
         self.live.pop(record.id, None)
-        self._keep(record)
+        if record.id not in self.by_id:
+            self._keep(record)
         if self.on_finish is not None and stored:
             self.on_finish(key, record)
         if self.emit is unheard:
             return
-        self._event(
+        self.event(
             record,
             "subagent.completed",
             {
@@ -326,20 +499,23 @@ class SubagentRunner:
                 "status": record.status,
                 "stop_reason": record.stop_reason,
                 "steps": record.steps,
-                "usage": ctx.usage.to_dict(),
+                "usage": record.usage.to_dict(),
                 "artifacts": [a.relative_path for a in record.artifacts],
                 "error": record.error,
+                "background": record.background,
+                "messages": record.messages,
             },
         )
 
     def _keep(self, record: TaskOutput) -> None:
         """Keep `record` in `records`, in call order (most end in it: appended)."""
+        self.by_id[record.id] = record
         if not self.records or self.records[-1].seq <= record.seq:
             self.records.append(record)
         else:
             bisect.insort(self.records, record, key=_seq)
 
-    def _event(self, record: TaskOutput, type: Any, data: dict[str, Any]) -> None:
+    def event(self, record: TaskOutput, type: Any, data: dict[str, Any]) -> None:
         if self.emit is unheard:
             return
         self.emit(
@@ -356,11 +532,15 @@ class SubagentRunner:
     def heartbeat(self) -> None:
         """One `subagent.heartbeat` per live subagent, with its steps and tokens so far."""
         for record, ctx in list(self.live.values()):
-            self._event(
+            self.event(
                 record,
                 "subagent.heartbeat",
                 {"usage": ctx.usage.to_dict(), "elapsed": _elapsed(record)},
             )
+
+
+def _stop_note(reason: str) -> str:
+    return f"stopped: {reason}" if reason else "stopped"
 
 
 def _elapsed(record: TaskOutput) -> float:
@@ -468,35 +648,62 @@ def task_tool(
                     "'tests_passed:<command>'; any other wording is passed on as UNVERIFIED."
                 ),
             },
+            "run_in_background": {
+                "type": "boolean",
+                "default": False,
+                "description": (
+                    "true: start the subagent(s) and return at once with their ids; keep working, and their "
+                    "results come to you as they end (or use task_wait, task_status, task_stop)."
+                ),
+            },
         },
         "required": ["subagent_type", "description"],
         "additionalProperties": False,
     }
 
     async def run_task(ctx: ToolContext, args: dict[str, Any]) -> ToolReturn:
-        definition, prompts, description, mode, criteria = _validate(args, catalogue, command_types)
+        definition, prompts, description, mode, criteria = validate(args, catalogue, command_types)
         asked = check_asked(args.get("isolation"))
         runner.prepare(definition)
         first = runner.reserve(len(prompts))
         snapshot = None
         if mode == "snapshot":
             snapshot = build_snapshot(ctx.conversation, pending_tool_call_id=ctx.tool_call_id)
+        background = args.get("run_in_background", False)
+        if not isinstance(background, bool):
+            raise ToolError("run_in_background must be true or false")
+        labels = [
+            description if len(prompts) == 1 else f"{description} [{i + 1}/{len(prompts)}]" for i in range(len(prompts))
+        ]
+        keys = [f"{ctx.tool_call_id}#{i}" for i in range(len(prompts))]
+        ids = [runner.new_id(key) for key in keys]
         runs = [
             runner.run(
                 definition,
                 prompt,
-                description=description if len(prompts) == 1 else f"{description} [{i + 1}/{len(prompts)}]",
+                description=labels[i],
                 parent=ctx,
                 tool_call_id=ctx.tool_call_id,
                 criteria=criteria,
                 snapshot=snapshot,
                 seq=first + i,
-                key=f"{ctx.tool_call_id}#{i}",
+                key=keys[i],
+                agent_id=ids[i],
+                background=background,
                 isolation=asked,
             )
             for i, prompt in enumerate(prompts)
         ]
-        outputs = [await runs[0]] if len(runs) == 1 else list(await asyncio.gather(*runs))
+        if background:
+            for agent_id, work in zip(ids, runs, strict=True):
+                runner.background.start(agent_id, work)
+            lines = [
+                f"Started {a} ({definition.name}: {label}) in the background."
+                for a, label in zip(ids, labels, strict=True)
+            ]
+            lines.append(BACKGROUND_HINT)
+            return ToolReturn(content="\n".join(lines))
+        outputs = list(await asyncio.gather(*runs))  # each in a task of its own: one can be stopped
         texts, shortened = zip(*map(read, outputs), strict=True)
         if len(outputs) == 1:
             text = texts[0]
@@ -517,68 +724,6 @@ def task_tool(
         one_of=("prompts", "prompt"),
         id_params={"subagent_type": IdChoice(known=tuple(name for name, _ in types))},
     )
-
-
-def _validate(
-    args: dict[str, Any], catalogue: Catalogue, command_types: Sequence[str]
-) -> tuple[Subagent, list[str], str, ContextMode, list[str] | None]:
-    """Check a `task` call before anything starts; raise `ToolError` saying what is wrong."""
-    unknown = sorted(set(args) - _ARGUMENTS)
-    if unknown:
-        raise ToolError(f"unknown argument(s) {', '.join(unknown)}; see the task tool's schema")
-    mode = args.get("context_mode", "isolated")
-    if mode not in CONTEXT_MODES:
-        raise ToolError(f"context_mode must be 'isolated' or 'snapshot', not {mode!r}")
-    name = args.get("subagent_type")
-    if name is None:
-        available = ", ".join(catalogue.names()) or "none permitted by caller policy"
-        raise ToolError(f"subagent_type is missing: name the type of subagent to start ({available})")
-    definition = catalogue.get(name) if isinstance(name, str) else None
-    if definition is None:
-        if name in command_types:
-            raise ToolError(
-                f"subagent_type {name!r} runs commands, and this workspace does not allow command "
-                "execution (the runtime must allow commands, e.g. --allow-commands)"
-            )
-        names = catalogue.names()
-        if len(names) > 30:
-            close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
-            hint = f"close names: {', '.join(close)}; " if close else ""
-            raise ToolError(
-                f"unknown subagent_type {name!r}; {hint}the task tool's description lists all {len(names)} types "
-                "(tool_search with a few words finds them by what they do)"
-            )
-        available = ", ".join(names) or "none permitted by caller policy"
-        raise ToolError(f"unknown subagent_type {name!r}; available: {available}")
-    description = args.get("description")
-    if not isinstance(description, str) or not description.strip():
-        raise ToolError("description is required: a short label of 3-7 words")
-    if len(description) > 80:
-        raise ToolError(f"description is {len(description)} characters; keep it to at most 80")
-    prompts = _prompts(args)
-    criteria = parse_criteria(args["acceptance_criteria"]) if args.get("acceptance_criteria") else None
-    return definition, prompts, description.strip(), mode, criteria
-
-
-def _prompts(args: dict[str, Any]) -> list[str]:
-    prompt, prompts = args.get("prompt"), args.get("prompts")
-    if prompt is not None and not isinstance(prompt, str):
-        raise ToolError("prompt must be a string")
-    if prompts is None:
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ToolError("prompt is required (or prompts, a list of prompts to run in parallel)")
-        return [prompt]
-    if not isinstance(prompts, list) or not prompts:
-        raise ToolError("prompts must be a non-empty list of strings")
-    items = cast(list[object], prompts)
-    if len(items) > MAX_PROMPTS:
-        raise ToolError(f"prompts has {len(items)} entries; at most {MAX_PROMPTS} per call")
-    texts: list[str] = []
-    for i, item in enumerate(items):
-        if not isinstance(item, str) or not item.strip():
-            raise ToolError(f"prompts[{i}] must be a non-empty string")
-        texts.append(f"{prompt.strip()}\n\n{item}" if prompt and prompt.strip() else item)
-    return texts
 
 
 def _seq(record: TaskOutput) -> int:

@@ -88,6 +88,8 @@ function agentNode(id, parentId) {
     entries: [],
     calls: new Map(),
     artifacts: [],
+    background: false,
+    messages: 0,
   };
   const li = el("li", { "data-agent": id });
   const row = el("div", { class: "node", tabindex: "0", role: "button", onclick: () => pickAgent(id) });
@@ -110,13 +112,26 @@ function agentNode(id, parentId) {
 function drawAgent(agent) {
   const meta = [plural(agent.steps, "step"), `${fmt.format(tokens(agent.usage))} tokens`];
   if (agent.artifacts.length) meta.push(plural(agent.artifacts.length, "file"));
+  if (agent.messages) meta.push(plural(agent.messages, "follow-up"));
+  const stoppable = agent.id !== "lead" && agent.status === "running" && !tree.done;
   const parts = [
     el("span", { class: `dot ${agent.status}`, title: agent.status }),
     el("span", { class: "name", text: agent.id }),
     agent.type ? el("span", { class: "type", text: agent.type }) : null,
+    agent.background ? el("span", { class: "badge background", text: "background" }) : null,
     el("span", { class: "desc", text: agent.description }),
     el("span", { class: "meta", text: meta.join(" · ") }),
     badge(agent.status),
+    stoppable
+      ? el("button", {
+          type: "button",
+          class: "stop-agent",
+          "data-stop": agent.id,
+          title: `Stop ${agent.id}: it ends cancelled, and the lead gets what it did so far`,
+          text: "Stop",
+          onclick: (e) => stopAgent(e, agent.id),
+        })
+      : null,
   ];
   agent.dom.row.replaceChildren(...parts.filter(Boolean));
   agent.dom.row.classList.toggle("selected", agent.id === tree.selected);
@@ -179,6 +194,7 @@ function onRunEvent(type, ev) {
       const agent = agentNode(ev.agent_id, parent);
       agent.type = data.type || "";
       agent.description = data.description || "";
+      agent.background = Boolean(data.background);
       agent.started = ev.ts;
       if (ev.tool_call_id) tree.byCall.set(ev.tool_call_id, ev.agent_id);
       tree.subagents += 1;
@@ -234,6 +250,15 @@ function onRunEvent(type, ev) {
       drawAgent(agent);
       break;
     }
+    case "subagent.message": {
+      const agent = agentNode(ev.agent_id, parent);
+      agent.status = "running";
+      agent.ended = null;
+      agent.messages = data.messages || agent.messages + 1;
+      agent.entries.push({ kind: "note", ts: ev.ts, text: `follow-up ${agent.messages}: ${data.message || ""}` });
+      drawAgent(agent);
+      break;
+    }
     case "subagent.heartbeat": {
       const agent = agentNode(ev.agent_id, parent);
       if (data.usage) agent.usage = data.usage;
@@ -246,6 +271,7 @@ function onRunEvent(type, ev) {
       agent.status = data.status || agent.status;
       if (type === "subagent.completed" || agent.id === "lead") agent.ended = ev.ts;
       if (typeof data.steps === "number") agent.steps = data.steps;
+      if (typeof data.messages === "number") agent.messages = data.messages;
       if (data.usage) agent.usage = data.usage;
       if (data.error) agent.summary = agent.error = data.error;
       if (Array.isArray(data.artifacts) && !agent.artifacts.length) {
@@ -307,7 +333,10 @@ async function loadRecord(runId) {
     if (!tree || tree.runId !== runId) return;
     for (const s of run.subagents || []) {
       const agent = agentNode(s.id, s.parent_agent_id || "lead");
+      if (agent.messages > (s.messages || 0)) continue; // a follow-up runs: the record is older
       Object.assign(agent, {
+        background: Boolean(s.background),
+        messages: s.messages || 0,
         type: s.type,
         description: s.description,
         status: s.status,
@@ -379,7 +408,9 @@ function drawTimeline() {
   const rows = agents.map((a) => ({
     id: a.id,
     label: a.id,
-    sub: a.type,
+    sub: [a.type, a.background ? "background" : "", a.messages ? plural(a.messages, "follow-up") : ""]
+      .filter(Boolean)
+      .join(" · "),
     start: a.started,
     end: a.ended ?? (tree.done ? to : null),
     status: a.status,
@@ -569,6 +600,24 @@ async function startRun(event) {
     showError("run-error", err.message);
   } finally {
     button.disabled = false;
+  }
+}
+
+// Stop one running subagent (its row's Stop button): the lead gets its result and goes on.
+async function stopAgent(event, agentId) {
+  event.stopPropagation();
+  if (!tree) return;
+  const button = event.currentTarget;
+  button.disabled = true;
+  button.textContent = "Stopping…";
+  try {
+    await api("POST", `/runs/${encodeURIComponent(tree.runId)}/agents/${encodeURIComponent(agentId)}/stop`, {
+      reason: "stopped from the web page",
+    });
+  } catch (err) {
+    showError("run-detail-error", err.message);
+    button.disabled = false;
+    button.textContent = "Stop";
   }
 }
 

@@ -1,0 +1,90 @@
+"""Checking a `task` call's arguments before anything starts: what is wrong becomes a `ToolError`
+the lead reads, saying how to fix it."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from typing import Any, Literal, cast
+
+from .._agents import Catalogue, Subagent
+from .._errors import ToolError
+from ._acceptance import parse_criteria
+
+ContextMode = Literal["isolated", "snapshot"]
+CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
+MAX_PROMPTS = 100
+ARGUMENTS = frozenset(
+    {
+        "subagent_type",
+        "description",
+        "prompt",
+        "prompts",
+        "context_mode",
+        "acceptance_criteria",
+        "isolation",
+        "run_in_background",
+    }
+)
+
+
+def validate(
+    args: dict[str, Any], catalogue: Catalogue, command_types: Sequence[str]
+) -> tuple[Subagent, list[str], str, ContextMode, list[str] | None]:
+    """Check a `task` call before anything starts; raise `ToolError` saying what is wrong."""
+    unknown = sorted(set(args) - ARGUMENTS)
+    if unknown:
+        raise ToolError(f"unknown argument(s) {', '.join(unknown)}; see the task tool's schema")
+    mode = args.get("context_mode", "isolated")
+    if mode not in CONTEXT_MODES:
+        raise ToolError(f"context_mode must be 'isolated' or 'snapshot', not {mode!r}")
+    name = args.get("subagent_type")
+    if name is None:
+        available = ", ".join(catalogue.names()) or "none permitted by caller policy"
+        raise ToolError(f"subagent_type is missing: name the type of subagent to start ({available})")
+    definition = catalogue.get(name) if isinstance(name, str) else None
+    if definition is None:
+        if name in command_types:
+            raise ToolError(
+                f"subagent_type {name!r} runs commands, and this workspace does not allow command "
+                "execution (the runtime must allow commands, e.g. --allow-commands)"
+            )
+        names = catalogue.names()
+        if len(names) > 30:
+            close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
+            hint = f"close names: {', '.join(close)}; " if close else ""
+            raise ToolError(
+                f"unknown subagent_type {name!r}; {hint}the task tool's description lists all {len(names)} types "
+                "(tool_search with a few words finds them by what they do)"
+            )
+        available = ", ".join(names) or "none permitted by caller policy"
+        raise ToolError(f"unknown subagent_type {name!r}; available: {available}")
+    description = args.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise ToolError("description is required: a short label of 3-7 words")
+    if len(description) > 80:
+        raise ToolError(f"description is {len(description)} characters; keep it to at most 80")
+    prompts = _prompts(args)
+    criteria = parse_criteria(args["acceptance_criteria"]) if args.get("acceptance_criteria") else None
+    return definition, prompts, description.strip(), mode, criteria
+
+
+def _prompts(args: dict[str, Any]) -> list[str]:
+    prompt, prompts = args.get("prompt"), args.get("prompts")
+    if prompt is not None and not isinstance(prompt, str):
+        raise ToolError("prompt must be a string")
+    if prompts is None:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ToolError("prompt is required (or prompts, a list of prompts to run in parallel)")
+        return [prompt]
+    if not isinstance(prompts, list) or not prompts:
+        raise ToolError("prompts must be a non-empty list of strings")
+    items = cast(list[object], prompts)
+    if len(items) > MAX_PROMPTS:
+        raise ToolError(f"prompts has {len(items)} entries; at most {MAX_PROMPTS} per call")
+    texts: list[str] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip():
+            raise ToolError(f"prompts[{i}] must be a non-empty string")
+        texts.append(f"{prompt.strip()}\n\n{item}" if prompt and prompt.strip() else item)
+    return texts
