@@ -336,3 +336,49 @@ async def test_cancelling_a_run_cancels_its_background_subagents(tmp_path: Path)
     with contextlib.suppress(asyncio.CancelledError):
         await run
     assert sorted(ended) == [("sub1", "cancelled"), ("sub2", "cancelled")]
+
+
+async def test_a_follow_up_after_a_resume_continues_the_checkpointed_conversation(tmp_path: Path) -> None:
+    waiting = asyncio.Event()
+    never = asyncio.Event()
+    seen: list[list[str]] = []
+
+    async def first_lead(request: ModelRequest) -> ModelResponse:
+        match turns(request):
+            case 0:
+                return call(
+                    "task", subagent_type="general-purpose", description="count", prompt="count to 2",
+                    run_in_background=True,
+                )  # fmt: skip
+            case 1:
+                return call("task_wait")
+            case _:
+                waiting.set()
+                await never.wait()  # interrupted here
+                return reply("never")
+
+    def resumed_lead(request: ModelRequest) -> ModelResponse:
+        return call("task_message", id="sub1", message="now count to 3") if turns(request) == 2 else reply("done")
+
+    def subagent(request: ModelRequest) -> ModelResponse:
+        seen.append([m.text for m in request.messages if m.role == "user"])
+        steps = sum(1 for m in request.messages if m.role == "assistant")
+        return call("complete", summary=f"counted after {steps} earlier turn(s)")
+
+    first = Runtime(model=model_of(first_lead, subagent), workspace=tmp_path)
+    run = asyncio.create_task(first.run("count"))
+    await waiting.wait()
+    first.interrupt()
+    interrupted = await run
+    await first.aclose()
+    assert interrupted.status == "interrupted"
+
+    again = Runtime(model=model_of(resumed_lead, subagent), workspace=tmp_path)
+    result = await again.resume(interrupted.run_id)
+    await again.aclose()
+
+    assert result.status == "completed"
+    assert seen == [["count to 2"], ["count to 2", "now count to 3"]]  # one first task, then the follow-up
+    [record] = result.subagents
+    assert (record.id, record.messages, record.steps) == ("sub1", 1, 2)
+    assert record.summary == "counted after 1 earlier turn(s)"

@@ -104,3 +104,7 @@ def test_another_users_run_and_thread_are_404_and_a_run_continued_twice_is_409(
         again = _start(alice, **{"continue": first_id})
         assert again.status_code == 409 and again.json()["error"]["code"] == "already_continued"
         assert f"continue the thread's last run, {won}" in again.json()["error"]["message"]
+        going = store.create_run(prompt="p", model="m", user_id=store.user_for_token(tokens["alice"]))
+        early = _start(alice, **{"continue": going.id})
+        assert early.status_code == 409 and early.json()["error"]["code"] == "not_ended"
+        assert f"run {going.id} is still running" in early.json()["error"]["message"]

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from delegate import Runtime, Store, UserError
 from delegate.models import ModelRequest, ModelResponse
@@ -97,7 +98,7 @@ async def test_a_thread_object_sends_turns_and_counts_usage_per_run_and_per_thre
     assert third.final == "turn 5" and third.thread_id == first.run_id
 
 
-async def test_a_run_still_going_or_interrupted_cannot_be_continued(tmp_path: Path) -> None:
+async def test_a_run_still_going_waiting_or_interrupted_cannot_be_continued(tmp_path: Path) -> None:
     store = Store.for_workspace(tmp_path)
     rt = Runtime(model=FunctionModel(lambda r: reply("ok")), workspace=tmp_path, store=store)
     running = store.create_run(prompt="p", model="m", workspace=str(tmp_path))
@@ -107,6 +108,11 @@ async def test_a_run_still_going_or_interrupted_cannot_be_continued(tmp_path: Pa
     store.release_run(interrupted.id, "nohost|1|x")
     with pytest.raises(UserError, match=f"resume it \\(`delegate run --resume {interrupted.id}`\\)"):
         await rt.run("next", continue_from=interrupted.id)
+    waiting = store.create_run(prompt="p", model="m", workspace=str(tmp_path))
+    with store.write() as conn:  # a call of it waits for a person
+        conn.execute(sa.text("UPDATE runs SET waiting = 1 WHERE id = :id"), {"id": waiting.id})
+    with pytest.raises(UserError, match=f"run {waiting.id} is waiting for a person to approve a call: decide"):
+        await rt.run("next", continue_from=waiting.id)
     with pytest.raises(UserError, match="no run 'run_nope' to continue"):
         await rt.run("next", continue_from="run_nope")
     await rt.aclose()

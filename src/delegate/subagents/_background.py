@@ -45,6 +45,9 @@ BACKGROUND_HINT = (
 )
 NOTICE_NAME = "task_notification"
 """The name of the lead's message that tells it of background subagents that ended."""
+MAX_NOTICE_CHARS = 8_000
+"""The most characters of results one notice carries in full: more subagents that ended at once
+are listed by id and status (`task_status` gives their results)."""
 DEFAULT_WAIT = 300.0
 """Seconds `task_wait` waits when the lead gives no `timeout_s`."""
 
@@ -124,7 +127,16 @@ class Background:
         if not ended:
             return []
         self._read.update((r.id, r.messages) for r in ended)
-        texts = [f"Background subagent {r.id} ended:\n{r.id} {read(r)[0]}" for r in ended]
+        texts: list[str] = []
+        room = MAX_NOTICE_CHARS
+        for at, record in enumerate(ended):
+            text = f"Background subagent {record.id} ended:\n{record.id} {read(record)[0]}"
+            if len(text) > room and texts:
+                rest = ", ".join(f"{r.id} [{r.status}]" for r in ended[at:])
+                texts.append(f"Also ended: {rest}. task_status with their ids gives their results.")
+                break
+            texts.append(text)
+            room -= len(text)
         if runner.emit is not unheard:
             for record in ended:
                 runner.emit(
