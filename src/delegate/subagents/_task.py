@@ -22,17 +22,19 @@ from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
+from .._hooks import HookEvent
 from .._layer import Layer
 from .._messages import Message
 from .._usage import Usage
-from ..loop import AgentResult, Journal, opening_choices, passed_deadline, run_agent
+from ..loop import AgentResult, Journal, opening_choices, passed_deadline
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
-from ..tools import Tool, ToolContext, ToolReturn
+from ..tools import HookSet, Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, snapshot_before
 from ._assemble import RunScope, assemble, toolset
 from ._background import BACKGROUND_HINT, Background, Conversation
 from ._complete import Delivery, validate_paths
+from ._hooks import run_checked
 from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, render_whole
 from ._overlay import check_asked, isolation_for, layer_for, settle
 from ._prompts import task_description, type_listing
@@ -366,7 +368,14 @@ class SubagentRunner:
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
             slash = self.skills.slash_command(prompt, definition.skills)
             messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
-            result = await run_agent(spec, ctx, messages)
+            hooks = self.scope.guard.hooks if self.scope.guard is not None else None
+            refused = await _refused(hooks, ctx, definition, prompt)
+            if refused is not None:  # a SubagentStart hook said no: nothing ran
+                record.status, record.stop_reason, record.error = "aborted", "refused", refused
+                if layer is not None:
+                    self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
+                return
+            result = await run_checked(spec, ctx, messages, hooks, definition.name)
             _fill(record, result)
             if layer is not None:
                 await self.settled(record, layer)
@@ -547,6 +556,17 @@ class SubagentRunner:
                 "subagent.heartbeat",
                 {"usage": ctx.usage.to_dict(), "elapsed": _elapsed(record)},
             )
+
+
+async def _refused(hooks: HookSet | None, ctx: ToolContext, definition: Subagent, prompt: str) -> str | None:
+    """Why the `SubagentStart` hooks refuse this delegation (None: they let it start)."""
+    if hooks is None:
+        return None
+    event = HookEvent(
+        name="SubagentStart", run_id=ctx.run_id, agent_id=ctx.agent_id, agent_type=definition.name, prompt=prompt
+    )
+    why = await hooks.blocked(ctx, event)
+    return None if why is None else f"a SubagentStart hook refused this delegation: {why}"
 
 
 def _stop_note(reason: str) -> str:
