@@ -237,7 +237,7 @@ class SubagentRunner:
             if agent_id is None:
                 next(self._ids)  # keep the numbering of the subagents started after it
             if self.budget is not None:  # what it spent before the interruption counts against the run's budget
-                self.budget.tokens += reused.usage.total_tokens
+                self.budget.spend(reused.usage, reused.type)
                 self.budget.requests += reused.usage.requests
             self._keep(reused)
             return reused
@@ -346,7 +346,7 @@ class SubagentRunner:
         tools, model = self.prepare(definition)
         record = self._record(definition, model.name, description, parent, tool_call_id, seq, agent_id, background)
         record.isolation = isolation_for(definition, tools, isolation)
-        layer = layer_for(record.isolation, self.workspace, self.run_id, agent_id, tools)
+        layer = self.layer(record, tools)
         workspace = self.workspace if layer is None else replace(self.workspace, layer=layer)
         if definition.command_rules:  # its Bash(...) rules, for its commands only
             workspace = replace(workspace, commands=replace(workspace.commands, rules=definition.command_rules))
@@ -378,7 +378,7 @@ class SubagentRunner:
             result = await run_checked(spec, ctx, messages, hooks, definition.name)
             _fill(record, result)
             if layer is not None:
-                self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
+                await self.settled(record, layer)
             if criteria and baseline is not None:
                 verdicts = await check_criteria(criteria, self.workspace, baseline)
                 record.acceptance = [asdict(v) for v in verdicts]
@@ -464,6 +464,16 @@ class SubagentRunner:
                 self._settle(record, settle(record, layer, self.workspace))
         self._finish(record, key)
         return record
+
+    async def settled(self, record: TaskOutput, layer: Layer) -> None:
+        """Merge (or keep) the layer of a subagent that ended a stretch of work (`_overlay.settle`)."""
+        self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
+
+    def layer(self, record: TaskOutput, tools: Sequence[Tool], stretch: int = 1) -> Layer | None:
+        """The layer of one stretch of `record`'s work (its first task, or a follow-up), as its
+        isolation says (None: it writes the workspace)."""
+        agent = record.id if stretch == 1 else f"{record.id}-{stretch}"
+        return layer_for(record.isolation, self.workspace, self.run_id, agent, tools)
 
     def _settle(self, record: TaskOutput, event: tuple[str, dict[str, Any]] | None) -> None:
         """Emit what settling a subagent's layer said (`workspace.merged` / `workspace.conflict`)."""
