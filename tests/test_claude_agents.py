@@ -433,3 +433,37 @@ def test_agents_list_is_one_line_per_type_and_long_is_the_table(tmp_path: Path) 
     table = run_cli(["agents", "list", "--long"], cwd=tmp_path, env=scrubbed_env() | {"COLUMNS": "200"})
     assert "source" in table.stdout and ".claude/agents/agent-042.md" in table.stdout
     assert len(table.stdout.splitlines()) > len(lines)
+
+
+def test_a_project_mcp_json_is_read_by_default(tmp_path: Path) -> None:
+    server_file = Path(__file__).with_name("mcp_server.py")
+    config = {"mcpServers": {"tiny": {"command": sys.executable, "args": [str(server_file)]}}}
+    (tmp_path / ".mcp.json").write_text(json.dumps(config))
+    with OpenAIServer(lambda body: Reply(content="done")) as server:
+        env = scrubbed_env() | {"OPENAI_BASE_URL": server.base_url}
+        done = run_cli(["run", "shout", "--model", "openai:m", "--json"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "mcp__tiny__shout" in json.dumps(server.requests[0])  # offered to the lead, no --mcp-config given
+
+
+def test_delegate_run_reads_user_level_agents_and_skills_which_the_project_shadows(tmp_path: Path) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    (home / "agents").mkdir(parents=True)
+    (home / "skills" / "tidy").mkdir(parents=True)
+    (home / "agents" / "helper.md").write_text("---\nname: helper\ndescription: USER-LEVEL helper.\n---\nHelp.\n")
+    (home / "agents" / "shared.md").write_text("---\nname: shared\ndescription: USER-LEVEL shared.\n---\nHi.\n")
+    (home / "skills" / "tidy" / "SKILL.md").write_text("---\nname: tidy\ndescription: TIDY-SKILL.\n---\nSteps.\n")
+    (workspace / ".claude" / "agents").mkdir(parents=True)
+    (workspace / ".claude" / "agents" / "shared.md").write_text(
+        "---\nname: shared\ndescription: PROJECT shared.\n---\n"
+    )
+    with OpenAIServer(lambda body: Reply(content="done")) as server:
+        env = scrubbed_env() | {"OPENAI_BASE_URL": server.base_url, "CLAUDE_CONFIG_DIR": str(home)}
+        done = run_cli(["run", "go", "--model", "openai:m", "--json"], env, workspace)
+        listed = run_cli(["agents", "list", "--json"], env, workspace)
+    assert done.returncode == 0, done.stderr
+    first = json.dumps(server.requests[0])
+    assert "USER-LEVEL helper" in first and "TIDY-SKILL" in first
+    assert "PROJECT shared" in first and "USER-LEVEL shared" not in first  # the project's shadows the user's
+    sources = {row["name"]: row["source"] for row in json.loads(listed.stdout)}
+    assert sources["helper"] == "~/.claude/agents/helper.md" and sources["shared"] == ".claude/agents/shared.md"

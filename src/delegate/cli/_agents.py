@@ -31,7 +31,8 @@ def _runtime(
     from .._errors import UserError
 
     try:
-        settings = OperatorFlags(agents=agents, skills=skills, model_alias=aliases).settings(workspace)
+        flags = OperatorFlags(agents=agents, skills=skills, model_alias=aliases)
+        settings = flags.settings(workspace, user_level=True)  # the catalogue as `delegate run` sees it
         runtime = settings.build(store=False)
         if warn:
             print_warnings(runtime)

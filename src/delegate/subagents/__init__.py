@@ -26,7 +26,6 @@ __all__ = [
     "assemble",
     "background_tools",
     "first_sentence",
-    "first_sentence",
     "parse_criteria",
     "project_context",
     "recover_merges",
