@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .._record import LIVE_STATUSES, STATUSES
+from .._text import plural
 from ._common import Db, Workspace, fail, open_store
 
 if TYPE_CHECKING:
@@ -104,7 +105,10 @@ def runs_show(
     typer.echo(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
     typer.echo(f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens")
     for sub in result.subagents:
-        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}")
+        kind = (" (background)" if sub.background else "") + (
+            f", {plural(sub.messages, 'follow-up')}" if sub.messages else ""
+        )
+        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}{kind}")
     if result.final:
         typer.echo(result.final)
 
