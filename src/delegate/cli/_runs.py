@@ -219,7 +219,7 @@ def _record_of(store: Store, run_id: str, agent_id: str) -> TaskOutput | None:
         if record.id == agent_id and record.status != "running":
             return record
     run = store.get_run(run_id)
-    if run is not None and run.status != "running":
+    if run is not None and run.status not in LIVE_STATUSES:
         fail(f"run {run_id} ended ({run.status}) before {agent_id} was recorded stopped")
     return None
 
