@@ -137,7 +137,7 @@ def test_chat_on_a_terminal_answers_in_markdown_cancels_with_ctrl_c_and_leaves_w
         assert "1 turn" in screen
         pane.type("/agents")
         screen = pane.wait_for("Subagents of run")
-        assert "general-purpose" in screen
+        assert "sub1 [completed] general-purpose: look" in screen
 
         pane.type(HOLD)
         assert responder.holding.wait(60)

@@ -105,7 +105,7 @@ def test_the_next_delegate_run_finishes_a_merge_that_a_kill_interrupted(tmp_path
     _prepare(root)
     layer = Layer(root=root, run_id="run", agent_id="sub1")
     workspace = replace(Workspace.open(root), layer=layer)
-    from delegate._layer import layer_changes
+    from delegate._changes import layer_changes
     from delegate.subagents._merge import _stage  # pyright: ignore[reportPrivateUsage]
     from delegate.tools import never_merged
 

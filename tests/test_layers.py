@@ -120,3 +120,32 @@ async def test_commands_of_an_overlay_subagent_are_refused_where_no_overlay_can_
         await bash.run(ctx, {"command": "echo x > x.txt"})
     assert "its file tools still work" in str(refused.value)
     assert not (tmp_path / "x.txt").exists() and not os.path.exists(layer.upper / "x.txt")
+
+
+async def test_a_follow_up_of_an_overlay_subagent_writes_in_a_layer_of_its_own_merged_when_it_completes(
+    tmp_path: Path,
+) -> None:
+    writes_seen: dict[str, bool] = {}
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        turns = sum(1 for m in request.messages if m.role == "assistant")
+        if is_lead(request):
+            script = [
+                call("task", subagent_type="writer", description="w", prompt="first", run_in_background=True),
+                call("task_wait"),
+                call("task_message", id="sub1", message="second"),
+            ]
+            return script[turns] if turns < len(script) else reply("ok")
+        said = [m.text for m in request.messages if m.role == "user"]
+        name = "first.txt" if len(said) == 1 else "second.txt"
+        if request.messages[-1].role == "user":
+            return call("write_file", path=name, content=f"{name}\n")
+        writes_seen[name] = (tmp_path / name).exists()  # before it completes: only in its layer
+        return call("complete", summary=f"wrote {name}", paths=[name])
+
+    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, subagents=[WRITER], store=False)
+    result = await rt.run("go")
+    (record,) = result.subagents
+    assert writes_seen == {"first.txt": False, "second.txt": False}
+    assert (tmp_path / "first.txt").is_file() and (tmp_path / "second.txt").is_file()
+    assert [(c.path, c.op) for c in record.changes] == [("second.txt", "create")]

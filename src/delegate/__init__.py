@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from ._events import Event, EventSink
     from ._frontmatter import CatalogueWarning
+    from ._hooks import HookAnswer, HookEvent, Hooks
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
     from ._permissions import Permissions
     from ._store import Store
@@ -62,6 +63,9 @@ _WHERE = {
     "Event": "._events",
     "EventSink": "._events",
     "Extensions": "._config",
+    "HookAnswer": "._hooks",
+    "HookEvent": "._hooks",
+    "Hooks": "._hooks",
     "Lead": "._agents",
     "LoopGuard": "._config",
     "LoopSettings": "._config",
@@ -130,6 +134,9 @@ __all__ = [
     "Event",
     "EventSink",
     "Extensions",
+    "HookAnswer",
+    "HookEvent",
+    "Hooks",
     "Lead",
     "LoopGuard",
     "LoopSettings",

@@ -183,6 +183,9 @@ class Subagent(Agent):
     """Servers this type defines itself (`.mcp.json` entries), started for it alone; honoured only
     from what agents cannot write (code, `--agents` folders outside the workspace)."""
     permission_mode: str | None = None
+    hooks: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Hook commands for this type's agents alone, in Claude Code's `hooks` format; honoured only
+    from what the operator owns (code, its folders; never a user's own under `delegate serve`)."""
     command_rules: CommandRules = field(default_factory=CommandRules)
     """The `Bash(...)` rules of its `tools` (what it may run) and `disallowedTools` (what it may not)."""
     unavailable_tools: list[str] = field(default_factory=list[str])
@@ -319,6 +322,7 @@ class _FrontMatter(BaseModel):
     )
     project_context: bool = True
     output_schema: dict[str, Any] | None = None
+    hooks: dict[str, Any] | None = None
     color: str | None = None  # Claude Code's colour in its UI; accepted and ignored
     isolation: Literal["overlay", "shared"] | None = None
 
@@ -354,9 +358,12 @@ _FIX = {
 }
 
 
-def load_definition(path: Path, *, claude: bool = False, name: str | None = None, trusted: bool = False) -> Subagent:
+def load_definition(
+    path: Path, *, claude: bool = False, name: str | None = None, trusted: bool = False, hooks: bool = True
+) -> Subagent:
     """Read one Markdown definition; `name` is how warnings call the file (default: its path).
-    `trusted` (an operator's folder, which agents cannot write) lets it define MCP servers inline.
+    `trusted` (an operator's folder, which agents cannot write) lets it define MCP servers inline;
+    `hooks=False` (a user's own folder) drops its hook commands, with a warning.
     Raises `Unreadable` (with its warning) for a file that cannot be a definition; whatever else is
     wrong is in the definition's `warnings`."""
     shown = name or str(path)
@@ -378,6 +385,8 @@ def load_definition(path: Path, *, claude: bool = False, name: str | None = None
         allow = ()  # plain Bash allows every command
     if deny and not _names_bash(parsed.disallowed_tools):
         disallowed.remove("bash")  # a rule refuses some commands, not the tool
+    if parsed.hooks and not hooks:
+        warnings.append(CatalogueWarning(shown, "hooks are not run from a user's own definitions; ignored"))
     if parsed.permission_mode == "plan":
         tools = [t for t in (tools if tools is not None else READ_ONLY_TOOLS) if t in READ_ONLY_TOOLS]
     if unavailable:
@@ -403,6 +412,7 @@ def load_definition(path: Path, *, claude: bool = False, name: str | None = None
             mcp_servers=[*parsed.mcp_servers, *inline],
             mcp_inline=inline,
             permission_mode=parsed.permission_mode,
+            hooks=(parsed.hooks or {}) if hooks else {},
             isolation=parsed.isolation,
             command_rules=CommandRules(allow=allow, deny=deny),
             unavailable_tools=unavailable,
@@ -509,7 +519,7 @@ def map_tools(
 
 
 def load_folder(
-    folder: Path, *, claude: bool = False, label: str = "", trusted: bool = False
+    folder: Path, *, claude: bool = False, label: str = "", trusted: bool = False, hooks: bool = True
 ) -> tuple[list[Subagent], list[CatalogueWarning]]:
     """Every `*.md` definition in `folder`, sorted by file name, and the warnings of the files
     skipped or read with problems. A missing folder has none."""
@@ -520,7 +530,7 @@ def load_folder(
     for path in sorted(folder.glob("*.md")):
         try:
             shown = f"{label}/{path.name}" if label else path.name
-            definition = load_definition(path, claude=claude, name=shown, trusted=trusted)
+            definition = load_definition(path, claude=claude, name=shown, trusted=trusted, hooks=hooks)
         except Unreadable as exc:
             warnings.append(exc.warning)
             continue
@@ -573,7 +583,8 @@ class Catalogue:
         warnings: list[CatalogueWarning] = []
         table = aliases or ModelAliases()
         for folder, claude, label, trusted in folders:
-            definitions, problems = load_folder(folder, claude=claude, label=label, trusted=trusted)
+            users = own is not None and Path(folder).resolve().is_relative_to(own.resolve())  # a user's own: no hooks
+            definitions, problems = load_folder(folder, claude=claude, label=label, trusted=trusted, hooks=not users)
             warnings += problems
             for definition in definitions:
                 found[definition.name] = _resolve_model(definition, table, warnings)

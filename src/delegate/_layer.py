@@ -30,7 +30,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import WorkspaceError
 from ._paths import Found
-from ._record import Change
 
 if TYPE_CHECKING:
     from ._workspace import Located
@@ -453,7 +452,7 @@ class Layer:
                     found.close()
                 if state != "present":
                     return [] if state == "deleted" else names
-            folder = _open_below(up, parts)
+            folder = open_below(up, parts)
             if folder is None:
                 return names
             try:
@@ -466,9 +465,10 @@ class Layer:
             os.close(up)
         return sorted([*kept, *(n for n, info in mine.items() if not is_whiteout(info))])
 
-    def entries(self) -> Iterator[tuple[str, os.stat_result, bool]]:
-        """Every entry of `upper` below the root, parents first: its view path, its `lstat`, and
-        whether it is a folder marked opaque."""
+    def entries(self) -> Iterator[tuple[str, os.stat_result, bool, int]]:
+        """Every entry of `upper` below the root, parents first: its view path, its `lstat`,
+        whether it is a folder marked opaque, and a handle on the folder that holds it (valid until
+        the iteration moves on)."""
         up = self.folder(create=False)
         if up is None:
             return
@@ -487,10 +487,10 @@ class Layer:
                             sub = os.open(
                                 entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
                             )
-                            yield path, info, is_opaque(sub)
+                            yield path, info, is_opaque(sub), fd
                             stack.append((sub, path))
                         else:
-                            yield path, info, False
+                            yield path, info, False, fd
                 finally:
                     os.close(fd)
         finally:
@@ -513,7 +513,7 @@ def glance() -> Generator[None]:
         _glancing.on = before
 
 
-def _open_below(up: int, parts: tuple[str, ...]) -> int | None:
+def open_below(up: int, parts: tuple[str, ...]) -> int | None:
     fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=up)
     for name in parts:
         try:
@@ -623,187 +623,3 @@ def remove_tree(root: Path, rel: str) -> None:
             raise
     finally:
         os.close(fd)
-
-
-# ---------------------------------------------------------------------------------------------
-# What a layer changes
-
-DIFF_MAX_CHARS = 8_000
-"""The most characters of a change's diff kept in the record (the layer keeps the whole file)."""
-DIFF_MAX_BYTES = 512 * 1024
-"""Files larger than this get no diff (their change says how many bytes they hold)."""
-
-
-def parent_handle(root_fd: int, root: str, parts: tuple[str, ...] | list[str], *, create: bool) -> Found | None:
-    """Where the folder that holds `parts` is, walked from `root_fd` (symlinks on the way
-    followed, never out of the root; missing folders made with `create`): a `Found` whose
-    `parts` are the folder's real path, and whose `folder` is a handle on that folder itself
-    (`name` is `.`). None when a folder on the way is missing (and not made)."""
-    from ._paths import walk
-
-    found = walk(root_fd, root, [*parts[:-1], "."], create=(lambda _: None) if create else None)
-    try:
-        if found.info is None or not stat.S_ISDIR(found.info.st_mode):
-            return None
-        if found.name == ".":
-            return Found(folder=os.dup(found.folder), name=".", parts=(), info=found.info)
-        fd = os.open(found.name, _PATH_DIR, dir_fd=found.folder)
-        return Found(folder=fd, name=".", parts=found.parts, info=found.info)
-    finally:
-        found.close()
-
-
-def lower_info(root_fd: int, root: str, rel: str) -> tuple[os.stat_result | None, tuple[str, ...] | None]:
-    """The workspace's `lstat` of `rel` (its last component not followed) and the real path of
-    the folder holding it (None when that folder is missing)."""
-    parts = rel.split("/")
-    try:
-        parent = parent_handle(root_fd, root, parts, create=False)
-    except OSError:
-        return None, None
-    if parent is None:
-        return None, None
-    with parent:
-        return _lstat(parent.folder, parts[-1]), parent.parts
-
-
-def layer_changes(layer: Layer, skip: Callable[[str], bool], *, diffs: bool = False) -> list[Change]:
-    """What `layer` changes in the workspace, path by path in path order: each file, link or
-    empty folder it adds (`create`), each it changes (`modify`; a file copied up and left as it was
-    is no change) and each it deletes (`delete`). `skip(rel)` names paths never merged (hidden and
-    read-only folders: the mount points a sandbox makes there)."""
-    up = layer.folder(create=False)
-    if up is None:
-        return []
-    os.close(up)
-    root = str(layer.root)
-    root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    changes: list[Change] = []
-    made: list[str] = []  # folders the layer adds
-    settled: list[str] = []  # paths whose layer entries below are not looked at
-    try:
-        for rel, info, opaque in layer.entries():
-            if any(_under(rel, s) for s in settled):
-                continue
-            if skip(rel):
-                settled.append(rel)
-                continue
-            lower, _ = lower_info(root_fd, root, rel)
-            if is_whiteout(info):
-                if lower is not None:
-                    changes.append(Change(path=rel, op="delete"))
-                settled.append(rel)
-            elif stat.S_ISDIR(info.st_mode):
-                if lower is None or not stat.S_ISDIR(lower.st_mode):
-                    changes.append(Change(path=rel, op="create" if lower is None else "modify"))
-                    made.append(rel)
-                elif opaque:
-                    changes += _hidden_by(layer, root_fd, root, rel)
-            else:
-                change = _file_change(layer, root_fd, root, rel, info, lower, diffs)
-                if change is not None:
-                    changes.append(change)
-    finally:
-        os.close(root_fd)
-    # a folder it adds is a change of its own only when nothing below it is
-    busy = {p for c in changes for p in _ancestors(c.path)}
-    changes = [c for c in changes if c.path not in made or c.path not in busy]
-    return sorted(changes, key=lambda c: c.path)
-
-
-def _hidden_by(layer: Layer, root_fd: int, root: str, rel: str) -> list[Change]:
-    """The deletes an opaque folder of the layer makes: the workspace's entries it lacks."""
-    parent = parent_handle(root_fd, root, [*rel.split("/"), "x"], create=False)
-    if parent is None:
-        return []
-    with parent:
-        try:
-            fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent.folder)
-        except OSError:
-            return []
-        try:
-            theirs = set(os.listdir(fd))
-        finally:
-            os.close(fd)
-    up = layer.folder(create=False)
-    assert up is not None
-    try:
-        mine_fd = _open_below(up, tuple(rel.split("/")))
-    finally:
-        os.close(up)
-    mine: set[str] = set()
-    if mine_fd is not None:
-        try:
-            mine = set(os.listdir(mine_fd))
-        finally:
-            os.close(mine_fd)
-    return [Change(path=f"{rel}/{name}", op="delete") for name in sorted(theirs - mine)]
-
-
-def _file_change(
-    layer: Layer, root_fd: int, root: str, rel: str, info: os.stat_result, lower: os.stat_result | None, diffs: bool
-) -> Change | None:
-    parts = rel.split("/")
-    up = layer.folder(create=False)
-    assert up is not None
-    try:
-        folder = _open_below(up, tuple(parts[:-1]))
-    finally:
-        os.close(up)
-    if folder is None:
-        return None
-    size = len(os.fsencode(os.readlink(parts[-1], dir_fd=folder))) if stat.S_ISLNK(info.st_mode) else info.st_size
-    try:
-        if lower is None:
-            return Change(
-                path=rel, op="create", bytes=size, diff=_diff(None, folder, parts[-1], info) if diffs else None
-            )
-        parent = parent_handle(root_fd, root, parts, create=False)
-        if parent is None:
-            return Change(path=rel, op="create", bytes=size)
-        with parent:
-            if content_hash(parent.folder, parts[-1]) == content_hash(folder, parts[-1]):
-                return None  # copied up, left as it was
-            diff = _diff((parent.folder, lower), folder, parts[-1], info) if diffs else None
-        return Change(path=rel, op="modify", bytes=size, diff=diff)
-    finally:
-        os.close(folder)
-
-
-def _diff(old: tuple[int, os.stat_result] | None, folder: int, name: str, info: os.stat_result) -> str | None:
-    """A unified diff of a text file's old version (None: it is new) and its layer's, capped."""
-    import difflib
-
-    if not stat.S_ISREG(info.st_mode) or info.st_size > DIFF_MAX_BYTES:
-        return None
-    if old is not None and (not stat.S_ISREG(old[1].st_mode) or old[1].st_size > DIFF_MAX_BYTES):
-        return None
-    texts: list[list[str]] = []
-    for where in ((old[0] if old else None), folder):
-        if where is None:
-            texts.append([])
-            continue
-        try:
-            raw = _read(where, name)
-            texts.append(raw.decode("utf-8").splitlines(keepends=True))
-        except (OSError, UnicodeDecodeError):
-            return None
-    lines = difflib.unified_diff(texts[0], texts[1], "a/" + name if old else "/dev/null", "b/" + name)
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    return text if len(text) <= DIFF_MAX_CHARS else text[:DIFF_MAX_CHARS] + "\n[diff cut]\n"
-
-
-def _read(folder: int, name: str) -> bytes:
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
-
-
-def _under(rel: str, prefix: str) -> bool:
-    return rel == prefix or rel.startswith(prefix + "/")
-
-
-def _ancestors(rel: str) -> Iterator[str]:
-    parts = rel.split("/")
-    for i in range(1, len(parts)):
-        yield "/".join(parts[:i])

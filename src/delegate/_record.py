@@ -40,6 +40,7 @@ StopReason = Literal[
     "repeated_failure",
     "run_token_budget",
     "run_max_requests",
+    "run_cost_budget",
     "timeout",
     "run_timeout",
     "cancelled",
@@ -47,17 +48,19 @@ StopReason = Literal[
     "invalid_result",
     "crash",
     "interrupted",
+    "refused",
     "stopped",
 ]
 """Why an agent stopped: its answer (`final_answer`; a subagent's `complete`, `stop_tool`), one of
 its own limits (`max_steps`, `token_budget`, `timeout`), the loop guard (`no_progress`: turns in
 a row that did nothing new; `repeated_failure`: the same call failing again and again; see
 `delegate/loop/_guard.py`), a run-wide budget (`run_token_budget`,
-`run_max_requests`), the run's deadline passing while a subagent ran (`run_timeout`), `cancelled`,
-a model that failed (`model_error`), a typed result the subagent
-could not get right (`invalid_result`), a crash of the subagent (`crash`), its process dying
-(`interrupted`), or one subagent stopped by its lead (`task_stop`) or from outside (`delegate runs
-stop`, the HTTP API, the web page's Stop button): `stopped`, with status `cancelled`."""
+`run_max_requests`, `run_cost_budget`), the run's deadline passing while a subagent ran (`run_timeout`), `cancelled`,
+a `SubagentStart` hook that refused the delegation (`refused`), a model that failed
+(`model_error`), a typed result the subagent could not get right (`invalid_result`), a crash of
+the subagent (`crash`), its process dying (`interrupted`), or one subagent stopped by its lead
+(`task_stop`) or from outside (`delegate runs stop`, the HTTP API, the web page's Stop button):
+`stopped`, with status `cancelled`."""
 
 STATUSES: tuple[Status, ...] = get_args(Status)
 END_STATUSES: frozenset[EndStatus] = frozenset(get_args(EndStatus))

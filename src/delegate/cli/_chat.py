@@ -202,13 +202,14 @@ class Session:
 
     def interactive(self) -> None:
         from rich.console import Console
+        from rich.markup import escape
 
         console = Console()
         store_dir = self.runtime.workspace.root / ".delegate"
         with _history(store_dir / HISTORY_FILE):
             where = f"continuing run {self.last}" if self.last else "a new thread"
             console.print(
-                f"[bold]delegate chat[/bold] · {where} · {self.runtime.workspace.root}\n"
+                f"[bold]delegate chat[/bold] · {where} · {escape(str(self.runtime.workspace.root))}\n"
                 f"[dim]End a line with \\ to go on, or wrap lines in {FENCE}. Ctrl-C cancels a turn; "
                 "Ctrl-D or /exit leaves; /help lists the commands.[/dim]"
             )
@@ -230,6 +231,8 @@ class Session:
                 self._live_turn(prompt, console)
 
     def _command(self, line: str, console: Console) -> bool:
+        from rich.markup import escape
+
         """Do a `/command`; True to leave."""
         name = line.split()[0].lower()
         if name in ("/exit", "/quit"):
@@ -242,12 +245,13 @@ class Session:
             for command, what in COMMANDS.items():
                 console.print(f"  [bold]{command}[/bold]  {what}")
         else:
-            console.print(f"[red]unknown command {name}[/red]: {', '.join(COMMANDS)}")
+            console.print(f"[red]unknown command {escape(name)}[/red]: {', '.join(COMMANDS)}")
         return False
 
     def _live_turn(self, prompt: str, console: Console) -> None:
         from rich.live import Live
         from rich.markdown import Markdown
+        from rich.markup import escape
         from rich.text import Text
 
         from .._errors import UserError
@@ -272,7 +276,7 @@ class Session:
         try:
             result = run_until_done(go)
         except UserError as exc:
-            console.print(f"[red]error:[/red] {safe_text(str(exc))}")
+            console.print(f"[red]error:[/red] {escape(safe_text(str(exc)))}")
             return
         except KeyboardInterrupt:
             self._after_cancel(run_id, console)
@@ -326,15 +330,18 @@ class Session:
         console.print(table)
 
     def _agents(self, console: Console) -> None:
+        from rich.markup import escape
+
         catalogue = self.runtime.catalogue.visible(allow_commands=self.runtime.workspace.allow_commands)
         console.print("[bold]Subagent types[/bold]")
         for definition in catalogue.definitions.values():
-            console.print(f"  [bold]{definition.name}[/bold]  {definition.description[:100]}")
+            console.print(f"  [bold]{escape(definition.name)}[/bold]  {escape(definition.description[:100])}")
         if self.results:
             console.print(f"[bold]Subagents of run {self.results[-1].run_id}[/bold]")
             for sub in self.results[-1].subagents or []:
                 tokens = sub.usage.input_tokens + sub.usage.output_tokens
-                console.print(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description} · {tokens:,} tokens")
+                line = f"  {sub.id} [{sub.status}] {sub.type}: {sub.description} · {tokens:,} tokens"
+                console.print(escape(safe_text(line)))
             if not self.results[-1].subagents:
                 console.print("  none: the lead answered itself")
 

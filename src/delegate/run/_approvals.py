@@ -26,14 +26,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import UserError
-from .._events import Event
-from .._permissions import ApprovalRow, Permissions, read_settings
+from .._events import Event, EventSink, unheard
+from .._hooks import CommandHook, HookEvent, command_hooks
+from .._permissions import ApprovalRow, CallPolicy, Permissions, read_settings
 from .._time import utc_now
 from ..loop import EVENT_VALUE_LIMIT, deadlines_paused
-from ..tools import Approval, ApprovalRequest, ToolContext
+from ..tools import Approval, ApprovalRequest, HookSet, ToolContext
 
 if TYPE_CHECKING:
+    from .._agents import Catalogue
     from .._store import Store
+    from .._workspace import Workspace
     from ..loop import Journal
     from ..subagents import SubagentRunner
     from ._recorder import Recorder
@@ -210,3 +213,41 @@ def load_permissions(given: Permissions | None, folder: Path) -> tuple[Permissio
         return given, []
     found, hooks = read_settings(folder)
     return given.merged(found), hooks
+
+
+def build_hooks(
+    permissions: Permissions,
+    settings: list[dict[str, Any]],
+    catalogue: Catalogue,
+    shared: Path | None,
+    workspace: Workspace,
+) -> HookSet | None:
+    """The runtime's hooks: the Python ones of `permissions`, the commands of the operator's
+    settings files (`settings`, see `read_settings`) and of each type's definition (for that type
+    alone), run in the operator's folder (`shared` under `delegate serve`, else the workspace).
+    None when there are none. A definition whose `hooks` cannot be read is a `UserError`."""
+    commands: list[CommandHook] = []
+    for entry in settings:
+        commands += command_hooks(entry["hooks"], entry["file"])
+    for definition in catalogue.definitions.values():
+        if definition.hooks:
+            commands += command_hooks(definition.hooks, definition.source, scope=definition.name)
+    if not commands and permissions.hooks is None:
+        return None
+    policy = CallPolicy.compile(permissions)
+    return HookSet(permissions.hooks, commands, str(shared or workspace.root), policy)
+
+
+async def prompt_hooks(hooks: HookSet, prompt: str, workspace: Workspace, sinks: list[EventSink]) -> str:
+    """A prompt once its `UserPromptSubmit` hooks spoke: refused (`UserError` with their reason),
+    or with the context they add after it."""
+
+    def emit(event: Event) -> None:
+        for sink in sinks:
+            sink(event)
+
+    ctx = ToolContext(run_id="", agent_id="lead", workspace=workspace, emit=emit if sinks else unheard)
+    why, added = await hooks.context(ctx, HookEvent(name="UserPromptSubmit", run_id="", agent_id="lead", prompt=prompt))
+    if why is not None:
+        raise UserError(f"a UserPromptSubmit hook refused the prompt: {why}")
+    return f"{prompt}\n\n{added}" if added else prompt

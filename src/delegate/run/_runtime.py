@@ -24,7 +24,7 @@ from .._messages import Message
 from .._permissions import CallPolicy
 from .._text import safe_text
 from .._workspace import CommandPolicy, Workspace
-from ..loop import AgentSpec, RunBudget, run_agent
+from ..loop import AgentSpec, RunBudget
 from ..mcp import MCPTools, server_config
 from ..models import Model, ModelAliases, resolve_model
 from ..skills import SkillCatalogue
@@ -37,6 +37,7 @@ from ..subagents import (
     parse_criteria,
     project_context,
     recover_merges,
+    run_checked,
     sweep_layers,
     task_tool,
     toolset,
@@ -50,7 +51,7 @@ from ..tools import (
     sweep_scratch,
     uploads_state,
 )
-from ._approvals import NEVER_WAIT, RunApprovals, decide_call, load_permissions
+from ._approvals import NEVER_WAIT, RunApprovals, build_hooks, decide_call, load_permissions, prompt_hooks
 from ._pool import inside, lead_tool_names, local_timezone, tool_pool
 from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
@@ -131,6 +132,8 @@ class Runtime:
         """The permission rules of every run (`Extensions.permissions` and the operator's settings
         files), and the command hooks of those files (see docs/approvals.md)."""
         self._policy = CallPolicy.compile(self.permissions)
+        self.hooks = build_hooks(self.permissions, self.hook_settings, self.catalogue, self._shared, self.workspace)
+        """The hooks of every run: Python hooks, and the commands of the operator's files (None: none)."""
         self.tools = tool_pool(self.lead, given, allow_commands=commands is not None)
         """Every tool a definition may name: the built-in ones and those given in code."""
         self._lead_tools = lead_tool_names(self.lead, self.tools)
@@ -247,7 +250,7 @@ class Runtime:
     @property
     def _may_guard(self) -> bool:
         """Whether any rule, mode or hook may act on a call (else no tool is wrapped at all)."""
-        return bool(self.permissions)
+        return bool(self.permissions) or self.hooks is not None
 
     async def decide(
         self, run_id: str, call_id: str, *, approve: bool, reason: str = "", always: bool = False
@@ -308,6 +311,8 @@ class Runtime:
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         prompt = safe_text(prompt)  # an argument `delegate run $'\xff'` holds a lone surrogate
+        if self.hooks is not None:  # UserPromptSubmit: refuse it (a UserError), or add context
+            prompt = await prompt_hooks(self.hooks, prompt, self.workspace, [*self.sinks, *sinks])
         limits = limits or self.limits
         uploaded_files = uploads_state(uploaded_files)
         history: list[Message] = []
@@ -408,7 +413,7 @@ class Runtime:
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp()
         approvals = RunApprovals(recorder, limits.approval_timeout) if self._may_guard else None
-        guard = CallGuard(self._policy, approvals) if approvals is not None else None
+        guard = CallGuard(self._policy, approvals, self.hooks) if approvals is not None else None
         scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context, guard)
         ctx = self._context(scope, "lead")
         ctx.uploaded_files = uploads_state(uploaded_files)
@@ -460,7 +465,7 @@ class Runtime:
         """Run the lead to its end, or until it is stopped: cancelled (by our caller, or from
         another process), taken over by another process, or interrupted (see `interrupt`)."""
         run_id = ctx.run_id
-        agent = asyncio.create_task(runner.background.outlast(run_agent(spec, ctx, messages)))
+        agent = asyncio.create_task(runner.background.outlast(run_checked(spec, ctx, messages, self.hooks, None)))
         stopped: list[str] = []
 
         def stop(why: str) -> None:
@@ -541,7 +546,7 @@ class Runtime:
             emit(Event(type="mcp.server_failed", run_id=task_id, agent_id="batch", data=data))
         context = await asyncio.to_thread(self._prepare_workspace)
         model = await self._model_off_loop(self._model_spec)
-        guard = CallGuard(self._policy, never_wait=NEVER_WAIT) if self._may_guard else None
+        guard = CallGuard(self._policy, never_wait=NEVER_WAIT, hooks=self.hooks) if self._may_guard else None
         scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context, guard)
         ctx = self._context(scope, "batch")
         runner = self._runner(scope, ctx, model, self._lead_tools, mcp_tools, own)

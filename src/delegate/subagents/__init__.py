@@ -5,6 +5,7 @@ from ._assemble import RunScope, assemble, toolset
 from ._background import BACKGROUND_TOOLS, background_tools
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
+from ._hooks import run_checked
 from ._merge import recover_merges, sweep_layers
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, type_listing
@@ -27,6 +28,7 @@ __all__ = [
     "parse_criteria",
     "project_context",
     "recover_merges",
+    "run_checked",
     "sweep_layers",
     "task_tool",
     "toolset",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -246,8 +246,11 @@ class Background:
         tools, model = runner.prepare(definition)
         spec = await assemble(definition, runner.scope, model=model, tools=tools, prompt=message)
         spec.instructions = kept.system  # the very prompt it worked under
-        ctx = runner.context(record, parent, call_id)
+        layer = runner.layer(record, tools, record.messages + 2)  # an overlay subagent's follow-up: a new layer
+        workspace = runner.workspace if layer is None else replace(runner.workspace, layer=layer)
+        ctx = runner.context(record, parent, call_id, workspace)
         ctx.usage = record.usage  # its usage grows
+        record.changes, record.conflicts, record.layer = [], [], None
         steps_before = record.steps
         record.status, record.stop_reason, record.error, record.completed_at = "running", None, None, None
         record.messages += 1
@@ -263,11 +266,13 @@ class Background:
             result = await run_agent(spec, ctx, [*kept.messages, Message.user(message)])
             runner.fill(record, result)
             record.steps = steps_before + result.steps
+            if layer is not None:
+                await runner.settled(record, layer)
             follow_ups = [*kept.follow_ups, *([call_id] if call_id else [])]
             await runner.deliver(record, definition, kept.system, result, kept.key, follow_ups)
 
         try:
-            return await runner.conclude(record, ctx, kept.key, work(), steps_before=steps_before)
+            return await runner.conclude(record, ctx, kept.key, work(), steps_before=steps_before, layer=layer)
         finally:
             runner.tasks.pop(record.id, None)
 

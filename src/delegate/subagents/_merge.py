@@ -35,18 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from .._layer import (
-    LAYERS,
-    TRASH,
-    Layer,
-    content_hash,
-    layer_changes,
-    parent_handle,
-    read_json,
-    remove_tree,
-    sync_folder,
-    write_json,
-)
+from .._changes import Folders, layer_changes
+from .._layer import LAYERS, TRASH, Layer, content_hash, read_json, remove_tree, write_json
 from .._paths import PathEscape, PathLoop
 from .._record import Change, Conflict
 from .._workspace import Workspace
@@ -74,11 +64,12 @@ def merge_layer(workspace: Workspace, layer: Layer) -> MergeOutcome:
     once merged, kept (its `layer.json` saying `conflict`) when not."""
     shared = workspace.shared
     with merge_lock(shared.root):
-        changes = layer_changes(layer, never_merged(shared), diffs=True)
+        hashes: dict[str, str | None] = {}
+        changes = layer_changes(layer, never_merged(shared), diffs=True, hashes=hashes)
         if not changes:
             layer.remove()
             return MergeOutcome()
-        conflicts = _conflicts(shared, layer, changes)
+        conflicts = _conflicts(shared, layer, changes, hashes)
         if conflicts:
             layer.describe(status="conflict", conflicts=[c.to_dict() for c in conflicts])
             return MergeOutcome(changes=changes, conflicts=conflicts)
@@ -110,34 +101,32 @@ def merge_lock(root: Path) -> Generator[None]:
         os.close(lock)
 
 
-def _conflicts(workspace: Workspace, layer: Layer, changes: list[Change]) -> list[Conflict]:
-    """The changes whose path the workspace changed since the subagent first saw it."""
-    root = str(workspace.root)
+def _conflicts(
+    workspace: Workspace, layer: Layer, changes: list[Change], hashes: dict[str, str | None]
+) -> list[Conflict]:
+    """The changes whose path the workspace changed since the subagent first saw it, or which
+    can no longer be applied where they were made (`hashes`: what `layer_changes` just read)."""
     closed = never_merged(workspace)
     found: list[Conflict] = []
-    root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
+    with Folders(workspace.root) as folders:
         for change in changes:
-            parts = change.path.split("/")
+            name = change.path.rsplit("/", 1)[-1]
             try:
-                parent = parent_handle(root_fd, root, parts, create=False)
+                parent = folders.parent(change.path)
             except (OSError, PathEscape, PathLoop):
                 found.append(Conflict(path=change.path, reason="a folder on its path is now a file, or leads out"))
                 continue
             if parent is None:
                 current = None
             else:
-                with parent:
-                    real = "/".join((*parent.parts, parts[-1]))
-                    if real != change.path and closed(real):
-                        found.append(Conflict(path=change.path, reason=f"its folder now leads to {real}"))
-                        continue
-                    current = content_hash(parent.folder, parts[-1])
+                real = "/".join((*parent.parts, name))
+                if real != change.path and closed(real):
+                    found.append(Conflict(path=change.path, reason=f"its folder now leads to {real}"))
+                    continue
+                current = hashes[change.path] if change.path in hashes else content_hash(parent.folder, name)
             reason = _changed(change, layer.seen, current)
             if reason is not None:
                 found.append(Conflict(path=change.path, reason=reason))
-    finally:
-        os.close(root_fd)
     return found
 
 
@@ -164,6 +153,7 @@ def _stage(layer: Layer, changes: list[Change]) -> list[dict[str, Any]]:
     stage = layer.folder(create=True, sub="stage")
     up = layer.folder(create=False)
     assert stage is not None and up is not None
+    opened: dict[tuple[str, ...], int] = {}  # the layer's folders, each opened once
     plan: list[dict[str, Any]] = []
     try:
         for n, change in enumerate(changes):
@@ -172,31 +162,29 @@ def _stage(layer: Layer, changes: list[Change]) -> list[dict[str, Any]]:
             if change.op == "delete":
                 continue
             *folders, name = change.path.split("/")
-            folder = _open_below(up, folders)
+            folder = opened.get(tuple(folders))
+            if folder is None:
+                folder = opened[tuple(folders)] = _open_below(up, folders)
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                entry["kind"] = "dir"
+                continue
+            entry["kind"] = "link" if stat.S_ISLNK(info.st_mode) else "file"
             try:
-                info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode):
-                    entry["kind"] = "dir"
-                    continue
-                entry["kind"] = "link" if stat.S_ISLNK(info.st_mode) else "file"
-                try:
-                    os.link(name, str(n), src_dir_fd=folder, dst_dir_fd=stage, follow_symlinks=False)
-                except OSError as exc:
-                    if exc.errno != errno.EXDEV:
-                        raise
-                    _copy_entry(folder, name, stage, str(n), info)
-            finally:
-                os.close(folder)
-        sync_folder(stage)
+                os.link(name, str(n), src_dir_fd=folder, dst_dir_fd=stage, follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                _copy_entry(folder, name, stage, str(n), info)
         base = layer.folder(create=False, sub=".")
         assert base is not None
         try:
-            write_json(base, JOURNAL, {"state": "apply", "changes": plan})
+            write_json(base, JOURNAL, {"state": "apply", "changes": plan})  # flushed: the merge is decided
         finally:
             os.close(base)
     finally:
-        os.close(stage)
-        os.close(up)
+        for fd in (stage, up, *opened.values()):
+            os.close(fd)
     return plan
 
 
@@ -205,38 +193,39 @@ def apply_plan(root: Path, layer: Layer, plan: list[dict[str, Any]]) -> None:
     stage = layer.folder(create=True, sub="stage")
     old = layer.folder(create=True, sub="old")
     assert stage is not None and old is not None
-    root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for entry in plan:
-            _apply_one(root_fd, str(root), stage, old, entry)
+        with Folders(root) as folders:
+            for entry in plan:
+                _apply_one(folders, stage, old, entry)
     finally:
-        for fd in (root_fd, stage, old):
-            os.close(fd)
+        os.close(stage)
+        os.close(old)
 
 
-def _apply_one(root_fd: int, root: str, stage: int, old: int, entry: dict[str, Any]) -> None:
-    parts = str(entry["path"]).split("/")
-    name, staged, op, kind = parts[-1], str(entry["stage"]), entry["op"], entry["kind"]
-    parent = parent_handle(root_fd, root, parts, create=op != "delete")
+def _apply_one(folders: Folders, stage: int, old: int, entry: dict[str, Any]) -> None:
+    path = str(entry["path"])
+    name, staged, op, kind = path.rsplit("/", 1)[-1], str(entry["stage"]), entry["op"], entry["kind"]
+    parent = folders.parent(path, create=op != "delete")
     if parent is None:
         return  # a delete of what is gone already
-    with parent:
-        here = _lstat(parent.folder, name)
-        if op == "delete":
-            if here is not None:
-                _move_aside(parent.folder, name, here, old, staged)
-            return
-        if kind == "dir":
-            if here is not None and not stat.S_ISDIR(here.st_mode):
-                _move_aside(parent.folder, name, here, old, staged)
-            with suppress(FileExistsError):
-                os.mkdir(name, 0o755, dir_fd=parent.folder)
-            return
-        if _lstat(stage, staged) is None:
-            return  # renamed into place before
-        if here is not None and stat.S_ISDIR(here.st_mode):
+    here = _lstat(parent.folder, name)
+    if op == "delete":
+        if here is not None:
             _move_aside(parent.folder, name, here, old, staged)
-        os.rename(staged, name, src_dir_fd=stage, dst_dir_fd=parent.folder)
+            folders.forget(path)
+        return
+    if kind == "dir":
+        if here is not None and not stat.S_ISDIR(here.st_mode):
+            _move_aside(parent.folder, name, here, old, staged)
+        with suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=parent.folder)
+        return
+    if _lstat(stage, staged) is None:
+        return  # renamed into place before
+    if here is not None and stat.S_ISDIR(here.st_mode):
+        _move_aside(parent.folder, name, here, old, staged)
+        folders.forget(path)
+    os.rename(staged, name, src_dir_fd=stage, dst_dir_fd=parent.folder)
 
 
 def _move_aside(folder: int, name: str, info: os.stat_result, old: int, staged: str) -> None:

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._agents import Subagent
+from .._changes import layer_changes
 from .._errors import ToolError, WorkspaceError
-from .._layer import Layer, layer_changes
+from .._layer import Layer
 from .._record import Conflict, Isolation, Skipped, TaskOutput
 from .._workspace import Workspace
 from ..tools import Tool, never_merged

@@ -22,17 +22,19 @@ from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError
 from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
+from .._hooks import HookEvent
 from .._layer import Layer
 from .._messages import Message
 from .._usage import Usage
-from ..loop import AgentResult, Journal, opening_choices, passed_deadline, run_agent
+from ..loop import AgentResult, Journal, opening_choices, passed_deadline
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
-from ..tools import Tool, ToolContext, ToolReturn
+from ..tools import HookSet, Tool, ToolContext, ToolReturn
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, snapshot_before
 from ._assemble import RunScope, assemble, toolset
 from ._background import BACKGROUND_HINT, Background, Conversation
 from ._complete import Delivery, validate_paths
+from ._hooks import run_checked
 from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, render_whole
 from ._overlay import check_asked, isolation_for, layer_for, settle
 from ._prompts import task_description, type_listing
@@ -235,7 +237,7 @@ class SubagentRunner:
             if agent_id is None:
                 next(self._ids)  # keep the numbering of the subagents started after it
             if self.budget is not None:  # what it spent before the interruption counts against the run's budget
-                self.budget.tokens += reused.usage.total_tokens
+                self.budget.spend(reused.usage, reused.type)
                 self.budget.requests += reused.usage.requests
             self._keep(reused)
             return reused
@@ -344,7 +346,7 @@ class SubagentRunner:
         tools, model = self.prepare(definition)
         record = self._record(definition, model.name, description, parent, tool_call_id, seq, agent_id, background)
         record.isolation = isolation_for(definition, tools, isolation)
-        layer = layer_for(record.isolation, self.workspace, self.run_id, agent_id, tools)
+        layer = self.layer(record, tools)
         workspace = self.workspace if layer is None else replace(self.workspace, layer=layer)
         if definition.command_rules:  # its Bash(...) rules, for its commands only
             workspace = replace(workspace, commands=replace(workspace.commands, rules=definition.command_rules))
@@ -366,10 +368,17 @@ class SubagentRunner:
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
             slash = self.skills.slash_command(prompt, definition.skills)
             messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
-            result = await run_agent(spec, ctx, messages)
+            hooks = self.scope.guard.hooks if self.scope.guard is not None else None
+            refused = await _refused(hooks, ctx, definition, prompt)
+            if refused is not None:  # a SubagentStart hook said no: nothing ran
+                record.status, record.stop_reason, record.error = "aborted", "refused", refused
+                if layer is not None:
+                    self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
+                return
+            result = await run_checked(spec, ctx, messages, hooks, definition.name)
             _fill(record, result)
             if layer is not None:
-                self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
+                await self.settled(record, layer)
             if criteria and baseline is not None:
                 verdicts = await check_criteria(criteria, self.workspace, baseline)
                 record.acceptance = [asdict(v) for v in verdicts]
@@ -456,6 +465,16 @@ class SubagentRunner:
         self._finish(record, key)
         return record
 
+    async def settled(self, record: TaskOutput, layer: Layer) -> None:
+        """Merge (or keep) the layer of a subagent that ended a stretch of work (`_overlay.settle`)."""
+        self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
+
+    def layer(self, record: TaskOutput, tools: Sequence[Tool], stretch: int = 1) -> Layer | None:
+        """The layer of one stretch of `record`'s work (its first task, or a follow-up), as its
+        isolation says (None: it writes the workspace)."""
+        agent = record.id if stretch == 1 else f"{record.id}-{stretch}"
+        return layer_for(record.isolation, self.workspace, self.run_id, agent, tools)
+
     def _settle(self, record: TaskOutput, event: tuple[str, dict[str, Any]] | None) -> None:
         """Emit what settling a subagent's layer said (`workspace.merged` / `workspace.conflict`)."""
         if event is not None:
@@ -537,6 +556,17 @@ class SubagentRunner:
                 "subagent.heartbeat",
                 {"usage": ctx.usage.to_dict(), "elapsed": _elapsed(record)},
             )
+
+
+async def _refused(hooks: HookSet | None, ctx: ToolContext, definition: Subagent, prompt: str) -> str | None:
+    """Why the `SubagentStart` hooks refuse this delegation (None: they let it start)."""
+    if hooks is None:
+        return None
+    event = HookEvent(
+        name="SubagentStart", run_id=ctx.run_id, agent_id=ctx.agent_id, agent_type=definition.name, prompt=prompt
+    )
+    why = await hooks.blocked(ctx, event)
+    return None if why is None else f"a SubagentStart hook refused this delegation: {why}"
 
 
 def _stop_note(reason: str) -> str:

@@ -2,6 +2,7 @@
 
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
 from ._files import sweep_scratch
+from ._hooked import HookSet
 from ._overlay import never_merged
 from ._permissions import Approval, ApprovalRequest, Approver, CallGuard
 from ._shell import run_command
@@ -15,6 +16,7 @@ __all__ = [
     "ApprovalRequest",
     "Approver",
     "CallGuard",
+    "HookSet",
     "PathParam",
     "Tool",
     "ToolContext",

@@ -26,10 +26,11 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
-from contextlib import suppress
 
+from .._changes import Folders, layer_changes
 from .._errors import ToolError
-from .._layer import Layer, content_hash, layer_changes, lower_info
+from .._layer import Layer, content_hash
+from .._paths import PathEscape, PathLoop
 from .._workspace import Workspace
 
 CLOSED = (".claude", ".delegate", ".git")
@@ -106,7 +107,7 @@ def after_command(workspace: Workspace) -> list[str]:
     layer = workspace.layer
     assert layer is not None
     layer.opaque = None  # the command may have made opaque folders: look for them
-    layer.opaque = any(opaque for _, _, opaque in layer.entries())
+    layer.opaque = any(opaque for _, _, opaque, _ in layer.entries())
     changes = layer_changes(layer, never_merged(workspace.shared))
     if layer.read_only:
         if changes:
@@ -114,29 +115,17 @@ def after_command(workspace: Workspace) -> list[str]:
             layer.refused += [c.path for c in changes]
         return [c.path for c in changes]
     if layer.track:
-        root = str(workspace.root)
-        root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
+        with Folders(workspace.root) as folders:
             for change in changes:
-                if change.path in layer.seen:
-                    continue
-                info, _ = lower_info(root_fd, root, change.path)
-                digest = None
-                if info is not None:
-                    with suppress(OSError):
-                        digest = _hash_at(root_fd, root, change.path)
-                layer.note_seen(change.path, digest)
-        finally:
-            os.close(root_fd)
+                if change.path not in layer.seen:
+                    layer.note_seen(change.path, _hash_at(folders, change.path))
     return []
 
 
-def _hash_at(root_fd: int, root: str, rel: str) -> str | None:
-    from .._layer import parent_handle
-
-    parts = rel.split("/")
-    parent = parent_handle(root_fd, root, parts, create=False)
-    if parent is None:
+def _hash_at(folders: Folders, rel: str) -> str | None:
+    """What the workspace holds at `rel` now (None: nothing, or it cannot be read)."""
+    try:
+        parent = folders.parent(rel)
+        return None if parent is None else content_hash(parent.folder, rel.rsplit("/", 1)[-1])
+    except (OSError, PathEscape, PathLoop):
         return None
-    with parent:
-        return content_hash(parent.folder, parts[-1])

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from .._errors import ToolError
 from .._permissions import CallPolicy, Verdict
+from ._hooked import HookSet
 from ._tool import Tool, ToolContext, ToolReturn
 
 
@@ -47,27 +48,13 @@ class Approver(Protocol):
     async def decide(self, ctx: ToolContext, request: ApprovalRequest) -> Approval: ...
 
 
-class Hooks(Protocol):
-    """What acts on a call before and after it runs (see `delegate._hooks`)."""
-
-    def acts_on(self, tool: str, agent_type: str | None) -> bool: ...
-
-    async def before(
-        self, ctx: ToolContext, tool: str, arguments: dict[str, Any], verdict: Verdict, agent_type: str | None
-    ) -> tuple[Verdict, dict[str, Any]]: ...
-
-    async def after(
-        self, ctx: ToolContext, tool: str, arguments: dict[str, Any], result: ToolReturn, agent_type: str | None
-    ) -> ToolReturn: ...
-
-
 @dataclass(slots=True)
 class CallGuard:
     """One run's rules, its approver (None: a call that would ask is refused), and its hooks."""
 
     policy: CallPolicy
     approver: Approver | None = None
-    hooks: Hooks | None = None
+    hooks: HookSet | None = None
     never_wait: str = ""
     """Set for runs nobody watches (a batch item): a call that would ask is refused, with this said."""
     _wrapped: dict[tuple[str, str | None, int], Tool] = field(default_factory=dict[tuple[str, str | None, int], Tool])
