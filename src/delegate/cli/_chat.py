@@ -63,7 +63,7 @@ HISTORY_FILE = "chat_history"
 ContinueId = Annotated[
     str | None,
     typer.Argument(
-        metavar="[RUN_ID]", help="With --continue: the run to continue (default: the latest).", show_default=False
+        metavar="RUN_ID", help="With --continue: the run to continue (default: the latest).", show_default=False
     ),
 ]
 Continue = Annotated[
@@ -98,15 +98,8 @@ def register(app: typer.Typer) -> None:
 
 @operator_flags
 def chat(
-    run_id: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[RUN_ID]", help="With --continue: the run to continue (default: the latest).", show_default=False
-        ),
-    ] = None,
-    continue_thread: Annotated[
-        bool, typer.Option("--continue", help="Go on with a thread: RUN_ID's, else this workspace's latest run's.")
-    ] = False,
+    run_id: ContinueId = None,
+    continue_thread: Continue = False,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
     workspace: Workspace = Path("."),
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead, each turn.")] = 50,
