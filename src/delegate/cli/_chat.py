@@ -313,13 +313,16 @@ class Session:
         last = store.get_run(self.last)
         assert last is not None
         runs = store.thread_runs(last.thread_id or last.id)
-        table = Table("run", "status", "input tokens", "output tokens", "prompt", title=f"thread {last.thread_id}")
+        table = Table(
+            "run", "status", "input tokens", "output tokens", "cost", "prompt", title=f"thread {last.thread_id}"
+        )
         for run in runs:
             u = run.usage
-            table.add_row(run.id, run.status, f"{u.input_tokens:,}", f"{u.output_tokens:,}", run.prompt[:50])
+            table.add_row(run.id, run.status, f"{u.input_tokens:,}", f"{u.output_tokens:,}", _cost(u), run.prompt[:50])
         total = sum((r.usage for r in runs), Usage())
         turns = plural(len(runs), "turn")
-        table.add_row("thread", turns, f"{total.input_tokens:,}", f"{total.output_tokens:,}", "", style="bold")
+        cost = _cost(total)
+        table.add_row("thread", turns, f"{total.input_tokens:,}", f"{total.output_tokens:,}", cost, "", style="bold")
         console.print(table)
 
     def _agents(self, console: Console) -> None:
@@ -337,6 +340,11 @@ class Session:
                 console.print(escape(safe_text(line)))
             if not self.results[-1].subagents:
                 console.print("  none: the lead answered itself")
+
+
+def _cost(usage: Usage) -> str:
+    """US dollars, or `?` when a request's price is unknown (the model has none in the table)."""
+    return "?" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
 
 
 def _read_prompt(read: Callable[[str], str] = input) -> str:
