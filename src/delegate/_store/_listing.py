@@ -43,7 +43,7 @@ def _statement(search: bool, status: Status | None) -> sa.Select[Any]:
         .order_by(runs.created_at.desc(), runs.id.desc())
     )
     if search:
-        query = query.where(runs.prompt.icontains(sa.bindparam("q"), autoescape=True))
+        query = query.where(runs.prompt.icontains(sa.bindparam("q"), escape="/"))
     if status in STORED_LIVE:
         return query.where(runs.status == "running")  # paged once read, see `run_listing`
     if status is not None:
@@ -58,7 +58,7 @@ def run_listing(
     counts, read in one statement."""
     params: dict[str, Any] = {"user_id": user_id, "limit": limit, "offset": offset}
     if query:
-        params["q"] = query
+        params["q"] = query.replace("/", "//").replace("%", "/%").replace("_", "/_")  # matched as typed
     rows = select_rows(conn, _statement(bool(query), status), params)
     width = len(SUMMARY_COLUMNS)
     runs = decode_run_summaries([row[:width] for row in rows])
