@@ -338,7 +338,7 @@ def run_list(
     runs = store.run_summaries(token, limit=limit, offset=offset, query=query, status=status)
     if runs is None:
         return None
-    return to_json({"runs": [run.to_dict() for run in runs], "offset": offset, "limit": limit})
+    return to_json({"runs": [run.to_dict() for run in runs], "offset": offset})
 
 
 # -- routes ---------------------------------------------------------------------------------------
