@@ -100,6 +100,17 @@ def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Pa
     assert row["summary"].startswith("done: summarise item")
     assert row["acceptance"][0]["result"] == "does not hold"  # a verdict, kept apart from the status
     assert row["usage"]["input_tokens"] == 12
+    assert row["usage"]["cost_usd"] is None  # a server on this machine has no price
+    assert status["usage"] | {"requests": 0} == {  # the batch's usage: its items' summed
+        "input_tokens": 25 * 12,
+        "output_tokens": 25 * 3,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "requests": 0,
+        "requests_without_usage": 0,
+        "cost_usd": None,
+    }
+    assert status["usage"]["requests"] == sum(r["usage"]["requests"] for r in rows)
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,7 @@ def test_a_run_has_one_json_that_show_list_export_and_http_give_with_the_same_ke
     shown = run_json(run_cli(["runs", "show", run_id, "--json", *where], env))
     assert list(shown.items()) == list(result.items())  # the same object, key for key
     exported = json.loads(run_cli(["runs", "export", run_id, *where], env).stdout)
-    (listed,) = [json.loads(line) for line in run_cli(["runs", "list", "--json", *where], env).stdout.splitlines()]
+    (listed,) = json.loads(run_cli(["runs", "list", "--json", *where], env).stdout)  # one JSON array
     with Store.for_workspace(tmp_path) as store:
         _, token = store.add_user("ada")
         with store.write() as conn:  # the CLI's run, made the HTTP user's to read it back there

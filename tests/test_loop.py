@@ -91,7 +91,7 @@ async def test_tool_results_come_back_in_call_order_and_usage_is_summed(tmp_path
     results = model.requests[1].messages[-1].tool_results
     assert [r.name for r in results] == ["slow", "add"]
     assert results[1].content == "5"
-    assert result.usage == Usage(input_tokens=17, output_tokens=8, requests=2)
+    assert result.usage == Usage(input_tokens=17, output_tokens=8, requests=2, cost_usd=None)  # a fake has no price
 
 
 def test_usage_as_json_names_every_field_and_reads_back_equal() -> None:

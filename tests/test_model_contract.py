@@ -42,7 +42,7 @@ from delegate import (
 )
 from delegate.batch import Batches, BatchWorker
 from delegate.loop import AgentSpec, run_agent
-from delegate.models import Model, ModelProfile, ModelRequest, ModelResponse, context_window
+from delegate.models import Model, ModelProfile, ModelRequest, ModelResponse, Pricing, context_window
 from delegate.testing import FunctionModel, call, reply
 from delegate.tools import BUILTIN_TOOLS
 from tests.cli_support import scrubbed_env
@@ -442,12 +442,21 @@ def test_a_provider_declares_its_profile_and_the_loop_honours_its_window_and_its
 
 def test_the_built_in_providers_declare_their_profiles_from_their_options() -> None:
     plain = OpenAIModel("qwen2.5:7b", base_url="http://127.0.0.1:9/v1")
-    assert plain.profile == ModelProfile()
+    assert plain.profile == ModelProfile(
+        pricing=Pricing(provider="http://127.0.0.1:9/v1")
+    )  # the table knows no price there
     local_like = OpenAIModel(
         "mine", base_url="http://127.0.0.1:9/v1", constrained_tools=True, context_window=8_192, when_stuck="Use more."
     )
-    assert local_like.profile == ModelProfile(context_window=8_192, grounds_paths=True, when_stuck="Use more.")
+    assert local_like.profile == ModelProfile(
+        context_window=8_192,
+        grounds_paths=True,
+        when_stuck="Use more.",
+        pricing=Pricing(provider="http://127.0.0.1:9/v1"),
+    )
     claude = AnthropicModel("claude-opus-4-1", api_key="k")
-    assert claude.profile == ModelProfile(context_window=200_000)
+    assert claude.profile == ModelProfile(
+        context_window=200_000, pricing=Pricing(provider="anthropic", cache_apart=True)
+    )
     with pytest.raises(UserError, match="context_window=0"):
         ModelProfile(context_window=0)

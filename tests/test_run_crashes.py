@@ -280,7 +280,7 @@ def test_a_killed_run_reads_interrupted_in_runs_list_and_show(
         text=True,
         timeout=60,
     )
-    assert [run_json(listed)["run_id"]] == [run.id]
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == [run.id]  # one JSON array
     shown = run_json(
         subprocess.run(
             delegate("runs", "show", run.id, "--json", "-w", str(tmp_path)),

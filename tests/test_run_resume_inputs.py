@@ -15,14 +15,15 @@ import sqlalchemy as sa
 
 from delegate import RunLimits, RunResult, Runtime, Store
 from delegate._store import RunRow
-from delegate.models import ModelRequest, ModelResponse
-from delegate.testing import FunctionModel, call, reply
+from delegate.models import ModelProfile, ModelRequest, ModelResponse, Pricing
+from delegate.testing import FunctionModel, call, reply, respond
 from tests.durable_support import wait_for
 
 UPLOADS = [{"filename": "q3.csv", "path": "uploads/q3.csv", "size": 2048, "content_type": "text/csv"}]
 FIRST_PROCESS = """
 import asyncio, json, sys
 from delegate import RunLimits, Runtime
+from delegate.models import ModelProfile, Pricing
 from delegate.testing import FunctionModel, call
 
 async def answer(request):
@@ -30,8 +31,10 @@ async def answer(request):
         return call("write_file", path="started.txt", content="x")
     await asyncio.Event().wait()  # killed here, its first answer and tool result recorded
 
-runtime = Runtime(model=FunctionModel(answer), workspace=sys.argv[1], store=sys.argv[2])
-limits = RunLimits(max_requests=json.loads(sys.argv[4]), max_subagents=7)
+priced = ModelProfile(pricing=Pricing(provider="openai"))  # its answers cost OpenAI's prices
+model = FunctionModel(answer, name="openai:gpt-4.1-mini", profile=priced)
+runtime = Runtime(model=model, workspace=sys.argv[1], store=sys.argv[2])
+limits = RunLimits(**{"max_subagents": 7, **json.loads(sys.argv[4])})
 runtime.run_sync("look at my uploads", uploaded_files=json.loads(sys.argv[3]), limits=limits)
 """
 
@@ -45,11 +48,11 @@ def lists_the_uploads(request: ModelRequest) -> ModelResponse:
     return reply(last.tool_results[0].content)
 
 
-def _killed_after_its_first_turn(store_url: str, workspace: Path, uploads: str, max_requests: str = "null") -> RunRow:
-    """Start the run in a process of its own with `uploads` and `max_requests` (JSON), SIGKILL it
-    once its first turn is recorded; the run as stored then."""
+def _killed_after_its_first_turn(store_url: str, workspace: Path, uploads: str, limits: str = "{}") -> RunRow:
+    """Start the run in a process of its own with `uploads` and `limits` (JSON: `RunLimits`'
+    fields), SIGKILL it once its first turn is recorded; the run as stored then."""
     child = subprocess.Popen(
-        [sys.executable, "-c", FIRST_PROCESS, str(workspace), store_url, uploads, max_requests],
+        [sys.executable, "-c", FIRST_PROCESS, str(workspace), store_url, uploads, limits],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -96,15 +99,36 @@ def test_a_run_started_with_an_empty_upload_list_resumes_with_the_uploads_tool(s
 def test_a_resumed_run_keeps_the_request_budget_it_was_started_with(store_url: str, tmp_path: Path) -> None:
     """Started with `max_requests=2` (as `POST /runs` does), it made one request before it was
     killed; resumed by a runtime with no budget of its own, it may make one more, not three."""
-    run = _killed_after_its_first_turn(store_url, tmp_path, json.dumps(UPLOADS), max_requests="2")
+    run = _killed_after_its_first_turn(store_url, tmp_path, json.dumps(UPLOADS), limits='{"max_requests": 2}')
     assert run.limits == RunLimits(max_requests=2, max_subagents=7).to_dict()
     result = _resumed(store_url, tmp_path, run.id)
     assert (result.status, result.stop_reason) == ("aborted", "run_max_requests")
     assert result.final == ""
 
 
+def test_a_resumed_run_keeps_the_cost_budget_it_was_started_with(store_url: str, tmp_path: Path) -> None:
+    """Started with a cost budget of $0.25; resumed by a runtime with no budget of its own, it
+    still holds it: an answer of a million input tokens ($0.40) spends it, and no request follows."""
+    run = _killed_after_its_first_turn(store_url, tmp_path, "[]", limits='{"cost_budget": 0.25}')
+    assert run.limits is not None and run.limits["cost_budget"] == 0.25
+
+    def costly(request: ModelRequest) -> ModelResponse:
+        return respond([("list_uploaded_files", {})], input_tokens=1_000_000)
+
+    async def resume() -> RunResult:
+        model = FunctionModel(
+            costly, name="openai:gpt-4.1-mini", profile=ModelProfile(pricing=Pricing(provider="openai"))
+        )
+        async with Runtime(model=model, workspace=tmp_path, store=store_url) as runtime:
+            return await runtime.resume(run.id)
+
+    result = asyncio.run(resume())
+    assert (result.status, result.stop_reason) == ("aborted", "run_cost_budget")
+    assert result.usage.cost_usd is not None and result.usage.cost_usd > 0.25
+
+
 def test_a_resume_given_limits_runs_under_them_instead(store_url: str, tmp_path: Path) -> None:
-    run = _killed_after_its_first_turn(store_url, tmp_path, json.dumps(UPLOADS), max_requests="2")
+    run = _killed_after_its_first_turn(store_url, tmp_path, json.dumps(UPLOADS), limits='{"max_requests": 2}')
     result = _resumed(store_url, tmp_path, run.id, limits=RunLimits(max_requests=5))
     assert (result.status, result.usage.requests) == ("completed", 3)
 

@@ -168,7 +168,7 @@ def test_the_run_list_shows_each_run_as_get_run_does_newest_first_with_its_promp
     assert listed == {"runs": expected, "offset": 0}
     assert [r["status"] for r in listed["runs"]] == ["running", "error", "completed"]
     assert listed["runs"][2]["prompt"] == long[:200]
-    assert listed["runs"][2]["usage"] == {"input_tokens": 12, "output_tokens": 3}
+    assert listed["runs"][2]["usage"] == {**Usage().to_dict(), "input_tokens": 12, "output_tokens": 3}
     assert paged == {"runs": [expected[1]], "offset": 1}
 
 
@@ -188,7 +188,14 @@ def test_a_run_answers_202_then_reports_its_final_answer_usage_and_subagents(
     assert run["status"] == "completed"
     assert run["final"] == "3 apples and 4 pears"
     assert run["prompt"] == "count the fruit"
-    assert run["usage"] == {"input_tokens": 40, "output_tokens": 20}  # lead: 2 turns, subagents: 1 each
+    # lead: 2 turns, subagents: 1 each; every usage field, the cost unknown (a fake model has no price)
+    assert run["usage"] == {
+        **Usage().to_dict(),
+        "input_tokens": 40,
+        "output_tokens": 20,
+        "requests": 4,
+        "cost_usd": None,
+    }
     assert run["events"] == len(events)
     subagents = sorted(run["subagents"], key=lambda s: s["description"])
     assert [(s["id"], s["type"], s["status"]) for s in subagents] == [
@@ -197,7 +204,13 @@ def test_a_run_answers_202_then_reports_its_final_answer_usage_and_subagents(
     ]
     assert [s["summary"] for s in subagents] == ["counted apples", "counted pears"]
     assert all(s["parent_agent_id"] == "lead" and s["tool_call_id"] for s in subagents)
-    assert subagents[0]["usage"] == {**Usage().to_dict(), "input_tokens": 10, "output_tokens": 5, "requests": 1}
+    assert subagents[0]["usage"] == {
+        **Usage().to_dict(),
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "requests": 1,
+        "cost_usd": None,
+    }
 
 
 def test_the_operators_agent_settings_hold_for_the_servers_runs(

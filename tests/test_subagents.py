@@ -10,6 +10,7 @@ import pytest
 
 from delegate import Event, Extensions, Lead, LoopSettings, RunLimits, Runtime, UserError
 from delegate._agents import Subagent
+from delegate._usage import Usage
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, ScriptedModel, call, is_lead, reply, respond
 from delegate.tools import BUILTIN_TOOLS
@@ -235,7 +236,7 @@ async def test_usage_of_subagents_rolls_up_into_the_run(tmp_path: Path) -> None:
     assert [(s.usage.input_tokens, s.usage.output_tokens) for s in result.subagents] == [(7, 3), (7, 3)]
     assert (result.usage.input_tokens, result.usage.output_tokens) == (314, 36)
     payload = result.to_dict()
-    assert payload["usage"] == {"input_tokens": 314, "output_tokens": 36}
+    assert payload["usage"] == Usage(input_tokens=314, output_tokens=36, requests=4, cost_usd=None).to_dict()
     assert set(payload["subagents"][0]) >= {
         "id",
         "type",

@@ -96,7 +96,7 @@ def test_run_continue_gives_the_lead_the_first_exchange_and_no_subagent_transcri
     third = run_json(run_cli(["run", "and the third", "--continue", second["run_id"], *where], env))
     assert third["previous_run_id"] == second["run_id"] and third["thread_id"] == first["run_id"]
     listed = run_cli(["runs", "list", "--thread", first["run_id"], "--json", "-w", str(tmp_path)], env)
-    lines = [json.loads(line) for line in listed.stdout.splitlines()]
+    lines = json.loads(listed.stdout)  # one JSON array
     assert [r["run_id"] for r in lines] == [first["run_id"], second["run_id"], third["run_id"]]
     assert [r["usage"] for r in lines] == [first["usage"], second["usage"], third["usage"]]
     table = run_cli(["runs", "list", "-w", str(tmp_path)], env | {"COLUMNS": "200"})

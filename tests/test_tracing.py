@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from delegate import Lead, LoopSettings, ModelError, Runtime, Store, _tracing
-from delegate.models import ModelRequest, ModelResponse, OpenAIModel
+from delegate.models import ModelRequest, ModelResponse, OpenAIModel, Pricing
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, is_lead, reply, respond
 from delegate.tools import tool
@@ -487,3 +487,17 @@ def test_an_endpoint_without_the_otel_extra_warns_once_and_the_run_goes_on(tmp_p
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "hi again"
     assert done.stderr.count("pip install 'delegate[otel]'") == 1
+
+
+async def test_model_call_and_agent_spans_carry_their_cost_in_dollars(tmp_path: Path, collector: OTLPReceiver) -> None:
+    with OpenAIServer(lead_and_two_helpers) as server:
+        model = OpenAIModel("gpt-4.1-mini", base_url=server.base_url, api_key="k", pricing=Pricing(provider="openai"))
+        result = await Runtime(model=model, workspace=tmp_path, store=False).run("look")
+        await model.aclose()
+    _tracing.flush()
+    lead = collector.one("invoke_agent lead")
+    assert lead.attributes["llm.cost.total"] == result.lead_usage.cost_usd
+    chats = [c for c in collector.children(lead) if c.name == "chat gpt-4.1-mini"]
+    assert sum(c.attributes["llm.cost.total"] for c in chats) == pytest.approx(result.lead_usage.cost_usd)
+    helpers = collector.named("invoke_agent explore")
+    assert sorted(h.attributes["llm.cost.total"] for h in helpers) == sorted(s.usage.cost_usd for s in result.subagents)

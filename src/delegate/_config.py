@@ -2,7 +2,7 @@
 two settings they hold: `LoopGuard`, when an agent is going round in circles, and `Compaction`, when
 older turns are summarised). Plain data, read by the loop, the assembler and the run layer alike.
 
-- `RunLimits`: what one run may spend: its time, tokens, model requests, and subagents (at once
+- `RunLimits`: what one run may spend: its time, tokens, model requests, dollars, and subagents (at once
   and in all). `Runtime(limits=...)` sets them for every run; `run(..., limits=...)` for one.
 - `LoopSettings`: how every agent's loop runs: compaction, the context window, the loop guard, the
   heartbeat of live subagents.
@@ -71,11 +71,13 @@ def _whole(owner: str, name: str, value: object, *, least: int = 1) -> None:
 class RunLimits:
     """What one run may spend, the lead and all its subagents together. None is no limit.
 
-    `timeout`: seconds the run may take (it then ends `timed_out`). `token_budget` and
-    `max_requests`: tokens (input and output) and model requests; once either is spent no new
-    model request starts and the run ends `aborted`, its stop reason `run_token_budget` or
-    `run_max_requests`. `max_parallel`: subagents running at once. `max_subagents`: subagents
-    the run may start in all (the lead is told when it asks for more). `layers_kept`: seconds the
+    `timeout`: seconds the run may take (it then ends `timed_out`). `token_budget`,
+    `max_requests` and `cost_budget`: tokens (input and output), model requests and US dollars
+    (priced by `genai-prices`; a model without a price cannot be held to it); once one is spent no
+    new model request starts and the run ends `aborted`, its stop reason `run_token_budget`,
+    `run_max_requests` or `run_cost_budget`. `max_parallel`: subagents running at once.
+    `max_subagents`: subagents the run may start in all (the lead is told when it asks for more).
+    `layers_kept`: seconds the
     layer of an overlay subagent that was not merged (a conflict, a failure) is kept before a
     later run sweeps it (default a day; see `docs/isolation.md`). `approval_timeout`: seconds a
     call may wait for a person's decision (an `ask` permission rule) before it is denied with "no
@@ -86,6 +88,7 @@ class RunLimits:
     timeout: float | None = DEFAULT_RUN_TIMEOUT
     token_budget: int | None = None
     max_requests: int | None = None
+    cost_budget: float | None = None
     max_parallel: int | None = 16
     max_subagents: int | None = 100
     layers_kept: float = 86_400.0
@@ -106,6 +109,9 @@ class RunLimits:
             raise UserError(f"RunLimits layers_kept={self.layers_kept!r}: give seconds, 0 or more")
         if self.timeout is not None and (isinstance(self.timeout, bool) or not self.timeout > 0):
             raise UserError(f"RunLimits timeout={self.timeout!r}: give positive seconds, or None for no deadline")
+        cost = self.cost_budget
+        if cost is not None and (isinstance(cost, bool) or not cost > 0):
+            raise UserError(f"RunLimits cost_budget={cost!r}: give positive US dollars, or None for no limit")
         at = self.approval_timeout
         if at is not None and (isinstance(at, bool) or not at > 0):
             raise UserError(f"RunLimits approval_timeout={at!r}: give positive seconds, or None to wait for a decision")

@@ -40,6 +40,7 @@ StopReason = Literal[
     "repeated_failure",
     "run_token_budget",
     "run_max_requests",
+    "run_cost_budget",
     "timeout",
     "run_timeout",
     "cancelled",
@@ -54,7 +55,7 @@ StopReason = Literal[
 its own limits (`max_steps`, `token_budget`, `timeout`), the loop guard (`no_progress`: turns in
 a row that did nothing new; `repeated_failure`: the same call failing again and again; see
 `delegate/loop/_guard.py`), a run-wide budget (`run_token_budget`,
-`run_max_requests`), the run's deadline passing while a subagent ran (`run_timeout`), `cancelled`,
+`run_max_requests`, `run_cost_budget`), the run's deadline passing while a subagent ran (`run_timeout`), `cancelled`,
 a `SubagentStart` hook that refused the delegation (`refused`), a model that failed
 (`model_error`), a typed result the subagent could not get right (`invalid_result`), a crash of
 the subagent (`crash`), its process dying (`interrupted`), or one subagent stopped by its lead

@@ -180,6 +180,13 @@ def _set_usage(span: Span, event: Event) -> None:
     span.set_attribute("llm.token_count.prompt", tokens_in)
     span.set_attribute("llm.token_count.completion", tokens_out)
     span.set_attribute("llm.token_count.total", tokens_in + tokens_out)
+    cached = int(usage.get("cache_read_tokens", 0))
+    if cached:
+        span.set_attribute("gen_ai.usage.cache_read.input_tokens", cached)
+        span.set_attribute("llm.token_count.prompt_details.cache_read", cached)
+    cost = usage.get("cost_usd")
+    if isinstance(cost, (int, float)):  # a model without a price: no cost attribute, never a guess
+        span.set_attribute("llm.cost.total", float(cost))
 
 
 def _cut(text: str, limit: int = TEXT_LIMIT) -> str:

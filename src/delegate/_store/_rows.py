@@ -117,7 +117,7 @@ class RunSummary:
 
 
 def summary_dict(run: RunRow | RunSummary) -> dict[str, Any]:
-    head = {"run_id": run.id, "status": run.status, "usage": run.usage.totals()}
+    head = {"run_id": run.id, "status": run.status, "usage": run.usage.to_dict()}
     return head | thread_fields(run) | stored_fields(run) | {"prompt": run.prompt[:SUMMARY_PROMPT_CHARS]}
 
 

@@ -464,6 +464,27 @@ def _m0010_background(conn: Connection) -> None:
             )
 
 
+def _m0013_cost(conn: Connection) -> None:
+    """A usage stored before costs were kept (no `cost_usd`) reads an unknown cost (null) when it
+    made a request, not a cost of nothing: the runs', the subagents' and the lead's recorded
+    answers'. (A run's cost budget is kept with its other limits, `runs.limits`.)"""
+    for table in ("runs", "subagents"):
+        rows = sa.table(table, sa.column("id"), sa.column("usage"))
+        for row_id, text in conn.execute(sa.select(rows.c.id, rows.c.usage)).all():
+            usage: dict[str, Any] | None = json.loads(text)
+            if usage is not None and "cost_usd" not in usage:
+                usage["cost_usd"] = None if usage.get("requests") else 0.0
+                conn.execute(rows.update().where(rows.c.id == row_id).values(usage=json.dumps(usage)))
+    checkpoints = sa.table("checkpoints", sa.column("id"), sa.column("kind"), sa.column("data"))
+    answers = conn.execute(sa.select(checkpoints.c.id, checkpoints.c.data).where(checkpoints.c.kind == "answer"))
+    for row_id, text in answers.all():
+        data: dict[str, Any] = json.loads(text)
+        usage = data.get("usage")
+        if isinstance(usage, dict) and "cost_usd" not in usage:  # pyright: ignore[reportUnnecessaryIsInstance]
+            usage["cost_usd"] = None if usage.get("requests") else 0.0
+            conn.execute(checkpoints.update().where(checkpoints.c.id == row_id).values(data=json.dumps(data)))
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -479,4 +500,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0012_isolation", _m0012_isolation),
     Migration("core.0009_approvals", _m0009_approvals),
     Migration("core.0010_background", _m0010_background),
+    Migration("core.0013_cost", _m0013_cost),
 )

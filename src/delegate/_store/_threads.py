@@ -58,7 +58,7 @@ class ThreadSummary:
             "last_run_id": last.id,
             "turns": len(self.runs),
             "prompt": first.prompt,
-            "usage": sum((r.usage for r in self.runs), Usage()).totals(),
+            "usage": sum((r.usage for r in self.runs), Usage()).to_dict(),
             "created_at": iso(first.created_at),
             "updated_at": iso(last.created_at),
         }

@@ -140,6 +140,8 @@ class Batch:
     run_id: str | None = None
     tool_call_id: str | None = None
     finished_at: datetime | None = None
+    usage: Usage = field(default_factory=Usage)
+    """What its items spent so far, tokens and cost (`Usage.cost_usd`) summed."""
 
     @property
     def done(self) -> bool:
@@ -155,6 +157,7 @@ class Batch:
             "status": self.status,
             "counts": dict(self.counts),
             "total": self.total,
+            "usage": self.usage.to_dict(),
             "max_running_items": self.max_running_items,
             "max_live_items": self.max_live_items,
             "max_attempts": self.max_attempts,

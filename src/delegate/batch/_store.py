@@ -544,6 +544,26 @@ def _status(state: BatchState, counts: Mapping[ItemStatus, int]) -> BatchStatus:
     return "paused" if state == "paused" else "running"
 
 
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "requests")
+
+
+def _usage(conn: Connection, batch_id: str) -> Usage:
+    """What the batch's items spent so far, summed by the database from each item's usage JSON:
+    its cost is unknown (None) when an item's is (a model without a price, or stored before costs)."""
+    # SQLite reads JSON text as it is (a CAST to its unknown JSON type would make it a number);
+    # PostgreSQL needs the text cast to json.
+    as_json = sa.type_coerce if conn.dialect.name == "sqlite" else sa.cast
+    usage = as_json(ITEMS.c.usage, sa.JSON)
+    columns = [sa.func.coalesce(sa.func.sum(usage[key].as_integer()), 0) for key in _USAGE_KEYS]
+    cost = usage["cost_usd"].as_float()
+    unknown = sa.func.count().filter(sa.and_(ITEMS.c.usage.is_not(None), cost.is_(None)))
+    query = sa.select(*columns, sa.func.coalesce(sa.func.sum(cost), 0.0), unknown).where(ITEMS.c.batch_id == batch_id)
+    row: tuple[Any, ...] = tuple(conn.execute(query.where(ITEMS.c.usage.is_not(None))).one())
+    found = Usage(**{key: int(value) for key, value in zip(_USAGE_KEYS, row[:5], strict=True)})
+    found.cost_usd = None if row[6] else float(row[5])
+    return found
+
+
 def _batch(conn: Connection, row: sa.Row[Any]) -> Batch:
     counts = _counts(conn, row.id)
     state = _checked(STATE, row.state, "batches", row.id, "state")
@@ -560,6 +580,7 @@ def _batch(conn: Connection, row: sa.Row[Any]) -> Batch:
         model=row.model,
         status=status,
         counts=counts,
+        usage=_usage(conn, row.id),
         total=row.item_count,
         max_running_items=row.max_running,
         max_live_items=row.max_live,

@@ -26,7 +26,7 @@ def main() -> None:
     _runs.register(app)
     _chat.register(app)
     try:
-        app()
+        app(prog_name="delegate")  # also under `python -m delegate`: completion and help name `delegate`
     except (UserError, StoreError, OSError, UnicodeError, RecursionError) as exc:
         if debug:
             raise

@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 import typer
 
 from .._text import plural
-from ._common import LOCAL_USER, Db, OperatorFlags, Workspace, default_model, fail, open_store, operator_flags
+from ._common import (
+    LOCAL_USER,
+    Db,
+    OperatorFlags,
+    Workspace,
+    default_model,
+    fail,
+    open_store,
+    operator_flags,
+    read_store,
+)
 
 if TYPE_CHECKING:
     from .._events import Event
@@ -38,9 +48,16 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 Model = Annotated[str | None, typer.Option("--model", "-m", help="provider:name for the items' subagents.")]
 
 
-def open_batches(workspace: Path, db: str | None) -> Batches:
+def open_batches(workspace: Path, db: str | None, *, read_only: bool = False) -> Batches:
+    """The batches of the store; `read_only` (status, items, export) creates no store where it is
+    run: a workspace without one has no batch to show (exit 2)."""
     from ..batch import Batches
 
+    if read_only:
+        store = read_store(workspace, db)
+        if store is None:
+            fail("no batches yet: submit one with `delegate batch submit FILE.jsonl --type T`")
+        return Batches(store)
     return Batches(open_store(workspace, db))
 
 
@@ -228,7 +245,7 @@ def _counts(batch: Batch) -> str:
 @batch_app.command()
 def status(batch_id: BatchId, as_json: AsJson = False, workspace: Workspace = Path("."), db: Db = None) -> None:
     """A batch's status and its item counts per status."""
-    batches = open_batches(workspace, db)
+    batches = open_batches(workspace, db, read_only=True)
     batch = guarded(lambda: batches.get(LOCAL_USER, batch_id))
     typer.echo(json.dumps(batch.to_dict(), ensure_ascii=False) if as_json else batch.render())
 
@@ -246,7 +263,7 @@ def items(
     db: Db = None,
 ) -> None:
     """A page of a batch's items, optionally of one status."""
-    batches = open_batches(workspace, db)
+    batches = open_batches(workspace, db, read_only=True)
     rows = guarded(lambda: batches.items(LOCAL_USER, batch_id, status=status, offset=offset, limit=limit))  # pyright: ignore[reportArgumentType]
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
@@ -299,7 +316,7 @@ def export(
     db: Db = None,
 ) -> None:
     """Results as JSON Lines: key, status, attempts, summary, artifacts, usage, acceptance."""
-    batches = open_batches(workspace, db)
+    batches = open_batches(workspace, db, read_only=True)
     guarded(lambda: batches.get(LOCAL_USER, batch_id))
     if output is None:
         _write_rows(batches, batch_id, sys.stdout.write)

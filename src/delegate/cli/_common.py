@@ -39,6 +39,7 @@ ModelAlias = Annotated[
     list[str] | None,
     typer.Option(
         "--model-alias",
+        rich_help_panel="Model",
         help="alias=provider:model, e.g. sonnet=openai:gpt-4.1 (over DELEGATE_MODEL_ALIASES, .delegate/models.toml).",
     ),
 ]
@@ -48,19 +49,35 @@ Db = Annotated[
 ]
 
 
-Agents = Annotated[list[Path] | None, typer.Option("--agents", help="A folder of subagent definitions.")]
-Skills = Annotated[list[Path] | None, typer.Option("--skills", help="A folder of skills.")]
-McpConfig = Annotated[Path | None, typer.Option("--mcp-config", help="MCP servers, in .mcp.json's mcpServers format.")]
-AllowCommands = Annotated[bool, typer.Option("--allow-commands", help="Let agents run shell commands (sandboxed).")]
-AllowNetwork = Annotated[bool, typer.Option("--allow-network", help="Let agents' commands reach the network.")]
+AGENTS, COMMANDS, LOOP = "Agents, skills and MCP", "Commands", "The loop"
+"""The panels of `--help` the operator's flags are grouped in."""
+Agents = Annotated[
+    list[Path] | None, typer.Option("--agents", rich_help_panel=AGENTS, help="A folder of subagent definitions.")
+]
+Skills = Annotated[list[Path] | None, typer.Option("--skills", rich_help_panel=AGENTS, help="A folder of skills.")]
+McpConfig = Annotated[
+    Path | None,
+    typer.Option("--mcp-config", rich_help_panel=AGENTS, help="MCP servers, in .mcp.json's mcpServers format."),
+]
+AllowCommands = Annotated[
+    bool, typer.Option("--allow-commands", rich_help_panel=COMMANDS, help="Let agents run shell commands (sandboxed).")
+]
+AllowNetwork = Annotated[
+    bool, typer.Option("--allow-network", rich_help_panel=COMMANDS, help="Let agents' commands reach the network.")
+]
 CommandEnv = Annotated[
     list[str] | None,
-    typer.Option("--command-env", help="An environment variable agents' commands may see (repeat for more)."),
+    typer.Option(
+        "--command-env",
+        rich_help_panel=COMMANDS,
+        help="An environment variable agents' commands may see (repeat for more).",
+    ),
 ]
 CommandLimit = Annotated[
     list[str] | None,
     typer.Option(
         "--command-limit",
+        rich_help_panel=COMMANDS,
         metavar="NAME=VALUE",
         help="A cap of each agent's command (repeat for more): processes=512, memory=4G (each process), "
         "file_size=1G, open_files=1024, cpu_seconds=600 (each process), tmp_size=512M, disk_quota=10G "
@@ -71,6 +88,7 @@ Unsandboxed = Annotated[
     bool,
     typer.Option(
         "--unsandboxed-commands",
+        rich_help_panel=COMMANDS,
         help="Run agents' commands WITHOUT the bubblewrap sandbox, as your own user (where bwrap cannot run).",
     ),
 ]
@@ -78,6 +96,7 @@ ContextWindow = Annotated[
     int | None,
     typer.Option(
         "--context-window",
+        rich_help_panel=LOOP,
         min=1024,
         envvar="DELEGATE_CONTEXT_WINDOW",
         help="Tokens the model reads at once (default: what the model says, or the table of known models).",
@@ -107,10 +126,19 @@ Deny = Annotated[
     ),
 ]
 MaxRepeatedFailures = Annotated[
-    int, typer.Option("--max-repeated-failures", min=0, help="End an agent when one call failed this often (0: off).")
+    int,
+    typer.Option(
+        "--max-repeated-failures",
+        rich_help_panel=LOOP,
+        min=0,
+        help="End an agent when one call failed this often (0: off).",
+    ),
 ]
 MaxIdleSteps = Annotated[
-    int, typer.Option("--max-idle-steps", min=0, help="End an agent after N turns without progress (0: off).")
+    int,
+    typer.Option(
+        "--max-idle-steps", rich_help_panel=LOOP, min=0, help="End an agent after N turns without progress (0: off)."
+    ),
 ]
 
 
@@ -262,6 +290,14 @@ def open_store(workspace: Path, db: str | None) -> Store:
     from ..run import open_store
 
     return open_store(store_option(db), checked_workspace(workspace))
+
+
+def read_store(workspace: Path, db: str | None) -> Store | None:
+    """The store a command that only reads looks in (as `open_store`), or None when the
+    workspace has none yet: reading never creates `.delegate/` where it is run."""
+    from ..run import open_store
+
+    return open_store(store_option(db), checked_workspace(workspace), create=False)
 
 
 def checked_text(text: str, what: str) -> str:

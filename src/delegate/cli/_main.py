@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .._text import plural, safe_json, safe_text
+from .._text import plural, safe_json
 from .._time import iso
 from ._chat import Continue, check_continue, continued_run
 from ._common import (
@@ -33,6 +33,7 @@ from ._common import (
     operator_flags,
     print_run_warnings,
     print_warnings,
+    read_store,
     run_until_done,
     store_option,
 )
@@ -47,11 +48,34 @@ app = typer.Typer(
     name="delegate",
     help="Run LLM agents that hand work to subagents.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"delegate {version('delegate')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print delegate's version and exit."),
+    ] = None,
+) -> None:
+    """Run LLM agents that hand work to subagents."""
+
+
 users_app = typer.Typer(help="Users of the HTTP API.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
+
+
+MODEL, LIMITS, OUT = "Model", "Limits", "Output and history"
+"""The panels of `delegate run --help` (the operator's flags have theirs, in `_common.py`)."""
 
 
 def _model_and_timeout(model: str | None, timeout: float | None) -> tuple[str | None, float | None]:
@@ -68,39 +92,71 @@ def _model_and_timeout(model: str | None, timeout: float | None) -> tuple[str | 
 @app.command()
 @operator_flags
 def run(
-    prompt: Annotated[str | None, typer.Argument(help="What the lead agent should do.")] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Argument(
+            help="What the lead agent should do; `-` (or no PROMPT with a pipe on stdin) reads it from stdin."
+        ),
+    ] = None,
     continue_id: Annotated[
         str | None,
         typer.Argument(
             metavar="[RUN_ID]", help="With --continue: the run to continue (default: the latest).", show_default=False
         ),
     ] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini", rich_help_panel=MODEL)
+    ] = None,
     workspace: Workspace = Path("."),
     continue_thread: Continue = False,
-    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Subagents running at once.")] = 16,
-    subagent_model: Annotated[str | None, typer.Option("--subagent-model", help="Model for subagents.")] = None,
-    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead.")] = 50,
+    max_parallel: Annotated[
+        int, typer.Option("--max-parallel", min=1, help="Subagents running at once.", rich_help_panel=LIMITS)
+    ] = 16,
+    subagent_model: Annotated[
+        str | None, typer.Option("--subagent-model", help="Model for subagents.", rich_help_panel=MODEL)
+    ] = None,
+    max_steps: Annotated[
+        int, typer.Option("--max-steps", min=1, help="Step limit of the lead.", rich_help_panel=LIMITS)
+    ] = 50,
     timeout: Annotated[
         float | None,
         typer.Option(
             "--timeout",
             min=0.001,
             help="Seconds the run may take, subagents included (default: 3600; 300 on the local model).",
+            rich_help_panel=LIMITS,
         ),
     ] = None,
     resume: Annotated[
-        str | None, typer.Option("--resume", help="Continue this interrupted run (see `delegate runs list`).")
+        str | None,
+        typer.Option("--resume", help="Continue this interrupted run (see `delegate runs list`).", rich_help_panel=OUT),
     ] = None,
     detach_batches: Annotated[
         bool,
-        typer.Option("--detach-batches", help="Leave the batches the lead submits to `delegate batch worker`."),
+        typer.Option(
+            "--detach-batches",
+            help="Leave the batches the lead submits to `delegate batch worker`.",
+            rich_help_panel=OUT,
+        ),
     ] = False,
     token_budget: Annotated[
-        int | None, typer.Option("--token-budget", min=1, help="Tokens the whole run may spend (lead and subagents).")
+        int | None,
+        typer.Option(
+            "--token-budget", min=1, help="Tokens the whole run may spend (lead and subagents).", rich_help_panel=LIMITS
+        ),
     ] = None,
     max_requests: Annotated[
-        int | None, typer.Option("--max-requests", min=1, help="Model requests the whole run may make.")
+        int | None,
+        typer.Option("--max-requests", min=1, help="Model requests the whole run may make.", rich_help_panel=LIMITS),
+    ] = None,
+    cost_budget: Annotated[
+        float | None,
+        typer.Option(
+            "--cost-budget",
+            min=0.000001,
+            help="US dollars the whole run may spend, priced by genai-prices (every model needs a price).",
+            rich_help_panel=LIMITS,
+        ),
     ] = None,
     approval_timeout: Annotated[
         float | None,
@@ -108,16 +164,22 @@ def run(
             "--approval-timeout",
             min=0.001,
             help="Seconds a call under an --ask rule waits for a decision before it is denied (default: no limit).",
+            rich_help_panel=LIMITS,
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the result.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object with the result.", rich_help_panel=OUT)
+    ] = False,
     db: Db = None,
     *,
     flags: OperatorFlags,
 ) -> None:
     """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
+    prompt = _stdin_prompt(prompt, resume)
     if (prompt is None) == (resume is None):
-        fail("give a PROMPT, or --resume RUN_ID to continue an interrupted run (not both)")
+        fail(
+            "give a PROMPT (or `-` to read it from stdin), or --resume RUN_ID to continue an interrupted run (not both)"
+        )
     check_continue(continue_thread, continue_id, resume)
     if prompt is not None:  # a new run (a resumed one keeps its model)
         checked_text(prompt, "the prompt")
@@ -129,6 +191,7 @@ def run(
         timeout=DEFAULT_RUN_TIMEOUT if timeout is None else timeout,
         token_budget=token_budget,
         max_requests=max_requests,
+        cost_budget=cost_budget,
         max_parallel=max_parallel,
         approval_timeout=approval_timeout,
     )
@@ -155,6 +218,7 @@ def run(
         try:
             if resume is not None:  # under the limits it was started with, but for those given here
                 given = {"timeout": timeout, "token_budget": token_budget, "max_requests": max_requests}
+                given["cost_budget"] = cost_budget
                 given = {name: value for name, value in given.items() if value is not None}
                 result = await runtime.resume(resume, sinks=sinks, limits=await resumed_limits(runtime, resume, given))
             else:
@@ -181,6 +245,17 @@ def run(
     report(result, as_json=as_json, printed=live, detached=batches if detach_batches else [])
 
 
+def _stdin_prompt(prompt: str | None, resume: str | None) -> str | None:
+    """The prompt: `-` reads it from stdin, and so does no PROMPT (and no --resume) when stdin is
+    a pipe or a file (`git diff | delegate run`, `delegate run < task.md`), as `llm` does."""
+    if prompt == "-" or (prompt is None and resume is None and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+        if not text.strip():
+            fail("the prompt read from stdin is empty: pipe in what the agent should do, or give a PROMPT")
+        return text
+    return prompt
+
+
 async def resumed_limits(runtime: Runtime, run_id: str, given: dict[str, Any]) -> RunLimits | None:
     """The limits `run_id` was started with, with those `given` on the command line in their place
     (None when none are given: the run's own)."""
@@ -203,7 +278,9 @@ def report(result: RunResult, *, as_json: bool, printed: bool, detached: list[di
     if as_json:
         typer.echo(json.dumps(safe_json(result.to_dict()), ensure_ascii=False))
     elif not printed:
-        typer.echo(safe_text(result.final))
+        from ._render import print_answer
+
+        print_answer(result.final)
     if result.status != "completed":
         if not as_json and not printed:  # the live view said why
             typer.echo(f"run {result.run_id} ended {result.status}: {result.error or result.stop_reason}", err=True)
@@ -229,7 +306,8 @@ def users_list(
     from .._store import StoreBusyError
 
     try:
-        users = _users_store(workspace, db).list_users()
+        store = read_store(workspace, db)  # reading creates no store where it is run
+        users = [] if store is None else store.list_users()
     except (UserError, StoreBusyError) as exc:
         fail(str(exc))
     rows = [

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import typer
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markdown import Markdown
 from rich.text import Text
 from rich.tree import Tree
 
 from .._events import Event, EventSink
 from .._text import plural, safe_text
+from .._usage import cost_text, usage_line
 
 if TYPE_CHECKING:
     from ..run import RunResult
@@ -36,6 +40,8 @@ class _Agent:
     status: str = "running"
     steps: int = 0
     tokens: int = 0
+    cost: float | None = 0.0
+    """US dollars spent so far (None: a request on a model without a price)."""
     activity: str = ""
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
@@ -66,11 +72,14 @@ class RunView:
                 agent.steps = int(data["steps"])
                 agent.messages = int(data.get("messages") or 0)
                 agent.tokens = _tokens(data["usage"])
+                agent.cost = _cost(data["usage"])
                 agent.ended = time.monotonic()
                 agent.activity = str(data.get("error") or ", ".join(data.get("artifacts") or []))
             case "model.response" if agent is not None:
                 agent.steps = int(data["step"])
                 agent.tokens += _tokens(data["usage"])
+                cost = _cost(data["usage"])
+                agent.cost = None if agent.cost is None or cost is None else agent.cost + cost
                 agent.activity = "calling " + ", ".join(data["tool_calls"]) if data["tool_calls"] else "answering"
             case "tool.started" if agent is not None:
                 agent.activity = f"{data['name']}"
@@ -97,15 +106,22 @@ def _tokens(usage: object) -> int:
     return 0
 
 
+def _cost(usage: object) -> float | None:
+    if isinstance(usage, dict):
+        cost = usage.get("cost_usd", 0.0)  # type: ignore[union-attr]
+        return float(cost) if isinstance(cost, (int, float)) else None
+    return 0.0
+
+
 def _line(agent: _Agent) -> Text:
     elapsed = (agent.ended or time.monotonic()) - agent.started
     text = Text()
     text.append(f"{agent.status:<9} ", style=_STYLE.get(agent.status, ""))
     text.append(agent.label, style="bold")
+    cost = f" · {cost_text(agent.cost)}" if agent.cost else ""  # shown once known and not nothing
     follow_ups = f" · {plural(agent.messages, 'follow-up')}" if agent.messages else ""
-    text.append(
-        f"  {plural(agent.steps, 'step')} · {plural(agent.tokens, 'token')}{follow_ups} · {elapsed:.1f}s", style="dim"
-    )
+    spent = f"{plural(agent.steps, 'step')} · {plural(agent.tokens, 'token')}{cost}{follow_ups}"
+    text.append(f"  {spent} · {elapsed:.1f}s", style="dim")
     if agent.activity:
         text.append(f"  {agent.activity[:60]}", style="cyan")
     return text
@@ -122,6 +138,19 @@ def ending_line(result: RunResult) -> str | None:
     empty = " with an empty answer" if result.status == "completed" else ""
     opening = "The lead" if answered else "No final answer: the lead"
     return f"{opening} ended {result.status} ({result.stop_reason}){empty}{said}."
+
+
+def answer_view(text: str) -> Markdown:
+    """A final answer as a terminal shows it: its Markdown rendered (headings, lists, code, links)."""
+    return Markdown(safe_text(text))
+
+
+def print_answer(text: str) -> None:
+    """Print a final answer: rendered as Markdown on a terminal, as it is (plain) when piped."""
+    if sys.stdout.isatty():
+        Console().print(answer_view(text))
+    else:
+        typer.echo(safe_text(text))
 
 
 def run_live(
@@ -163,15 +192,14 @@ def run_live(
     result = run_until_done(go)
     console.print()
     if result.final.strip():
-        console.print(Group(Text("Final answer", style="bold"), Text(safe_text(result.final))))
+        console.print(Group(Text("Final answer", style="bold"), answer_view(result.final)))
     ending = ending_line(result)
     if ending is not None:
         console.print(Text(ending, style="bold red"))
     usage = result.usage
     console.print(
         Text(
-            f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens "
-            f"({plural(len(result.subagents), 'subagent')}) · run {result.run_id}",
+            f"usage: {usage_line(usage)} ({plural(len(result.subagents), 'subagent')}) · run {result.run_id}",
             style="dim",
         )
     )

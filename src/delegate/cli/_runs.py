@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .._record import LIVE_STATUSES, STATUSES
-from ._common import Db, Workspace, fail, open_store
+from .._usage import cost_text, usage_line
+from ._common import Db, Workspace, fail, open_store, read_store
 
 if TYPE_CHECKING:
     from .._events import Event
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 runs_app = typer.Typer(help="Runs of the lead agent, as the store has them.", no_args_is_help=True)
 
 RunId = Annotated[str, typer.Argument(help="The run's id.")]
+LatestRunId = Annotated[str | None, typer.Argument(help="The run's id (default: the latest run).")]
 CANCEL_WAIT = 10.0
 """How long `delegate runs cancel` waits for a running run to record its cancellation."""
 FOLLOW_INTERVAL = 0.2
@@ -57,44 +59,52 @@ def runs_list(
         str | None,
         typer.Option("--thread", help="Only this thread's runs, in order (a thread's id is its first run's)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON Lines, one run a line.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, a run an object.")] = False,
 ) -> None:
     """The runs, newest first (with --thread: one thread's runs, oldest first)."""
     if status is not None and status not in STATUSES:
         fail(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
-    store = open_store(workspace, db)
-    if thread is not None:
+    store = read_store(workspace, db)  # reading creates no store where it is run
+    if store is None:
+        runs = []
+        if thread is not None:
+            fail(f"no thread {thread!r}: this workspace has no runs yet")
+    elif thread is not None:
         runs = [r for r in store.thread_runs(thread) if status is None or r.status == status][:limit]
         if not runs and not store.thread_runs(thread):
             fail(f"no thread {thread!r}: the thread column of `delegate runs list` names them")
     else:
         runs = store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
     if as_json:
-        for run in runs:
-            typer.echo(json.dumps(run.to_dict(), ensure_ascii=False))
+        typer.echo(json.dumps([run.to_dict() for run in runs], ensure_ascii=False))
+        return
+    if not runs:
+        typer.echo("No runs yet: start one with `delegate run PROMPT`.")
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("run", "status", "started", "tokens", "thread", "prompt")
+    table = Table("run", "status", "started", "tokens", "cost", "thread", "prompt")
     for run in runs:
         tokens = f"{run.usage.input_tokens + run.usage.output_tokens:,}"
+        cost = "?" if run.usage.cost_usd is None else cost_text(run.usage.cost_usd)
         started = run.created_at.strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(run.id, run.status, started, tokens, run.thread_id or run.id, run.prompt[:60])
+        table.add_row(run.id, run.status, started, tokens, cost, run.thread_id or run.id, run.prompt[:60])
     Console().print(table)
 
 
 @runs_app.command("show")
 def runs_show(
-    run_id: RunId,
+    run_id: LatestRunId = None,
     workspace: Workspace = Path("."),
     db: Db = None,
     as_json: Annotated[bool, typer.Option("--json", help="The same JSON object as `delegate run --json`.")] = False,
 ) -> None:
-    """One run: its status, final answer, usage and subagents."""
+    """One run (default: the latest): its status, final answer, usage and subagents."""
     from ..run import stored_result
 
-    result = stored_result(open_store(workspace, db), run_id)
+    store, run_id = _stored(workspace, db, run_id)
+    result = stored_result(store, run_id)
     if result is None:
         fail(f"no run {run_id!r}: list the runs with `delegate runs list`")
     if as_json:
@@ -102,27 +112,31 @@ def runs_show(
         return
     usage = result.usage
     typer.echo(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
-    typer.echo(f"usage: {usage.input_tokens:,} input + {usage.output_tokens:,} output tokens")
+    typer.echo(f"usage: {usage_line(usage)}")
     for sub in result.subagents:
-        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}")
+        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description} · {cost_text(sub.usage.cost_usd)}")
     if result.final:
-        typer.echo(result.final)
+        from ._render import print_answer
+
+        print_answer(result.final)
 
 
 @runs_app.command("events")
 def runs_events(
-    run_id: RunId,
+    run_id: LatestRunId = None,
     workspace: Workspace = Path("."),
     db: Db = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON Lines, one event a line.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON Lines: one JSON object an event, a line each (not one array).")
+    ] = False,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Go on printing new events until the run ends (or its process dies).")
     ] = False,
 ) -> None:
-    """A run's events in order; --follow tails a live run, whichever process runs it."""
+    """A run's events in order (default: the latest run's); --follow tails a live run, whichever process runs it."""
     from ..run import stored_events
 
-    store = open_store(workspace, db)
+    store, run_id = _stored(workspace, db, run_id)
     _known(store, run_id)
     show = _json_line if as_json else _text_line
     if not follow:
@@ -148,11 +162,11 @@ def runs_events(
 
 
 @runs_app.command("export")
-def runs_export(run_id: RunId, workspace: Workspace = Path("."), db: Db = None) -> None:
-    """The run, its subagent records and every event, as one JSON document."""
+def runs_export(run_id: LatestRunId = None, workspace: Workspace = Path("."), db: Db = None) -> None:
+    """The run (default: the latest), its subagent records and every event, as one JSON document."""
     from ..run import stored_run
 
-    store = open_store(workspace, db)
+    store, run_id = _stored(workspace, db, run_id)
     found = stored_run(store, run_id)
     if found is None:
         fail(f"no run {run_id!r}: list the runs with `delegate runs list`")
@@ -185,6 +199,24 @@ def runs_cancel(
         typer.echo(f"run {run_id}: cancellation asked; its process has not stopped yet", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id}: {run.status}")
+
+
+def _stored(workspace: Path, db: str | None, run_id: str | None) -> tuple[Store, str]:
+    """The store and the run a reading command is about: `run_id`, or the latest run. Exit 2
+    when there is no store or no run yet (nothing is created)."""
+    store = read_store(workspace, db)
+    if store is None:
+        fail(
+            "no runs yet: start one with `delegate run PROMPT`"
+            if run_id is None
+            else f"no run {run_id!r}: list the runs with `delegate runs list`"
+        )
+    if run_id is None:
+        latest = store.list_runs(None, limit=1)
+        if not latest:
+            fail("no runs yet: start one with `delegate run PROMPT`")
+        run_id = latest[0].id
+    return store, run_id
 
 
 @runs_app.command("stop")

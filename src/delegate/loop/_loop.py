@@ -27,6 +27,7 @@ from typing import Any, Protocol, assert_never
 from .._config import Compaction, LoopSettings, RunLimits
 from .._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from .._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
+from .._prices import request_cost
 from .._record import EndStatus, StopReason
 from .._usage import Usage
 from .._workspace import Workspace
@@ -51,13 +52,19 @@ from ._guard import LoopWatch
 @dataclass(kw_only=True)
 class RunBudget:
     """What a whole run may spend, the lead and every subagent together: `token_budget` tokens
-    (input and output) and `max_requests` model requests. Once either is spent no new model
-    request starts; requests already under way finish (and count)."""
+    (input and output), `max_requests` model requests and `cost_budget` US dollars (priced by
+    `genai-prices`). Once one is spent no new model request starts; requests already under way
+    finish (and count). Under a cost budget, an answer from a model without a price spends it
+    all: what the run spends can no longer be known, and a guess could overspend."""
 
     token_budget: int | None = None
     max_requests: int | None = None
+    cost_budget: float | None = None
     tokens: int = 0
     requests: int = 0
+    cost: float = 0.0
+    unpriced: str | None = None
+    """The model of an answer that had no price, under a cost budget."""
 
     @staticmethod
     def problems(token_budget: object, max_requests: object) -> list[str]:
@@ -71,9 +78,17 @@ class RunBudget:
     @classmethod
     def of(cls, limits: RunLimits) -> RunBudget | None:
         """The budget of a run with these limits (None when they set none)."""
-        if limits.token_budget is None and limits.max_requests is None:
+        if limits.token_budget is None and limits.max_requests is None and limits.cost_budget is None:
             return None
-        return cls(token_budget=limits.token_budget, max_requests=limits.max_requests)
+        return cls(token_budget=limits.token_budget, max_requests=limits.max_requests, cost_budget=limits.cost_budget)
+
+    def spend(self, usage: Usage, model: str = "") -> None:
+        """Count what an answer (or a reused subagent) spent."""
+        self.tokens += usage.total_tokens
+        if usage.cost_usd is not None:
+            self.cost += usage.cost_usd
+        elif self.cost_budget is not None and usage.requests:
+            self.unpriced = self.unpriced or model or "a model"
 
     def begin(self) -> StopReason | None:
         """Count a model request about to start, or start none and say which budget is spent."""
@@ -81,12 +96,21 @@ class RunBudget:
             return "run_token_budget"
         if self.max_requests is not None and self.requests >= self.max_requests:
             return "run_max_requests"
+        if self.cost_budget is not None and (self.unpriced is not None or self.cost >= self.cost_budget):
+            return "run_cost_budget"
         self.requests += 1
         return None
 
     def why(self, reason: StopReason) -> str:
         if reason == "run_token_budget":
             return f"the run spent its token budget ({self.tokens:,} of {self.token_budget:,} tokens, token_budget)"
+        if reason == "run_cost_budget" and self.unpriced is not None:
+            return (
+                f"the run cannot keep to its cost budget: {self.unpriced} has no price in genai-prices "
+                "(give every agent a priced model, or use --token-budget instead)"
+            )
+        if reason == "run_cost_budget":
+            return f"the run spent its cost budget (${self.cost:.4f} of ${self.cost_budget:g}, cost_budget)"
         return f"the run made the {self.max_requests:,} model requests its budget allows (max_requests)"
 
 
@@ -428,14 +452,19 @@ def _final(state: _State, text: str) -> AgentResult:
 
 
 async def _complete(model: Model, request: ModelRequest, usage: Usage) -> ModelResponse:
-    """`model`'s answer to `request`. A request cut off by a timeout or a cancel still counts in
+    """`model`'s answer to `request`, its usage priced (`Usage.cost_usd`, from the table its
+    profile names; None without one). A request cut off by a timeout or a cancel still counts in
     `usage`, as one request whose tokens are unknown (`Usage.requests_without_usage`): the
     provider may have billed it, and no answer says for how much, so no token is made up."""
     try:
-        return await model.complete(request)
+        response = await model.complete(request)
     except asyncio.CancelledError:
         usage.add(Usage(requests=1, requests_without_usage=1))
         raise
+    spent = response.usage
+    pricing = model.profile.pricing
+    cost = None if pricing is None else request_cost(pricing, spent, model.name.partition(":")[2], response.model)
+    return replace(response, usage=replace(spent, cost_usd=cost))
 
 
 async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: _State) -> ModelResponse:
@@ -459,7 +488,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
             journal.record_answer(step, response)
     state.usage.add(response.usage)
     if budget is not None:
-        budget.tokens += response.usage.total_tokens
+        budget.spend(response.usage, spec.model.name)
     state.context_tokens = response.context_tokens or response.usage.input_tokens + response.usage.output_tokens
     if response.text:
         state.last_text = response.text
@@ -603,7 +632,7 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
     response = _safe(await _complete(model, request, state.usage))
     state.usage.add(response.usage)
     if spec.budget is not None:
-        spec.budget.tokens += response.usage.total_tokens
+        spec.budget.spend(response.usage, model.name)
     kept: list[str] = []
     for message in old:
         kept += message.metadata.get("kept", [])

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from .. import _lazy
 from .._errors import UserError
+from .._prices import Pricing
 from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
 from ._base import (
     FREE_CHOICES,
@@ -64,6 +65,7 @@ __all__ = [
     "OpenAIModel",
     "PathRole",
     "PathState",
+    "Pricing",
     "RetryPolicy",
     "ToolChoice",
     "ToolSpec",

@@ -39,6 +39,7 @@ from .._messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from .._prices import Pricing
 from .._text import safe_json
 from .._usage import Usage
 from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
@@ -105,8 +106,6 @@ class AnthropicModel:
         if not model:
             raise UserError("an Anthropic model needs a name, for example 'anthropic:claude-sonnet-4-5'")
         self.model = model
-        self.profile = ModelProfile(context_window=context_window or known_context_window(model))
-        """Tokens the model reads at once (default: the table of known models)."""
         self.max_tokens = max_tokens
         self.stream = stream
         self.thinking = thinking
@@ -117,6 +116,12 @@ class AnthropicModel:
         self._given_client = client
         self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
         self._base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        official = self._base_url is None or "api.anthropic.com" in self._base_url
+        self.profile = ModelProfile(
+            context_window=context_window or known_context_window(model),
+            pricing=Pricing(provider="anthropic" if official else self._base_url or "anthropic", cache_apart=True),
+        )
+        """Tokens the model reads at once (default: the table of known models), and its prices."""
         if client is None and self._api_key is None:
             raise UserError(
                 f"model 'anthropic:{model}' needs an API key: set ANTHROPIC_API_KEY "

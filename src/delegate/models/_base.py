@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._errors import UserError
 from .._messages import HasParts, Message, Part, ReasoningPart
+from .._prices import Pricing
 from .._usage import Usage
 
 PathRole = Literal["existing", "new"]
@@ -119,6 +120,9 @@ class ModelProfile:
     when_stuck: str = ""
     """What to tell a user whose agent went round in circles on this model (the local model says:
     use a real one); empty: nothing more than what the loop guard says."""
+    pricing: Pricing | None = None
+    """Whose prices (in `genai-prices`' table) its requests cost: the loop prices each answer's
+    usage with it (`Usage.cost_usd`). None: the model has no price, and its cost is unknown."""
 
     def __post_init__(self) -> None:
         if self.context_window is not None and self.context_window < 1:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from .._prices import Pricing
 from .._text import safe_json
 from .._usage import Usage
 from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
@@ -89,7 +90,10 @@ class OpenAIModel:
     `context_window` is how many tokens the model reads at once (default: the table of known
     models in `delegate.models`, else what the loop assumes); the loop compacts and cuts the
     conversation to fit it. `when_stuck` is what to tell a user whose agent went round in circles
-    on this model (the local model says: use a real one). All three are its `profile`.
+    on this model (the local model says: use a real one). `pricing` is whose prices its requests
+    cost (default: OpenAI's at api.openai.com, else those `genai-prices` knows for `base_url`'s
+    host, none for a server on this machine; give `Pricing(provider="openai")` for a proxy in front
+    of OpenAI). All four are its `profile`.
     """
 
     def __init__(
@@ -107,13 +111,9 @@ class OpenAIModel:
         lean_tools: bool = False,
         context_window: int | None = None,
         when_stuck: str = "",
+        pricing: Pricing | None = None,
     ) -> None:
         self.model = model
-        self.profile = ModelProfile(
-            context_window=context_window or known_context_window(model),
-            grounds_paths=constrained_tools,  # a constrained model narrows path arguments by `path_states`
-            when_stuck=when_stuck,
-        )
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
         self.deadline = check_deadline(deadline)
@@ -137,6 +137,14 @@ class OpenAIModel:
         # OpenAI's reasoning models refuse `max_tokens`; the servers that copy the API know only it.
         official = self.base_url is None or "api.openai.com" in self.base_url
         self._max_tokens_field = "max_completion_tokens" if official else "max_tokens"
+        self.profile = ModelProfile(
+            context_window=context_window or known_context_window(model),
+            grounds_paths=constrained_tools,  # a constrained model narrows path arguments by `path_states`
+            when_stuck=when_stuck,
+            # OpenAI's prices at OpenAI; elsewhere those of whoever the table says answers there
+            # (none for a server on this machine).
+            pricing=pricing or Pricing(provider="openai" if official else self.base_url or "openai"),
+        )
 
     @property
     def name(self) -> str:

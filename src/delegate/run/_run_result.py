@@ -89,7 +89,7 @@ class RunResult:
             "stop_reason": self.stop_reason,
             "error": self.error,
             "steps": self.steps,
-            "usage": self.usage.totals(),
+            "usage": self.usage.to_dict(),
             "subagents": [s.to_dict() for s in self.subagents],
             "warnings": list(self.warnings),
             "pending_approvals": list(self.pending_approvals),

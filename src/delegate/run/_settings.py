@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from .._agents import Catalogue, Lead, Subagent
 from .._config import Extensions, LoopSettings, RunLimits
@@ -130,9 +130,18 @@ model or setting. What `delegate serve`, `delegate batch worker` and the takeove
 runs each build their runtimes with."""
 
 
-def open_store(url: str | None, workspace: Path) -> Store:
+@overload
+def open_store(url: str | None, workspace: Path) -> Store: ...
+@overload
+def open_store(url: str | None, workspace: Path, *, create: Literal[False]) -> Store | None: ...
+def open_store(url: str | None, workspace: Path, *, create: bool = True) -> Store | None:
     """The one store opener of every face: the database at `url`, else the workspace's own
-    (`<workspace>/.delegate/delegate.db`). A `UserError` for a bad URL."""
+    (`<workspace>/.delegate/delegate.db`). A `UserError` for a bad URL. `create=False` (what a
+    command that only reads asks for) makes nothing: None when the workspace has no store yet."""
     from .._store import Store
 
-    return Store.open(url) if url else Store.for_workspace(workspace)
+    if url:
+        return Store.open(url)
+    if not create and not (workspace / ".delegate" / "delegate.db").is_file():
+        return None
+    return Store.for_workspace(workspace)

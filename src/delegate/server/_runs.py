@@ -365,6 +365,9 @@ class RunRequest(BaseModel):
     )
     token_budget: int | None = Field(default=None, ge=1, description="Tokens the whole run may spend.")
     max_requests: int | None = Field(default=None, ge=1, description="Model requests the whole run may make.")
+    cost_budget: float | None = Field(
+        default=None, gt=0, description="US dollars the whole run may spend (priced by genai-prices)."
+    )
     continue_from: str | None = Field(
         default=None,
         alias="continue",
@@ -374,8 +377,9 @@ class RunRequest(BaseModel):
 
     def limits(self, default: RunLimits) -> RunLimits:
         """The run's limits: the server's `default`, with those this request names."""
-        given = {"max_parallel": self.max_parallel, "token_budget": self.token_budget}
+        given: dict[str, float | None] = {"max_parallel": self.max_parallel, "token_budget": self.token_budget}
         given["max_requests"] = self.max_requests
+        given["cost_budget"] = self.cost_budget
         return replace(default, **{name: value for name, value in given.items() if value is not None})
 
     @field_validator("prompt")

@@ -70,7 +70,7 @@ def thread_json(store: Store, thread_id: str, user_id: str) -> dict[str, Any] | 
         "thread_id": thread_id,
         "status": last.status,
         "last_run_id": last.id,
-        "usage": sum((r.usage for r in rows), Usage()).totals(),
+        "usage": sum((r.usage for r in rows), Usage()).to_dict(),
         "uploaded_files": last.uploaded_files or [],
         "runs": turns,
     }

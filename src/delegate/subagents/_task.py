@@ -237,7 +237,7 @@ class SubagentRunner:
             if agent_id is None:
                 next(self._ids)  # keep the numbering of the subagents started after it
             if self.budget is not None:  # what it spent before the interruption counts against the run's budget
-                self.budget.tokens += reused.usage.total_tokens
+                self.budget.spend(reused.usage, reused.type)
                 self.budget.requests += reused.usage.requests
             self._keep(reused)
             return reused

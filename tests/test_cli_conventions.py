@@ -1,0 +1,158 @@
+"""The conventions users know from `llm`, `uv` and `gh`, each through the real CLI in a subprocess:
+`--version`, the prompt from stdin, the latest run by default, shell completion, help in panels,
+one JSON array per `list --json`, reading that creates nothing, and answers as Markdown on a
+terminal (plain when piped)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from tests.cli_support import delegate, run_cli, scrubbed_env
+from tests.loopback_openai import OpenAIServer, Reply
+from tests.test_batch_cli import env_for
+
+ANSWER = "# Findings\n\nThe **bold** claim holds.\n\n- first point\n- second point\n"
+
+
+def echo(body: dict[str, Any]) -> Reply:
+    """The lead answers with the prompt it was given, after `said: `."""
+    user = next(m for m in body["messages"] if m["role"] == "user")
+    return Reply(content=f"said: {user['content']}")
+
+
+def markdown(body: dict[str, Any]) -> Reply:
+    return Reply(content=ANSWER)
+
+
+def run_with_stdin(args: list[str], text: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(delegate(*args), input=text, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_version_prints_the_installed_version() -> None:
+    done = run_cli(["--version"])
+    assert done.returncode == 0 and done.stdout.strip() == f"delegate {version('delegate')}"
+
+
+def test_the_prompt_comes_from_stdin_given_a_dash_or_a_pipe(tmp_path: Path) -> None:
+    with OpenAIServer(echo) as server:
+        env = env_for(server.base_url)
+        dash = run_with_stdin(["run", "-", "--model", "openai:m", "--json"], "summarise the diff\n", env, tmp_path)
+        piped = run_with_stdin(["run", "--model", "openai:m", "--json"], "list the files", env, tmp_path)
+        empty = run_with_stdin(["run", "-", "--model", "openai:m"], "  \n", env, tmp_path)
+    assert json.loads(dash.stdout)["final"] == "said: summarise the diff\n", dash.stderr
+    assert json.loads(piped.stdout)["final"] == "said: list the files", piped.stderr
+    assert empty.returncode == 2 and "the prompt read from stdin is empty" in empty.stderr
+
+
+def test_runs_show_events_and_export_mean_the_latest_run_without_an_id(tmp_path: Path) -> None:
+    with OpenAIServer(echo) as server:
+        env = env_for(server.base_url)
+        for prompt in ("first", "second"):
+            assert run_cli(["run", prompt, "--model", "openai:m"], env, tmp_path).returncode == 0
+    latest = json.loads(run_cli(["runs", "list", "--json"], env, tmp_path).stdout)[0]["run_id"]
+    shown = json.loads(run_cli(["runs", "show", "--json"], env, tmp_path).stdout)
+    assert (shown["run_id"], shown["final"]) == (latest, "said: second")
+    events = [json.loads(line) for line in run_cli(["runs", "events", "--json"], env, tmp_path).stdout.splitlines()]
+    assert {e["run_id"] for e in events} == {latest}
+    assert json.loads(run_cli(["runs", "export"], env, tmp_path).stdout)["run_id"] == latest
+
+
+def test_shell_completion_is_offered() -> None:
+    done = run_cli(["--show-completion", "bash"])
+    assert done.returncode == 0 and "_delegate_completion" in done.stdout
+    assert "--install-completion" in run_cli(["--help"]).stdout
+
+
+def test_run_help_groups_its_options_into_panels() -> None:
+    shown = run_cli(["run", "--help"], env=scrubbed_env() | {"COLUMNS": "160"}).stdout
+    panels = [line.strip("╭─ ").split(" ─")[0] for line in shown.splitlines() if line.startswith("╭")]
+    assert panels == [
+        "Arguments",
+        "Options",
+        "Model",
+        "Limits",
+        "Output and history",
+        "Agents, skills and MCP",
+        "Commands",
+        "The loop",
+    ]
+    limits = shown[shown.index("╭─ Limits") : shown.index("╭─ Output")]
+    assert all(flag in limits for flag in ("--timeout", "--token-budget", "--max-requests", "--cost-budget"))
+
+
+def test_every_list_json_is_one_array_and_runs_events_json_is_json_lines(tmp_path: Path) -> None:
+    with OpenAIServer(echo) as server:
+        env = env_for(server.base_url)
+        assert run_cli(["run", "hello", "--model", "openai:m"], env, tmp_path).returncode == 0
+        assert run_cli(["users", "add", "ada"], env, tmp_path).returncode == 0
+    for command in (["runs", "list"], ["agents", "list"], ["users", "list"]):
+        listed = json.loads(run_cli([*command, "--json"], env, tmp_path).stdout)
+        assert isinstance(listed, list) and listed, command
+    lines = run_cli(["runs", "events", "--json"], env, tmp_path).stdout.splitlines()
+    assert len(lines) > 2 and all(isinstance(json.loads(line), dict) for line in lines)
+    assert "JSON Lines" in run_cli(["runs", "events", "--help"], env=scrubbed_env() | {"COLUMNS": "200"}).stdout
+
+
+def test_commands_that_only_read_create_nothing_where_they_run(tmp_path: Path) -> None:
+    for command in (
+        ["runs", "list"],
+        ["runs", "list", "--json"],
+        ["runs", "show"],
+        ["runs", "events"],
+        ["runs", "export"],
+        ["agents", "list"],
+        ["users", "list"],
+        ["batch", "status", "b_nope"],
+    ):
+        done = run_cli(command, cwd=tmp_path)
+        assert done.returncode in (0, 2), (command, done.stderr)
+        assert list(tmp_path.iterdir()) == [], command
+    assert run_cli(["runs", "list", "--json"], cwd=tmp_path).stdout.strip() == "[]"
+    assert run_cli(["runs", "show"], cwd=tmp_path).stderr.strip() == (
+        "error: no runs yet: start one with `delegate run PROMPT`"
+    )
+
+
+def on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> str:
+    """The text `delegate ARGS` shows on a terminal (a pseudo-terminal of 100 columns)."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen(
+        delegate(*args),
+        stdin=subprocess.DEVNULL,
+        stdout=child,
+        stderr=child,
+        env=env | {"COLUMNS": "100", "TERM": "xterm"},
+        cwd=cwd,
+    )
+    os.close(child)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    assert proc.wait(timeout=120) == 0, shown
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode(errors="replace"))  # colours and cursor moves left out
+
+
+def test_an_answer_is_rendered_as_markdown_on_a_terminal_and_plain_when_piped(tmp_path: Path) -> None:
+    with OpenAIServer(markdown) as server:
+        env = env_for(server.base_url)
+        shown = on_a_terminal(["run", "report", "--model", "openai:m"], env, tmp_path)
+        piped = run_cli(["run", "report", "--model", "openai:m"], env, tmp_path)
+    assert "Findings" in shown and "• first point" in shown
+    assert "**bold**" not in shown and "# Findings" not in shown
+    assert piped.stdout == ANSWER + "\n"
+    assert "**bold**" in run_cli(["runs", "show"], env, tmp_path).stdout  # piped: as it is
+    assert "• second point" in on_a_terminal(["runs", "show"], env, tmp_path)
