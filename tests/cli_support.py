@@ -13,10 +13,16 @@ SCRUBBED = ("OPENAI_", "ANTHROPIC_", "DELEGATE_")
 """Prefixes of the variables a CLI under test never inherits."""
 
 
+NO_USER_LEVEL = "/nonexistent/.claude"
+"""The CLI's `~/.claude` under test (`CLAUDE_CONFIG_DIR`): none, so the developer's own agents and
+skills never reach a test's run."""
+
+
 def scrubbed_env(*also: str) -> dict[str, str]:
-    """This process's environment without `SCRUBBED` variables (nor those starting with `also`)."""
+    """This process's environment without `SCRUBBED` variables (nor those starting with `also`),
+    and without the developer's `~/.claude` (see `NO_USER_LEVEL`)."""
     drop = (*SCRUBBED, *also)
-    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)} | {"CLAUDE_CONFIG_DIR": NO_USER_LEVEL}
 
 
 def delegate(*args: str | bytes) -> list[str | bytes]:

@@ -9,7 +9,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from delegate import Event, Lead, RunLimits, Runtime
+from delegate.cli._render import RunView
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, call, is_lead, reply
 
@@ -382,3 +385,24 @@ async def test_a_follow_up_after_a_resume_continues_the_checkpointed_conversatio
     [record] = result.subagents
     assert (record.id, record.messages, record.steps) == ("sub1", 1, 2)
     assert record.summary == "counted after 1 earlier turn(s)"
+
+
+async def test_the_live_tree_marks_background_subagents_and_counts_follow_ups(tmp_path: Path) -> None:
+    def lead(request: ModelRequest) -> ModelResponse:
+        match turns(request):
+            case 0:
+                return two_in_background()
+            case 1:
+                return call("task_wait")
+            case 2:
+                return call("task_message", id="sub1", message="once more")
+            case _:
+                return reply("done")
+
+    view = RunView()
+    await Runtime(model=model_of(lead, completing), workspace=tmp_path, store=False, sinks=[view]).run("go")
+    console = Console(width=160, record=True)
+    console.print(view.render())
+    lines = console.export_text().splitlines()
+    assert "general-purpose: two jobs [1/2] (background)" in lines[1] and "1 follow-up" in lines[1]
+    assert "(background)" in lines[2] and "follow-up" not in lines[2]

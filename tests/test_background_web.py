@@ -35,6 +35,19 @@ async def quick_and_slow(request: ModelRequest) -> ModelResponse:
     return call("complete", summary=f"did {request.messages[0].text}")
 
 
+async def in_the_background(request: ModelRequest) -> ModelResponse:
+    """`quick_and_slow` with both subagents in the background: the lead answers at once, the run
+    waits for them, and the lead's last answer gives what the notices said."""
+    if not is_lead(request):
+        return await quick_and_slow(request)
+    answered = sum(1 for m in request.messages if m.role == "assistant")
+    if answered == 0:
+        return call("task", **TWO_JOBS, run_in_background=True)
+    if answered == 1:
+        return reply("started both")
+    return reply("\n".join(m.text for m in request.messages if m.name == "task_notification"))
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
@@ -77,9 +90,14 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwrig
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium")
-def test_the_stop_button_of_a_running_subagent_stops_it_and_the_run_goes_on(
-    browser: sync_api.Browser, server: LiveServer, store: Store
+def test_the_stop_button_of_a_running_background_subagent_stops_it_and_the_run_goes_on(
+    browser: sync_api.Browser, workspace: Path, store: Store
 ) -> None:
+    with serving(workspace, store, in_the_background) as server:
+        stop_from_the_page(browser, server, store)
+
+
+def stop_from_the_page(browser: sync_api.Browser, server: LiveServer, store: Store) -> None:
     expect = sync_api.expect
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
@@ -93,6 +111,8 @@ def test_the_stop_button_of_a_running_subagent_stops_it_and_the_run_goes_on(
     stop = page.locator("[data-agent=sub2] > .node button.stop-agent")
     expect(stop).to_be_visible(timeout=30_000)
     expect(page.locator("[data-agent=lead] > .node button.stop-agent")).to_have_count(0)  # the lead has none
+    expect(page.locator("[data-agent=sub2] > .node .badge.background")).to_be_visible()
+    expect(page.locator("#timeline [data-agent=sub2]")).to_contain_text("background")
     stop.click()
 
     expect(page.locator("#run-status")).to_have_text("completed", timeout=30_000)

@@ -397,3 +397,73 @@ async def test_bash_rules_of_a_claude_type_decide_which_commands_it_may_run(tmp_
     assert outputs[2].endswith("'echo secret plans' is refused by this subagent type's rule Bash(echo secret:*)")
     assert "command substitution" in outputs[3]
     assert not (tmp_path / "secret").exists()
+
+
+def first_sentence(i: int) -> str:
+    """A generated type's first sentence: 40 to 160 characters, by its number (a catalogue's mix)."""
+    words = f"Reviews topic{i} code for correctness, speed and safety, and writes up each finding with its file"
+    length = 40 + (i * 37) % 121
+    return (words * 3)[:length].rstrip(" ,")
+
+
+def test_150_types_each_get_the_first_sentence_of_their_description_within_32_kb(tmp_path: Path) -> None:
+    folder = tmp_path / ".claude/agents"
+    folder.mkdir(parents=True)
+    for i in range(150):
+        description = f"{first_sentence(i)}. Use PROACTIVELY after changes to topic{i}; knows its conventions in depth."
+        (folder / f"agent-{i:03}.md").write_text(
+            f"---\nname: specialist-{i:03}\ndescription: {description}\ntools: Read, Grep\n---\nYou review.\n"
+        )
+    [first] = lead_requests(tmp_path)
+    assert len(json.dumps(first).encode()) <= 32_000
+    listing = tool(first, "task")["description"]
+    assert max(len(first_sentence(i)) for i in range(150)) == 160
+    for i in range(150):
+        assert f"- specialist-{i:03}: {first_sentence(i)}\n" in listing  # whole, up to 160 characters
+    assert "Use PROACTIVELY" not in listing  # the rest is a tool_search away
+
+
+def test_agents_list_is_one_line_per_type_and_long_is_the_table(tmp_path: Path) -> None:
+    many_agents(tmp_path / ".claude/agents", 137)
+    short = run_cli(["agents", "list"], cwd=tmp_path, env=scrubbed_env() | {"COLUMNS": "200"})
+    lines = short.stdout.splitlines()
+    assert len(lines) == 3 + 137  # the built-in types and each definition, a line each
+    assert lines[3 + 42].split()[:1] == ["specialist-042"]
+    assert "Expert number 42 in domain 8 engineering" in lines[3 + 42] and "PROACTIVELY" not in lines[3 + 42]
+    table = run_cli(["agents", "list", "--long"], cwd=tmp_path, env=scrubbed_env() | {"COLUMNS": "200"})
+    assert "source" in table.stdout and ".claude/agents/agent-042.md" in table.stdout
+    assert len(table.stdout.splitlines()) > len(lines)
+
+
+def test_a_project_mcp_json_is_read_by_default(tmp_path: Path) -> None:
+    server_file = Path(__file__).with_name("mcp_server.py")
+    config = {"mcpServers": {"tiny": {"command": sys.executable, "args": [str(server_file)]}}}
+    (tmp_path / ".mcp.json").write_text(json.dumps(config))
+    with OpenAIServer(lambda body: Reply(content="done")) as server:
+        env = scrubbed_env() | {"OPENAI_BASE_URL": server.base_url}
+        done = run_cli(["run", "shout", "--model", "openai:m", "--json"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "mcp__tiny__shout" in json.dumps(server.requests[0])  # offered to the lead, no --mcp-config given
+
+
+def test_delegate_run_reads_user_level_agents_and_skills_which_the_project_shadows(tmp_path: Path) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    (home / "agents").mkdir(parents=True)
+    (home / "skills" / "tidy").mkdir(parents=True)
+    (home / "agents" / "helper.md").write_text("---\nname: helper\ndescription: USER-LEVEL helper.\n---\nHelp.\n")
+    (home / "agents" / "shared.md").write_text("---\nname: shared\ndescription: USER-LEVEL shared.\n---\nHi.\n")
+    (home / "skills" / "tidy" / "SKILL.md").write_text("---\nname: tidy\ndescription: TIDY-SKILL.\n---\nSteps.\n")
+    (workspace / ".claude" / "agents").mkdir(parents=True)
+    (workspace / ".claude" / "agents" / "shared.md").write_text(
+        "---\nname: shared\ndescription: PROJECT shared.\n---\n"
+    )
+    with OpenAIServer(lambda body: Reply(content="done")) as server:
+        env = scrubbed_env() | {"OPENAI_BASE_URL": server.base_url, "CLAUDE_CONFIG_DIR": str(home)}
+        done = run_cli(["run", "go", "--model", "openai:m", "--json"], env, workspace)
+        listed = run_cli(["agents", "list", "--json"], env, workspace)
+    assert done.returncode == 0, done.stderr
+    first = json.dumps(server.requests[0])
+    assert "USER-LEVEL helper" in first and "TIDY-SKILL" in first
+    assert "PROJECT shared" in first and "USER-LEVEL shared" not in first  # the project's shadows the user's
+    sources = {row["name"]: row["source"] for row in json.loads(listed.stdout)}
+    assert sources["helper"] == "~/.claude/agents/helper.md" and sources["shared"] == ".claude/agents/shared.md"

@@ -556,13 +556,17 @@ class Catalogue:
         subagents: Iterable[Subagent] = (),
         builtins: bool = True,
         aliases: ModelAliases | None = None,
+        user: Path | None = None,
     ) -> Catalogue:
         """Read every source (see the module's docstring). Only a missing `agent_dirs` folder is a
         `UserError`; a file that cannot be read is skipped with a warning, and every model string
         is checked here (through `aliases`), so a bad one is a warning now, not a failed task later.
         `own` is a user's workspace, whose definitions come after the operator's (`workspace`,
-        `agent_dirs`)."""
+        `agent_dirs`). `user` is the operator's user-level folder (`~/.claude`), whose `agents/`
+        come first, shadowed by all the others, as Claude Code reads them."""
         folders: list[tuple[Path, bool, str, bool]] = []  # folder, Claude's, label, the operator's
+        if user is not None:
+            folders.append((user / "agents", True, "~/.claude/agents", True))
         if workspace is not None:
             folders += [
                 (workspace / ".claude" / "agents", True, ".claude/agents", False),

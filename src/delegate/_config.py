@@ -156,6 +156,9 @@ class Extensions:
     from it first, the workspace's own shadowing them by name. `permissions`: the rules of which
     calls run, wait for a person or are refused, the permission mode, and the hooks (a
     `Permissions`, merged with those of the operator's settings files: see docs/approvals.md).
+    `user_level`: the operator's user-level folder, read as Claude Code reads `~/.claude`: its
+    `agents/` and `skills/` come first, every other source shadowing them by name (`delegate run`
+    gives `~/.claude`; `delegate serve` never does). None: none.
     """
 
     agents_dirs: Sequence[str | PathLike[str]] = ()
@@ -166,6 +169,7 @@ class Extensions:
     auto_promote: int = 3
     model_aliases: Mapping[str, str] | Sequence[str] = ()
     shared: str | PathLike[str] | None = None
+    user_level: str | PathLike[str] | None = None
     permissions: Permissions | None = None
 
     def __post_init__(self) -> None:

@@ -86,6 +86,8 @@ EDITS = frozenset({"write_file", "edit_file"})
 NEVER_WITHHELD = frozenset({"complete"})
 """Tools no rule takes away: a subagent without `complete` could never end."""
 _PATH_ARGUMENTS = ("path", "file_path")
+_PATH_TOOLS = frozenset({*CLAUDE_NAMES["Read"], *EDITS})
+"""Tools whose rules' patterns match the file a call names."""
 _RULE = re.compile(r"\s*([A-Za-z0-9_.*-]+)\s*(?:\((.*)\))?\s*", re.DOTALL)
 
 
@@ -130,7 +132,7 @@ class Rule:
         if tool == "bash":
             command = arguments.get("command")
             return isinstance(command, str) and command_rule_matching((pattern,), command, every=every) is not None
-        if tool in CLAUDE_NAMES["Read"] or tool in EDITS:
+        if tool in _PATH_TOOLS:
             path = next((arguments[k] for k in _PATH_ARGUMENTS if isinstance(arguments.get(k), str)), None)
             return path is not None and glob is not None and glob.fullmatch(_relative(path)) is not None
         return glob is not None and any(isinstance(v, str) and glob.fullmatch(v) for v in arguments.values())
@@ -302,6 +304,11 @@ class CallPolicy:
     ask: tuple[Rule, ...] = ()
     deny: tuple[Rule, ...] = ()
     _named: dict[str, bool] = field(default_factory=dict[str, bool])
+    _offered: dict[str, bool] = field(default_factory=dict[str, bool])
+    _by_tool: dict[str, tuple[tuple[Rule, ...], tuple[Rule, ...], tuple[Rule, ...]]] = field(
+        default_factory=dict[str, tuple[tuple[Rule, ...], tuple[Rule, ...], tuple[Rule, ...]]]
+    )
+    """The deny, ask and allow rules that name each tool, found on its first call."""
     _modes: dict[str, CallPolicy] = field(default_factory=dict[str, "CallPolicy"])
 
     @classmethod
@@ -335,11 +342,17 @@ class CallPolicy:
     def offered(self, tool: str) -> bool:
         """Whether an agent is offered `tool`: not when a `deny` rule names it whole (or the mode
         is `plan` and it changes something)."""
-        if tool in NEVER_WITHHELD or not self.named(tool):
-            return True
-        if self.mode == "plan" and tool not in READS and tool != "task":
-            return False
-        return not any(r.pattern is None and r.names(tool) for r in self.deny)
+        found = self._offered.get(tool)
+        if found is None:
+            found = self._offered[tool] = (
+                tool in NEVER_WITHHELD
+                or not self.named(tool)
+                or (
+                    not (self.mode == "plan" and tool not in READS and tool != "task")
+                    and not any(r.pattern is None and r.names(tool) for r in self.deny)
+                )
+            )
+        return found
 
     def rules_of(self, tool: str) -> dict[str, list[str]]:
         """The rules that name `tool`, by kind (what `delegate agents show` prints)."""
@@ -350,10 +363,15 @@ class CallPolicy:
 
     def verdict(self, tool: str, arguments: Mapping[str, Any]) -> Verdict:
         """What the rules and the mode say of a call of `tool` with `arguments`."""
-        denied = _first(self.deny, tool, arguments)
+        rules = self._by_tool.get(tool)
+        if rules is None:
+            named = [tuple(r for r in kind if r.names(tool)) for kind in (self.deny, self.ask, self.allow)]
+            rules = self._by_tool[tool] = (named[0], named[1], named[2])
+        deny, ask, allow = rules
+        denied = _first(deny, tool, arguments)
         if denied is not None:
             return Verdict("deny", denied.text, f"{tool} is refused by the permission rule deny {denied.text!r}")
-        asked = _first(self.ask, tool, arguments)
+        asked = _first(ask, tool, arguments)
         mode = self.mode
         if asked is not None:
             if mode == "bypassPermissions" or (mode == "acceptEdits" and tool in EDITS):
@@ -366,7 +384,7 @@ class CallPolicy:
                     "never asks (permission mode dontAsk)",
                 )
             return Verdict("ask", asked.text, f"{tool} needs a person's approval (rule ask {asked.text!r})")
-        allowed = _first(self.allow, tool, arguments, every=True)
+        allowed = _first(allow, tool, arguments, every=True)
         if allowed is not None:
             return Verdict("allow", allowed.text, "")
         if mode == "dontAsk" and tool not in READS:
@@ -377,14 +395,16 @@ class CallPolicy:
 
 
 def _first(rules: tuple[Rule, ...], tool: str, arguments: Mapping[str, Any], *, every: bool = False) -> Rule | None:
-    for rule in rules:
-        if rule.names(tool) and rule.matches(tool, arguments, every=every):
+    for rule in rules:  # each names `tool` (see `CallPolicy.verdict`)
+        if rule.matches(tool, arguments, every=every):
             return rule
     return None
 
 
 def _relative(path: str) -> str:
     """A path argument as rules match it: relative to the workspace, `.` and `..` folded."""
+    if "/." not in path and "//" not in path and "\\" not in path and not path.startswith("."):
+        return path.lstrip("/")  # nothing to fold (most paths): no normpath
     normal = posixpath.normpath(path.replace("\\", "/"))
     return normal.lstrip("/").removeprefix("./")
 

@@ -505,7 +505,7 @@ class Store:
         run = self.get_run(run_id, user_id)
         if run is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
-        if run.status != "running":
+        if run.status not in LIVE_STATUSES:
             raise UserError(f"run {run_id} is {run.status}, not running: it has no subagent to stop")
         if not _AGENT_ID.fullmatch(agent_id):
             raise UserError(

@@ -31,7 +31,8 @@ def _runtime(
     from .._errors import UserError
 
     try:
-        settings = OperatorFlags(agents=agents, skills=skills, model_alias=aliases).settings(workspace)
+        flags = OperatorFlags(agents=agents, skills=skills, model_alias=aliases)
+        settings = flags.settings(workspace, user_level=True)  # the catalogue as `delegate run` sees it
         runtime = settings.build(store=False)
         if warn:
             print_warnings(runtime)
@@ -61,12 +62,23 @@ def agents_list(
     skills: Skills = None,
     model_alias: ModelAlias = None,
     as_json: AsJson = False,
+    long: Annotated[
+        bool, typer.Option("--long", "-l", help="A table: description, tools, model and source of each type.")
+    ] = False,
 ) -> None:
-    """Show the subagent catalogue: built-in types and the definitions found. Warnings go to stderr."""
+    """Show the subagent catalogue, one line per type (--long: a table of each type's tools, model
+    and source). Warnings go to stderr."""
     runtime = _runtime(workspace, agents, skills, model_alias, warn=True)
     definitions = list(runtime.catalogue.definitions.values())
     if as_json:
         typer.echo(json.dumps([d.to_dict() for d in definitions], ensure_ascii=False))
+        return
+    if not long:
+        from ..subagents import first_sentence
+
+        width = max((len(d.name) for d in definitions), default=0)
+        for d in definitions:
+            typer.echo(f"{d.name:<{width}}  {_short(first_sentence(d.description), 100)}")
         return
     from rich.console import Console
     from rich.table import Table

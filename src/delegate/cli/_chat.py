@@ -63,7 +63,7 @@ HISTORY_FILE = "chat_history"
 ContinueId = Annotated[
     str | None,
     typer.Argument(
-        metavar="[RUN_ID]", help="With --continue: the run to continue (default: the latest).", show_default=False
+        metavar="RUN_ID", help="With --continue: the run to continue (default: the latest).", show_default=False
     ),
 ]
 Continue = Annotated[
@@ -98,15 +98,8 @@ def register(app: typer.Typer) -> None:
 
 @operator_flags
 def chat(
-    run_id: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[RUN_ID]", help="With --continue: the run to continue (default: the latest).", show_default=False
-        ),
-    ] = None,
-    continue_thread: Annotated[
-        bool, typer.Option("--continue", help="Go on with a thread: RUN_ID's, else this workspace's latest run's.")
-    ] = False,
+    run_id: ContinueId = None,
+    continue_thread: Continue = False,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini")] = None,
     workspace: Workspace = Path("."),
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Step limit of the lead, each turn.")] = 50,
@@ -320,13 +313,16 @@ class Session:
         last = store.get_run(self.last)
         assert last is not None
         runs = store.thread_runs(last.thread_id or last.id)
-        table = Table("run", "status", "input tokens", "output tokens", "prompt", title=f"thread {last.thread_id}")
+        table = Table(
+            "run", "status", "input tokens", "output tokens", "cost", "prompt", title=f"thread {last.thread_id}"
+        )
         for run in runs:
             u = run.usage
-            table.add_row(run.id, run.status, f"{u.input_tokens:,}", f"{u.output_tokens:,}", run.prompt[:50])
+            table.add_row(run.id, run.status, f"{u.input_tokens:,}", f"{u.output_tokens:,}", _cost(u), run.prompt[:50])
         total = sum((r.usage for r in runs), Usage())
         turns = plural(len(runs), "turn")
-        table.add_row("thread", turns, f"{total.input_tokens:,}", f"{total.output_tokens:,}", "", style="bold")
+        cost = _cost(total)
+        table.add_row("thread", turns, f"{total.input_tokens:,}", f"{total.output_tokens:,}", cost, "", style="bold")
         console.print(table)
 
     def _agents(self, console: Console) -> None:
@@ -344,6 +340,11 @@ class Session:
                 console.print(escape(safe_text(line)))
             if not self.results[-1].subagents:
                 console.print("  none: the lead answered itself")
+
+
+def _cost(usage: Usage) -> str:
+    """US dollars, or `?` when a request's price is unknown (the model has none in the table)."""
+    return "?" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
 
 
 def _read_prompt(read: Callable[[str], str] = input) -> str:

@@ -172,17 +172,24 @@ class OperatorFlags:
         guard = LoopGuard(repeated_failures=failures or None, idle_steps=idle or None) if failures or idle else None
         return LoopSettings(context_window=self.context_window, guard=guard)
 
-    def extensions(self) -> Extensions:
-        """`--agents`, `--skills`, `--mcp-config`, `--model-alias` and the permission rules (`--allow`,
-        `--ask`, `--deny`); a bad MCP config or rule is a `UserError`."""
+    def extensions(self, workspace: Path, *, user_level: bool = False) -> Extensions:
+        """`--agents`, `--skills`, `--mcp-config` (default: the workspace's `.mcp.json`, as Claude
+        Code reads it; under `serve` the workspace is the operator's folder, never a user's),
+        `--model-alias` and the permission rules (`--allow`, `--ask`, `--deny`); `user_level`: also
+        `~/.claude`'s agents and skills (`delegate run` only; `CLAUDE_CONFIG_DIR` names another
+        folder, as for Claude Code). A bad MCP config or rule is a `UserError`."""
         from .._config import Extensions
         from .._permissions import Permissions
         from ..mcp import load_mcp_config
 
+        project = workspace / ".mcp.json"
+        config = self.mcp_config or (project if project.is_file() else None)
+        home = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude").expanduser()
         return Extensions(
             agents_dirs=self.agents or (),
             skills_dirs=self.skills or (),
-            mcp_servers=load_mcp_config(self.mcp_config) if self.mcp_config else (),
+            mcp_servers=load_mcp_config(config) if config else (),
+            user_level=home if user_level and home.is_dir() else None,
             model_aliases=self.model_alias or (),
             permissions=Permissions(allow=self.allow or (), ask=self.ask or (), deny=self.deny or ()),
         )
@@ -194,7 +201,13 @@ class OperatorFlags:
         return command_policy(self.allow_network, self.command_env, self.unsandboxed_commands, self.command_limit)
 
     def settings(
-        self, workspace: Path, *, model: str | None = None, lead: Lead | None = None, limits: RunLimits | None = None
+        self,
+        workspace: Path,
+        *,
+        model: str | None = None,
+        lead: Lead | None = None,
+        limits: RunLimits | None = None,
+        user_level: bool = False,
     ) -> RuntimeSettings:
         """The `RuntimeSettings` every command builds its runtimes from: these flags, and what the
         command itself says (`model`, `lead`, `limits`). Exit 2 for a workspace that is no folder;
@@ -209,7 +222,7 @@ class OperatorFlags:
             lead=lead or Lead(),
             limits=limits or RunLimits(),
             loop=self.loop(),
-            extensions=self.extensions(),
+            extensions=self.extensions(workspace, user_level=user_level),
             commands=self.commands(),
         )
 

@@ -196,7 +196,7 @@ def run(
         approval_timeout=approval_timeout,
     )
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
-    settings = flags.settings(workspace, model=model, lead=lead, limits=limits)
+    settings = flags.settings(workspace, model=model, lead=lead, limits=limits, user_level=True)  # ~/.claude too
     runtime = settings.build(store=store_option(db))
     if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .._record import LIVE_STATUSES, STATUSES
+from .._text import plural
 from .._usage import cost_text, usage_line
 from ._common import Db, Workspace, fail, open_store, read_store
 
@@ -114,7 +115,10 @@ def runs_show(
     typer.echo(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
     typer.echo(f"usage: {usage_line(usage)}")
     for sub in result.subagents:
-        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description} · {cost_text(sub.usage.cost_usd)}")
+        kind = (" (background)" if sub.background else "") + (
+            f", {plural(sub.messages, 'follow-up')}" if sub.messages else ""
+        )
+        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}{kind} · {cost_text(sub.usage.cost_usd)}")
     if result.final:
         from ._render import print_answer
 
@@ -247,7 +251,7 @@ def _record_of(store: Store, run_id: str, agent_id: str) -> TaskOutput | None:
         if record.id == agent_id and record.status != "running":
             return record
     run = store.get_run(run_id)
-    if run is not None and run.status != "running":
+    if run is not None and run.status not in LIVE_STATUSES:
         fail(f"run {run_id} ended ({run.status}) before {agent_id} was recorded stopped")
     return None
 

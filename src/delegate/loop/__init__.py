@@ -18,7 +18,7 @@ from ._loop import (
     path_states,
     run_agent,
 )
-from ._pause import deadlines_paused
+from ._pause import deadlines_paused, on_wait
 
 __all__ = [
     "DEFAULT_ADVICE",
@@ -31,6 +31,7 @@ __all__ = [
     "RunBudget",
     "ToolGate",
     "deadlines_paused",
+    "on_wait",
     "opening_choices",
     "passed_deadline",
     "path_states",

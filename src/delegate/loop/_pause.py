@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ._loop import _DEADLINES  # pyright: ignore[reportPrivateUsage]
@@ -23,6 +24,16 @@ class _Held:
     count: int = 0
 
 
+_ON_WAIT: ContextVar[Callable[[], None] | None] = ContextVar("delegate_on_wait", default=None)
+"""What to do when a call of the current agent starts waiting (see `on_wait`)."""
+
+
+def on_wait(action: Callable[[], None]) -> None:
+    """Have `action` run whenever a call of the current agent (this task and those it starts)
+    begins to wait: a subagent's journal then writes what it held back (`StoredJournal.scoped`)."""
+    _ON_WAIT.set(action)
+
+
 _held: dict[int, _Held] = {}
 """The deadlines held now, by `id` of their `asyncio.Timeout` (each pause keeps its timeout alive)."""
 
@@ -30,6 +41,9 @@ _held: dict[int, _Held] = {}
 @contextlib.contextmanager
 def deadlines_paused() -> Generator[None]:
     loop = asyncio.get_running_loop()
+    action = _ON_WAIT.get()
+    if action is not None:
+        action()
     timeouts = [timeout for timeout, _ in _DEADLINES.get() if not timeout.expired()]
     for timeout in timeouts:
         held = _held.get(id(timeout))

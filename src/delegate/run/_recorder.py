@@ -36,6 +36,7 @@ from .._lease import RUN_HEARTBEAT, new_owner
 from .._messages import ToolCallPart, ToolResultPart
 from .._record import TaskOutput
 from .._usage import Usage
+from ..loop import on_wait
 from ..models import ModelResponse
 
 if TYPE_CHECKING:
@@ -350,19 +351,48 @@ class StoredJournal:
 
 class _SubagentJournal:
     """A subagent's `Journal`, in its run's checkpoints under keys that start with its own key.
-    `complete` is never replayed: it ends the subagent, which only a call that runs can do."""
+    `complete` is never replayed: it ends the subagent, which only a call that runs can do.
+
+    What it records is held back (not even serialised) until a call of the subagent starts to
+    wait for a person (`delegate.loop.on_wait`), then written, and from then on written as it
+    comes: a subagent that never waits costs nothing (it starts afresh on a resume, as before),
+    one that waited is replayed to that call and no further model request is made again."""
 
     def __init__(self, journal: StoredJournal, key: str) -> None:
         self.journal = journal
         self.key = key
+        self.held: list[tuple[str, str, ModelResponse | ToolResultPart]] | None = []
+        """What it recorded before any call waited (None once written: it writes as it goes)."""
+
+    def flush(self) -> None:
+        """Write what was held back, and everything from now on as it comes."""
+        held, self.held = self.held, None
+        for kind, key, value in held or ():
+            self._write(kind, key, value)
+
+    def _write(self, kind: str, key: str, value: ModelResponse | ToolResultPart) -> None:
+        if isinstance(value, ToolResultPart):
+            self.journal.recorder.checkpoint(kind, key, asdict(value))
+        else:
+            self.journal.recorder.checkpoint(kind, key, _response.dump_python(value, mode="json"))
+
+    def _record(self, kind: str, key: str, value: ModelResponse | ToolResultPart) -> None:
+        if self.held is None:
+            self._write(kind, key, value)
+            return
+        if not self.held and kind == "answer":
+            on_wait(self.flush)
+        self.held.append((kind, key, value))
 
     def answer(self, step: int) -> ModelResponse | None:
         data = self.journal.answers.pop(f"{self.key}/{step}", None)
-        return None if data is None else _response.validate_python(data)
+        if data is None:
+            return None
+        self.held = None  # it waited before it was interrupted: what it does now is written as it comes
+        return _response.validate_python(data)
 
     def record_answer(self, step: int, response: ModelResponse) -> None:
-        data = _response.dump_python(response, mode="json")
-        self.journal.recorder.checkpoint("answer", f"{self.key}/{step}", data)
+        self._record("answer", f"{self.key}/{step}", response)
 
     def tool_result(self, call: ToolCallPart) -> ToolResultPart | None:
         if call.name == "complete":
@@ -372,4 +402,4 @@ class _SubagentJournal:
 
     def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
         if call.name != "complete":
-            self.journal.recorder.checkpoint("tool", f"{self.key}/{call.id}", asdict(result))
+            self._record("tool", f"{self.key}/{call.id}", result)

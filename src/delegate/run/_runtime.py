@@ -55,7 +55,7 @@ from ._approvals import NEVER_WAIT, RunApprovals, build_hooks, decide_call, load
 from ._pool import inside, lead_tool_names, local_timezone, tool_pool
 from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
-from ._settings import open_store
+from ._settings import open_store, user_level
 from ._threads import Thread, continued, history_of, keep_conversation, open_thread, thread_uploads
 
 if TYPE_CHECKING:
@@ -127,6 +127,7 @@ class Runtime:
             subagents=given,
             builtins=ext.builtin_subagents,
             aliases=self.aliases,
+            user=user_level(ext),
         )
         self.permissions, self.hook_settings = load_permissions(ext.permissions, self._shared or self.workspace.root)
         """The permission rules of every run (`Extensions.permissions` and the operator's settings
@@ -424,7 +425,8 @@ class Runtime:
         runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
         runner.saved_conversations, runner.on_conversation = journal.conversations, journal.record_conversation
         if approvals is not None:
-            self._approvals[run_id] = approvals.attach(runner, journal.scoped if self._policy.ask else None)
+            keep = self._policy.ask and recorder.store is not None  # subagents may wait: a resume replays them
+            self._approvals[run_id] = approvals.attach(runner, journal.scoped if keep else None)
         task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
         if task is not None:
             lead_tools += [task, *background_tools(runner.background)]
@@ -576,9 +578,10 @@ class Runtime:
 
     def _skills(self) -> SkillCatalogue:
         """The skills of a run: the operator's, shadowed by the workspace's own when it is a user's."""
+        user = user_level(self.extensions)
         if self._shared is None:
-            return SkillCatalogue.build(self.workspace.root, dirs=self._skills_dirs)
-        return SkillCatalogue.build(self._shared, dirs=self._skills_dirs, own=self.workspace.root)
+            return SkillCatalogue.build(self.workspace.root, dirs=self._skills_dirs, user=user)
+        return SkillCatalogue.build(self._shared, dirs=self._skills_dirs, own=self.workspace.root, user=user)
 
     @property
     def _skills_dirs(self) -> list[Path]:

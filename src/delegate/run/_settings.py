@@ -90,8 +90,10 @@ class RuntimeSettings:
             subagents=self.subagents,
             builtins=ext.builtin_subagents,
             aliases=ModelAliases.load(self.root, ext.model_aliases),
+            user=user_level(ext),
         )
-        skills = SkillCatalogue.build(self.root, dirs=[Path(d) for d in ext.skills_dirs], own=own)
+        dirs = [Path(d) for d in ext.skills_dirs]
+        skills = SkillCatalogue.build(self.root, dirs=dirs, own=own, user=user_level(ext))
         return found.with_warnings(skills.warnings)
 
     def build(
@@ -128,6 +130,11 @@ RuntimeFactory = Callable[[str | None, str | None], "Runtime"]
 the local user) and the model string they name (None: the default). Raises `UserError` for a bad
 model or setting. What `delegate serve`, `delegate batch worker` and the takeover of interrupted
 runs each build their runtimes with."""
+
+
+def user_level(extensions: Extensions) -> Path | None:
+    """The operator's user-level folder (`~/.claude`) of these extensions, if any."""
+    return None if extensions.user_level is None else Path(extensions.user_level).expanduser()
 
 
 @overload

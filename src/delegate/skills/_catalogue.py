@@ -65,14 +65,15 @@ class SkillCatalogue:
         self.warnings = list(warnings)
 
     @classmethod
-    def build(cls, root: Path, *, dirs: Sequence[str | Path] = (), own: Path | None = None) -> SkillCatalogue:
-        """Read every source in order (later ones shadow earlier ones): `root`'s folders, `dirs`,
-        then `own`'s. A `SKILL.md` that cannot be read is skipped with a warning naming it (relative
-        to its folder, never by the server's path); a missing `dirs` folder is a `UserError`."""
-        sources: list[tuple[Path, bool, Path]] = [
-            (root / ".claude" / "skills", True, root),
-            (root / ".delegate" / "skills", False, root),
-        ]
+    def build(
+        cls, root: Path, *, dirs: Sequence[str | Path] = (), own: Path | None = None, user: Path | None = None
+    ) -> SkillCatalogue:
+        """Read every source in order (later ones shadow earlier ones): `user`'s `skills/` (the
+        operator's `~/.claude`), `root`'s folders, `dirs`, then `own`'s. A `SKILL.md` that cannot
+        be read is skipped with a warning naming it (relative to its folder, never by the server's
+        path); a missing `dirs` folder is a `UserError`."""
+        sources: list[tuple[Path, bool, Path]] = [(user / "skills", True, user)] if user is not None else []
+        sources += [(root / ".claude" / "skills", True, root), (root / ".delegate" / "skills", False, root)]
         for folder in dirs:
             if not Path(folder).is_dir():
                 raise UserError(f"skills folder {str(folder)!r} does not exist: pass a folder of skills")

@@ -8,7 +8,7 @@ from ._context import project_context
 from ._hooks import run_checked
 from ._merge import recover_merges, sweep_layers
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
-from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, type_listing
+from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, first_sentence, type_listing
 from ._task import SubagentRunner, task_tool
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "TaskStatus",
     "assemble",
     "background_tools",
+    "first_sentence",
     "parse_criteria",
     "project_context",
     "recover_merges",

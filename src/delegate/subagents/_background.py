@@ -106,7 +106,9 @@ class Background:
         if task.cancelled() or task.exception() is not None:
             return
         record = task.result()
-        if self._read.get(agent_id) != record.messages:  # not read already (task_wait, task_status)
+        # A task's done callbacks run a loop turn after it ends: `task_wait` may have found it done
+        # and given its result first. Then the lead has read this result, and is not told again.
+        if self._read.get(agent_id) != record.messages:
             self._unheard[agent_id] = None
 
     def _heard(self, agent_id: str) -> None:

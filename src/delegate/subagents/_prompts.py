@@ -30,30 +30,52 @@ summary and the paths of the files you wrote; that ends your work. If the task c
 
 FULL_LISTING_CHARS = 6_000
 """A catalogue whose listing fits in this many characters is shown with full descriptions."""
-SHORT_LISTING_CHARS = 9_000
-"""Otherwise the listing is cut to about this: every name, and as much of each description as fits."""
+SHORT_LISTING_CHARS = 19_000
+"""Otherwise the listing is cut to about this: every name, and each description's first sentence
+while that fits (so that, with the rest of the lead's first request, 150 types stay within 32 KB)."""
+FIRST_SENTENCE_CHARS = 160
+"""The most of a description's first sentence a shortened listing gives a type."""
 MIN_SHORT = 24
 
 
 def type_listing(types: list[tuple[str, str]]) -> tuple[str, bool]:
     """The subagent types as the `task` tool lists them, and whether descriptions were shortened.
-    A large catalogue keeps every name (each stays reachable) and the start of each description
-    while that fits, else names alone; the full description is a `tool_search` away."""
+    A large catalogue keeps every name (each stays reachable) and each description's first
+    sentence, up to `FIRST_SENTENCE_CHARS`: the room is shared fairly, a short sentence leaving
+    what it does not need to the longer ones, and only sentences longer than the share are cut;
+    past that, names alone. The full description is a `tool_search` away."""
     full = "\n".join(f"- {name}: {description}" for name, description in types)
     if len(full) <= FULL_LISTING_CHARS:
         return full, False
-    names = sum(len(name) + 4 for name, _ in types)
-    room = (SHORT_LISTING_CHARS - names) // max(1, len(types))
-    if room < MIN_SHORT:
+    firsts = [first_sentence(description) for _, description in types]
+    room = SHORT_LISTING_CHARS - sum(len(name) + 4 for name, _ in types)
+    share = _fair_share([len(first) for first in firsts], room, FIRST_SENTENCE_CHARS)
+    if share < MIN_SHORT:
         return "Types (names only): " + ", ".join(name for name, _ in types), True
-    return "\n".join(f"- {name}: {_shorten(description, room)}" for name, description in types), True
+    return "\n".join(f"- {name}: {_cut(first, share)}" for (name, _), first in zip(types, firsts, strict=True)), True
 
 
-def _shorten(text: str, limit: int) -> str:
-    first = text.split(". ")[0].rstrip(".")
-    if len(first) <= limit:
-        return first
-    cut = first[: limit - 1].rsplit(" ", 1)[0]
+def first_sentence(text: str) -> str:
+    """A description's first sentence, on one line."""
+    return " ".join(text.split()).split(". ")[0].rstrip(".")
+
+
+def _fair_share(lengths: list[int], room: int, most: int) -> int:
+    """The largest share (at most `most`) such that every text cut to it fits in `room` together."""
+    left, count = room, len(lengths)
+    for length in sorted(lengths):
+        share = left // max(1, count)
+        if length > share:
+            return min(share, most)
+        left -= length
+        count -= 1
+    return most
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0]
     return f"{cut}…"
 
 

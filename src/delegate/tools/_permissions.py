@@ -58,12 +58,19 @@ class CallGuard:
     never_wait: str = ""
     """Set for runs nobody watches (a batch item): a call that would ask is refused, with this said."""
     _wrapped: dict[tuple[str, str | None, int], Tool] = field(default_factory=dict[tuple[str, str | None, int], Tool])
+    _lists: dict[tuple[str, str | None, int], tuple[Sequence[Tool], list[Tool]]] = field(
+        default_factory=dict[tuple[str, str | None, int], tuple[Sequence[Tool], list[Tool]]]
+    )
+    """What `tools` gave for each list it was given (kept with it, so its id is not reused)."""
 
     def tools(self, tools: Sequence[Tool], *, mode: str | None = None, agent_type: str | None = None) -> list[Tool]:
         """`tools` as an agent of permission `mode` (None: the run's) and type `agent_type` (None:
         the lead) gets them: the ones a `deny` rule names whole left out, the ones a rule or hook
         may act on wrapped."""
         policy = self.policy.for_mode(mode)
+        made = self._lists.get((policy.mode, agent_type, id(tools)))
+        if made is not None and made[0] is tools:  # a type's prepared tools: the same list each time
+            return made[1]
         hooks = self.hooks
         out: list[Tool] = []
         for tool in tools:
@@ -77,6 +84,7 @@ class CallGuard:
                 if wrapped is None:
                     wrapped = self._wrapped[key] = _Guarded(tool, self, policy, agent_type, hooked)
                 out.append(wrapped)
+        self._lists[(policy.mode, agent_type, id(tools))] = (tools, out)
         return out
 
     async def check(self, ctx: ToolContext, tool: str, arguments: dict[str, Any], verdict: Verdict) -> None:
@@ -117,7 +125,7 @@ class _Guarded(Tool):
         if hooks is not None:
             verdict, arguments = await hooks.before(ctx, name, arguments, verdict, self._agent_type)
         await self._guard.check(ctx, name, arguments, verdict)
-        result = await self._inner.run(ctx, arguments)
+        result = await (self._inner.run(ctx, arguments) if hooks is not None else self._inner.run_valid(ctx, arguments))
         if hooks is not None:
             result = await hooks.after(ctx, name, arguments, result, self._agent_type)
         return result

@@ -187,7 +187,12 @@ class Tool:
 
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReturn:
         """Validate and run. Raises `ToolError` (or whatever the function raised)."""
-        result = self._function(ctx, self.validate(arguments))
+        return await self.run_valid(ctx, self.validate(arguments))
+
+    async def run_valid(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReturn:
+        """Run with `arguments` that `validate` gave back (what a guarded tool does: it validates
+        before it judges the call). Raises `ToolError` (or whatever the function raised)."""
+        result = self._function(ctx, arguments)
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, ToolReturn):
