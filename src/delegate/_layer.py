@@ -245,7 +245,7 @@ class Layer:
             return
         finally:
             os.close(fd)
-        threading.Thread(target=remove_tree, args=(self.root, trash), name="delegate-layer-trash", daemon=True).start()
+        threading.Thread(target=_empty, args=(self.root, trash), name="delegate-layer-trash", daemon=True).start()
 
     def clear(self) -> None:
         """Empty `upper`: what the subagent wrote is dropped (a read-only type's refused writes)."""
@@ -590,6 +590,12 @@ def sync_folder(folder: int) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _empty(root: Path, rel: str) -> None:
+    """`remove_tree` in a thread of its own: what it cannot remove now, the next sweep does."""
+    with suppress(OSError):
+        remove_tree(root, rel)
 
 
 def remove_tree(root: Path, rel: str) -> None:
