@@ -54,6 +54,18 @@ def _shown(server: OpenAIServer, root: Path, run_id: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
+def _events(server: OpenAIServer, root: Path, run_id: str) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        delegate("runs", "events", run_id, "--json", "-w", str(root)),
+        env=cli_env(server.base_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
 def _lead(task: dict[str, Any]) -> Any:
     """A lead that delegates `task` once, then answers with what it read."""
 
@@ -184,7 +196,10 @@ def test_a_command_s_writes_in_an_overlay_subagent_land_in_its_layer_and_merge(t
     with OpenAIServer(respond) as server:
         result = _run(server, tmp_path, "--allow-commands")
         shown = _shown(server, tmp_path, result["run_id"])
+        events = _events(server, tmp_path, result["run_id"])
     assert seen_between == {"out in workspace": False, "old in workspace": True, "command output": True}
+    (merged,) = [e for e in events if e["type"] == "workspace.merged"]
+    assert [(c["path"], c["op"]) for c in merged["data"]["changes"]] == [("old.txt", "delete"), ("out.txt", "create")]
     (record,) = shown["subagents"]
     assert (tmp_path / "out.txt").read_text() == "built\n" and not (tmp_path / "old.txt").exists()
     assert [(c["path"], c["op"]) for c in record["changes"]] == [("old.txt", "delete"), ("out.txt", "create")]
@@ -210,18 +225,13 @@ def test_a_read_only_type_s_write_through_a_command_is_refused_and_reported(tmp_
     with OpenAIServer(respond) as server:
         result = _run(server, tmp_path, "--allow-commands")
         shown = _shown(server, tmp_path, result["run_id"])
-        events = subprocess.run(
-            delegate("runs", "events", result["run_id"], "--json", "-w", str(tmp_path)),
-            env=cli_env(server.base_url),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stdout
+        events = _events(server, tmp_path, result["run_id"])
     assert (tmp_path / "src.txt").read_text() == "source\n" and not (tmp_path / "hack.txt").exists()
     assert "refused: this subagent's type is read-only" in refusals[0] and "hack.txt" in refusals[0]
     (record,) = shown["subagents"]
     assert record["isolation"] == "read-only"
     assert sorted(c["path"] for c in record["conflicts"]) == ["hack.txt", "src.txt"]
     assert "Refused writes" in result["final"]
-    conflicts = [json.loads(line) for line in events.splitlines() if '"workspace.conflict"' in line]
-    assert [e["type"] for e in conflicts] == ["workspace.conflict"]
+    (conflict,) = [e for e in events if e["type"] == "workspace.conflict"]
+    assert sorted(c["path"] for c in conflict["data"]["conflicts"]) == ["hack.txt", "src.txt"]
+    assert conflict["agent_id"] == record["id"]

@@ -18,7 +18,6 @@ goes on with an existing thread.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import sys
@@ -242,32 +241,22 @@ class Session:
         return False
 
     def _live_turn(self, prompt: str, console: Console) -> None:
-        from rich.live import Live
-        from rich.markdown import Markdown
+        """One turn with the live tree (a call that waits for a person is asked inline, as
+        `delegate run` asks), then its answer as Markdown and its usage."""
         from rich.markup import escape
-        from rich.text import Text
 
         from .._errors import UserError
-        from ._render import RunView, ending_line
+        from ._approve import ask_inline
+        from ._render import run_live
 
-        view = RunView()
         run_id = f"run_{uuid.uuid4().hex[:12]}"
-
-        async def go() -> RunResult:
-            with Live(view.render(), console=console, refresh_per_second=8, transient=True) as live:
-                task = asyncio.create_task(self._turn(prompt, [view], run_id))
-                try:
-                    while not task.done():
-                        live.update(view.render())
-                        await asyncio.wait({task}, timeout=0.125)
-                except asyncio.CancelledError:
-                    task.cancel()
-                    await asyncio.wait({task})
-                    raise
-                return task.result()
-
         try:
-            result = run_until_done(go)
+            result = run_live(
+                lambda sinks: self._turn(prompt, sinks, run_id),
+                ask_inline(self.runtime),
+                console=console,
+                transient=True,
+            )
         except UserError as exc:
             console.print(f"[red]error:[/red] {escape(safe_text(str(exc)))}")
             return
@@ -275,20 +264,6 @@ class Session:
             self._after_cancel(run_id, console)
             return
         self._ended(result)
-        console.print(view.render())
-        if result.final.strip():
-            console.print(Markdown(safe_text(result.final)))
-        ending = ending_line(result)
-        if ending is not None:
-            console.print(Text(ending, style="bold red"))
-        usage = result.usage
-        console.print(
-            Text(
-                f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens "
-                f"({plural(len(result.subagents), 'subagent')}) · run {result.run_id}",
-                style="dim",
-            )
-        )
 
     def _after_cancel(self, run_id: str, console: Console) -> None:
         """The turn Ctrl-C cancelled is recorded `cancelled` (if it had started): the next turn

@@ -156,12 +156,17 @@ def print_answer(text: str) -> None:
 def run_live(
     start: Callable[[list[EventSink]], Coroutine[Any, Any, RunResult]],
     ask: Callable[[Console, Event], Awaitable[None]] | None = None,
+    *,
+    console: Console | None = None,
+    transient: bool = False,
 ) -> RunResult:
     """Run `start(sinks)` with the live tree on the terminal, then print the final answer and the
-    usage. A call that waits for a person is put to them with `ask`, the tree paused meanwhile."""
+    usage. A call that waits for a person is put to them with `ask`, the tree paused meanwhile.
+    `transient`: the live tree is printed once more when the run ends (`delegate chat`, whose
+    terminal scrolls on), instead of staying where it was drawn."""
     from ._common import run_until_done
 
-    console = Console()
+    console = console or Console()
     view = RunView()
     asked: list[Event] = []
 
@@ -170,7 +175,7 @@ def run_live(
             asked.append(event)
 
     async def go() -> RunResult:
-        with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
+        with Live(view.render(), console=console, refresh_per_second=8, transient=transient) as live:
             task = asyncio.create_task(start([view, waits]))
             try:
                 while not task.done():
@@ -190,7 +195,7 @@ def run_live(
             return task.result()
 
     result = run_until_done(go)
-    console.print()
+    console.print(view.render() if transient else "")
     if result.final.strip():
         console.print(Group(Text("Final answer", style="bold"), answer_view(result.final)))
     ending = ending_line(result)

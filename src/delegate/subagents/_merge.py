@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import stat
 import time
@@ -36,13 +37,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._changes import Folders, layer_changes
-from .._layer import LAYERS, TRASH, Layer, content_hash, read_json, remove_tree, write_json
+from .._layer import LAYERS, TRASH, Layer, content_hash, lstat_at, read_json, remove_tree, write_json
 from .._paths import PathEscape, PathLoop
 from .._record import Change, Conflict
 from .._workspace import Workspace
 from ..tools import never_merged
 
 JOURNAL = "journal.json"
+_log = logging.getLogger("delegate.merge")
 _PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -208,7 +210,7 @@ def _apply_one(folders: Folders, stage: int, old: int, entry: dict[str, Any]) ->
     parent = folders.parent(path, create=op != "delete")
     if parent is None:
         return  # a delete of what is gone already
-    here = _lstat(parent.folder, name)
+    here = lstat_at(parent.folder, name)
     if op == "delete":
         if here is not None:
             _move_aside(parent.folder, name, here, old, staged)
@@ -220,7 +222,7 @@ def _apply_one(folders: Folders, stage: int, old: int, entry: dict[str, Any]) ->
         with suppress(FileExistsError):
             os.mkdir(name, 0o755, dir_fd=parent.folder)
         return
-    if _lstat(stage, staged) is None:
+    if lstat_at(stage, staged) is None:
         return  # renamed into place before
     if here is not None and stat.S_ISDIR(here.st_mode):
         _move_aside(parent.folder, name, here, old, staged)
@@ -241,34 +243,48 @@ def _move_aside(folder: int, name: str, info: os.stat_result, old: int, staged: 
 
 def recover_merges(workspace: Workspace) -> list[str]:
     """Finish the merges a killed process left journalled (see the module's doc); return the
-    layers (workspace-relative) whose merge was applied now."""
+    layers (workspace-relative) whose merge was applied now. A merge that cannot be finished now
+    (a disk error) is left journalled for the next start, with a warning."""
     finished: list[str] = []
     for layer in _layers(workspace.root):
-        base = layer.folder(create=False, sub=".")
-        if base is None:
+        if _journal(layer) is None:
             continue
         try:
-            journal = read_json(base, JOURNAL)
-        finally:
-            os.close(base)
-        if not isinstance(journal, dict):
+            with merge_lock(workspace.root):
+                plan = _journal(layer)  # read again under the lock: its own process may have ended it
+                if plan is None:
+                    continue
+                apply_plan(workspace.root, layer, plan)
+                layer.remove()
+        except OSError as exc:
+            _log.warning(
+                "the merge journalled in %s could not be finished (%s); the next start tries again", layer.rel, exc
+            )
             continue
-        journal = cast(dict[str, Any], journal)
-        if journal.get("state") != "apply":
-            continue
-        with merge_lock(workspace.root):
-            plan = cast(list[dict[str, Any]], journal.get("changes") or [])
-            apply_plan(workspace.root, layer, plan)
-            layer.remove()
         finished.append(layer.rel)
     return finished
+
+
+def _journal(layer: Layer) -> list[dict[str, Any]] | None:
+    """The plan `layer`'s journal holds, None when it has none (nothing decided, or all done)."""
+    base = layer.folder(create=False, sub=".")
+    if base is None:
+        return None
+    try:
+        journal = read_json(base, JOURNAL)
+    finally:
+        os.close(base)
+    if not isinstance(journal, dict) or cast(dict[str, Any], journal).get("state") != "apply":
+        return None
+    return cast(list[dict[str, Any]], cast(dict[str, Any], journal).get("changes") or [])
 
 
 def sweep_layers(workspace: Workspace, kept: float) -> list[str]:
     """Remove layers last touched more than `kept` seconds ago (a journalled merge is finished by
     `recover_merges` first, never swept); return those removed."""
     cutoff = time.time() - kept
-    remove_tree(workspace.root, f"{LAYERS}/{TRASH}")  # what a killed process left half-removed
+    with suppress(OSError):  # what a killed process left half-removed (another may be emptying it too)
+        remove_tree(workspace.root, f"{LAYERS}/{TRASH}")
     removed: list[str] = []
     for layer in _layers(workspace.root):
         base = layer.folder(create=False, sub=".")
@@ -284,8 +300,9 @@ def sweep_layers(workspace: Workspace, kept: float) -> list[str]:
         finally:
             os.close(base)
         if touched < cutoff and not journalled:
-            layer.remove()
-            removed.append(layer.rel)
+            with suppress(OSError):
+                layer.remove()
+                removed.append(layer.rel)
     return removed
 
 
@@ -331,13 +348,6 @@ def _open_below(up: int, parts: list[str]) -> int:
         os.close(fd)
         fd = step
     return fd
-
-
-def _lstat(folder: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def _copy_entry(folder: int, name: str, stage: int, staged: str, info: os.stat_result) -> None:
