@@ -300,7 +300,7 @@ class Layer:
         folder = self._make_folders(up, parts[:-1], lower.rel)
         name = parts[-1]
         try:
-            info = _lstat(folder, name)
+            info = lstat_at(folder, name)
             if info is not None and not is_whiteout(info):
                 return Found(folder=folder, name=name, parts=parts, info=info)
             if info is not None or self._hidden_below(up, parts):  # deleted in the layer
@@ -315,7 +315,7 @@ class Layer:
                 self._copy_up(lower, folder, name)
             else:
                 raise WorkspaceError(f"{lower.rel} is not a regular file; it cannot be written")
-            return Found(folder=folder, name=name, parts=parts, info=_lstat(folder, name))
+            return Found(folder=folder, name=name, parts=parts, info=lstat_at(folder, name))
         except BaseException:
             os.close(folder)
             raise
@@ -337,7 +337,7 @@ class Layer:
                         fd = step
                         opaque = opaque or self._opaque(fd)
                         continue
-                info = _lstat(fd, name)
+                info = lstat_at(fd, name)
                 if info is None:
                     state = "deleted" if opaque or self._opaque(fd) else "absent"
                     return state, None
@@ -372,7 +372,7 @@ class Layer:
         fd = os.dup(up)
         try:
             for name in parts:
-                info = _lstat(fd, name)
+                info = lstat_at(fd, name)
                 if info is not None and is_whiteout(info):
                     os.unlink(name, dir_fd=fd)
                     os.mkdir(name, 0o755, dir_fd=fd)
@@ -533,7 +533,8 @@ def _hash_located(at: Located) -> str | None:
         return None
 
 
-def _lstat(folder: int, name: str) -> os.stat_result | None:
+def lstat_at(folder: int, name: str) -> os.stat_result | None:
+    """What `name` of the folder handle `folder` is (a link itself, not followed); None if nothing."""
     try:
         return os.stat(name, dir_fd=folder, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
@@ -611,7 +612,7 @@ def remove_tree(root: Path, rel: str) -> None:
             step = os.open(part, _PATH_DIR, dir_fd=fd)
             os.close(fd)
             fd = step
-        info = _lstat(fd, name)
+        info = lstat_at(fd, name)
         if info is None:
             return
         if not stat.S_ISDIR(info.st_mode):

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._changes import Folders, layer_changes
-from .._layer import LAYERS, TRASH, Layer, content_hash, read_json, remove_tree, write_json
+from .._layer import LAYERS, TRASH, Layer, content_hash, lstat_at, read_json, remove_tree, write_json
 from .._paths import PathEscape, PathLoop
 from .._record import Change, Conflict
 from .._workspace import Workspace
@@ -210,7 +210,7 @@ def _apply_one(folders: Folders, stage: int, old: int, entry: dict[str, Any]) ->
     parent = folders.parent(path, create=op != "delete")
     if parent is None:
         return  # a delete of what is gone already
-    here = _lstat(parent.folder, name)
+    here = lstat_at(parent.folder, name)
     if op == "delete":
         if here is not None:
             _move_aside(parent.folder, name, here, old, staged)
@@ -222,7 +222,7 @@ def _apply_one(folders: Folders, stage: int, old: int, entry: dict[str, Any]) ->
         with suppress(FileExistsError):
             os.mkdir(name, 0o755, dir_fd=parent.folder)
         return
-    if _lstat(stage, staged) is None:
+    if lstat_at(stage, staged) is None:
         return  # renamed into place before
     if here is not None and stat.S_ISDIR(here.st_mode):
         _move_aside(parent.folder, name, here, old, staged)
@@ -348,13 +348,6 @@ def _open_below(up: int, parts: list[str]) -> int:
         os.close(fd)
         fd = step
     return fd
-
-
-def _lstat(folder: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def _copy_entry(folder: int, name: str, stage: int, staged: str, info: os.stat_result) -> None:
