@@ -32,12 +32,16 @@ def open_page(browser: sync_api.Browser, server: LiveServer, token: str, width: 
     assert errors == [], errors
 
 
+def chapter(n: int) -> str:
+    return f"Summarise chapter {n} of the long annual report, then list each risk it names with its page"
+
+
 @pytest.fixture
 def alice(store: Store) -> tuple[str, str]:
     """alice's id and token, with 25 finished runs (a page holds 20) and one of bob's."""
     user_id, token = store.add_user("alice")
     for n in range(24):
-        run = store.create_run(prompt=f"Summarise chapter {n}", model="test:small", user_id=user_id)
+        run = store.create_run(prompt=chapter(n), model="test:small", user_id=user_id)
         store.finish_run(
             run.id, "completed" if n % 3 else "error", "done", Usage(input_tokens=n, output_tokens=1, cost_usd=None)
         )
@@ -70,8 +74,10 @@ def test_the_table_shows_each_runs_status_model_subagents_tokens_cost_and_durati
     assert subagents == "2 1 failed"
     assert (tokens, cost) == ("1,234", "$0.0123")
     assert duration.endswith(" s")
-    assert cells(page, 1)[:6] == ["Summarise chapter 23", "completed", "test:small", "0", "24", "—"]  # no price
+    assert cells(page, 1)[:6] == [chapter(23), "completed", "test:small", "0", "24", "—"]  # no price
     expect(rows.nth(1).locator(".badge.failed")).to_have_count(0)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # long prompts are cut, not scrolled
+    expect(page.locator("#recent-runs")).to_be_hidden()  # the table lists them; the short list is for a run's page
 
 
 def test_search_and_the_status_filter_narrow_the_table_and_never_show_another_users_runs(page: sync_api.Page) -> None:
@@ -85,7 +91,7 @@ def test_search_and_the_status_filter_narrow_the_table_and_never_show_another_us
     expect(rows).to_have_count(8)  # chapters 0, 3, ..., 21
     assert all(cells(page, n)[1] == "error" for n in range(8))
     assert not any("bob" in text for text in rows.all_inner_texts())
-    page.fill("#runs-search", "chapter 21")
+    page.fill("#runs-search", "chapter 21 ")
     expect(rows).to_have_count(1)
     page.fill("#runs-search", "no such run")
     expect(page.locator("#runs-table-empty")).to_be_visible()
@@ -100,14 +106,14 @@ def test_paging_moves_through_more_runs_than_a_page_holds(page: sync_api.Page) -
     expect(rows).to_have_count(5)
     expect(page.locator("#runs-next")).to_be_disabled()
     expect(page.locator("#runs-page")).to_have_text("21–25")
-    assert cells(page, 4)[0] == "Summarise chapter 0"  # the oldest, last
+    assert cells(page, 4)[0] == chapter(0)  # the oldest, last
     assert not set(rows.all_inner_texts()) & set(first)
     page.click("#runs-prev")
     expect(rows).to_have_count(20)
     expect(rows.first).to_contain_text("Price the FRUIT basket")
     rows.nth(3).click()
     expect(page.locator("#run-detail")).to_be_visible()
-    expect(page.locator("#run-prompt")).to_have_text("Summarise chapter 21")
+    expect(page.locator("#run-prompt")).to_have_text(chapter(21))
 
 
 def test_on_a_narrow_screen_each_run_reads_as_a_stack_of_labelled_lines(
