@@ -10,9 +10,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from delegate import Extensions, HookAnswer, HookEvent, Hooks, Permissions, Runtime
+import pytest
+
+from delegate import Extensions, HookAnswer, HookEvent, Hooks, Permissions, Runtime, UserError
 from delegate.models import ModelRequest, ModelResponse
-from delegate.testing import FunctionModel, call, is_lead
+from delegate.testing import FunctionModel, call, is_lead, reply
 from tests.approvals_support import write_notes
 from tests.cli_support import delegate
 from tests.durable_support import cli_env, run_json
@@ -170,3 +172,34 @@ def test_a_definition_files_hooks_act_on_its_own_type_only(tmp_path: Path) -> No
     rt = Runtime(model=FunctionModel(careful), workspace=tmp_path, store=False)
     assert "careful writers ask first" in rt.run_sync("write notes").final
     assert not (tmp_path / "notes.md").exists()
+
+
+def _settings_hooks(root: Path, hooks: dict[str, Any]) -> None:
+    (root / ".delegate").mkdir(exist_ok=True)
+    (root / ".delegate" / "settings.json").write_text(json.dumps({"hooks": hooks}))
+
+
+def test_a_stop_hook_that_exits_2_sends_the_lead_back_once_with_its_stderr(tmp_path: Path) -> None:
+    stop = {"hooks": [{"type": "command", "command": "echo 'cite your sources' >&2; exit 2"}]}
+    _settings_hooks(tmp_path, {"Stop": [stop]})
+
+    def lead(request: ModelRequest) -> ModelResponse:
+        told = [m.text for m in request.messages if m.role == "user"]
+        return reply("answer with sources" if any("cite your sources" in t for t in told) else "bare answer")
+
+    result = Runtime(model=FunctionModel(lead), workspace=tmp_path, store=False).run_sync("answer")
+    assert result.final == "answer with sources"  # sent back once; its second answer stands
+
+
+def test_user_prompt_submit_hooks_add_context_or_refuse_the_prompt(tmp_path: Path) -> None:
+    context = {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "Team rule: be brief."}}
+    added = {"hooks": [{"type": "command", "command": f"echo '{json.dumps(context)}'"}]}
+    _settings_hooks(tmp_path, {"UserPromptSubmit": [added]})
+    model = FunctionModel(lambda request: reply("ok"))
+    Runtime(model=model, workspace=tmp_path, store=False).run_sync("summarise")
+    assert "Team rule: be brief." in model.requests[0].messages[-1].text
+
+    refuse = {"hooks": [{"type": "command", "command": "echo 'no secrets in prompts' >&2; exit 2"}]}
+    _settings_hooks(tmp_path, {"UserPromptSubmit": [refuse]})
+    with pytest.raises(UserError, match="a UserPromptSubmit hook refused the prompt: no secrets in prompts"):
+        Runtime(model=model, workspace=tmp_path, store=False).run_sync("the password is hunter2")

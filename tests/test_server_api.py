@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import httpx2
 import pytest
 
 from delegate import LoopGuard, LoopSettings, RuntimeSettings, Store
+from delegate._record import Status, TaskOutput
 from delegate._usage import Usage
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import ServerSettings, create_app
@@ -164,12 +166,79 @@ def test_the_run_list_shows_each_run_as_get_run_does_newest_first_with_its_promp
         listed = api.get("/runs").json()
         shown = [api.get(f"/runs/{run.id}").json() for run in (going, failed, done)]
         paged = api.get("/runs", params={"offset": 1, "limit": 1}).json()
-    expected = [{key: run[key] for key in listed_keys} | {"prompt": run["prompt"][:200]} for run in shown]
+    counts = {"subagents": 0, "failed_subagents": 0}
+    expected = [{key: run[key] for key in listed_keys} | {"prompt": run["prompt"][:200]} | counts for run in shown]
     assert listed == {"runs": expected, "offset": 0}
     assert [r["status"] for r in listed["runs"]] == ["running", "error", "completed"]
     assert listed["runs"][2]["prompt"] == long[:200]
     assert listed["runs"][2]["usage"] == {**Usage().to_dict(), "input_tokens": 12, "output_tokens": 3}
     assert paged == {"runs": [expected[1]], "offset": 1}
+
+
+def test_the_run_list_searches_prompts_filters_by_status_pages_and_counts_failed_subagents(
+    workspace: Path, store: Store, tokens: dict[str, str]
+) -> None:
+    alice, bob = (store.user_for_token(tokens[name]) for name in ("alice", "bob"))
+    for n in range(5):
+        run = store.create_run(prompt=f"Summarise REPORT {n} (100% of it)", model="test", user_id=alice)
+        store.finish_run(run.id, "completed" if n % 2 else "error", "done")
+    counted = store.create_run(prompt="count the fruit", model="test", user_id=alice)
+    store.add_subagent_records(
+        counted.id,
+        [subagent_record("a", "completed"), subagent_record("b", "error"), subagent_record("c", "timed_out")],
+    )
+    store.finish_run(counted.id, "completed", "3 apples")
+    store.create_run(prompt="bob's report", model="test", user_id=bob)
+    with serving(workspace, store) as server, client(server, tokens["alice"]) as api:
+
+        def prompts(**params: Any) -> list[str]:
+            response = api.get("/runs", params=params)
+            assert response.status_code == 200, response.text
+            return [run["prompt"] for run in response.json()["runs"]]
+
+        searched = prompts(q="report")
+        literal = prompts(q="100%")
+        nothing = prompts(q="0%_")
+        errors = prompts(status="error")
+        searched_errors = prompts(q="report 2", status="error")
+        first, second = prompts(q="report", limit=2), prompts(q="report", limit=2, offset=2)
+        row = api.get("/runs", params={"q": "fruit"}).json()["runs"][0]
+        bad = [api.get("/runs", params=params) for params in ({"status": "done"}, {"limit": 501}, {"offset": -1})]
+    reports = [f"Summarise REPORT {n} (100% of it)" for n in (4, 3, 2, 1, 0)]
+    assert searched == reports  # any case, newest first, never bob's
+    assert literal == reports
+    assert nothing == []  # `%` and `_` match themselves
+    assert errors == [reports[0], reports[2], reports[4]]
+    assert searched_errors == [reports[2]]
+    assert (first, second) == (reports[:2], reports[2:4])
+    assert (row["subagents"], row["failed_subagents"]) == (3, 2)
+    assert [response.status_code for response in bad] == [422, 422, 422]
+    assert all(response.json()["error"]["code"] == "invalid_request" for response in bad)
+    assert "status" in bad[0].json()["error"]["message"]
+
+
+def test_me_names_the_user_holding_the_token(workspace: Path, store: Store, tokens: dict[str, str]) -> None:
+    with serving(workspace, store) as server:
+        with client(server, tokens["bob"]) as api:
+            me = api.get("/me")
+        with client(server, "not-a-token") as api:
+            stranger = api.get("/me")
+    assert (me.status_code, me.json()) == (200, {"name": "bob"})
+    assert stranger.status_code == 401
+
+
+def subagent_record(agent_id: str, status: Status) -> TaskOutput:
+    return TaskOutput(
+        id=agent_id,
+        type="general-purpose",
+        description=agent_id,
+        tool_call_id=None,
+        parent_agent_id="lead",
+        status=status,
+        stop_reason=None,
+        summary="",
+        started_at=datetime.now(UTC),
+    )
 
 
 def test_a_run_answers_202_then_reports_its_final_answer_usage_and_subagents(

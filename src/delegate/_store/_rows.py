@@ -108,12 +108,20 @@ class RunSummary:
     waiting: int = 0
     thread_id: str | None = None
     previous_run_id: str | None = None
+    subagents: int | None = None
+    """How many subagents the run ran (None: not counted by this read; `GET /runs` counts them)."""
+    failed_subagents: int | None = None
+    """How many of them ended other than `completed` (None: not counted)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A line of `delegate runs list --json` and of `GET /runs`: the keys of the run's whole
         JSON that a listing has, in the same order (`run_id`, `status`, `usage`, `thread_id`,
-        `previous_run_id`, `prompt`, `model`, `created_at`, `completed_at`)."""
-        return summary_dict(self)
+        `previous_run_id`, `prompt`, `model`, `created_at`, `completed_at`), then `subagents` and
+        `failed_subagents` when this read counted them."""
+        found = summary_dict(self)
+        if self.subagents is not None:
+            found |= {"subagents": self.subagents, "failed_subagents": self.failed_subagents}
+        return found
 
 
 def summary_dict(run: RunRow | RunSummary) -> dict[str, Any]:
@@ -154,7 +162,7 @@ class Checkpoint:
 
 _user_row: TypeAdapter[UserRow] = TypeAdapter(UserRow)
 _run_row: TypeAdapter[RunRow] = TypeAdapter(RunRow)
-SUMMARY_COLUMNS = tuple(f.name for f in fields(RunSummary))
+SUMMARY_COLUMNS = tuple(f.name for f in fields(RunSummary) if f.name not in ("subagents", "failed_subagents"))
 """The columns of a run a listing reads, in the order of `RunSummary`'s fields."""
 _summary_types = get_type_hints(RunSummary)
 _summary_rows: TypeAdapter[list[tuple[Any, ...]]] = TypeAdapter(

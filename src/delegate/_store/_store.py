@@ -40,10 +40,9 @@ from ._db import (
     sqlite_on_connect,
     upsert_subagents,
 )
+from ._listing import run_listing
 from ._rows import (
     EVENTS_PER_ROW,
-    SUMMARY_COLUMNS,
-    SUMMARY_PROMPT_CHARS,
     Checkpoint,
     RunRow,
     RunSummary,
@@ -52,7 +51,6 @@ from ._rows import (
     decode_checkpoint,
     decode_events,
     decode_run,
-    decode_run_summaries,
     decode_subagent,
     decode_user,
     event_rows,
@@ -102,21 +100,9 @@ def _hash_token(token: str) -> str:
 _user_of_token = sa.select(users_table.c.id).where(
     users_table.c.token_hash == sa.bindparam("token_hash"), users_table.c.revoked_at.is_(None)
 )
-_run_summaries = (
-    sa.select(
-        *(
-            sa.func.substr(runs_table.c.prompt, 1, SUMMARY_PROMPT_CHARS).label("prompt")
-            if name == "prompt"
-            else runs_table.c[name]
-            for name in SUMMARY_COLUMNS
-        )
-    )
-    .where(runs_table.c.user_id == sa.bindparam("user_id"))
-    .order_by(runs_table.c.created_at.desc(), runs_table.c.id.desc())
-    .limit(sa.bindparam("limit"))
-    .offset(sa.bindparam("offset"))
+_name_of_token = sa.select(users_table.c.name).where(
+    users_table.c.token_hash == sa.bindparam("token_hash"), users_table.c.revoked_at.is_(None)
 )
-"""Built once: a statement built anew on each call costs more than running it."""
 
 
 class Store:
@@ -456,9 +442,13 @@ class Store:
             runs = [r for r in runs if r.status == status][offset : offset + limit]
         return runs
 
-    def run_summaries(self, token: str, *, limit: int = 50, offset: int = 0) -> list[RunSummary] | None:
+    def run_summaries(
+        self, token: str, *, limit: int = 50, offset: int = 0, query: str | None = None, status: Status | None = None
+    ) -> list[RunSummary] | None:
         """The runs of the user holding `token`, newest first, as a listing shows them (see
-        `RunSummary`); None for an unknown or revoked token.
+        `RunSummary`, with how many subagents each ran and how many of those failed); only those
+        whose prompt holds `query` (any case) and that read `status`, when given. None for an
+        unknown or revoked token.
 
         The token is checked in the same call, on the same connection, as the listing (what
         `GET /runs` needs: one trip to the store a request), and never cached, so a token revoked
@@ -468,8 +458,12 @@ class Store:
             found = select_rows(conn, _user_of_token, {"token_hash": _hash_token(token)})
             if not found:
                 return None
-            rows = select_rows(conn, _run_summaries, {"user_id": found[0][0], "limit": limit, "offset": offset})
-        return decode_run_summaries(rows)
+            return run_listing(conn, found[0][0], limit=limit, offset=offset, query=query, status=status)
+
+    def user_name_for_token(self, token: str) -> str | None:
+        """The name of the user holding `token`, or None for an unknown or revoked token."""
+        with self.read() as conn:
+            return conn.scalar(_name_of_token, {"token_hash": _hash_token(token)})
 
     def heartbeat(
         self, run_id: str, owner: str, usage: Usage | None = None

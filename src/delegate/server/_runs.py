@@ -28,7 +28,7 @@ from pydantic_core import to_json
 from .._config import RunLimits
 from .._errors import UserError
 from .._events import Event
-from .._record import LIVE_STATUSES
+from .._record import LIVE_STATUSES, Status
 from .._store import Store
 from ..models import LOCAL_FILE_REFUSED, names_a_local_file
 from ..run import Runtime, RuntimeFactory, stored_events, stored_run
@@ -329,10 +329,13 @@ def run_json(store: Store, run_id: str, user_id: str) -> dict[str, Any] | None:
     return data | {"events": run.event_count}
 
 
-def run_list(store: Store, token: str, offset: int, limit: int) -> bytes | None:
-    """What `GET /runs` answers (the caller's runs, newest first, without their subagents), as
-    JSON; None for an unknown token. One store call checks the token and reads the runs."""
-    runs = store.run_summaries(token, limit=limit, offset=offset)
+def run_list(
+    store: Store, token: str, offset: int, limit: int, query: str | None = None, status: Status | None = None
+) -> bytes | None:
+    """What `GET /runs` answers (the caller's runs, newest first, without their subagents but with
+    how many there were and how many failed), as JSON; None for an unknown token. One store call
+    checks the token and reads the runs."""
+    runs = store.run_summaries(token, limit=limit, offset=offset, query=query, status=status)
     if runs is None:
         return None
     return to_json({"runs": [run.to_dict() for run in runs], "offset": offset})
@@ -419,12 +422,25 @@ async def list_runs(
     store: AppStore,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    q: Annotated[
+        str | None, Query(max_length=500, description="Only runs whose prompt holds this text (any case).")
+    ] = None,
+    status: Annotated[Status | None, Query(description="Only runs in this status.")] = None,
 ) -> Response:
-    """The caller's runs, newest first."""
-    found = await asyncio.to_thread(run_list, store, token, offset, limit)
+    """The caller's runs, newest first; `q` and `status` narrow them, `offset` and `limit` page."""
+    found = await asyncio.to_thread(run_list, store, token, offset, limit, q or None, status)
     if found is None:
         raise unknown_token()
     return Response(found, media_type="application/json")
+
+
+@router.get("/me")
+async def me(token: Token, store: AppStore) -> dict[str, Any]:
+    """The caller: its user name (what the page shows in its header)."""
+    name = await asyncio.to_thread(store.user_name_for_token, token)
+    if name is None:
+        raise unknown_token()
+    return {"name": name}
 
 
 @router.get("/runs/{run_id}")

@@ -158,7 +158,8 @@ function signOut(message) {
 async function signIn(value) {
   localStorage.setItem(TOKEN_KEY, value);
   try {
-    await api("GET", "/runs?limit=1");
+    const me = await api("GET", "/me");
+    $("account-name").textContent = me.name;
   } catch (err) {
     if (!(err instanceof ApiError) || err.status !== 401) showError("token-error", err.message);
     return;

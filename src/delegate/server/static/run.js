@@ -26,6 +26,7 @@ async function loadRuns() {
 function showRuns(runId, agentId) {
   loadRuns().catch(() => {});
   $("run-empty").hidden = Boolean(runId);
+  if (!runId) loadRunTable().catch(() => {});
   $("run-detail").hidden = !runId;
   if (runId) openRun(runId, agentId);
 }
