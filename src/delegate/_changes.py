@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ._layer import Layer, content_hash, is_whiteout, open_below
-from ._paths import Found, PathEscape, PathLoop, walk
+from ._paths import Found, PathEscape, PathLoop, lstat_at, walk
 from ._record import Change
 
 DIFF_MAX_CHARS = 8_000
@@ -70,7 +70,7 @@ class Folders:
             parent = self.parent(rel)
         except (OSError, PathEscape, PathLoop):
             return None
-        return None if parent is None else _lstat(parent.folder, rel.rsplit("/", 1)[-1])
+        return None if parent is None else lstat_at(parent.folder, rel.rsplit("/", 1)[-1])
 
     def forget(self, rel: str) -> None:
         """Drop the handles of `rel` and of the folders below it (it was moved away)."""
@@ -221,13 +221,6 @@ def _read(folder: int, name: str) -> bytes:
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
     with os.fdopen(fd, "rb") as f:
         return f.read()
-
-
-def _lstat(folder: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def _under(rel: str, prefix: str) -> bool:

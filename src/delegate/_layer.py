@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import WorkspaceError
-from ._paths import Found
+from ._paths import Found, lstat_at
 
 if TYPE_CHECKING:
     from ._workspace import Located
@@ -530,14 +530,6 @@ def _hash_located(at: Located) -> str | None:
     try:
         return content_hash(at.folder, at.name)
     except OSError:
-        return None
-
-
-def lstat_at(folder: int, name: str) -> os.stat_result | None:
-    """What `name` of the folder handle `folder` is (a link itself, not followed); None if nothing."""
-    try:
-        return os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
         return None
 
 

@@ -34,7 +34,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import cast
 
-__all__ = ["MAX_LINKS", "Found", "MayCreate", "PathEscape", "PathLoop", "open_base", "walk"]
+__all__ = ["MAX_LINKS", "Found", "MayCreate", "PathEscape", "PathLoop", "lstat_at", "open_base", "walk"]
 
 MAX_LINKS = 40
 """Symlinks one walk follows before it calls the path a loop (the kernel's own bound)."""
@@ -174,7 +174,7 @@ def _walk(base: int, base_path: str, parts: list[str], *, create: MayCreate | No
                     raise PathEscape("the path leads out of the folder")
                 os.close(state.stack.pop()[1])
             elif not state.todo:  # the last component: looked at, not opened
-                info = _lstat(state.here, name)
+                info = lstat_at(state.here, name)
                 if info is None or not stat.S_ISLNK(info.st_mode):
                     return _found(state, name, info)
                 state.follow(name)
@@ -212,7 +212,7 @@ def _enter(state: _Walk, name: str, create: MayCreate | None) -> Found | None:
     except OSError as exc:
         if not isinstance(exc, NotADirectoryError) and exc.errno != errno.ELOOP:
             raise
-        info = _lstat(state.here, name)
+        info = lstat_at(state.here, name)
         if info is not None and stat.S_ISLNK(info.st_mode):
             state.follow(name)
         elif info is not None and not stat.S_ISDIR(info.st_mode):
@@ -239,7 +239,8 @@ def _found(state: _Walk, name: str, info: os.stat_result | None, *, missing: lis
     return Found(folder=folder, name=name, parts=(*parts, name), info=info, followed=state.followed)
 
 
-def _lstat(folder: int, name: str) -> os.stat_result | None:
+def lstat_at(folder: int, name: str) -> os.stat_result | None:
+    """What `name` of the folder handle `folder` is (a link itself, not followed); None if nothing."""
     try:
         return os.stat(name, dir_fd=folder, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
@@ -295,7 +296,7 @@ def _beneath(base: int, parts: list[str]) -> Found | None:
         folder = int(fd)
     else:
         folder = os.dup(base)
-    info = _lstat(folder, name)
+    info = lstat_at(folder, name)
     if info is not None and stat.S_ISLNK(info.st_mode):
         os.close(folder)
         return None

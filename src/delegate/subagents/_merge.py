@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._changes import Folders, layer_changes
-from .._layer import LAYERS, TRASH, Layer, content_hash, lstat_at, read_json, remove_tree, write_json
-from .._paths import PathEscape, PathLoop
+from .._layer import LAYERS, TRASH, Layer, content_hash, read_json, remove_tree, write_json
+from .._paths import PathEscape, PathLoop, lstat_at
 from .._record import Change, Conflict
 from .._workspace import Workspace
 from ..tools import never_merged
