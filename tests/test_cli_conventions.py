@@ -9,6 +9,7 @@ import json
 import os
 import pty
 import re
+import shlex
 import subprocess
 from importlib.metadata import version
 from pathlib import Path
@@ -65,8 +66,12 @@ def test_runs_show_events_and_export_mean_the_latest_run_without_an_id(tmp_path:
 
 
 def test_shell_completion_is_offered() -> None:
-    done = run_cli(["--show-completion", "bash"])
-    assert done.returncode == 0 and "_delegate_completion" in done.stdout
+    """From a bash (completion finds its shell among the process's parents, as from a terminal)."""
+    command = " ".join(shlex.quote(str(arg)) for arg in delegate("--show-completion"))
+    done = subprocess.run(
+        ["bash", "-c", f"{command}; exit $?"], env=scrubbed_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and "_delegate_completion" in done.stdout, done.stdout + done.stderr
     assert "--install-completion" in run_cli(["--help"]).stdout
 
 
