@@ -7,6 +7,7 @@ process stalled every request up to 10 s and then answered a plain-text 500; a r
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -121,6 +122,8 @@ class HangingIndex:
             self.connected.set()
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):  # wakes the accept() blocked in `_accept` (close alone does not)
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         for conn in self.held:
             conn.close()
