@@ -115,8 +115,13 @@ def test_a_run_has_one_json_that_show_list_export_and_http_give_with_the_same_ke
         "created_at",
         "completed_at",
     ]
-    assert list(listed) == list(served_line) == line_keys  # a listing keeps the whole's order
-    assert listed == served_line == {k: served[k] for k in line_keys}
+    counts = ["subagent_count", "failed_subagents"]  # what a listing counts of the whole's `subagents`
+    assert list(listed) == list(served_line) == [*line_keys, *counts]  # a listing keeps the whole's order
+    assert (
+        listed
+        == served_line
+        == {k: served[k] for k in line_keys} | {"subagent_count": len(served["subagents"]), "failed_subagents": 0}
+    )
 
 
 def test_runs_events_and_export_of_an_unknown_run_say_how_to_find_one(tmp_path: Path) -> None:

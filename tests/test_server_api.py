@@ -166,7 +166,7 @@ def test_the_run_list_shows_each_run_as_get_run_does_newest_first_with_its_promp
         listed = api.get("/runs").json()
         shown = [api.get(f"/runs/{run.id}").json() for run in (going, failed, done)]
         paged = api.get("/runs", params={"offset": 1, "limit": 1}).json()
-    counts = {"subagents": 0, "failed_subagents": 0}
+    counts = {"subagent_count": 0, "failed_subagents": 0}
     expected = [{key: run[key] for key in listed_keys} | {"prompt": run["prompt"][:200]} | counts for run in shown]
     assert listed == {"runs": expected, "offset": 0}
     assert [r["status"] for r in listed["runs"]] == ["running", "error", "completed"]
@@ -211,7 +211,7 @@ def test_the_run_list_searches_prompts_filters_by_status_pages_and_counts_failed
     assert errors == [reports[0], reports[2], reports[4]]
     assert searched_errors == [reports[2]]
     assert (first, second) == (reports[:2], reports[2:4])
-    assert (row["subagents"], row["failed_subagents"]) == (3, 2)
+    assert (row["subagent_count"], row["failed_subagents"]) == (3, 2)
     assert [response.status_code for response in bad] == [422, 422, 422]
     assert all(response.json()["error"]["code"] == "invalid_request" for response in bad)
     assert "status" in bad[0].json()["error"]["message"]

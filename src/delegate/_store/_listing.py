@@ -21,7 +21,7 @@ STORED_LIVE: frozenset[Status] = frozenset({*LIVE_STATUSES, "interrupted"})
 
 
 @functools.cache
-def _statement(search: bool, status: Status | None) -> sa.Select[Any]:
+def _statement(search: bool, status: Status | None, owned: bool = True) -> sa.Select[Any]:
     """The listing for one shape of request, built once (a statement built anew on each call costs
     more than running it); its parameters are bound by name."""
     runs, subs = runs_table.c, subagents_table.c
@@ -37,11 +37,11 @@ def _statement(search: bool, status: Status | None) -> sa.Select[Any]:
         sa.func.substr(runs.prompt, 1, SUMMARY_PROMPT_CHARS).label("prompt") if name == "prompt" else runs[name]
         for name in SUMMARY_COLUMNS
     ]
-    query = (
-        sa.select(*columns, counted.label("subagents"), failed.label("failed_subagents"))
-        .where(runs.user_id == sa.bindparam("user_id"))
-        .order_by(runs.created_at.desc(), runs.id.desc())
+    query = sa.select(*columns, counted.label("subagent_count"), failed.label("failed_subagents")).order_by(
+        runs.created_at.desc(), runs.id.desc()
     )
+    if owned:
+        query = query.where(runs.user_id == sa.bindparam("user_id"))
     if search:
         query = query.where(runs.prompt.icontains(sa.bindparam("q"), escape="/"))
     if status in STORED_LIVE:
@@ -52,18 +52,18 @@ def _statement(search: bool, status: Status | None) -> sa.Select[Any]:
 
 
 def run_listing(
-    conn: Connection, user_id: str, *, limit: int, offset: int, query: str | None, status: Status | None
+    conn: Connection, user_id: str | None, *, limit: int, offset: int, query: str | None, status: Status | None
 ) -> list[RunSummary]:
-    """The page of `user_id`'s runs that match (see `Store.run_summaries`), with their subagent
-    counts, read in one statement."""
+    """The page of `user_id`'s runs (every run's when None: the CLI's) that match (see
+    `Store.run_summaries`), with their subagent counts, read in one statement."""
     params: dict[str, Any] = {"user_id": user_id, "limit": limit, "offset": offset}
     if query:
         params["q"] = query.replace("/", "//").replace("%", "/%").replace("_", "/_")  # matched as typed
-    rows = select_rows(conn, _statement(bool(query), status), params)
+    rows = select_rows(conn, _statement(bool(query), status, user_id is not None), params)
     width = len(SUMMARY_COLUMNS)
     runs = decode_run_summaries([row[:width] for row in rows])
     for run, row in zip(runs, rows, strict=True):
-        run.subagents, run.failed_subagents = int(row[width]), int(row[width + 1])
+        run.subagent_count, run.failed_subagents = int(row[width]), int(row[width + 1])
     if status in STORED_LIVE:
         runs = [run for run in runs if run.status == status][offset : offset + limit]
     return runs

@@ -108,19 +108,19 @@ class RunSummary:
     waiting: int = 0
     thread_id: str | None = None
     previous_run_id: str | None = None
-    subagents: int | None = None
-    """How many subagents the run ran (None: not counted by this read; `GET /runs` counts them)."""
+    subagent_count: int | None = None
+    """How many subagents the run ran (None: not counted by this read; listings count them)."""
     failed_subagents: int | None = None
     """How many of them ended other than `completed` (None: not counted)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A line of `delegate runs list --json` and of `GET /runs`: the keys of the run's whole
         JSON that a listing has, in the same order (`run_id`, `status`, `usage`, `thread_id`,
-        `previous_run_id`, `prompt`, `model`, `created_at`, `completed_at`), then `subagents` and
+        `previous_run_id`, `prompt`, `model`, `created_at`, `completed_at`), then `subagent_count` and
         `failed_subagents` when this read counted them."""
         found = summary_dict(self)
-        if self.subagents is not None:
-            found |= {"subagents": self.subagents, "failed_subagents": self.failed_subagents}
+        if self.subagent_count is not None:
+            found |= {"subagent_count": self.subagent_count, "failed_subagents": self.failed_subagents}
         return found
 
 
@@ -162,7 +162,7 @@ class Checkpoint:
 
 _user_row: TypeAdapter[UserRow] = TypeAdapter(UserRow)
 _run_row: TypeAdapter[RunRow] = TypeAdapter(RunRow)
-SUMMARY_COLUMNS = tuple(f.name for f in fields(RunSummary) if f.name not in ("subagents", "failed_subagents"))
+SUMMARY_COLUMNS = tuple(f.name for f in fields(RunSummary) if f.name not in ("subagent_count", "failed_subagents"))
 """The columns of a run a listing reads, in the order of `RunSummary`'s fields."""
 _summary_types = get_type_hints(RunSummary)
 _summary_rows: TypeAdapter[list[tuple[Any, ...]]] = TypeAdapter(

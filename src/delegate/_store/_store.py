@@ -442,6 +442,12 @@ class Store:
             runs = [r for r in runs if r.status == status][offset : offset + limit]
         return runs
 
+    def listing(self, *, limit: int = 50, offset: int = 0, status: Status | None = None) -> list[RunSummary]:
+        """Every run, newest first, as a listing shows it (`delegate runs list`: the lines of `GET
+        /runs`, subagent counts included), only `status` ones if given."""
+        with self.read() as conn:
+            return run_listing(conn, None, limit=limit, offset=offset, query=None, status=status)
+
     def run_summaries(
         self, token: str, *, limit: int = 50, offset: int = 0, query: str | None = None, status: Status | None = None
     ) -> list[RunSummary] | None:

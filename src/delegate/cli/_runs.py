@@ -75,7 +75,7 @@ def runs_list(
         if not runs and not store.thread_runs(thread):
             fail(f"no thread {thread!r}: the thread column of `delegate runs list` names them")
     else:
-        runs = store.list_runs(None, limit=limit, status=status)  # type: ignore[arg-type]
+        runs = store.listing(limit=limit, status=status)  # type: ignore[arg-type]
     if as_json:
         typer.echo(json.dumps([run.to_dict() for run in runs], ensure_ascii=False))
         return

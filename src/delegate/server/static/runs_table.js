@@ -22,7 +22,7 @@ function runRow(run) {
   const subagents = el(
     "td",
     { "data-label": "Subagents", class: "nowrap" },
-    fmt.format(run.subagents || 0),
+    fmt.format(run.subagent_count || 0),
     failed ? " " : null,
     failed ? el("span", { class: "badge failed", title: "subagents that did not complete", text: `${failed} failed` }) : null,
   );
