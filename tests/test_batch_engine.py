@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 
-from delegate import Event
+from delegate import Event, TaskOutput
 from delegate.batch import Batches, BatchNotFoundError, BatchStateError, ItemInput
 from delegate.batch._queue import WorkQueue
-from delegate.testing import FunctionModel, reply
+from delegate.testing import FunctionModel, reply, subagent_record
 
 from .batch_support import (
     USER,
-    Output,
     QueueLooks,
     Runner,
     batches_fixture,  # noqa: F401  (the `batches` fixture)
@@ -58,12 +57,12 @@ async def test_items_can_be_run_by_a_scripted_model(batches: Batches) -> None:
     model = FunctionModel(lambda request: reply(f"answer to: {request.messages[0].text}"), latency=0.01)
 
     class ModelRunner:
-        async def run_task(self, *, prompt: str, **_: Any) -> Output:
+        async def run_task(self, *, prompt: str, **_: Any) -> TaskOutput:
             from delegate import Message
             from delegate.models import ModelRequest
 
             response = await model.complete(ModelRequest(system="", messages=[Message.user(prompt)]))
-            return Output(summary=response.text, usage=response.usage)
+            return subagent_record(response.text, usage=response.usage)
 
     sub = batches.submit(USER, subagent_type="general-purpose", items=items(3))
     async with worker(batches, ModelRunner()) as w:
