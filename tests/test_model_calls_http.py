@@ -14,8 +14,6 @@ from delegate._messages import messages_adapter
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import is_lead
 from tests.test_server_api import client, fruit_counting, read_events, serving, start
-from tests.test_server_api import tokens as tokens  # alice's and bob's tokens (a fixture)
-from tests.test_server_api import workspace as workspace
 
 
 class Recording:
