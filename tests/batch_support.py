@@ -61,7 +61,8 @@ class Runner:
     `fail` maps a key to how many first attempts end in `error`; `raise_for` keys crash the runner,
     `reject` keys make it raise `UserError` (as for an unknown type); `hold`, when set, is awaited by
     every item (release it to let them finish); `acceptance` maps a key to its verdict.
-    `watch`, if given, is called at each start (to sample the store's counts, say).
+    `watch`, if given, is called at each start (to sample the store's counts, say). `usage` maps a
+    key to what its item reports having spent (others: `Output`'s default).
     """
 
     def __init__(
@@ -74,6 +75,7 @@ class Runner:
         hold: asyncio.Event | None = None,
         acceptance: dict[str, list[dict[str, Any]]] | None = None,
         watch: Callable[[], None] | None = None,
+        usage: dict[str, Usage] | None = None,
     ) -> None:
         self.delay = delay
         self.fail = fail or {}
@@ -82,6 +84,7 @@ class Runner:
         self.hold = hold
         self.acceptance = acceptance or {}
         self.watch = watch
+        self.usage = usage or {}
         self.calls: list[Call] = []
         self.running = 0
         self.peak = 0
@@ -125,7 +128,10 @@ class Runner:
             raise UserError(f"unknown subagent type {subagent_type!r}; available: general-purpose")
         if self.fail.get(key, 0) >= call.attempt:
             return Output(status="error", summary="", error=f"attempt {call.attempt} of {key} failed")
-        return Output(summary=f"done {key} #{call.attempt}", acceptance=self.acceptance.get(key))
+        done = Output(summary=f"done {key} #{call.attempt}", acceptance=self.acceptance.get(key))
+        if key in self.usage:
+            done.usage = self.usage[key]
+        return done
 
     def attempts(self, key: str) -> int:
         return sum(1 for c in self.calls if c.key == key)

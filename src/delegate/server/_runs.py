@@ -35,7 +35,7 @@ from ..run import Runtime, RuntimeFactory, stored_events, stored_run
 from ._auth import ApiError, Token, Tokens, UserId, app_store, unknown_token
 from ._body import body_schema, json_body
 from ._limits import Limits
-from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse, until
+from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, Page, event_stream, poll, sse, until
 from ._state import app_state
 from ._threads import continue_thread
 
@@ -421,7 +421,7 @@ async def list_runs(
     token: Token,
     store: AppStore,
     offset: Offset = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Page = 50,
     q: Annotated[
         str | None, Query(max_length=500, description="Only runs whose prompt holds this text (any case).")
     ] = None,
