@@ -185,6 +185,14 @@ def start_run(page: sync_api.Page, prompt: str) -> None:
     expect(page.locator("#run-status")).to_have_text("completed", timeout=30_000)
 
 
+def start_held(page: sync_api.Page, team: ReleaseTeam) -> None:
+    """Start the release run with 'scan' held back: back once 'notes' completed, 'scan' still running."""
+    team.scan_may_finish.clear()
+    page.fill("#prompt", "How are releases made?")
+    page.click("#start-run")
+    expect(page.locator("#timeline [data-agent=sub1] .tl-bar")).to_have_class("tl-bar completed", timeout=20_000)
+
+
 def box(page: sync_api.Page, agent: str) -> dict[str, float]:
     """The bar's box, found and measured in one go (the timeline is redrawn as events come)."""
     found = page.evaluate(
@@ -262,6 +270,8 @@ def test_the_timeline_overlaps_parallel_subagents_and_not_a_later_one_also_after
             expect(page.locator(f"#timeline [data-agent={agent}] .tl-bar")).to_have_class("tl-bar completed")
     expect(page.locator("#timeline [data-agent=sub1] .tl-note")).to_have_text("30 tok")
     expect(page.locator("#stat-total")).to_have_text(f"{120 + 30 + 200 + 20 + 260 + 90 + 6 * 15 + 2 * (46 - 15):,}")
+    expect(page.locator("#stat-cost")).to_have_text("—")  # the loopback model has no price: no guess
+    expect(page.locator("[data-agent=sub1] > .node .meta")).to_contain_text("· —")
     expect(page.locator("#agent-detail li.call .call-name").first).to_have_text("list_dir")
 
 
@@ -348,10 +358,7 @@ def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_
 def test_a_live_run_shows_running_bars_and_calls_and_the_files_of_subagents_done_so_far(
     page: sync_api.Page, team: ReleaseTeam
 ) -> None:
-    team.scan_may_finish.clear()
-    page.fill("#prompt", "How are releases made?")
-    page.click("#start-run")
-    expect(page.locator("#timeline [data-agent=sub1] .tl-bar")).to_have_class("tl-bar completed", timeout=20_000)
+    start_held(page, team)
     expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar running")
     expect(page.locator("#timeline [data-agent=lead] .tl-bar")).to_have_class("tl-bar running")
     expect(page.locator("#run-status")).to_have_text("running")
@@ -432,10 +439,7 @@ def test_text_nested_past_what_markdown_it_keeps_shows_whole_as_plain_text(page:
 
 
 def test_cancelling_a_run_ends_its_bars_with_the_status_of_each_agent(page: sync_api.Page, team: ReleaseTeam) -> None:
-    team.scan_may_finish.clear()
-    page.fill("#prompt", "How are releases made?")
-    page.click("#start-run")
-    expect(page.locator("#timeline [data-agent=sub1] .tl-bar")).to_have_class("tl-bar completed", timeout=20_000)
+    start_held(page, team)
     expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar running")
     page.click("#cancel-run")
     expect(page.locator("#run-status")).to_have_text("cancelled")

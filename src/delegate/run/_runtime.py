@@ -493,7 +493,7 @@ class Runtime:
                 return await release_interrupted(
                     recorder, replace(cancelled, status="interrupted", stop_reason="interrupted")
                 )
-            keep_conversation(recorder, cancelled.messages or messages)
+            keep_conversation(recorder, cancelled.messages or messages, spec.instructions)
             await record_end(recorder, cancelled)
             if not stopped:
                 raise
@@ -504,7 +504,7 @@ class Runtime:
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
             schema = self.lead.output_schema
             outcome = run_result(run_id, result, runner, warnings, schema if isinstance(schema, type) else None)
-            keep_conversation(recorder, outcome.messages)
+            keep_conversation(recorder, outcome.messages, spec.instructions)
             await record_end(recorder, outcome)
             return outcome
         finally:
