@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from delegate import Store
+from delegate import Compaction, LoopSettings, Store
 from delegate._errors import ModelError
 from delegate._messages import messages_adapter
 from delegate.models import ModelRequest, ModelResponse
-from delegate.testing import is_lead
+from delegate.testing import is_lead, reply, respond
 from tests.test_server_api import client, fruit_counting, read_events, serving, start
 
 
@@ -129,3 +129,53 @@ def test_another_users_run_and_an_agent_the_run_does_not_have_answer_404(
             assert alice.get(f"/runs/{run_id}/agents/{'x' * 201}/calls").status_code == 422
         with client(server, None) as nobody:
             assert nobody.get(f"/runs/{run_id}/agents/lead/calls").status_code == 401
+
+
+def test_after_a_compaction_the_calls_before_it_are_not_kept_and_those_after_it_are_exact(
+    workspace: Path, store: Store, tokens: dict[str, str]
+) -> None:
+    lead: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if request.system.startswith("You compact"):
+            return reply("SUMMARY of the listings so far")
+        lead.append(request)
+        if len(lead) < 6:  # each turn's prompt larger than the last: the conversation is compacted
+            return respond([("list_dir", {"path": "."})], input_tokens=400 * (len(lead) + 1), output_tokens=10)
+        return reply("listed six times")
+
+    compacting = LoopSettings(compaction=Compaction(max_context_tokens=1_000, keep_recent=2))
+    with serving(workspace, store, answer, loop=compacting) as server, client(server, tokens["alice"]) as api:
+        run_id = start(api, "list the folder six times")
+        events = read_events(api, f"/runs/{run_id}/events")
+        found = api.get(f"/runs/{run_id}/agents/lead/calls").json()
+
+    assert any(e.event == "compaction" for e in events)
+    assert [c["step"] for c in found["calls"]] == [1, 2, 3, 4, 5, 6]
+    before = [c for c in found["calls"] if c["request_messages"] is None]
+    assert before and all(
+        c["note"] == "not kept: sent before the conversation was compacted, which replaced these messages"
+        and c["answer_message"] is None
+        for c in before
+    )
+    after = found["calls"][len(before) :]
+    assert after and all(c["request_messages"] is not None for c in after)  # the calls before come first
+    for n in range(len(before), len(found["calls"])):
+        assert sent(found, n) == got(lead[n])
+    assert found["messages"][1]["name"] == "conversation_summary"  # what the later calls were sent
+
+
+def test_a_continued_runs_first_call_was_sent_the_conversation_it_continues(
+    workspace: Path, store: Store, tokens: dict[str, str]
+) -> None:
+    team = Recording()
+    with serving(workspace, store, team) as server, client(server, tokens["alice"]) as api:
+        first = start(api)
+        read_events(api, f"/runs/{first}/events")
+        second = start(api, "and now the plums", **{"continue": first})
+        read_events(api, f"/runs/{second}/events")
+        found = api.get(f"/runs/{second}/agents/lead/calls").json()
+    system, messages = sent(found, 0)
+    assert (system, messages) == got(team.seen["lead"][2])  # the third request of the lead: the second run's first
+    assert messages[0]["parts"] == [{"kind": "text", "text": "count the fruit"}]  # the thread so far, then the prompt
+    assert messages[-1]["parts"] == [{"kind": "text", "text": "and now the plums"}]

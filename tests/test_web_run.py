@@ -428,6 +428,16 @@ def test_the_markdown_renderer_makes_only_inert_elements_of_any_text(page: sync_
     ]
 
 
+def test_text_nested_past_what_markdown_it_keeps_shows_whole_as_plain_text(page: sync_api.Page) -> None:
+    texts = [">" * 120 + " deep\n\nafter", "- " * 120 + "deep\n\nafter <b>x</b>", "> " * 30 + "**fine**"]
+    shown = page.evaluate(
+        "(texts) => texts.map((t) => { const r = Markdown.render(t); return [r.textContent, r.innerHTML]; })", texts
+    )
+    assert [text for text, _ in shown[:2]] == texts[:2]  # markdown-it would drop "deep" (and "after")
+    assert all(html.startswith('<p class="md-plain">') and "<b>" not in html for _, html in shown[:2])
+    assert shown[2][1].count("<blockquote>") == 30 and "<strong>fine</strong>" in shown[2][1]
+
+
 def test_cancelling_a_run_ends_its_bars_with_the_status_of_each_agent(page: sync_api.Page, team: ReleaseTeam) -> None:
     start_held(page, team)
     expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar running")

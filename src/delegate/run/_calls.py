@@ -157,7 +157,7 @@ def _conversation(store: Store, run: RunRow, agent_id: str) -> tuple[str | None,
                 return "not kept yet: the lead's conversation is kept when its run ends"
             return f"not kept: the run ended {run.status} without keeping the lead's conversation"
     else:
-        record = next((r for r in store.subagent_records(run.id) if r.id == agent_id), None)
+        record = store.subagent_record(run.id, agent_id)
         if record is None or record.status in LIVE_STATUSES:
             return "not kept yet: a subagent's conversation is kept when it completes"
         if record.status != "completed":

@@ -10,6 +10,9 @@
 const Markdown = (() => {
   const SAFE_URL = /^(?:https?:|mailto:)/i;
   const ALIGN = /^text-align:(left|right|center)$/;
+  // markdown-it drops what nests past its maxNesting (100 block quotes or list levels): text that
+  // nests past DEEPEST is shown whole as plain text instead.
+  const DEEPEST = 32;
 
   const md = window.markdownit({ html: false, linkify: true, typographer: false });
   md.linkify.set({ fuzzyLink: false, fuzzyEmail: false }); // only URLs written with their scheme: `notes.md` stays a name
@@ -34,6 +37,10 @@ const Markdown = (() => {
     }
   });
 
+  md.core.ruler.after("block", "too_deep", (state) => {
+    state.env.tooDeep = state.tokens.some((token) => token.level > DEEPEST);
+  });
+
   const PURIFY = {
     ALLOWED_TAGS: ["p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "pre", "code", "blockquote", "hr",
       "a", "strong", "em", "s", "br", "div", "table", "thead", "tbody", "tr", "th", "td"],
@@ -46,7 +53,16 @@ const Markdown = (() => {
   function render(text) {
     const root = document.createElement("div");
     root.className = "md";
-    root.append(DOMPurify.sanitize(md.render(String(text || "")), PURIFY));
+    const env = {};
+    const html = md.render(String(text || ""), env);
+    if (env.tooDeep) {
+      const plain = document.createElement("p");
+      plain.className = "md-plain";
+      plain.textContent = String(text);
+      root.append(plain);
+      return root;
+    }
+    root.append(DOMPurify.sanitize(html, PURIFY));
     for (const a of root.querySelectorAll("a")) {
       a.setAttribute("rel", "noopener noreferrer nofollow");
       a.setAttribute("target", "_blank");
