@@ -48,7 +48,7 @@ def sent(calls: dict[str, Any], n: int) -> tuple[str | None, list[dict[str, Any]
 
 
 def got(request: ModelRequest) -> tuple[str, list[dict[str, Any]]]:
-    return request.system, messages_adapter.dump_python(request.messages, mode="json")
+    return request.system, messages_adapter().dump_python(request.messages, mode="json")
 
 
 def test_each_call_of_the_lead_and_a_subagent_shows_exactly_what_its_model_was_sent_and_answered(

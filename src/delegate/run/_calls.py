@@ -100,7 +100,7 @@ class AgentCalls:
             "kept": self.why_not_kept is None,
             "why_not_kept": self.why_not_kept,
             "system": self.system,
-            "messages": messages_adapter.dump_python(self.messages, mode="json"),
+            "messages": messages_adapter().dump_python(self.messages, mode="json"),
             "calls": [c.to_dict() for c in self.calls],
         }
 
@@ -167,7 +167,7 @@ def _conversation(store: Store, run: RunRow, agent_id: str) -> tuple[str | None,
             return "not kept: this subagent completed in a run stored before its conversation was kept"
         data = {"messages": data.get("conversation", []), "system": data.get("system")}
     system = data.get("system")
-    return (None if system is None else str(system)), messages_adapter.validate_python(data.get("messages", []))
+    return (None if system is None else str(system)), messages_adapter().validate_python(data.get("messages", []))
 
 
 def _place(calls: list[ModelCall], messages: list[Message]) -> None:

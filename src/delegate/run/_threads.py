@@ -69,7 +69,7 @@ def conversation_of(store: Store, run: RunRow) -> list[Message]:
     """The conversation a run continuing `run` starts from (see the module's docstring)."""
     data = store.checkpoint(run.id, CONVERSATION, "end")
     if data is not None:
-        return messages_adapter.validate_python(data["messages"])
+        return messages_adapter().validate_python(data["messages"])
     before: list[Message] = []
     if run.previous_run_id is not None:
         previous = store.get_run(run.previous_run_id)
