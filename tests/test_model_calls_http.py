@@ -13,6 +13,7 @@ from delegate._errors import ModelError
 from delegate._messages import messages_adapter
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import is_lead, reply, respond
+from tests.test_background import turns
 from tests.test_server_api import client, fruit_counting, read_events, serving, start
 
 
@@ -179,3 +180,35 @@ def test_a_continued_runs_first_call_was_sent_the_conversation_it_continues(
     assert (system, messages) == got(team.seen["lead"][2])  # the third request of the lead: the second run's first
     assert messages[0]["parts"] == [{"kind": "text", "text": "count the fruit"}]  # the thread so far, then the prompt
     assert messages[-1]["parts"] == [{"kind": "text", "text": "and now the plums"}]
+
+
+def test_a_follow_ups_calls_show_what_the_subagent_was_sent_after_its_first_task(
+    workspace: Path, store: Store, tokens: dict[str, str]
+) -> None:
+    subagent: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if not is_lead(request):
+            subagent.append(request)
+            return respond([("complete", {"summary": f"counted, call {len(subagent)}"})])
+        match turns(request):
+            case 0:
+                task = {"subagent_type": "general-purpose", "description": "count", "prompt": "count to 2"}
+                return respond([("task", task | {"run_in_background": True})])
+            case 1:
+                return respond([("task_wait", {})])
+            case 2:
+                return respond([("task_message", {"id": "sub1", "message": "now count to 3"})])
+            case _:
+                return reply("done")
+
+    with serving(workspace, store, answer) as server, client(server, tokens["alice"]) as api:
+        run_id = start(api, "count")
+        read_events(api, f"/runs/{run_id}/events")
+        found = api.get(f"/runs/{run_id}/agents/sub1/calls").json()
+    assert found["kept"] is True
+    assert len(found["calls"]) == len(subagent) == 2
+    for n, request in enumerate(subagent):
+        assert sent(found, n) == got(request)
+    follow_up = found["messages"][found["calls"][1]["request_messages"] - 1]
+    assert follow_up["parts"] == [{"kind": "text", "text": "now count to 3"}]
