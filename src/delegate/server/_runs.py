@@ -371,6 +371,11 @@ class RunRequest(BaseModel):
     cost_budget: float | None = Field(
         default=None, gt=0, description="US dollars the whole run may spend (priced by genai-prices)."
     )
+    approval_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds a call under an `ask` rule waits for a person before it is denied (default: the server's).",
+    )
     continue_from: str | None = Field(
         default=None,
         alias="continue",
@@ -383,6 +388,7 @@ class RunRequest(BaseModel):
         given: dict[str, float | None] = {"max_parallel": self.max_parallel, "token_budget": self.token_budget}
         given["max_requests"] = self.max_requests
         given["cost_budget"] = self.cost_budget
+        given["approval_timeout"] = self.approval_timeout
         return replace(default, **{name: value for name, value in given.items() if value is not None})
 
     @field_validator("prompt")
