@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from delegate import Store, TaskOutput, UserError
+from delegate import Store, TaskOutput, Usage, UserError
 from delegate.batch import Batch, Batches, BatchWorker
 from delegate.testing import subagent_record
 
@@ -46,7 +46,8 @@ class Runner:
     `fail` maps a key to how many first attempts end in `error`; `raise_for` keys crash the runner,
     `reject` keys make it raise `UserError` (as for an unknown type); `hold`, when set, is awaited by
     every item (release it to let them finish); `acceptance` maps a key to its verdict.
-    `watch`, if given, is called at each start (to sample the store's counts, say).
+    `watch`, if given, is called at each start (to sample the store's counts, say). `usage` maps a
+    key to what its item reports having spent (others: `subagent_record`'s default).
     """
 
     def __init__(
@@ -59,6 +60,7 @@ class Runner:
         hold: asyncio.Event | None = None,
         acceptance: dict[str, list[dict[str, Any]]] | None = None,
         watch: Callable[[], None] | None = None,
+        usage: dict[str, Usage] | None = None,
     ) -> None:
         self.delay = delay
         self.fail = fail or {}
@@ -67,6 +69,7 @@ class Runner:
         self.hold = hold
         self.acceptance = acceptance or {}
         self.watch = watch
+        self.usage = usage or {}
         self.calls: list[Call] = []
         self.running = 0
         self.peak = 0
@@ -111,9 +114,9 @@ class Runner:
         if self.fail.get(key, 0) >= call.attempt:
             failed = f"attempt {call.attempt} of {key} failed"
             return subagent_record(status="error", error=failed, tool_call_id=tool_call_id)
-        return subagent_record(
-            f"done {key} #{call.attempt}", acceptance=self.acceptance.get(key), tool_call_id=tool_call_id
-        )
+        verdict = self.acceptance.get(key)
+        done = f"done {key} #{call.attempt}"
+        return subagent_record(done, acceptance=verdict, usage=self.usage.get(key), tool_call_id=tool_call_id)
 
     def attempts(self, key: str) -> int:
         return sum(1 for c in self.calls if c.key == key)

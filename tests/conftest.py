@@ -18,6 +18,7 @@ import ipaddress
 import os
 import subprocess
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -110,3 +111,11 @@ def models_on_loopback_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     if refused:
         pytest.fail("a test tried to reach a model beyond loopback: " + "; ".join(refused), pytrace=False)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty workspace folder (a test module that needs one set up otherwise defines its own)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root

@@ -55,3 +55,9 @@ def store(store_url: str) -> Iterator[Store]:
     """A migrated store on each backend, closed after the test."""
     with Store.open(store_url) as opened:
         yield opened
+
+
+@pytest.fixture
+def tokens(store: Store) -> dict[str, str]:
+    """Two users of the API: alice and bob, by name, with their tokens."""
+    return {name: store.add_user(name)[1] for name in ("alice", "bob")}

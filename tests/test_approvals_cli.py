@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from delegate import Store
@@ -19,17 +20,9 @@ from tests.cli_support import delegate
 from tests.durable_support import cli_env, run_json, wait_for
 from tests.loopback_openai import OpenAIServer
 from tests.test_run_crashes import Processes
+from tests.test_run_crashes import procs as procs  # the fixture
 
 RUN = ("--model", "openai:m", "--json", "--ask", "Write")
-
-
-@pytest.fixture
-def procs() -> Iterator[Processes]:
-    started = Processes()
-    try:
-        yield started
-    finally:
-        started.close()
 
 
 @pytest.fixture
@@ -149,3 +142,31 @@ def test_a_rule_that_cannot_be_read_on_the_command_line_is_bad_usage(tmp_path: P
     )
     assert bad.returncode == 2
     assert "permission rule 'Bash(rm' cannot be read" in bad.stderr
+
+
+def test_serve_denies_a_call_nobody_decides_within_its_approval_timeout_or_the_runs_own(
+    procs: Processes, store: Store, tmp_path: Path
+) -> None:
+    _, token = store.add_user("alice")
+    with OpenAIServer(Writers("notes.md")) as server:
+        env = cli_env(server.base_url)
+        log = tmp_path / "serve.log"
+        db = f"sqlite:///{tmp_path}/.delegate/delegate.db"
+        _, url = procs.serve(db, env, tmp_path, log, "--ask", "Write", "--approval-timeout", "0.3")
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx2.Client(base_url=f"{url}/api/v1", headers=headers, timeout=60) as api:
+            finals = []
+            for body in ({}, {"approval_timeout": 0.2}):
+                run_id = api.post("/runs", json={"prompt": "write notes", **body}).json()["run_id"]
+
+                def ended(run_id: str = run_id) -> dict[str, Any] | None:
+                    run = api.get(f"/runs/{run_id}").json()
+                    return run if run["status"] not in ("running", "waiting") else None
+
+                run = wait_for(ended, what=f"run {run_id} to end")
+                assert run["status"] == "completed", run
+                finals.append(run["final"])
+            assert api.post("/runs", json={"prompt": "x", "approval_timeout": 0}).status_code == 422
+    assert "no decision within 0.3 s" in finals[0]
+    assert "no decision within 0.2 s" in finals[1]
+    assert not list(tmp_path.rglob("notes.md"))

@@ -10,8 +10,6 @@ from tests.approvals_support import waiting_calls, write_notes
 from tests.durable_support import wait_for
 from tests.test_server_api import client, serving
 from tests.test_server_api import start as start_run
-from tests.test_server_api import tokens as tokens  # the fixture
-from tests.test_server_api import workspace as workspace  # the fixture
 
 ASK_WRITE = Extensions(permissions=Permissions(ask=["Write"]))
 

@@ -49,13 +49,6 @@ async def in_the_background(request: ModelRequest) -> ModelResponse:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def server(workspace: Path, store: Store) -> Iterator[LiveServer]:
     with serving(workspace, store, quick_and_slow) as running:
         yield running
@@ -65,8 +58,9 @@ def slow_one_works(store: Store, run_id: str) -> bool:
     return any(e.type == "model.request" and e.agent_id == "sub2" and e.data["step"] == 2 for e in store.events(run_id))
 
 
-def test_the_owner_stops_one_subagent_over_http_and_its_sibling_completes(server: LiveServer, store: Store) -> None:
-    tokens = {name: store.add_user(name)[1] for name in ("alice", "bob")}
+def test_the_owner_stops_one_subagent_over_http_and_its_sibling_completes(
+    server: LiveServer, store: Store, tokens: dict[str, str]
+) -> None:
     with client(server, tokens["alice"]) as alice, client(server, tokens["bob"]) as bob:
         run_id = alice.post("/runs", json={"prompt": "do two jobs"}).json()["run_id"]
         wait_for(lambda: slow_one_works(store, run_id), what="the slow subagent's second turn")

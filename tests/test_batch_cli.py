@@ -64,10 +64,11 @@ def completing(latency: float = 0.0):
     return answer
 
 
-def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Path) -> None:
+def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Path, store_url: str) -> None:
+    """On each backend (the batch's usage is summed by the database: JSON read differently)."""
     items = write_items(tmp_path / "items.jsonl", 25, acceptance_criteria=["file:nothing.md exists"])
     with OpenAIServer(completing()) as server:
-        env = env_for(server.base_url)
+        env = env_for(server.base_url, db=store_url)
         done = run_cli(
             [
                 "batch",

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from delegate import Event, TaskOutput
+from delegate import Event, TaskOutput, Usage
 from delegate.batch import Batches, BatchNotFoundError, BatchStateError, ItemInput
 from delegate.batch._queue import WorkQueue
 from delegate.testing import FunctionModel, reply, subagent_record
@@ -239,3 +239,32 @@ async def test_cancelling_a_batch_that_has_ended_changes_nothing(batches: Batche
         await finished(w, sub.batch.id)
     batch = batches.cancel(USER, sub.batch.id)
     assert (batch.status, batch.counts["succeeded"]) == ("completed", 2)
+
+
+async def test_a_batchs_usage_is_its_items_summed_by_the_database_cost_included(batches: Batches) -> None:
+    spent = {
+        f"item-{i}": Usage(
+            input_tokens=1000 * (i + 1),
+            output_tokens=70 + i,
+            cache_read_tokens=300 * i,
+            cache_write_tokens=20 * i,
+            requests=2,
+            cost_usd=0.0012345 * (i + 1),
+        )
+        for i in range(4)
+    }
+    spent["odd-1"] = Usage(input_tokens=5, output_tokens=1, requests=1, cost_usd=None)  # a model without a price
+    priced = batches.submit(USER, subagent_type="t", items=items(4), max_running_items=4)
+    unpriced = batches.submit(USER, subagent_type="t", items=items(3, "odd"), max_running_items=3)
+    queued = batches.submit(USER, subagent_type="t", items=items(2, "later"))
+    batches.pause(USER, queued.batch.id)
+    async with worker(batches, Runner(usage=spent)) as w:
+        await finished(w, priced.batch.id)
+        await finished(w, unpriced.batch.id)
+    total = sum((spent[f"item-{i}"] for i in range(4)), start=Usage())
+    usage = batches.get(USER, priced.batch.id).usage
+    assert usage.to_dict() | {"cost_usd": None} == total.to_dict() | {"cost_usd": None}
+    assert usage.cost_usd == pytest.approx(0.0012345 * 10, rel=1e-12)
+    odd = batches.get(USER, unpriced.batch.id).usage
+    assert (odd.input_tokens, odd.requests, odd.cost_usd) == (5 + 2 * 10, 1 + 2 * 1, None)  # unknown, not a guess
+    assert batches.get(USER, queued.batch.id).usage == Usage()  # nothing ran: nothing spent, at no cost

@@ -14,9 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
-from delegate import Store
+from delegate import Store, Usage
 from delegate.batch import BATCH_MIGRATIONS, Batches
 from delegate.batch._store import ITEMS
 
@@ -96,6 +97,28 @@ def test_an_old_item_record_is_the_subagent_record_its_runner_gave_back(store_ur
         with store.read() as conn:  # the usage summed for the batch is each record's own
             stored = conn.execute(sa.select(ITEMS.c.record, ITEMS.c.usage).where(ITEMS.c.record.is_not(None))).all()
         assert stored and all(json.loads(r.record)["usage"] == json.loads(r.usage) for r in stored)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("requests", "cost"), [(0, 0.0), (1, None)])
+def test_a_usage_stored_before_costs_reads_as_before_after_the_migration(
+    store_url: str, requests: int, cost: float | None
+) -> None:
+    """An item's usage stored before costs were kept has no `cost_usd`: after a request its cost is
+    unknown, without one it cost nothing (as `Usage.from_dict` reads it), in the item and the batch."""
+    store, reads = _old_store(store_url)
+    try:
+        batch_id = next(b for b, read in reads.items() if read["batch"]["title"] == "cancelled one")
+        old = {"input_tokens": 7, "output_tokens": 1, "cache_read_tokens": 0, "cache_write_tokens": 0}
+        old |= {"requests": requests, "requests_without_usage": 0}
+        with store.write() as conn:
+            update = "UPDATE batch_items SET usage = :u WHERE batch_id = :b AND key = 'ran'"
+            conn.execute(sa.text(update), {"u": json.dumps(old), "b": batch_id})
+        batches = Batches(store)
+        spent = Usage(input_tokens=7, output_tokens=1, requests=requests, cost_usd=cost)
+        assert batches.item(USER, batch_id, "ran").usage == spent
+        assert batches.get(USER, batch_id).usage == spent  # its one item that ran
     finally:
         store.close()
 

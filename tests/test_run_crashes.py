@@ -135,9 +135,11 @@ class Processes:
         self.started.append(proc)
         return proc
 
-    def serve(self, store_url: str, env: dict[str, str], root: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
-        """`delegate serve` on a free port, and its URL once it says it is serving."""
-        args = ["serve", "--port", "0", "--model", "openai:m", "-w", str(root), "--db", store_url, "--no-worker"]
+    def serve(
+        self, store_url: str, env: dict[str, str], root: Path, log: Path, *more: str
+    ) -> tuple[subprocess.Popen[str], str]:
+        """`delegate serve` on a free port (with the options `more`), and its URL once it says it is serving."""
+        args = ["serve", "--port", "0", "--model", "openai:m", "-w", str(root), "--db", store_url, "--no-worker", *more]
         proc = self.spawn(args, env, log)
 
         def announced() -> str | bool:

@@ -45,19 +45,6 @@ async def stuck_subagents(request: ModelRequest) -> ModelResponse:
     return fruit_counting(request)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def tokens(store: Store) -> dict[str, str]:
-    """Two users of the API: alice and bob, by name, with their tokens."""
-    return {name: store.add_user(name)[1] for name in ("alice", "bob")}
-
-
 @contextmanager
 def serving(workspace: Path, store: Store, answer: Answer = fruit_counting, **settings: Any) -> Iterator[LiveServer]:
     model = lambda name: FunctionModel(answer)  # noqa: E731 - a fresh fake per run

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,7 @@ import pytest
 from delegate import RuntimeSettings, Store
 from delegate.server import ServerSettings, create_app
 from tests.loopback_server import LiveServer
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
+from tests.test_server_api import client
 
 
 @pytest.fixture
@@ -34,18 +27,6 @@ def server(workspace: Path, store: Store) -> Iterator[LiveServer]:
     )
     with LiveServer(app) as running:
         yield running
-
-
-@pytest.fixture
-def tokens(store: Store) -> dict[str, str]:
-    return {name: store.add_user(name)[1] for name in ("alice", "bob")}
-
-
-@contextmanager
-def client(server: LiveServer, token: str) -> Iterator[httpx2.Client]:
-    headers = {"Authorization": f"Bearer {token}"}
-    with httpx2.Client(base_url=f"{server.url}/api/v1", headers=headers, timeout=60) as opened:
-        yield opened
 
 
 @pytest.fixture

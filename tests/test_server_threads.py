@@ -14,9 +14,7 @@ from delegate import Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import call, is_lead, reply
 from tests.durable_support import wait_for
-from tests.test_server_api import client, serving, tokens, workspace
-
-__all__ = ["tokens", "workspace"]  # the fixtures, used here too
+from tests.test_server_api import client, serving
 
 SEEN: list[ModelRequest] = []
 

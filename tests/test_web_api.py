@@ -22,13 +22,6 @@ from tests.loopback_server import LiveServer
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def server(workspace: Path, store: Store) -> Iterator[LiveServer]:
     model = lambda _: FunctionModel(one_quick_one_stuck)  # noqa: E731 - a fresh fake per run
     settings = ServerSettings(runtime=RuntimeSettings(workspace=workspace), model=model, run_batches=False)

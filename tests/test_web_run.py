@@ -185,6 +185,14 @@ def start_run(page: sync_api.Page, prompt: str) -> None:
     expect(page.locator("#run-status")).to_have_text("completed", timeout=30_000)
 
 
+def start_held(page: sync_api.Page, team: ReleaseTeam) -> None:
+    """Start the release run with 'scan' held back: back once 'notes' completed, 'scan' still running."""
+    team.scan_may_finish.clear()
+    page.fill("#prompt", "How are releases made?")
+    page.click("#start-run")
+    expect(page.locator("#timeline [data-agent=sub1] .tl-bar")).to_have_class("tl-bar completed", timeout=20_000)
+
+
 def box(page: sync_api.Page, agent: str) -> dict[str, float]:
     """The bar's box, found and measured in one go (the timeline is redrawn as events come)."""
     found = page.evaluate(
@@ -262,6 +270,8 @@ def test_the_timeline_overlaps_parallel_subagents_and_not_a_later_one_also_after
             expect(page.locator(f"#timeline [data-agent={agent}] .tl-bar")).to_have_class("tl-bar completed")
     expect(page.locator("#timeline [data-agent=sub1] .tl-note")).to_have_text("30 tok")
     expect(page.locator("#stat-total")).to_have_text(f"{120 + 30 + 200 + 20 + 260 + 90 + 6 * 15 + 2 * (46 - 15):,}")
+    expect(page.locator("#stat-cost")).to_have_text("—")  # the loopback model has no price: no guess
+    expect(page.locator("[data-agent=sub1] > .node .meta")).to_contain_text("· —")
     expect(page.locator("#agent-detail li.call .call-name").first).to_have_text("list_dir")
 
 
@@ -348,10 +358,7 @@ def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_
 def test_a_live_run_shows_running_bars_and_calls_and_the_files_of_subagents_done_so_far(
     page: sync_api.Page, team: ReleaseTeam
 ) -> None:
-    team.scan_may_finish.clear()
-    page.fill("#prompt", "How are releases made?")
-    page.click("#start-run")
-    expect(page.locator("#timeline [data-agent=sub1] .tl-bar")).to_have_class("tl-bar completed", timeout=20_000)
+    start_held(page, team)
     expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar running")
     expect(page.locator("#timeline [data-agent=lead] .tl-bar")).to_have_class("tl-bar running")
     expect(page.locator("#run-status")).to_have_text("running")
@@ -382,6 +389,7 @@ PAYLOADS = [
     '[x](https://ok.example "title" onclick=alert(1)) [y](mailto:a@b.example)',
     "- <details open ontoggle=window.__pwned=1>\n  1. <form action=javascript:alert(1)><button>go",
     "# <h1 onclick=alert(1)>\n***\n" + "[" * 3000 + "*_`" * 3000,
+    "![a chart](https://x.example/chart.png) ![x](data:image/png;base64,iVBORw0KGgo=)",
 ]
 
 
@@ -389,9 +397,9 @@ def test_the_markdown_renderer_makes_only_inert_elements_of_any_text(page: sync_
     found = page.evaluate(
         """(payloads) => {
             const tags = new Set(["DIV", "P", "H1", "H2", "H3", "H4", "H5", "H6", "UL", "OL", "LI", "PRE",
-              "CODE", "BLOCKQUOTE", "HR", "A", "STRONG", "EM", "DEL", "BR", "SPAN", "TABLE", "THEAD",
+              "CODE", "BLOCKQUOTE", "HR", "A", "STRONG", "EM", "S", "BR", "TABLE", "THEAD",
               "TBODY", "TR", "TH", "TD"]);
-            const attrs = new Set(["class", "href", "rel", "target", "start", "style", "data-lang"]);
+            const attrs = new Set(["class", "href", "rel", "target", "start"]);
             const bad = [];
             const hrefs = [];
             for (const text of payloads) {
@@ -410,20 +418,28 @@ def test_the_markdown_renderer_makes_only_inert_elements_of_any_text(page: sync_
     )
     assert found["bad"] == []
     assert found["pwned"] is None
-    assert found["hrefs"] == [
-        "https://x.example/",  # a bare URL, up to the quote
-        "https://y.example/%22onclick=%22alert",
-        "https://x.example/y.png%22",
-        "https://ok.example/",
+    assert found["hrefs"] == [  # the bare URLs are linked by themselves, where no link parsed
+        "https://x.example",  # up to the quote
+        "https://y.example/%22onclick=%22alert(1)",
+        "https://x.example/y.png",
+        "https://ok.example",
         "mailto:a@b.example",
+        "https://x.example/chart.png",  # an image, shown as a link to it
     ]
 
 
+def test_text_nested_past_what_markdown_it_keeps_shows_whole_as_plain_text(page: sync_api.Page) -> None:
+    texts = [">" * 120 + " deep\n\nafter", "- " * 120 + "deep\n\nafter <b>x</b>", "> " * 30 + "**fine**"]
+    shown = page.evaluate(
+        "(texts) => texts.map((t) => { const r = Markdown.render(t); return [r.textContent, r.innerHTML]; })", texts
+    )
+    assert [text for text, _ in shown[:2]] == texts[:2]  # markdown-it would drop "deep" (and "after")
+    assert all(html.startswith('<p class="md-plain">') and "<b>" not in html for _, html in shown[:2])
+    assert shown[2][1].count("<blockquote>") == 30 and "<strong>fine</strong>" in shown[2][1]
+
+
 def test_cancelling_a_run_ends_its_bars_with_the_status_of_each_agent(page: sync_api.Page, team: ReleaseTeam) -> None:
-    team.scan_may_finish.clear()
-    page.fill("#prompt", "How are releases made?")
-    page.click("#start-run")
-    expect(page.locator("#timeline [data-agent=sub1] .tl-bar")).to_have_class("tl-bar completed", timeout=20_000)
+    start_held(page, team)
     expect(page.locator("#timeline [data-agent=sub2] .tl-bar")).to_have_class("tl-bar running")
     page.click("#cancel-run")
     expect(page.locator("#run-status")).to_have_text("cancelled")

@@ -8,7 +8,6 @@ handle for the rest of the pass, so a merge of 1,000 files in one folder walks t
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -212,6 +211,8 @@ def _diff(old: tuple[int, os.stat_result] | None, folder: int, name: str, info: 
             texts.append(_read(where, name).decode("utf-8").splitlines(keepends=True))
         except (OSError, UnicodeDecodeError):
             return None
+    import difflib  # on first use: most runs show no diff
+
     lines = difflib.unified_diff(texts[0], texts[1], "a/" + name if old else "/dev/null", "b/" + name)
     text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
     return text if len(text) <= DIFF_MAX_CHARS else text[:DIFF_MAX_CHARS] + "\n[diff cut]\n"

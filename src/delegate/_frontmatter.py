@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import yaml
-
 MAX_FILE_BYTES = 1_000_000
 """A definition or skill file larger than this is skipped: it cannot be meant as one."""
 
@@ -53,8 +51,6 @@ class FrontMatter:
     warnings: list[CatalogueWarning]
 
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader when PyYAML was built with it (ten times faster), else the Python one."""
 _PLAIN = re.compile(r"[^\[{'\"].*")
 _YAML_SCALAR = re.compile(r"[-+]?(?:\d[\d_]*(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)|true|false|yes|no|on|off|null|~", re.I)
 _OPEN = re.compile(r"\A\ufeff?---[ \t]*\r?\n")
@@ -101,8 +97,9 @@ def parse_front_matter(text: str, name: str, kind: str) -> FrontMatter:
         )
     block, body = text[opening.end() : closing.start()].rstrip("\r\n"), text[closing.end() :].strip()
     warnings: list[CatalogueWarning] = []
+    yaml = _yaml()
     try:
-        loaded: object = yaml.load(block, Loader=_LOADER) if block.strip() else {}
+        loaded: object = yaml.load(block, Loader=_loader(yaml)) if block.strip() else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = 2 + mark.line if mark is not None else None
@@ -117,6 +114,19 @@ def parse_front_matter(text: str, name: str, kind: str) -> FrontMatter:
     if not isinstance(loaded, dict):
         raise Unreadable(CatalogueWarning(name, "front matter is not a mapping of 'key: value' fields; skipped", 2))
     return FrontMatter({str(k): v for k, v in cast(dict[object, Any], loaded).items()}, body, warnings)
+
+
+def _yaml() -> Any:
+    """PyYAML, imported when a file is first read: a process that reads no definition or skill
+    file does without it (about 0.9 MB)."""
+    import yaml
+
+    return yaml
+
+
+def _loader(yaml: Any) -> Any:
+    """libyaml's safe loader when PyYAML was built with it (ten times faster), else the Python one."""
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _read_lines(block: str, name: str, warnings: list[CatalogueWarning]) -> dict[str, Any]:
@@ -153,8 +163,9 @@ def _scalar(value: str) -> Any:
         return ""  # a block scalar: its indented lines follow
     if _PLAIN.fullmatch(value) and not _YAML_SCALAR.fullmatch(value):
         return value  # plain text: the common case, no parser needed
+    yaml = _yaml()
     try:
-        parsed: object = yaml.load(value, Loader=_LOADER)
+        parsed: object = yaml.load(value, Loader=_loader(yaml))
     except yaml.YAMLError:
         return value
     if isinstance(parsed, (list, int, float)) or (isinstance(parsed, str) and value[0] in "'\""):

@@ -30,7 +30,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,21 +153,15 @@ class Layer:
         root one component at a time, none a symlink; made when `create`, else None if missing."""
         if sub == "upper" and self._upper is not None:
             return os.dup(self._upper)
-        fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        for name in [*self.rel.split("/"), sub]:
-            try:
-                if create:
-                    with suppress(FileExistsError):
-                        os.mkdir(name, 0o700, dir_fd=fd)
-                step = os.open(name, _PATH_DIR, dir_fd=fd)
-            except FileNotFoundError:
-                os.close(fd)
-                return None
-            except OSError as exc:
-                os.close(fd)
-                raise WorkspaceError(f"the subagent's layer {self.rel} cannot be opened: {exc.strerror}") from None
-            os.close(fd)
-            fd = step
+        top = open_root(self.root)
+        try:
+            fd = descend(top, [*self.rel.split("/"), sub], create=create)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise WorkspaceError(f"the subagent's layer {self.rel} cannot be opened: {exc.strerror}") from None
+        finally:
+            os.close(top)
         if sub == "upper":  # kept: the layer's own folder, opened once (a handle, never a name)
             self._upper = os.dup(fd)
         return fd
@@ -221,14 +215,10 @@ class Layer:
         self.close()
         trash = f"{LAYERS}/{TRASH}/{secrets.token_hex(8)}"
         try:
-            fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = open_layers(self.root)
         except OSError:
             return
         try:
-            for name in LAYERS.split("/"):
-                step = os.open(name, _PATH_DIR, dir_fd=fd)
-                os.close(fd)
-                fd = step
             with suppress(FileExistsError):
                 os.mkdir(TRASH, 0o700, dir_fd=fd)
             run, agent = self.rel.split("/")[-2:]
@@ -513,6 +503,40 @@ def glance() -> Generator[None]:
         _glancing.on = before
 
 
+def open_root(root: Path) -> int:
+    """A handle (`O_PATH`) on the workspace's root folder: every walk below it starts here."""
+    return os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def descend(up: int, parts: Iterable[str], *, create: bool = False) -> int:
+    """A handle (`O_PATH`) on the folder `parts` below the handle `up`, opened one component at a
+    time, none a symlink (each made first, private to its owner, when `create`). `up` stays
+    open; a step that fails closes what was opened and raises its `OSError`."""
+    fd = os.dup(up)
+    try:
+        for name in parts:
+            if create:
+                with suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=fd)
+            step = os.open(name, _PATH_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = step
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_layers(root: Path, *, create: bool = False) -> int:
+    """A handle on the workspace's `.delegate/layers` folder (made with `create`), walked from
+    its root without following a symlink."""
+    top = open_root(root)
+    try:
+        return descend(top, LAYERS.split("/"), create=create)
+    finally:
+        os.close(top)
+
+
 def open_below(up: int, parts: tuple[str, ...]) -> int | None:
     fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=up)
     for name in parts:
@@ -596,14 +620,18 @@ def remove_tree(root: Path, rel: str) -> None:
     from the root without following a symlink (what is removed is what lies below `rel`)."""
     *parents, name = rel.split("/")
     try:
-        fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        top = open_root(root)
     except OSError:
         return
     try:
-        for part in parents:
-            step = os.open(part, _PATH_DIR, dir_fd=fd)
-            os.close(fd)
-            fd = step
+        fd = descend(top, parents)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+            raise
+        return
+    finally:
+        os.close(top)
+    try:
         info = lstat_at(fd, name)
         if info is None:
             return

@@ -7,6 +7,7 @@ in the order of the calls.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -141,5 +142,8 @@ def safe_parts(parts: list[Part]) -> list[Part]:
     return parts
 
 
-messages_adapter: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
-"""Dumps and validates conversations, for the store and the HTTP API."""
+@functools.cache
+def messages_adapter() -> TypeAdapter[list[Message]]:
+    """Dumps and validates conversations, for the store and the HTTP API (made on first use: its
+    schema costs a process that never reads a conversation back about 1 MB)."""
+    return TypeAdapter(list[Message])

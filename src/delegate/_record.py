@@ -9,6 +9,7 @@ reason may be; `docs/subagents.md` explains each.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
@@ -214,12 +215,14 @@ class TaskOutput:
     def from_dict(cls, data: dict[str, Any], *, seq: int = 0) -> TaskOutput:
         """A record from `to_dict`'s shape, validated; `ValueError` says what does not fit."""
         try:
-            return _record.validate_python({**data, "seq": seq})
+            return _record().validate_python({**data, "seq": seq})
         except ValidationError as exc:
             raise ValueError(f"not a subagent record ({exc})") from None
 
 
-_record: TypeAdapter[TaskOutput] = TypeAdapter(TaskOutput)
+@functools.cache
+def _record() -> TypeAdapter[TaskOutput]:
+    return TypeAdapter(TaskOutput)
 
 
 class ResultSchema:

@@ -109,7 +109,7 @@ def test_a_file_named_with_byte_0xff_and_a_tool_returning_a_lone_surrogate_leave
 
     assert result.status == "completed", result.error
     for request in model.requests:  # what any provider would have been sent
-        _utf8(messages_adapter.dump_python(request.messages, mode="python"))
+        _utf8(messages_adapter().dump_python(request.messages, mode="python"))
     _assert_escaped(_results(model.requests[-1]))
     assert model.requests[-1].messages[1].parts[0].text == "looking \\ud800"  # the model's own, escaped
     _utf8([e.to_dict() for e in seen])  # what the terminal, the server's streams and traces get

@@ -743,6 +743,13 @@ class Store:
             with self.write() as conn:
                 upsert_subagents(conn, rows)
 
+    def subagent_record(self, run_id: str, agent_id: str) -> TaskOutput | None:
+        """One subagent's record of a run, or None: read by its key, not among the run's others."""
+        query = sa.select(subagents_table).where(subagents_table.c.id == f"{run_id}/{agent_id}")
+        with self.read() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None or row["run_id"] != run_id else decode_subagent(run_id, row)
+
     def subagent_records(self, run_id: str) -> list[TaskOutput]:
         """A run's subagent records, in the order the lead called them (`TaskOutput.seq`)."""
         query = (

@@ -432,14 +432,17 @@ _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_writ
 
 def _usage(conn: Connection, batch_id: str) -> Usage:
     """What the batch's items spent so far, summed by the database from each item's record's usage
-    (its `usage` column): its cost is unknown (None) when an item's is (a model without a price)."""
+    (its `usage` column): its cost is unknown (None) when an item's is (a model without a price;
+    one stored before costs after a request, as `Usage.from_dict` reads it and migration
+    batch.0003_item_records wrote it; one without a request cost nothing)."""
     # SQLite reads JSON text as it is (a CAST to its unknown JSON type would make it a number);
     # PostgreSQL needs the text cast to json.
     as_json = sa.type_coerce if conn.dialect.name == "sqlite" else sa.cast
     usage = as_json(ITEMS.c.usage, sa.JSON)
     columns = [sa.func.coalesce(sa.func.sum(usage[key].as_integer()), 0) for key in _USAGE_KEYS]
     cost = usage["cost_usd"].as_float()
-    unknown = sa.func.count().filter(cost.is_(None))
+    requested = sa.func.coalesce(usage["requests"].as_integer(), 0) > 0
+    unknown = sa.func.count().filter(sa.and_(ITEMS.c.usage.is_not(None), cost.is_(None), requested))
     query = sa.select(*columns, sa.func.coalesce(sa.func.sum(cost), 0.0), unknown).where(ITEMS.c.batch_id == batch_id)
     row: tuple[Any, ...] = tuple(conn.execute(query.where(ITEMS.c.usage.is_not(None))).one())
     found = Usage(**{key: int(value) for key, value in zip(_USAGE_KEYS, row[:5], strict=True)})

@@ -56,6 +56,15 @@ def serve(
     max_live_runs: Annotated[
         int, typer.Option("--max-live-runs", min=1, help="Runs one user may have going at once (429 past it).")
     ] = 8,
+    approval_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--approval-timeout",
+            min=0.001,
+            help="Seconds a call under an --ask rule waits for a decision before it is denied (default: no limit; "
+            "a run may ask for its own).",
+        ),
+    ] = None,
     *,
     flags: OperatorFlags,
 ) -> None:
@@ -63,6 +72,7 @@ def serve(
 
     Each user works in a folder of its own, <workspace>/.delegate/users/<user id>/ (docs/http.md).
     """
+    from .._config import RunLimits
     from .._errors import UserError
 
     checked_workspace(workspace)
@@ -74,7 +84,7 @@ def serve(
         from ..server import Limits, ServerSettings, create_app, uvicorn_config
 
         settings = ServerSettings(
-            runtime=flags.settings(workspace, model=model),
+            runtime=flags.settings(workspace, model=model, limits=RunLimits(approval_timeout=approval_timeout)),
             db=store_option(db),
             run_batches=worker,
             version=_version(),

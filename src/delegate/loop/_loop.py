@@ -204,7 +204,12 @@ class AgentSpec:
     inbox: Inbox | None = None
     """News from its background work: added before each request; an answer waits for the work."""
 
+    offered: tuple[dict[str, Tool], list[ToolSpec]] = field(init=False, repr=False, compare=False)
+    """`tools` by name, and their specs (what a turn without gates offers): made once a spec,
+    which the subagents of one type share (and `estimate_tokens` then counts their schemas once)."""
+
     def __post_init__(self) -> None:
+        self.offered = ({t.name: t for t in self.tools}, [t.spec for t in self.tools])
         names = [t.name for t in self.tools]
         for choice in opening_choices(self.first_tool_choice):
             if choice not in FREE_CHOICES and choice not in names:
@@ -330,8 +335,7 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
 
 
 async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResult:
-    tools = {t.name: t for t in spec.tools}
-    specs = [t.spec for t in spec.tools]
+    tools, specs = spec.offered
     while True:
         if state.steps >= spec.max_steps:
             return state.end("aborted", "max_steps", error=f"reached the step limit ({spec.max_steps})")

@@ -21,7 +21,6 @@ This module imports no SDK: providers import it, and `import delegate` must stay
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import math
 import random
 import re
@@ -245,6 +244,8 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         try:
             seconds = float(value) * scale
         except ValueError:
+            import email.utils  # on first use: a process that never meets an HTTP date does without it
+
             moment = email.utils.parsedate_tz(value)
             if moment is None:
                 continue

@@ -16,6 +16,7 @@ import functools
 import json
 import operator
 import re
+from collections.abc import Sequence
 from typing import Any, cast
 
 from .._messages import Message, Part
@@ -100,7 +101,23 @@ def estimate_tokens(request: ModelRequest, tally: MessageTally | None = None) ->
 
 def fixed_chars(request: ModelRequest) -> int:
     """The characters of `request` that are not its messages: its system prompt and tool schemas."""
-    return len(request.system) + sum(_tool_chars(t) for t in request.tools)
+    return len(request.system) + _tools_chars(request.tools)
+
+
+_TOOLS_CHARS: dict[int, tuple[Sequence[ToolSpec], int]] = {}
+"""Characters of each list of tool specs seen, by identity (held, like `_TOOL_CHARS`): an agent
+offers the same list turn after turn, and the subagents of one type share theirs."""
+
+
+def _tools_chars(specs: Sequence[ToolSpec]) -> int:
+    held = _TOOLS_CHARS.get(id(specs))
+    if held is not None and held[0] is specs:
+        return held[1]
+    if len(_TOOLS_CHARS) > 1024:  # lists made per turn (gated) come and go
+        _TOOLS_CHARS.clear()
+    size = sum(_tool_chars(t) for t in specs)
+    _TOOLS_CHARS[id(specs)] = (specs, size)
+    return size
 
 
 def tokens_of(chars: int, messages: int) -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from .. import _lazy
 
 if TYPE_CHECKING:
+    from ._calls import AgentCalls, ModelCall, agent_calls
     from ._follow import PAGE, interrupted_event, stored_events
     from ._run_result import RunResult, stored_result, stored_run
     from ._runtime import Runtime
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
     from ._threads import Thread
 
 _WHERE = {
+    "AgentCalls": "._calls",
     "LOCAL_USER": "._settings",
+    "ModelCall": "._calls",
     "PAGE": "._follow",
     "RunResult": "._run_result",
     "Runtime": "._runtime",
@@ -30,6 +33,7 @@ _WHERE = {
     "RuntimeSettings": "._settings",
     "Takeover": "._takeover",
     "Thread": "._threads",
+    "agent_calls": "._calls",
     "interrupted_event": "._follow",
     "open_store": "._settings",
     "stored_events": "._follow",
@@ -44,12 +48,15 @@ __getattr__ = _lazy.lazy_names(__name__, _WHERE)
 __all__ = [
     "LOCAL_USER",
     "PAGE",
+    "AgentCalls",
+    "ModelCall",
     "RunResult",
     "Runtime",
     "RuntimeFactory",
     "RuntimeSettings",
     "Takeover",
     "Thread",
+    "agent_calls",
     "interrupted_event",
     "open_store",
     "stored_events",

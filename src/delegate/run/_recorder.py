@@ -45,8 +45,17 @@ if TYPE_CHECKING:
 __all__ = ["REPLAYED_NEVER", "Recorder", "StoredJournal"]
 
 _log = logging.getLogger("delegate.recorder")
-_response: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
-_tool_result: TypeAdapter[ToolResultPart] = TypeAdapter(ToolResultPart)
+
+
+@functools.cache
+def _response() -> TypeAdapter[ModelResponse]:
+    return TypeAdapter(ModelResponse)
+
+
+@functools.cache
+def _tool_result() -> TypeAdapter[ToolResultPart]:
+    return TypeAdapter(ToolResultPart)
+
 
 _Subagent = tuple[str, TaskOutput, str | None]
 """A finished subagent's record, with its run's id and its key (None: it is not kept for a
@@ -322,16 +331,16 @@ class StoredJournal:
 
     def answer(self, step: int) -> ModelResponse | None:
         data = self.answers.pop(str(step), None)
-        return None if data is None else _response.validate_python(data)
+        return None if data is None else _response().validate_python(data)
 
     def record_answer(self, step: int, response: ModelResponse) -> None:
-        self.recorder.checkpoint("answer", str(step), _response.dump_python(response, mode="json"))
+        self.recorder.checkpoint("answer", str(step), _response().dump_python(response, mode="json"))
 
     def tool_result(self, call: ToolCallPart) -> ToolResultPart | None:
         if call.name in REPLAYED_NEVER:
             return None
         data = self.tools.pop(call.id, None)
-        return None if data is None else _tool_result.validate_python(data)
+        return None if data is None else _tool_result().validate_python(data)
 
     def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
         if call.name not in REPLAYED_NEVER:
@@ -374,7 +383,7 @@ class _SubagentJournal:
         if isinstance(value, ToolResultPart):
             self.journal.recorder.checkpoint(kind, key, asdict(value))
         else:
-            self.journal.recorder.checkpoint(kind, key, _response.dump_python(value, mode="json"))
+            self.journal.recorder.checkpoint(kind, key, _response().dump_python(value, mode="json"))
 
     def _record(self, kind: str, key: str, value: ModelResponse | ToolResultPart) -> None:
         if self.held is None:
@@ -389,7 +398,7 @@ class _SubagentJournal:
         if data is None:
             return None
         self.held = None  # it waited before it was interrupted: what it does now is written as it comes
-        return _response.validate_python(data)
+        return _response().validate_python(data)
 
     def record_answer(self, step: int, response: ModelResponse) -> None:
         self._record("answer", f"{self.key}/{step}", response)
@@ -398,7 +407,7 @@ class _SubagentJournal:
         if call.name == "complete":
             return None
         data = self.journal.tools.pop(f"{self.key}/{call.id}", None)
-        return None if data is None else _tool_result.validate_python(data)
+        return None if data is None else _tool_result().validate_python(data)
 
     def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
         if call.name != "complete":

@@ -30,6 +30,7 @@ from ..models import Model, ModelAliases, resolve_model
 from ..skills import SkillCatalogue
 from ..subagents import (
     RunScope,
+    SubagentCall,
     SubagentRunner,
     TaskOutput,
     assemble,
@@ -422,8 +423,9 @@ class Runtime:
         if ctx.uploaded_files is not None:
             lead_tools.append(list_uploaded_files)
         runner = self._runner(scope, ctx, lead_model, [t.name for t in lead_tools], mcp_tools, own)
-        runner.finished, runner.on_finish = journal.subagents, recorder.subagent_finished
-        runner.saved_conversations, runner.on_conversation = journal.conversations, journal.record_conversation
+        runner.finished, runner.saved_conversations = journal.subagents, journal.conversations
+        if recorder.store is not None:  # what nothing stores is not handed over at all (decided once a run)
+            runner.on_finish, runner.on_conversation = recorder.subagent_finished, journal.record_conversation
         if approvals is not None:
             keep = self._policy.ask and recorder.store is not None  # subagents may wait: a resume replays them
             self._approvals[run_id] = approvals.attach(runner, journal.scoped if keep else None)
@@ -493,7 +495,7 @@ class Runtime:
                 return await release_interrupted(
                     recorder, replace(cancelled, status="interrupted", stop_reason="interrupted")
                 )
-            keep_conversation(recorder, cancelled.messages or messages)
+            keep_conversation(recorder, cancelled.messages or messages, spec.instructions)
             await record_end(recorder, cancelled)
             if not stopped:
                 raise
@@ -504,7 +506,7 @@ class Runtime:
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
             schema = self.lead.output_schema
             outcome = run_result(run_id, result, runner, warnings, schema if isinstance(schema, type) else None)
-            keep_conversation(recorder, outcome.messages)
+            keep_conversation(recorder, outcome.messages, spec.instructions)
             await record_end(recorder, outcome)
             return outcome
         finally:
@@ -557,14 +559,15 @@ class Runtime:
             runner.prepare(definition)
         except ToolError as exc:
             raise UserError(str(exc)) from None
-        return await runner.run(
-            definition,
-            prompt,
+        call = SubagentCall(
+            definition=definition,
+            prompt=prompt,
             description=description or subagent_type,
             parent=ctx,
             tool_call_id=tool_call_id,
             criteria=criteria,
         )
+        return await runner.run(call)
 
     def _prepare_workspace(self) -> str:
         """What a lead's run and a batch item do first in the workspace: clear what killed writes

@@ -45,11 +45,12 @@ CONVERSATION = "conversation"
 CUT_SHORT = "Error: the run ended before this call finished."
 
 
-def keep_conversation(recorder: Recorder, messages: Sequence[Message]) -> None:
-    """Store the lead's conversation as its run ends: what a run that continues it starts from.
-    Turned into JSON on the recorder's thread, not here."""
+def keep_conversation(recorder: Recorder, messages: Sequence[Message], system: str) -> None:
+    """Store the lead's conversation as its run ends, with its system prompt: what a run that
+    continues it starts from, and what the web page shows each of its model calls was sent
+    (`delegate.run._calls`). Turned into JSON on the recorder's thread, not here."""
     if recorder.store is not None and messages:
-        recorder.checkpoint(CONVERSATION, "end", {"messages": answered(messages)})
+        recorder.checkpoint(CONVERSATION, "end", {"messages": answered(messages), "system": system})
 
 
 def answered(messages: Sequence[Message]) -> list[Message]:
@@ -68,7 +69,7 @@ def conversation_of(store: Store, run: RunRow) -> list[Message]:
     """The conversation a run continuing `run` starts from (see the module's docstring)."""
     data = store.checkpoint(run.id, CONVERSATION, "end")
     if data is not None:
-        return messages_adapter.validate_python(data["messages"])
+        return messages_adapter().validate_python(data["messages"])
     before: list[Message] = []
     if run.previous_run_id is not None:
         previous = store.get_run(run.previous_run_id)

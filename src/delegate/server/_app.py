@@ -46,6 +46,7 @@ from ._approvals import router as approvals_router
 from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_response
 from ._batches import BatchService
 from ._batches import router as batches_router
+from ._calls import router as calls_router
 from ._files import router as files_router
 from ._limits import BodyLimit, Limits
 from ._readiness import ModelReadiness
@@ -176,6 +177,7 @@ def create_app(
     _error_handlers(app)
     app.include_router(runs_router)
     app.include_router(agents_stop_router)
+    app.include_router(calls_router)
     app.include_router(approvals_router)
     app.include_router(agents_router)
     app.include_router(batches_router)

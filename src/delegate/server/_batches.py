@@ -29,7 +29,7 @@ from ..run import RuntimeFactory
 from ._auth import ApiError, Token, Tokens, UserId
 from ._body import body_schema, json_body, optional_json_body
 from ._runs import check_prompt
-from ._sse import KEEPALIVE, Offset, event_stream, poll, sse, until
+from ._sse import KEEPALIVE, Offset, Page, event_stream, poll, sse, until
 from ._state import app_state
 
 _log = logging.getLogger("delegate.server")
@@ -226,7 +226,7 @@ async def list_batches(
     user_id: UserId,
     service: Service,
     offset: Offset = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Page = 50,
 ) -> dict[str, Any]:
     """The caller's batches, newest first, each with its counts per item status."""
     found = await asyncio.to_thread(service.batches.list_batches, user_id, offset=offset, limit=limit)

@@ -35,7 +35,7 @@ from ..run import Runtime, RuntimeFactory, stored_events, stored_run
 from ._auth import ApiError, Token, Tokens, UserId, app_store, unknown_token
 from ._body import body_schema, json_body
 from ._limits import Limits
-from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, event_stream, poll, sse, until
+from ._sse import KEEPALIVE, KEEPALIVE_INTERVAL, MAX_NUMBER, Offset, Page, event_stream, poll, sse, until
 from ._state import app_state
 from ._threads import continue_thread
 
@@ -371,6 +371,11 @@ class RunRequest(BaseModel):
     cost_budget: float | None = Field(
         default=None, gt=0, description="US dollars the whole run may spend (priced by genai-prices)."
     )
+    approval_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds a call under an `ask` rule waits for a person before it is denied (default: the server's).",
+    )
     continue_from: str | None = Field(
         default=None,
         alias="continue",
@@ -383,6 +388,7 @@ class RunRequest(BaseModel):
         given: dict[str, float | None] = {"max_parallel": self.max_parallel, "token_budget": self.token_budget}
         given["max_requests"] = self.max_requests
         given["cost_budget"] = self.cost_budget
+        given["approval_timeout"] = self.approval_timeout
         return replace(default, **{name: value for name, value in given.items() if value is not None})
 
     @field_validator("prompt")
@@ -421,7 +427,7 @@ async def list_runs(
     token: Token,
     store: AppStore,
     offset: Offset = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Page = 50,
     q: Annotated[
         str | None, Query(max_length=500, description="Only runs whose prompt holds this text (any case).")
     ] = None,

@@ -29,6 +29,7 @@ _T = TypeVar("_T")
 MAX_NUMBER = 2**31 - 1
 """The largest offset or event number a query may name (a larger one answers 422, not a crash)."""
 Offset = Annotated[int, Query(ge=0, le=MAX_NUMBER, description="How many to skip (newest first).")]
+Page = Annotated[int, Query(ge=1, le=500, description="How many to list at the most.")]
 
 Step = Callable[[], Awaitable[tuple[list[_T], bool]]]
 """Reads what is new: `(things to send, done)`."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 
 from .._config import RunLimits
 from .._errors import UserError
@@ -19,7 +19,7 @@ from .._store import Store, why_not_continuable
 from .._usage import Usage
 from ..run import stored_run
 from ._auth import ApiError, UserId, app_store
-from ._sse import Offset
+from ._sse import Offset, Page
 
 if TYPE_CHECKING:
     from ._runs import RunManager
@@ -81,7 +81,7 @@ async def list_threads(
     user_id: UserId,
     store: AppStore,
     offset: Offset = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Page = 50,
 ) -> dict[str, Any]:
     """The caller's threads, the last continued first: each with its last run's status and id,
     its number of turns, its first prompt and the usage of all its runs."""

@@ -42,6 +42,10 @@ SKILLS_AT = ".delegate/skills"
 """Where agents see skills in their workspace (inside the hidden `.delegate`, mounted read-only)."""
 
 
+_SLASH = re.compile(r"/([A-Za-z0-9][A-Za-z0-9_.-]*)(?:\s|$)")
+"""A task that starts with a skill's `/<name>`."""
+
+
 @dataclass(frozen=True, slots=True)
 class Skill:
     name: str
@@ -120,7 +124,7 @@ class SkillCatalogue:
     def slash_command(self, text: str, allowlist: Sequence[str] | None) -> Message | None:
         """For a task that starts with `/<name>` of an allowed skill: the hidden message that
         carries the skill's body, to put before the task. Anything else: None."""
-        found = re.match(r"/([A-Za-z0-9][A-Za-z0-9_.-]*)(?:\s|$)", text.lstrip())
+        found = _SLASH.match(text.lstrip()) if self.skills else None
         if found is None:
             return None
         skill = next((s for s in self.allowed(allowlist) if s.name == found.group(1)), None)

@@ -9,7 +9,7 @@ from ._hooks import run_checked
 from ._merge import recover_merges, sweep_layers
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, first_sentence, type_listing
-from ._task import SubagentRunner, task_tool
+from ._task import SubagentCall, SubagentRunner, task_tool
 
 __all__ = [
     "BACKGROUND_TOOLS",
@@ -20,6 +20,7 @@ __all__ = [
     "Delivery",
     "RunScope",
     "Skipped",
+    "SubagentCall",
     "SubagentRunner",
     "TaskOutput",
     "TaskStatus",

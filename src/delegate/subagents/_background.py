@@ -230,7 +230,7 @@ class Background:
         definition = runner.definitions.get(str(saved.get("type"))) if saved is not None else None
         if saved is None or definition is None:
             return None
-        messages = messages_adapter.validate_python(saved.get("conversation", []))
+        messages = messages_adapter().validate_python(saved.get("conversation", []))
         follow_ups = [str(c) for c in cast(list[Any], saved.get("follow_ups") or [])]
         key = saved.get("key")
         kept = Conversation(definition, str(saved.get("system", "")), messages, key and str(key), follow_ups)

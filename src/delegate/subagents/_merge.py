@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._changes import Folders, layer_changes
-from .._layer import LAYERS, TRASH, Layer, content_hash, read_json, remove_tree, write_json
+from .._layer import LAYERS, TRASH, Layer, content_hash, descend, open_layers, read_json, remove_tree, write_json
 from .._paths import PathEscape, PathLoop, lstat_at
 from .._record import Change, Conflict
 from .._workspace import Workspace
@@ -45,7 +45,6 @@ from ..tools import never_merged
 
 JOURNAL = "journal.json"
 _log = logging.getLogger("delegate.merge")
-_PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(kw_only=True, slots=True)
@@ -85,14 +84,8 @@ def merge_layer(workspace: Workspace, layer: Layer) -> MergeOutcome:
 def merge_lock(root: Path) -> Generator[None]:
     """The workspace's merge lock, held across processes (`flock` on a file of `.delegate/layers`,
     opened from a handle on the root without following a symlink)."""
-    fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = open_layers(root, create=True)
     try:
-        for name in LAYERS.split("/"):
-            with suppress(FileExistsError):
-                os.mkdir(name, 0o700, dir_fd=fd)
-            step = os.open(name, _PATH_DIR, dir_fd=fd)
-            os.close(fd)
-            fd = step
         lock = os.open(".merge.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
     finally:
         os.close(fd)
@@ -166,7 +159,7 @@ def _stage(layer: Layer, changes: list[Change]) -> list[dict[str, Any]]:
             *folders, name = change.path.split("/")
             folder = opened.get(tuple(folders))
             if folder is None:
-                folder = opened[tuple(folders)] = _open_below(up, folders)
+                folder = opened[tuple(folders)] = descend(up, folders)
             info = os.stat(name, dir_fd=folder, follow_symlinks=False)
             if stat.S_ISDIR(info.st_mode):
                 entry["kind"] = "dir"
@@ -309,17 +302,13 @@ def sweep_layers(workspace: Workspace, kept: float) -> list[str]:
 def _layers(root: Path) -> Iterator[Layer]:
     """Every layer folder of the workspace (`.delegate/layers/<run>/<agent>`), by handles."""
     try:
-        fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = open_layers(root)
     except OSError:
         return
     try:
-        for name in LAYERS.split("/"):
-            step = os.open(name, _PATH_DIR, dir_fd=fd)
-            os.close(fd)
-            fd = step
         runs = [r for r in _folders(fd) if not r.startswith(".")]  # `.trash`: removed layers
         for run in runs:
-            run_fd = os.open(run, _PATH_DIR, dir_fd=fd)
+            run_fd = descend(fd, [run])
             try:
                 agents = _folders(run_fd)
             finally:
@@ -339,15 +328,6 @@ def _folders(fd: int) -> list[str]:
             return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
     finally:
         os.close(listed)
-
-
-def _open_below(up: int, parts: list[str]) -> int:
-    fd = os.dup(up)
-    for name in parts:
-        step = os.open(name, _PATH_DIR, dir_fd=fd)
-        os.close(fd)
-        fd = step
-    return fd
 
 
 def _copy_entry(folder: int, name: str, stage: int, staged: str, info: os.stat_result) -> None:

@@ -56,10 +56,8 @@ def layer_for(
     isolation: Isolation, workspace: Workspace, run_id: str, agent_id: str, tools: Sequence[Tool]
 ) -> Layer | None:
     """The layer a subagent runs on (None: it writes the shared workspace, or cannot write at all)."""
-    if isolation == "shared":
+    if not needs_layer(isolation, tools):
         return None
-    if isolation == "read-only" and not any(t.name == "bash" for t in tools):
-        return None  # nothing it has can write: there is nothing to check
     return Layer(
         root=workspace.root,
         run_id=run_id,
@@ -68,6 +66,14 @@ def layer_for(
         track=isolation == "overlay",
         opaque=False,  # new: nothing in it yet
     )
+
+
+def needs_layer(isolation: Isolation, tools: Sequence[Tool]) -> bool:
+    """Whether a subagent of `isolation` with `tools` runs on a layer: not when it writes the shared
+    workspace, nor when it is read-only and nothing it has can write (there is nothing to check)."""
+    if isolation == "shared":
+        return False
+    return isolation != "read-only" or any(t.name == "bash" for t in tools)
 
 
 def settle(record: TaskOutput, layer: Layer, workspace: Workspace) -> tuple[str, dict[str, Any]] | None:

@@ -154,6 +154,11 @@ def opening_turns(
     return [], ""
 
 
+def prompt_shaped(model: Model, given: ToolChoice | Sequence[ToolChoice]) -> bool:
+    """Whether `shaped_opening` shapes an agent's opening by its prompt (else it is `given`)."""
+    return given == "auto" and model.profile.grounds_paths
+
+
 async def shaped_opening(
     model: Model,
     workspace: Workspace,
@@ -165,7 +170,7 @@ async def shaped_opening(
 ) -> tuple[ToolChoice | Sequence[ToolChoice], str]:
     """An agent's first tool choices and a note of its steps: what it was `given`, unless that is
     `auto` and its model is weak (it grounds its calls), which then gets `opening_turns`."""
-    if given != "auto" or not model.profile.grounds_paths:
+    if not prompt_shaped(model, given):
         return given, ""
     states = await asyncio.to_thread(path_states, workspace, [Message.user(prompt)])
     opening, steps = opening_turns(states, tools, finish=finish)

@@ -14,7 +14,7 @@ import copy
 import itertools
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,8 +25,9 @@ from .._frontmatter import CatalogueWarning
 from .._hooks import HookEvent
 from .._layer import Layer
 from .._messages import Message
+from .._record import Isolation
 from .._usage import Usage
-from ..loop import AgentResult, Journal, opening_choices, passed_deadline
+from ..loop import AgentResult, AgentSpec, Journal, opening_choices, passed_deadline
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
 from ..tools import HookSet, Tool, ToolContext, ToolReturn
@@ -36,8 +37,8 @@ from ._background import BACKGROUND_HINT, Background, Conversation
 from ._complete import Delivery, validate_paths
 from ._hooks import run_checked
 from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, render_whole
-from ._overlay import check_asked, isolation_for, layer_for, settle
-from ._prompts import task_description, type_listing
+from ._overlay import check_asked, isolation_for, layer_for, needs_layer, settle
+from ._prompts import prompt_shaped, task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 from ._task_args import CONTEXT_MODES, MAX_PROMPTS, validate
 
@@ -112,6 +113,8 @@ class SubagentRunner:
         self._semaphore = asyncio.Semaphore(parallel) if parallel else None
         self._ids = itertools.count(1)
         self._prepared: dict[str, tuple[list[Tool], Model]] = {}
+        self._isolations: dict[tuple[str, str | None], tuple[Isolation, bool]] = {}
+        self._specs: dict[tuple[str, tuple[str, ...]], AgentSpec] = {}
 
     @property
     def usage(self) -> Usage:
@@ -207,171 +210,103 @@ class SubagentRunner:
             return self.parent_model
         return _resolve(definition, self.subagent_model, self.parent_model, self.model_for)
 
-    async def run(
-        self,
-        definition: Subagent,
-        prompt: str,
-        *,
-        description: str,
-        parent: ToolContext,
-        tool_call_id: str | None,
-        criteria: list[str] | None = None,
-        snapshot: Message | None = None,
-        seq: int = 0,
-        key: str | None = None,
-        isolation: str | None = None,
-        agent_id: str | None = None,
-        background: bool = False,
-    ) -> TaskOutput:
+    async def run(self, call: SubagentCall) -> TaskOutput:
         """Run one subagent to its end. Only cancellation of the caller escapes (a `stop` of this
         subagent does not: it ends it); anything else that happens to the subagent becomes its
-        `TaskOutput`. `seq` is its place in call order; `agent_id` its id, when given out before
-        (a background subagent's: see `new_id`).
-
-        `key` names the subagent within its run (the lead's tool call id and the prompt's index):
-        one that finished before the run was interrupted is given back as it was, not run again.
-        `isolation` is what the lead asked for (`overlay`: a private layer; see `_overlay.py`).
-        """
-        reused = self.finished.pop(key, None) if key is not None else None
+        `TaskOutput`. A subagent of `call.key` that finished before the run was interrupted is
+        given back as it was, not run again."""
+        reused = self.finished.pop(call.key, None) if call.key is not None else None
         if reused is not None:
-            if agent_id is None:
+            if call.agent_id is None:
                 next(self._ids)  # keep the numbering of the subagents started after it
             if self.budget is not None:  # what it spent before the interruption counts against the run's budget
                 self.budget.spend(reused.usage, reused.type)
                 self.budget.requests += reused.usage.requests
             self._keep(reused)
             return reused
-        agent_id = agent_id or self.new_id(None)
-        args = (
-            definition,
-            prompt,
-            description,
-            parent,
-            tool_call_id,
-            criteria,
-            snapshot,
-            seq,
-            key,
-            agent_id,
-            background,
-            isolation,
-        )
+        agent_id = call.agent_id or self.new_id(None)
         task = asyncio.current_task()
         if task is not None:
             self.tasks[agent_id] = task
         try:
             if agent_id in self.stopping:  # stopped before it began
-                return self._never_started(self.stopping.pop(agent_id), definition, *args[2:11])
+                return self._never_started(self.stopping.pop(agent_id), call, agent_id)
             if self._semaphore is None:
-                return await self._run(*args)
+                return await self._run(call, agent_id)
             try:
                 await self._semaphore.acquire()
             except asyncio.CancelledError:
                 reason = self._stopped(agent_id)
                 if reason is None:
                     raise
-                return self._never_started(reason, definition, *args[2:11])
+                return self._never_started(reason, call, agent_id)
             try:
-                return await self._run(*args)
+                return await self._run(call, agent_id)
             finally:
                 self._semaphore.release()
         finally:
             self.tasks.pop(agent_id, None)
 
-    def _record(
-        self,
-        definition: Subagent,
-        model: str,
-        description: str,
-        parent: ToolContext,
-        tool_call_id: str | None,
-        seq: int,
-        agent_id: str,
-        background: bool,
-    ) -> TaskOutput:
+    def _record(self, call: SubagentCall, agent_id: str, model: str) -> TaskOutput:
         return TaskOutput(
             id=agent_id,
-            type=definition.name,
-            description=description,
-            tool_call_id=tool_call_id,
-            parent_agent_id=parent.agent_id,
+            type=call.definition.name,
+            description=call.description,
+            tool_call_id=call.tool_call_id,
+            parent_agent_id=call.parent.agent_id,
             status="running",
             stop_reason=None,
             summary="",
             started_at=datetime.now(UTC),
             model=model,
-            seq=seq,
-            background=background,
+            seq=call.seq,
+            background=call.background,
         )
 
-    def _never_started(
-        self,
-        reason: str,
-        definition: Subagent,
-        description: str,
-        parent: ToolContext,
-        tool_call_id: str | None,
-        criteria: list[str] | None,
-        snapshot: Message | None,
-        seq: int,
-        key: str | None,
-        agent_id: str,
-        background: bool,
-    ) -> TaskOutput:
+    def _never_started(self, reason: str, call: SubagentCall, agent_id: str) -> TaskOutput:
         """The record of a subagent stopped while it waited for a place: it did nothing."""
-        _, model = self.prepare(definition)
-        record = self._record(definition, model.name, description, parent, tool_call_id, seq, agent_id, background)
-        self.event(
-            record, "subagent.started", {"type": definition.name, "description": description, "background": background}
-        )
+        _, model = self.prepare(call.definition)
+        record = self._record(call, agent_id, model.name)
+        started = {"type": call.definition.name, "description": call.description, "background": call.background}
+        self.event(record, "subagent.started", started)
         record.status, record.stop_reason, record.error = "cancelled", "stopped", _stop_note(reason)
-        self._finish(record, key)
+        self._finish(record, call.key)
         return record
 
-    async def _run(
-        self,
-        definition: Subagent,
-        prompt: str,
-        description: str,
-        parent: ToolContext,
-        tool_call_id: str | None,
-        criteria: list[str] | None,
-        snapshot: Message | None,
-        seq: int,
-        key: str | None,
-        agent_id: str,
-        background: bool,
-        isolation: str | None = None,
-    ) -> TaskOutput:
+    async def _run(self, call: SubagentCall, agent_id: str) -> TaskOutput:
+        definition, prompt, criteria, snapshot, key = (
+            call.definition,
+            call.prompt,
+            call.criteria,
+            call.snapshot,
+            call.key,
+        )
         tools, model = self.prepare(definition)
-        record = self._record(definition, model.name, description, parent, tool_call_id, seq, agent_id, background)
-        record.isolation = isolation_for(definition, tools, isolation)
-        layer = self.layer(record, tools)
+        record = self._record(call, agent_id, model.name)
+        record.isolation, writes = self._isolation(definition, tools, call.isolation)
+        layer = self.layer(record, tools) if writes else None
         workspace = self.workspace if layer is None else replace(self.workspace, layer=layer)
         if definition.command_rules:  # its Bash(...) rules, for its commands only
             workspace = replace(workspace, commands=replace(workspace.commands, rules=definition.command_rules))
-        ctx = self.context(record, parent, tool_call_id, workspace)
+        ctx = self.context(record, call.parent, call.tool_call_id, workspace)
         record.usage = ctx.usage
-        started: dict[str, Any] = {"type": definition.name, "description": description}
-        if background:
-            started["background"] = True
-        self.event(record, "subagent.started", started)
-        self.live[agent_id] = (record, ctx)
+        if self.emit is not unheard:
+            started: dict[str, Any] = {"type": definition.name, "description": call.description}
+            if call.background:
+                started["background"] = True
+            self.event(record, "subagent.started", started)
+        self.live[record.id] = (record, ctx)
 
         async def work() -> None:
             baseline = snapshot_before(criteria, self.workspace) if criteria else None
-            notes = [SNAPSHOT_SYSTEM_NOTE if snapshot is not None else "", CRITERIA_SYSTEM_NOTE if criteria else ""]
             journal = self.journal_for(key) if self.journal_for is not None and key is not None else None
-            spec = await assemble(
-                definition, self.scope, model=model, tools=tools, prompt=prompt, notes=notes, journal=journal
-            )
+            spec = await self._spec(definition, model, tools, prompt, _notes(snapshot, criteria), journal)
             kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
             slash = self.skills.slash_command(prompt, definition.skills)
             messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
             hooks = self.scope.guard.hooks if self.scope.guard is not None else None
-            refused = await _refused(hooks, ctx, definition, prompt)
-            if refused is not None:  # a SubagentStart hook said no: nothing ran
-                record.status, record.stop_reason, record.error = "aborted", "refused", refused
+            if hooks is not None and (refused := await _refused(hooks, ctx, definition, prompt)) is not None:
+                record.status, record.stop_reason, record.error = "aborted", "refused", refused  # nothing ran
                 if layer is not None:
                     self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
                 return
@@ -385,6 +320,39 @@ class SubagentRunner:
             await self.deliver(record, definition, spec.instructions, result, key, [])
 
         return await self.conclude(record, ctx, key, work(), steps_before=0, layer=layer)
+
+    def _isolation(self, definition: Subagent, tools: list[Tool], asked: str | None) -> tuple[Isolation, bool]:
+        """How `definition`'s subagents run when the lead asked for `asked` (`isolation_for`), and
+        whether that needs a layer (`needs_layer`): decided once a type, not once a subagent."""
+        found = self._isolations.get((definition.name, asked))
+        if found is None:
+            isolation = isolation_for(definition, tools, asked)
+            found = self._isolations[(definition.name, asked)] = (isolation, needs_layer(isolation, tools))
+        return found
+
+    async def _spec(
+        self,
+        definition: Subagent,
+        model: Model,
+        tools: list[Tool],
+        prompt: str,
+        notes: tuple[str, ...],
+        journal: Journal | None,
+    ) -> AgentSpec:
+        """What the loop runs for a subagent of `definition` (`assemble`). The same for every
+        subagent of a type with the same notes when it keeps no journal, has no gates (a gate
+        follows one agent's conversation) and its opening does not depend on its prompt: then
+        assembled once and shared (the loop does not change a spec)."""
+        shared = journal is None and not prompt_shaped(model, definition.first_tool_choice)
+        spec = self._specs.get((definition.name, notes)) if shared else None
+        if spec is None:
+            scope = self.scope
+            spec = await assemble(
+                definition, scope, model=model, tools=tools, prompt=prompt, notes=notes, journal=journal
+            )
+            if shared and not spec.gates:
+                self._specs[(definition.name, notes)] = spec
+        return spec
 
     def context(
         self, record: TaskOutput, parent: ToolContext, tool_call_id: str | None, workspace: Any = None
@@ -569,6 +537,13 @@ async def _refused(hooks: HookSet | None, ctx: ToolContext, definition: Subagent
     return None if why is None else f"a SubagentStart hook refused this delegation: {why}"
 
 
+def _notes(snapshot: Message | None, criteria: list[str] | None) -> tuple[str, ...]:
+    """What ends a subagent's system prompt: a snapshot's note, acceptance criteria's."""
+    if snapshot is None and not criteria:
+        return ()
+    return (SNAPSHOT_SYSTEM_NOTE if snapshot is not None else "", CRITERIA_SYSTEM_NOTE if criteria else "")
+
+
 def _stop_note(reason: str) -> str:
     return f"stopped: {reason}" if reason else "stopped"
 
@@ -709,18 +684,20 @@ def task_tool(
         ids = [runner.new_id(key) for key in keys]
         runs = [
             runner.run(
-                definition,
-                prompt,
-                description=labels[i],
-                parent=ctx,
-                tool_call_id=ctx.tool_call_id,
-                criteria=criteria,
-                snapshot=snapshot,
-                seq=first + i,
-                key=keys[i],
-                agent_id=ids[i],
-                background=background,
-                isolation=asked,
+                SubagentCall(
+                    definition=definition,
+                    prompt=prompt,
+                    description=labels[i],
+                    parent=ctx,
+                    tool_call_id=ctx.tool_call_id,
+                    criteria=criteria,
+                    snapshot=snapshot,
+                    seq=first + i,
+                    key=keys[i],
+                    agent_id=ids[i],
+                    background=background,
+                    isolation=asked,
+                )
             )
             for i, prompt in enumerate(prompts)
         ]
@@ -754,6 +731,32 @@ def task_tool(
         one_of=("prompts", "prompt"),
         id_params={"subagent_type": IdChoice(known=tuple(name for name, _ in types))},
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentCall:
+    """One subagent asked for (by the lead's `task` call, or a batch item): what
+    `SubagentRunner.run` takes whole, and what runs it, or records it as never started."""
+
+    definition: Subagent
+    prompt: str
+    description: str
+    parent: ToolContext
+    tool_call_id: str | None
+    criteria: list[str] | None = None
+    """Acceptance criteria, checked when it ends."""
+    snapshot: Message | None = None
+    """A read-only copy of the lead's conversation, put before its task (`context_mode: snapshot`)."""
+    seq: int = 0
+    """Its place in call order."""
+    key: str | None = None
+    """What names it within its run (the lead's tool call id and the prompt's index): one that
+    finished before the run was interrupted is given back as it was."""
+    agent_id: str | None = None
+    """Its id, when given out before (a background subagent's: see `new_id`)."""
+    background: bool = False
+    isolation: str | None = None
+    """What the lead asked for (`overlay`: a private layer; see `_overlay.py`)."""
 
 
 def _seq(record: TaskOutput) -> int:

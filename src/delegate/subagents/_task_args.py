@@ -3,7 +3,6 @@ the lead reads, saying how to fix it."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
@@ -51,6 +50,8 @@ def validate(
             )
         names = catalogue.names()
         if len(names) > 30:
+            import difflib  # on first use: only a mistyped name needs it
+
             close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
             hint = f"close names: {', '.join(close)}; " if close else ""
             raise ToolError(

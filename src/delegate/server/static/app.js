@@ -126,6 +126,18 @@ function bounded(text, limit) {
   return `${text.slice(0, limit)}\n… ${fmt.format(text.length - limit)} more characters`;
 }
 
+// A cost in US dollars as genai-prices gave it, to four decimals or two significant digits (a
+// call of a small model costs a millionth of a dollar); "—" when unknown (a model without a
+// price): never a guess.
+function money(usd) {
+  if (usd === null || usd === undefined) return "—";
+  const digits = usd > 0 ? Math.min(10, Math.max(4, 1 - Math.floor(Math.log10(usd)))) : 4;
+  return `$${usd.toFixed(digits)}`;
+}
+
+// Two costs added: unknown when either is (a sum with an unknown part is unknown).
+const addCost = (a, b) => (a === null || a === undefined || b === null || b === undefined ? null : a + b);
+
 const plural = (n, word) => `${fmt.format(n)} ${word}${n === 1 ? "" : "s"}`;
 const tokens = (usage) => (usage ? (usage.input_tokens || 0) + (usage.output_tokens || 0) : 0);
 

@@ -41,6 +41,7 @@ function newTree(runId, selected) {
     agents: new Map(),
     input: 0,
     output: 0,
+    cost: 0, // US dollars, null once a request of an unpriced model is in it
     subagents: 0,
     start: null,
     end: null,
@@ -78,6 +79,9 @@ function agentNode(id, parentId) {
     id,
     type: "",
     description: "",
+    model: "",
+    requests: 0, // its model requests so far: a turn's index in GET .../agents/{id}/calls
+    pending: null, // the turn waiting for its model's answer
     status: "running",
     steps: 0,
     usage: null,
@@ -112,6 +116,7 @@ function agentNode(id, parentId) {
 
 function drawAgent(agent) {
   const meta = [plural(agent.steps, "step"), `${fmt.format(tokens(agent.usage))} tokens`];
+  if (agent.usage) meta.push(money(agent.usage.cost_usd));
   if (agent.artifacts.length) meta.push(plural(agent.artifacts.length, "file"));
   if (agent.messages) meta.push(plural(agent.messages, "follow-up"));
   const stoppable = agent.id !== "lead" && agent.status === "running" && !tree.done;
@@ -160,6 +165,7 @@ function setStats() {
   $("stat-out").textContent = fmt.format(tree.output);
   $("stat-total").textContent = fmt.format(tree.input + tree.output);
   $("stat-subagents").textContent = fmt.format(tree.subagents);
+  $("stat-cost").textContent = money(tree.cost);
   const end = tree.end ?? (tree.done ? tree.last : Date.now() / 1000);
   $("stat-time").textContent = tree.start === null ? "–" : Timeline.seconds(Math.max(0, end - tree.start));
 }
@@ -187,6 +193,7 @@ function onRunEvent(type, ev) {
       const lead = agentNode("lead");
       lead.description = "the agent you asked";
       if (tree.start === null) tree.start = lead.started = ev.ts;
+      lead.model = data.model || lead.model;
       $("stat-model").textContent = data.model || "–";
       drawAgent(lead);
       break;
@@ -206,6 +213,16 @@ function onRunEvent(type, ev) {
     case "agent.started": {
       const agent = agentNode(ev.agent_id, parent);
       if (agent.started === null) agent.started = ev.ts;
+      agent.model = data.model || agent.model;
+      drawAgent(agent);
+      break;
+    }
+    case "model.request": {
+      const agent = agentNode(ev.agent_id, parent);
+      const turn = { kind: "turn", ts: ev.ts, end: null, step: data.step, index: agent.requests, text: "", usage: null };
+      agent.requests += 1;
+      agent.pending = turn;
+      agent.entries.push(turn);
       drawAgent(agent);
       break;
     }
@@ -213,14 +230,19 @@ function onRunEvent(type, ev) {
       const agent = agentNode(ev.agent_id, parent);
       agent.steps = data.step || agent.steps + 1;
       const usage = data.usage || {};
+      const before = agent.usage || { input_tokens: 0, output_tokens: 0, cost_usd: 0 };
       agent.usage = {
-        input_tokens: ((agent.usage && agent.usage.input_tokens) || 0) + (usage.input_tokens || 0),
-        output_tokens: ((agent.usage && agent.usage.output_tokens) || 0) + (usage.output_tokens || 0),
+        input_tokens: (before.input_tokens || 0) + (usage.input_tokens || 0),
+        output_tokens: (before.output_tokens || 0) + (usage.output_tokens || 0),
+        cost_usd: addCost(before.cost_usd, usage.cost_usd),
       };
-      const turn = { kind: "turn", ts: ev.ts, step: data.step, text: data.text || "", usage, tools: data.tool_calls };
-      agent.entries.push(turn);
+      const turn = agent.pending || { kind: "turn", ts: ev.ts, step: data.step, index: null };
+      if (!agent.pending) agent.entries.push(turn);
+      Object.assign(turn, { end: ev.ts, text: data.text || "", usage, tools: data.tool_calls });
+      agent.pending = null;
       tree.input += usage.input_tokens || 0;
       tree.output += usage.output_tokens || 0;
+      tree.cost = addCost(tree.cost, usage.cost_usd);
       setStats();
       drawAgent(agent);
       break;
@@ -292,6 +314,7 @@ function onRunEvent(type, ev) {
       if (data.usage) {
         tree.input = data.usage.input_tokens || 0;
         tree.output = data.usage.output_tokens || 0;
+        if ("cost_usd" in data.usage) tree.cost = data.usage.cost_usd;
       }
       setStats();
       drawAgent(lead);
@@ -416,9 +439,21 @@ function drawTimeline() {
     end: a.ended ?? (tree.done ? to : null),
     status: a.status,
     note: `${fmt.format(tokens(a.usage))} tok`,
+    spans: spansOf(a),
   }));
   Timeline.draw($("timeline"), rows, { from, to, selected: tree.selected, onPick: pickAgent, attr: "data-agent" });
   if (!tree.done && !tree.timer) tree.timer = setInterval(tick, 1000);
+}
+
+// When the agent waited for its model (a turn: its request to its answer) and ran tools (a call:
+// started to completed), for its bar in the timeline.
+function spansOf(agent) {
+  const spans = [];
+  for (const e of agent.entries) {
+    if (e.kind === "turn" && e.index !== null) spans.push({ kind: "model", start: e.ts, end: e.end });
+    else if (e.kind === "call") spans.push({ kind: "tool", start: e.ts, end: e.end });
+  }
+  return spans;
 }
 
 // Once a second while the run goes on: running bars and times grow.
@@ -464,25 +499,59 @@ function drawCall(agent, call) {
   return el("li", { class: `call${call.error ? " failed" : ""}`, "data-call": call.id || "" }, ...parts);
 }
 
-function drawTurn(turn) {
-  const tok = tokens(turn.usage);
+// One model call of `agent`: its step, model, tokens, cost and time; "Request and answer" shows
+// what it was sent and answered, as far as the store keeps them (calls.js).
+function drawTurn(agent, turn) {
+  const took = turn.end === null ? (tree.done ? "no answer" : "waiting") : Timeline.seconds(turn.end - turn.ts);
+  const usage = turn.usage;
+  const text = turn.text || (turn.tools?.length ? `calls ${turn.tools.join(", ")}` : "");
+  const body = el("div", { class: "turn-body", hidden: true });
+  const runId = tree.runId;
+  const open =
+    turn.index === null
+      ? null
+      : el("button", {
+          type: "button",
+          class: "link turn-open",
+          "aria-expanded": "false",
+          text: "Request and answer",
+          onclick: () => ModelCalls.toggle(open, body, runId, agent, turn.index),
+        });
   return el(
     "li",
     { class: "turn", "data-step": String(turn.step || "") },
-    el("span", { class: "call-time", text: since(turn.ts) }),
-    el("span", { class: "turn-label", text: `step ${turn.step || "?"}` }),
-    el("span", { class: "turn-text", text: turn.text || (turn.tools?.length ? `calls ${turn.tools.join(", ")}` : "") }),
-    el("span", { class: "turn-tokens", text: `${fmt.format(tok)} tokens` }),
+    el(
+      "div",
+      { class: "turn-head" },
+      el("span", { class: "call-time", text: since(turn.ts) }),
+      el("span", { class: "turn-label", text: `step ${turn.step || "?"}` }),
+      agent.model ? el("span", { class: "turn-model mono", text: agent.model }) : null,
+      el("span", { class: "turn-text", text }),
+      el("span", {
+        class: "turn-tokens",
+        title: usage ? `${fmt.format(usage.input_tokens || 0)} in · ${fmt.format(usage.output_tokens || 0)} out` : "",
+        text: usage ? `${fmt.format(tokens(usage))} tokens` : "",
+      }),
+      el("span", { class: "turn-cost", text: usage ? money(usage.cost_usd) : "" }),
+      el("span", { class: "call-dur", text: took }),
+      open,
+    ),
+    body,
   );
 }
 
 // An entry's element, made again only when the entry changed (a call ended, its subagent
 // started): a lead with a thousand calls is not redrawn whole at every event.
 function entryNode(agent, entry) {
-  const key = entry.kind === "call" ? `${entry.end}|${tree.byCall.get(entry.id) || ""}|${tree.done}` : "";
+  const key =
+    entry.kind === "call"
+      ? `${entry.end}|${tree.byCall.get(entry.id) || ""}|${tree.done}`
+      : entry.kind === "turn"
+        ? `${entry.end}|${entry.end === null && tree.done}`
+        : "";
   if (!entry.node || entry.nodeKey !== key) {
     if (entry.kind === "call") entry.node = drawCall(agent, entry);
-    else if (entry.kind === "turn") entry.node = drawTurn(entry);
+    else if (entry.kind === "turn") entry.node = drawTurn(agent, entry);
     else entry.node = el("li", { class: "note", text: entry.text });
     entry.nodeKey = key;
   }
@@ -505,6 +574,7 @@ function drawDetail() {
     agent.started === null ? "" : Timeline.seconds(Math.max(0, end - agent.started)),
     plural(agent.steps, "step"),
     `${fmt.format(usage.input_tokens || 0)} in · ${fmt.format(usage.output_tokens || 0)} out tokens`,
+    agent.usage ? `cost ${money(usage.cost_usd)}` : "",
   ].filter(Boolean);
   const parts = [
     el(

@@ -4,10 +4,6 @@
 
 const runTable = { offset: 0, limit: 20, q: "", status: "" };
 
-function money(usd) {
-  return usd === null || usd === undefined ? "—" : `$${usd.toFixed(4)}`;
-}
-
 function lasted(run) {
   if (!run.completed_at) return "—";
   const s = Math.max(0, (new Date(run.completed_at) - new Date(run.created_at)) / 1000);

@@ -1,5 +1,7 @@
 // A timeline: one row per agent (or batch item), a bar from its start to its end on a shared
-// time axis, coloured by status, so what ran at the same time lines up vertically.
+// time axis, coloured by status, so what ran at the same time lines up vertically. An agent's bar
+// is split into the time it waited for its model (model.request to model.response) and the time
+// its tools ran (tool.started to tool.completed), in two colours, with both totals in its tooltip.
 "use strict";
 
 const Timeline = (() => {
@@ -23,8 +25,9 @@ const Timeline = (() => {
     return n;
   }
 
-  // Draw `rows` ({id, label, sub, start, end, status, note}; times in seconds since the epoch, `end`
-  // null while running) into `container`, from `from` to `to`. `onPick(id)` is called on a click;
+  // Draw `rows` ({id, label, sub, start, end, status, note, spans}; times in seconds since the
+  // epoch, `end` null while running; `spans` an agent's model and tool spans, see `split`) into
+  // `container`, from `from` to `to`. `onPick(id)` is called on a click;
   // the row whose id is `selected` is marked. `clockAxis` says when the axis starts, as a time of
   // day (its ticks are seconds since then).
   function draw(container, rows, { from, to, selected, onPick, clockAxis, attr = "data-row" }) {
@@ -52,6 +55,7 @@ const Timeline = (() => {
         bar.style.left = `${(100 * Math.max(0, row.start - from)) / span}%`;
         bar.style.width = `${(100 * Math.max(0, end - row.start)) / span}%`;
         bar.title = `${row.label}: ${row.status}, ${seconds(Math.max(0, end - row.start))}`;
+        if (row.spans) split(bar, row, end);
         track.append(bar);
       }
       line.append(label, track, div("tl-note", row.note || ""));
@@ -72,5 +76,55 @@ const Timeline = (() => {
     container.replaceChildren(...body, axis);
   }
 
-  return { draw, seconds };
+  // The time `spans` ({kind, start, end}) of `kind` cover, each moment counted once (tool calls
+  // run at the same time); a span with no end yet (running) ends at `now`.
+  function busy(spans, kind, now) {
+    const parts = spans
+      .filter((s) => s.kind === kind)
+      .map((s) => [s.start, s.end ?? now])
+      .sort((a, b) => a[0] - b[0]);
+    let total = 0;
+    let upTo = -Infinity;
+    for (const [start, end] of parts) {
+      const from = Math.max(start, upTo);
+      if (end > from) total += end - from;
+      upTo = Math.max(upTo, end);
+    }
+    return total;
+  }
+
+  // Draw `row.spans` inside its bar (which runs from `row.start` to `end`): one segment per span,
+  // neighbours of a kind closer than a thousandth of the bar drawn as one (a lead of a thousand
+  // calls stays a few hundred elements); the totals go in the bar's title and data attributes.
+  function split(bar, row, end) {
+    const width = Math.max(end - row.start, 0.001);
+    const model = busy(row.spans, "model", end);
+    const tools = busy(row.spans, "tool", end);
+    bar.dataset.modelS = model.toFixed(3);
+    bar.dataset.toolS = tools.toFixed(3);
+    bar.title += ` · model ${seconds(model)} · tools ${seconds(tools)}`;
+    for (const kind of ["model", "tool"]) {
+      let open = null;
+      const flush = () => {
+        if (!open) return;
+        const seg = div(`tl-seg ${kind}`);
+        seg.style.left = `min(${(100 * open[0]) / width}%, 100% - 1px)`; // a last instant stays in the bar
+        seg.style.width = `${(100 * (open[1] - open[0])) / width}%`;
+        bar.append(seg);
+      };
+      const spans = row.spans.filter((s) => s.kind === kind).sort((a, b) => a.start - b.start);
+      for (const s of spans) {
+        const from = Math.max(0, s.start - row.start);
+        const to = Math.min(width, Math.max(from, (s.end ?? end) - row.start));
+        if (open && from - open[1] <= width / 1000) open[1] = Math.max(open[1], to);
+        else {
+          flush();
+          open = [from, to];
+        }
+      }
+      flush();
+    }
+  }
+
+  return { draw, seconds, busy };
 })();
