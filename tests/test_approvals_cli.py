@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,22 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(delegate(*args), env=env, capture_output=True, text=True, timeout=120)
 
 
+@contextmanager
+def asking_run(
+    procs: Processes, tmp_path: Path, *paths: str
+) -> Iterator[tuple[OpenAIServer, dict[str, str], subprocess.Popen[str]]]:
+    """`delegate run --ask Write` in a process of its own (its output in `run.log`), its lead
+    starting a subagent to write each of `paths`, over the loopback OpenAI server: the server,
+    the environment that reaches it, the process."""
+    with OpenAIServer(Writers(*paths)) as server:
+        env = cli_env(server.base_url)
+        yield server, env, procs.spawn(["run", "write notes", *RUN, "-w", str(tmp_path)], env, tmp_path / "run.log")
+
+
 def test_a_subagent_write_under_ask_waits_until_another_process_approves_it(
     procs: Processes, store: Store, tmp_path: Path
 ) -> None:
-    with OpenAIServer(Writers("notes.md")) as server:
-        env = cli_env(server.base_url)
-        proc = procs.spawn(["run", "write notes", *RUN, "-w", str(tmp_path)], env, tmp_path / "run.log")
+    with asking_run(procs, tmp_path, "notes.md") as (server, env, proc):
         (call,) = waiting_calls(store)
         shown = run_json(cli(env, "runs", "show", call.run_id, "--json", "-w", str(tmp_path)))
         assert shown["status"] == "waiting"
@@ -61,9 +72,7 @@ def test_a_subagent_write_under_ask_waits_until_another_process_approves_it(
 def test_a_denial_with_a_reason_reaches_the_model_and_writes_nothing(
     procs: Processes, store: Store, tmp_path: Path
 ) -> None:
-    with OpenAIServer(Writers("notes.md")) as server:
-        env = cli_env(server.base_url)
-        proc = procs.spawn(["run", "write notes", *RUN, "-w", str(tmp_path)], env, tmp_path / "run.log")
+    with asking_run(procs, tmp_path, "notes.md") as (_, env, proc):
         (call,) = waiting_calls(store)
         denied = cli(
             env,
@@ -86,9 +95,7 @@ def test_a_denial_with_a_reason_reaches_the_model_and_writes_nothing(
 
 
 def test_two_subagents_waiting_at_once_are_decided_apart(procs: Processes, store: Store, tmp_path: Path) -> None:
-    with OpenAIServer(Writers("a.md", "b.md")) as server:
-        env = cli_env(server.base_url)
-        proc = procs.spawn(["run", "write notes", *RUN, "-w", str(tmp_path)], env, tmp_path / "run.log")
+    with asking_run(procs, tmp_path, "a.md", "b.md") as (_, env, proc):
         calls = {c.arguments["path"]: c for c in waiting_calls(store, 2)}
         run_id = calls["a.md"].run_id
         assert cli(env, "runs", "approve", run_id, calls["a.md"].call_id, "-w", str(tmp_path)).returncode == 0
@@ -103,9 +110,7 @@ def test_two_subagents_waiting_at_once_are_decided_apart(procs: Processes, store
 def test_a_run_killed_while_waiting_resumes_with_the_decision_given_meanwhile(
     procs: Processes, store: Store, tmp_path: Path
 ) -> None:
-    with OpenAIServer(Writers("notes.md")) as server:
-        env = cli_env(server.base_url)
-        proc = procs.spawn(["run", "write notes", *RUN, "-w", str(tmp_path)], env, tmp_path / "run.log")
+    with asking_run(procs, tmp_path, "notes.md") as (server, env, proc):
         (call,) = waiting_calls(store)
         wait_for(lambda: len(store.checkpoints(call.run_id)) >= 2, what="the answers so far to be stored")
         asked = len(server.requests)
