@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +35,6 @@ sys.path.insert(0, str(ROOT / "src"))
 
 
 # -- in the child process ----------------------------------------------------------------------
-
-
-@dataclass
-class Output:
-    status: str = "completed"
-    summary: str = "done"
-    artifacts: list[Any] = field(default_factory=list[Any])
-    skipped: list[Any] = field(default_factory=list[Any])
-    steps: int = 1
-    usage: Any = None
-    acceptance: Any = None
-    error: str | None = None
 
 
 class SleepingRunner:
@@ -65,7 +52,9 @@ class SleepingRunner:
         self.busy = 0.0  # item-seconds spent running
         self.usage = Usage(input_tokens=100, output_tokens=20, requests=1)
 
-    async def run_task(self, **_: Any) -> Output:
+    async def run_task(self, *, tool_call_id: str | None, **_: Any) -> Any:
+        from delegate.testing import subagent_record
+
         self.started += 1
         self.running += 1
         self.peak = max(self.peak, self.running)
@@ -78,7 +67,7 @@ class SleepingRunner:
         self.completed += 1
         if self.completed == self.expected:
             self.all_done.set()
-        return Output(usage=self.usage)
+        return subagent_record("done", usage=self.usage, tool_call_id=tool_call_id)
 
 
 def rss_bytes() -> int:

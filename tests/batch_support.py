@@ -13,35 +13,20 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from delegate import Store, UserError
-from delegate._usage import Usage
+from delegate import Store, TaskOutput, Usage, UserError
 from delegate.batch import Batch, Batches, BatchWorker
+from delegate.testing import subagent_record
 
 USER = "alice"
 FAST = {"poll_interval": 0.05, "heartbeat_ttl": 3.0, "retry_delay": 0.01, "max_retry_delay": 0.05}
 """Worker settings that keep the tests quick: short polls and retry backoffs."""
-
-
-@dataclass
-class Output:
-    """The shape of a subagent's result (`TaskOutput`), as the engine reads it."""
-
-    status: str = "completed"
-    summary: str = ""
-    artifacts: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    skipped: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    steps: int = 1
-    usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5, requests=1))
-    acceptance: list[dict[str, Any]] | None = None
-    result: Any = None
-    error: str | None = None
 
 
 @dataclass
@@ -62,7 +47,7 @@ class Runner:
     `reject` keys make it raise `UserError` (as for an unknown type); `hold`, when set, is awaited by
     every item (release it to let them finish); `acceptance` maps a key to its verdict.
     `watch`, if given, is called at each start (to sample the store's counts, say). `usage` maps a
-    key to what its item reports having spent (others: `Output`'s default).
+    key to what its item reports having spent (others: `subagent_record`'s default).
     """
 
     def __init__(
@@ -103,7 +88,7 @@ class Runner:
         tool_call_id: str | None,
         token_budget: int | None = None,
         max_requests: int | None = None,
-    ) -> Output:
+    ) -> TaskOutput:
         assert tool_call_id is not None
         _, _, key, attempt = tool_call_id.split(":")
         call = Call(key, int(attempt), prompt, subagent_type, user_id, run_id, acceptance_criteria)
@@ -127,11 +112,11 @@ class Runner:
         if key in self.reject:
             raise UserError(f"unknown subagent type {subagent_type!r}; available: general-purpose")
         if self.fail.get(key, 0) >= call.attempt:
-            return Output(status="error", summary="", error=f"attempt {call.attempt} of {key} failed")
-        done = Output(summary=f"done {key} #{call.attempt}", acceptance=self.acceptance.get(key))
-        if key in self.usage:
-            done.usage = self.usage[key]
-        return done
+            failed = f"attempt {call.attempt} of {key} failed"
+            return subagent_record(status="error", error=failed, tool_call_id=tool_call_id)
+        verdict = self.acceptance.get(key)
+        done = f"done {key} #{call.attempt}"
+        return subagent_record(done, acceptance=verdict, usage=self.usage.get(key), tool_call_id=tool_call_id)
 
     def attempts(self, key: str) -> int:
         return sum(1 for c in self.calls if c.key == key)

@@ -17,22 +17,9 @@ import sys
 import time
 from typing import Any
 
-from delegate import Store
-from delegate._usage import Usage
+from delegate import Store, TaskOutput
 from delegate.batch import Batches, BatchWorker
-
-
-class Output:
-    def __init__(self, summary: str) -> None:
-        self.status = "completed"
-        self.summary = summary
-        self.artifacts: list[Any] = []
-        self.skipped: list[Any] = []
-        self.steps = 1
-        self.usage = Usage(input_tokens=1, output_tokens=1, requests=1)
-        self.acceptance = None
-        self.result = None
-        self.error = None
+from delegate.testing import subagent_record
 
 
 class LoggingRunner:
@@ -43,7 +30,7 @@ class LoggingRunner:
     def line(self, what: str, key: str, attempt: str) -> None:
         os.write(self.fd, f"{what} {os.getpid()} {key} {attempt} {time.monotonic():.6f}\n".encode())
 
-    async def run_task(self, *, tool_call_id: str | None, **_: Any) -> Output:
+    async def run_task(self, *, tool_call_id: str | None, **_: Any) -> TaskOutput:
         assert tool_call_id is not None
         _, _, key, attempt = tool_call_id.split(":")
         self.line("start", key, attempt)
@@ -51,7 +38,7 @@ class LoggingRunner:
             await asyncio.sleep(self.delay)
         finally:
             self.line("end", key, attempt)
-        return Output(f"{key} by {os.getpid()} attempt {attempt}")
+        return subagent_record(f"{key} by {os.getpid()} attempt {attempt}", tool_call_id=tool_call_id)
 
 
 async def main() -> None:

@@ -7,20 +7,17 @@ One contract suite: every test takes `batches` (parametrized over the backends),
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from delegate import Event, Usage
+from delegate import Event, TaskOutput, Usage
 from delegate.batch import Batches, BatchNotFoundError, BatchStateError, ItemInput
 from delegate.batch._queue import WorkQueue
-from delegate.testing import FunctionModel, reply
+from delegate.testing import FunctionModel, reply, subagent_record
 
 from .batch_support import (
     USER,
-    Output,
     QueueLooks,
     Runner,
     batches_fixture,  # noqa: F401  (the `batches` fixture)
@@ -60,12 +57,12 @@ async def test_items_can_be_run_by_a_scripted_model(batches: Batches) -> None:
     model = FunctionModel(lambda request: reply(f"answer to: {request.messages[0].text}"), latency=0.01)
 
     class ModelRunner:
-        async def run_task(self, *, prompt: str, **_: Any) -> Output:
+        async def run_task(self, *, prompt: str, **_: Any) -> TaskOutput:
             from delegate import Message
             from delegate.models import ModelRequest
 
             response = await model.complete(ModelRequest(system="", messages=[Message.user(prompt)]))
-            return Output(summary=response.text, usage=response.usage)
+            return subagent_record(response.text, usage=response.usage)
 
     sub = batches.submit(USER, subagent_type="general-purpose", items=items(3))
     async with worker(batches, ModelRunner()) as w:
@@ -271,27 +268,3 @@ async def test_a_batchs_usage_is_its_items_summed_by_the_database_cost_included(
     odd = batches.get(USER, unpriced.batch.id).usage
     assert (odd.input_tokens, odd.requests, odd.cost_usd) == (5 + 2 * 10, 1 + 2 * 1, None)  # unknown, not a guess
     assert batches.get(USER, queued.batch.id).usage == Usage()  # nothing ran: nothing spent, at no cost
-
-
-async def test_an_items_usage_stored_before_costs_counts_in_the_batch_as_the_item_reads(batches: Batches) -> None:
-    sub = batches.submit(USER, subagent_type="t", items=items(3))
-    async with worker(batches, Runner()) as w:  # each item: 10 in, 5 out, 1 request, $0
-        await finished(w, sub.batch.id)
-
-    def store_without_cost(key: str, requests: int) -> None:
-        old = {"input_tokens": 7, "output_tokens": 1, "cache_read_tokens": 0, "cache_write_tokens": 0}
-        old |= {"requests": requests, "requests_without_usage": 0}
-        with batches.store.write() as conn:
-            conn.execute(
-                sa.text("UPDATE batch_items SET usage = :u WHERE batch_id = :b AND key = :k"),
-                {"u": json.dumps(old), "b": sub.batch.id, "k": key},
-            )
-
-    store_without_cost("item-0", requests=0)  # no request: it cost nothing
-    assert batches.item(USER, sub.batch.id, "item-0").usage == Usage(input_tokens=7, output_tokens=1)
-    assert batches.get(USER, sub.batch.id).usage == Usage(input_tokens=27, output_tokens=11, requests=2)
-    store_without_cost("item-1", requests=1)  # a request whose cost nobody kept
-    assert batches.item(USER, sub.batch.id, "item-1").usage == Usage(
-        input_tokens=7, output_tokens=1, requests=1, cost_usd=None
-    )
-    assert batches.get(USER, sub.batch.id).usage.cost_usd is None

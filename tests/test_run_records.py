@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import ModelError, RunCancelled, RunError, RunLimits, Runtime, RuntimeSettings, Store
+from delegate import ModelError, RunCancelled, RunError, RunLimits, Runtime, RuntimeSettings, Store, TaskOutput
 from delegate._config import DEFAULT_RUN_TIMEOUT
 from delegate.loop import EVENT_VALUE_LIMIT
 from delegate.models import ModelRequest, ModelResponse
@@ -210,17 +210,27 @@ def test_a_result_the_database_refuses_fails_its_own_item_and_the_others_are_sto
 
     def answer(request: ModelRequest) -> ModelResponse:
         prompt = request.messages[-1].text
-        summary = "bad \x00 summary" if "poison" in prompt else f"fine: {prompt[:20]}"
+        summary = "bad \x00 summary" if "nul" in prompt else f"fine: {prompt[:20]}"
         return call("complete", summary=summary)
 
     rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, store=False)
+
+    class Poisoning:
+        """The runtime, but an item whose prompt says `poison` crashes with a NUL in its error."""
+
+        async def run_task(self, **arguments: Any) -> TaskOutput:
+            if "poison" in arguments["prompt"]:
+                raise RuntimeError("bad \x00 error")
+            return await rt.run_task(**arguments)
+
     with Store.open(store_url) as store:
         batches = Batches(store)
-        items = [{"key": f"k{i}", "prompt": "poison" if i == 3 else f"item {i}"} for i in range(8)]
+        prompts = {"k3": "poison", "k5": "nul"}
+        items = [{"key": f"k{i}", "prompt": prompts.get(f"k{i}", f"item {i}")} for i in range(8)]
         batch = batches.submit("default", subagent_type="explore", title="t", items=items).batch
 
         async def go() -> None:
-            async with BatchWorker(batches, rt, retry_delay=0.01) as worker:
+            async with BatchWorker(batches, Poisoning(), retry_delay=0.01) as worker:
                 await worker.wait("default", batch.id)
 
         asyncio.run(go())
@@ -228,6 +238,8 @@ def test_a_result_the_database_refuses_fails_its_own_item_and_the_others_are_sto
         assert done.counts["succeeded"] == 7 and done.counts["failed"] == 1
         poisoned = batches.item("default", batch.id, "k3")
         assert poisoned.status == "failed" and "could not be stored" in (poisoned.error or "")
+        # A record is stored as JSON, where a NUL is an escape: it is kept whole.
+        assert batches.item("default", batch.id, "k5").summary == "bad \x00 summary"
 
 
 def test_of_two_processes_resuming_one_interrupted_run_exactly_one_wins(store: Store) -> None:

@@ -1,4 +1,5 @@
-"""Fake models for tests: a scripted model that replays turns, and a model driven by a function.
+"""Fake models for tests: a scripted model that replays turns, and a model driven by a function;
+and `subagent_record`, what a stand-in for `Runtime.run_task` (a batch's `ItemRunner`) gives back.
 
 ```python
 model = ScriptedModel([call("write_file", path="a.md", content="hi"), reply("done")])
@@ -17,11 +18,22 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from ._messages import Part, TextPart, ToolCallPart
+from ._record import Status, TaskOutput
+from ._time import utc_now
 from ._usage import Usage
 from .models import ModelProfile, ModelRequest, ModelResponse
 from .subagents import LEAD_INSTRUCTIONS
 
-__all__ = ["FunctionModel", "ScriptedModel", "call", "is_lead", "reply", "respond", "system_prompt"]
+__all__ = [
+    "FunctionModel",
+    "ScriptedModel",
+    "call",
+    "is_lead",
+    "reply",
+    "respond",
+    "subagent_record",
+    "system_prompt",
+]
 
 _ids = itertools.count(1)
 
@@ -33,6 +45,36 @@ def reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5) -> Model
         usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1),
         finish_reason="end_turn",
         model="test",
+    )
+
+
+def subagent_record(
+    summary: str = "",
+    *,
+    status: Status = "completed",
+    error: str | None = None,
+    usage: Usage | None = None,
+    acceptance: list[dict[str, Any]] | None = None,
+    tool_call_id: str | None = None,
+) -> TaskOutput:
+    """The record of a subagent that just ran one step, as `Runtime.run_task` gives it back: what
+    an `ItemRunner` standing in for the runtime returns (a batch stores it whole)."""
+    now = utc_now()
+    return TaskOutput(
+        id="sub1",
+        type="general-purpose",
+        description="",
+        tool_call_id=tool_call_id,
+        parent_agent_id="batch",
+        status=status,
+        stop_reason="stop_tool" if status == "completed" else "model_error",
+        summary=summary,
+        steps=1,
+        usage=usage or Usage(input_tokens=10, output_tokens=5, requests=1),
+        acceptance=acceptance,
+        error=error,
+        started_at=now,
+        completed_at=now,
     )
 
 

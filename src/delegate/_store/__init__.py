@@ -41,6 +41,7 @@ from ._rows import (
     RunRow,
     RunSummary,
     UserRow,
+    record_json,
     stored_fields,
 )
 from ._schema import Migration
@@ -60,6 +61,7 @@ __all__ = [
     "StoreError",
     "ThreadSummary",
     "UserRow",
+    "record_json",
     "stored_fields",
     "why_not_continuable",
 ]

@@ -187,6 +187,12 @@ def json_text(value: Any) -> str:
         return to_json(safe_json(value), fallback=str).decode()
 
 
+def record_json(record: TaskOutput) -> str:
+    """A subagent's record as one JSON text: its `to_dict`, the object `runs show --json` lists in
+    `subagents` (how a batch item keeps the record of its attempt; `TaskOutput.from_dict` reads it)."""
+    return json_text(record.to_dict())
+
+
 EVENTS_PER_ROW = 64
 """The most events one `events` row holds (see `_schema._event_pack_column`)."""
 

@@ -19,6 +19,7 @@ sub.batch.id, sub.created                 # created=False: the same (run_id, too
 batches.get(user_id, batch_id)            # Batch: status, counts per item status, caps, times
 batches.list_batches(user_id, offset=0, limit=50)
 batches.items(user_id, batch_id, status="failed", offset=0, limit=100)   # list[BatchItem]
+item.record                               # its subagent's TaskOutput, stored whole (None: none ran)
 batches.item(user_id, batch_id, key)
 batches.pause(user_id, batch_id)          # no new starts; running items finish
 batches.resume(user_id, batch_id)
@@ -27,7 +28,8 @@ batches.retry(user_id, batch_id)          # all failed items -> queued; returns 
 batches.retry(user_id, batch_id, key)     # one failed item
 for row in batches.export_rows(user_id, batch_id): ...   # JSON Lines rows, read a page at a time
 
-async with BatchWorker(batches, runtime, concurrency=500) as worker:   # runtime: an ItemRunner
+async with BatchWorker(batches, runtime, concurrency=500) as worker:   # runtime: an ItemRunner,
+                                          # whose run_task gives back the subagent's TaskOutput
     await worker.wait(user_id, batch_id)      # `submit` without --detach: serve until it ends
     await worker.serve_forever()              # `delegate batch worker`: until worker.stop()
 ```
@@ -63,7 +65,8 @@ The lead's tools: `batch_tools(batches, known_types=...)` gives `batch_task`, `b
 `list_uploaded_files` tool.
 """
 
-from ._engine import BatchWorker, ItemOutput, ItemRunner, RunnerFactory, system_database_url
+from ._engine import BatchWorker, ItemRunner, RunnerFactory, system_database_url
+from ._migrations import BATCH_MIGRATIONS
 from ._model import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_LIVE_ITEMS,
@@ -87,7 +90,7 @@ from ._model import (
     repeated_fields,
 )
 from ._queue import ServeInfo
-from ._store import BATCH_MIGRATIONS, Batches, BatchStoreError
+from ._store import Batches, BatchStoreError
 from ._tools import batch_tools
 
 __all__ = [
@@ -111,7 +114,6 @@ __all__ = [
     "BatchWorker",
     "Batches",
     "ItemInput",
-    "ItemOutput",
     "ItemRunner",
     "ItemStatus",
     "RunnerFactory",

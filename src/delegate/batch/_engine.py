@@ -52,12 +52,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import sqlalchemy as sa
 
@@ -65,8 +65,8 @@ from .._errors import UserError
 from .._events import Event, EventSink, EventType
 from .._lease import host_identity as _host_identity
 from .._lease import process_gone as _process_gone
-from .._text import safe_json, safe_text
-from .._usage import Usage
+from .._text import safe_text
+from ..subagents import TaskOutput
 from ._model import Batch
 from ._queue import AttemptResult, ClaimedItem, ServeInfo, WorkQueue
 from ._store import Batches
@@ -75,32 +75,8 @@ _T = TypeVar("_T")
 
 
 @runtime_checkable
-class ItemOutput(Protocol):
-    """What running one item gives back (`delegate.subagents.TaskOutput` has this shape)."""
-
-    @property
-    def status(self) -> str: ...
-    @property
-    def summary(self) -> str: ...
-    @property
-    def artifacts(self) -> Sequence[Any]: ...
-    @property
-    def skipped(self) -> Sequence[Any]: ...
-    @property
-    def steps(self) -> int: ...
-    @property
-    def usage(self) -> Usage: ...
-    @property
-    def acceptance(self) -> list[dict[str, Any]] | None: ...
-    @property
-    def result(self) -> Any: ...
-    @property
-    def error(self) -> str | None: ...
-
-
-@runtime_checkable
 class ItemRunner(Protocol):
-    """Runs one item as a subagent. `delegate.Runtime` is one."""
+    """Runs one item as a subagent and gives back its record. `delegate.Runtime` is one."""
 
     async def run_task(
         self,
@@ -114,7 +90,7 @@ class ItemRunner(Protocol):
         tool_call_id: str | None,
         token_budget: int | None = None,
         max_requests: int | None = None,
-    ) -> ItemOutput: ...
+    ) -> TaskOutput: ...
 
 
 RunnerFactory = Callable[[str, str | None], ItemRunner]
@@ -412,7 +388,7 @@ class BatchWorker:
         info = serving.info
         current = asyncio.current_task()
         try:
-            output = await serving.runner.run_task(
+            record = await serving.runner.run_task(
                 subagent_type=info.subagent_type,
                 prompt=item.prompt,
                 description=f"{info.title} [{item.key}]"[:200],
@@ -423,7 +399,10 @@ class BatchWorker:
                 token_budget=item.token_budget,
                 max_requests=item.max_requests,
             )
-            result = _attempt_result(item, output)
+            if isinstance(record, TaskOutput):  # pyright: ignore[reportUnnecessaryIsInstance] - a user's runner
+                result = AttemptResult(item_id=item.id, attempt=item.attempt, record=record)
+            else:  # no attempt can mend that runner
+                result = _failed(item, f"the runner gave back a {type(record).__name__}, not a TaskOutput", retry=False)
         except asyncio.CancelledError:
             # Cancelled batch (already recorded) or a stopping worker (the item is given back).
             self._in_flight -= 1
@@ -431,9 +410,9 @@ class BatchWorker:
                 serving.tasks.discard(current)
             raise
         except UserError as exc:  # an unknown type, bad criteria: no attempt can mend that
-            result = _failed(item, "error", str(exc), retry=False)
+            result = _failed(item, str(exc), retry=False)
         except Exception as exc:  # the runner's crash is this attempt's failure, never the worker's
-            result = _failed(item, "error", f"{type(exc).__name__}: {exc}")
+            result = _failed(item, f"{type(exc).__name__}: {exc}")
         self._done.append(_Done(serving=serving, item=item, result=result))
         if current is not None:
             serving.tasks.discard(current)
@@ -543,46 +522,15 @@ class BatchWorker:
             )
 
 
-def _attempt_result(item: ClaimedItem, output: ItemOutput) -> AttemptResult:
-    error = output.error if output.status != "completed" else None
-    return AttemptResult(
-        item_id=item.id,
-        attempt=item.attempt,
-        succeeded=output.status == "completed",
-        outcome=output.status,
-        summary=safe_text(output.summary),
-        artifacts=safe_json([_as_dict(a) for a in output.artifacts]),
-        skipped=safe_json([_as_dict(s) for s in output.skipped]),
-        steps=output.steps,
-        usage=output.usage,
-        acceptance=safe_json(output.acceptance),
-        result=safe_json(output.result),
-        error=None if error is None else safe_text(error),
-    )
-
-
 def _unstorable(done: _Done, exc: BaseException) -> _Done:
     """A failed attempt in place of a result the database refused, saying why (stored once)."""
-    error = safe_text(f"the result could not be stored: {type(exc).__name__}: {exc}"[:2000])
-    result = AttemptResult(
-        item_id=done.item.id, attempt=done.item.attempt, succeeded=False, outcome="error", error=error, retry=False
-    )
-    return _Done(serving=done.serving, item=done.item, result=result)
+    error = f"the result could not be stored: {type(exc).__name__}: {exc}"[:2000]
+    return _Done(serving=done.serving, item=done.item, result=_failed(done.item, error, retry=False))
 
 
-def _failed(item: ClaimedItem, outcome: str, error: str, *, retry: bool = True) -> AttemptResult:
-    return AttemptResult(
-        item_id=item.id, attempt=item.attempt, succeeded=False, outcome=outcome, error=error, retry=retry
-    )
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return {str(k): v for k, v in cast(dict[Any, Any], value).items()}
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return _as_dict(to_dict())
-    return {"value": str(value)}
+def _failed(item: ClaimedItem, error: str, *, retry: bool = True) -> AttemptResult:
+    """An attempt that ended without a subagent's record (the runner failed before, or after)."""
+    return AttemptResult(item_id=item.id, attempt=item.attempt, error=safe_text(error), retry=retry)
 
 
 def _log(message: str) -> None:

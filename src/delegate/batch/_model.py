@@ -16,7 +16,7 @@ from .._errors import ToolError, UserError
 from .._time import iso
 from .._usage import Usage
 from ..loop import RunBudget
-from ..subagents import parse_criteria
+from ..subagents import TaskOutput, parse_criteria
 
 ItemStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 """An item's status. `succeeded` means the execution finished; its acceptance verdict is separate."""
@@ -175,7 +175,15 @@ class Batch:
 
 @dataclass(kw_only=True, slots=True)
 class BatchItem:
-    """One item and what its run gave back. `acceptance` is the verdict, kept apart from `status`."""
+    """One item, and the record of the subagent its last attempt ran.
+
+    `record` is that subagent's `TaskOutput`: the same record, with the same `to_dict`, that a run
+    keeps for each of its subagents (`runs show --json`'s `subagents`); None until an attempt ran
+    one (an attempt can end without: the runner failed before any subagent started). `summary`,
+    `artifacts`, `usage` and the rest are read from it. `outcome` is how the last attempt ended
+    (the record's status, unless the item ended otherwise), `error` why the item failed or was
+    cancelled. `acceptance` is the verdict, kept apart from `status`.
+    """
 
     batch_id: str
     key: str
@@ -184,29 +192,53 @@ class BatchItem:
     status: ItemStatus
     attempts: int = 0
     acceptance_criteria: list[str] | None = None
+    record: TaskOutput | None = None
     outcome: str | None = None
-    summary: str | None = None
-    artifacts: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    skipped: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    steps: int | None = None
-    usage: Usage | None = None
-    acceptance: list[dict[str, Any]] | None = None
-    result: Any = None
     error: str | None = None
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     next_attempt_at: datetime | None = None
 
+    @property
+    def summary(self) -> str | None:
+        return None if self.record is None else self.record.summary
+
+    @property
+    def artifacts(self) -> list[dict[str, Any]]:
+        return [] if self.record is None else [a.to_dict() for a in self.record.artifacts]
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        return [] if self.record is None else [s.to_dict() for s in self.record.skipped]
+
+    @property
+    def steps(self) -> int | None:
+        return None if self.record is None else self.record.steps
+
+    @property
+    def usage(self) -> Usage | None:
+        return None if self.record is None else self.record.usage
+
+    @property
+    def acceptance(self) -> list[dict[str, Any]] | None:
+        return None if self.record is None else self.record.acceptance
+
+    @property
+    def result(self) -> Any:
+        return None if self.record is None else self.record.result
+
     def export_row(self) -> dict[str, Any]:
-        """One JSON Lines row of `delegate batch export` and `GET /batches/{id}/results.jsonl`."""
+        """One JSON Lines row of `delegate batch export` and `GET /batches/{id}/results.jsonl`:
+        the documented keys, then `record`, the subagent's whole record (`TaskOutput.to_dict`)."""
+        usage = self.usage
         return {
             "key": self.key,
             "status": self.status,
             "attempts": self.attempts,
             "summary": self.summary,
             "artifacts": self.artifacts,
-            "usage": self.usage.to_dict() if self.usage else None,
+            "usage": None if usage is None else usage.to_dict(),
             "acceptance": self.acceptance,
             "result": self.result,
             "error": self.error,
@@ -214,6 +246,7 @@ class BatchItem:
             "steps": self.steps,
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
+            "record": None if self.record is None else self.record.to_dict(),
         }
 
     def to_dict(self) -> dict[str, Any]:

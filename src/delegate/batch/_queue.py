@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -34,23 +34,23 @@ import sqlalchemy as sa
 from pydantic_core import to_json
 from sqlalchemy.engine import Connection
 
+from .._store import record_json
 from .._time import iso, parse_iso, utc_now
-from .._usage import Usage
+from ..subagents import TaskOutput
 from ._model import MAX_INTERRUPTIONS
 from ._store import (
     BATCHES,
     CLAIMED,
     CRITERIA,
     ITEMS,
-    JSON_DICT,
     OPEN,
     STATE,
     WORKERS,
     Batches,
     BatchState,
     StoredStatus,
-    dump_list,
     load_json,
+    stored_counts,
 )
 
 
@@ -96,22 +96,20 @@ class Claim:
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class AttemptResult:
-    """How one attempt ended, as the worker reports it."""
+    """How one attempt ended, as the worker reports it: the record of the subagent it ran, stored
+    as it is (`TaskOutput.to_dict`), or, when it ran none (the runner failed first), the error."""
 
     item_id: int
     attempt: int
-    succeeded: bool
-    outcome: str
-    summary: str | None = None
-    artifacts: list[dict[str, Any]] | None = None
-    skipped: list[dict[str, Any]] | None = None
-    steps: int | None = None
-    usage: Usage | None = None
-    acceptance: list[dict[str, Any]] | None = None
-    result: Any = None
+    record: TaskOutput | None = None
     error: str | None = None
+    """Why the attempt failed without a record."""
     retry: bool = True
     """False for a failure that another attempt cannot mend (bad input or configuration)."""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.record is not None and self.record.status == "completed"
 
 
 class WorkQueue:
@@ -171,18 +169,8 @@ class WorkQueue:
 
     def serve_info(self, batch_id: str) -> ServeInfo | None:
         with self.store.read() as conn:
-            row = conn.execute(sa.select(BATCHES).where(BATCHES.c.id == batch_id)).first()
-        if row is None:
-            return None
-        return ServeInfo(
-            id=row.id,
-            user_id=row.user_id,
-            run_id=row.run_id,
-            title=row.title,
-            subagent_type=row.subagent_type,
-            model=row.model,
-            epoch=row.epoch,
-        )
+            row = conn.execute(sa.select(*_SERVE_COLUMNS).where(BATCHES.c.id == batch_id)).mappings().first()
+        return None if row is None else ServeInfo(**row)
 
     def claim(self, batch_id: str, worker_id: str, room: int, ttl: float) -> Claim:
         """Start up to `room` items: first this worker's retries that are due, then queued items.
@@ -200,13 +188,7 @@ class WorkQueue:
             state = STATE.validate_python(row.state)
             if state == "cancelled":
                 return Claim(items=[], state=state)
-            counts = dict(
-                conn.execute(
-                    sa.select(ITEMS.c.status, sa.func.count())
-                    .where(ITEMS.c.batch_id == batch_id, ITEMS.c.status.in_(OPEN))
-                    .group_by(ITEMS.c.status)
-                ).all()
-            )
+            counts = stored_counts(conn, batch_id, OPEN)
             if not counts:
                 newly = False
                 if row.finished_at is None:
@@ -324,13 +306,7 @@ class WorkQueue:
     def running_count(self, batch_id: str) -> tuple[int, int]:
         """`(running, claimed)` items of a batch right now, straight from the table (for tests and UIs)."""
         with self.store.read() as conn:
-            counts = dict(
-                conn.execute(
-                    sa.select(ITEMS.c.status, sa.func.count())
-                    .where(ITEMS.c.batch_id == batch_id, ITEMS.c.status.in_(CLAIMED))
-                    .group_by(ITEMS.c.status)
-                ).all()
-            )
+            counts = stored_counts(conn, batch_id, CLAIMED)
         return counts.get("running", 0), counts.get("running", 0) + counts.get("waiting", 0)
 
 
@@ -380,6 +356,8 @@ def _release(conn: Connection, owners: list[str], *, interrupted: bool) -> set[s
     return batch_ids
 
 
+_SERVE_COLUMNS = tuple(BATCHES.c[f.name] for f in fields(ServeInfo))
+"""A batch's columns a `ServeInfo` holds, of the same names."""
 # Statements run for every item, built once, with expanding parameters for their id lists.
 _START = (
     ITEMS.update()
@@ -416,14 +394,9 @@ _STORE_RESULT = (
                 "not_before",
                 "finished_at",
                 "outcome",
-                "summary",
-                "artifacts",
-                "skipped",
-                "steps",
-                "usage",
-                "acceptance",
-                "result",
                 "error",
+                "record",
+                "usage",
             )
         }
     )
@@ -432,14 +405,9 @@ _STORE_RESULT = (
 
 
 def _result_values(result: AttemptResult) -> dict[str, Any]:
-    return {
-        "outcome": result.outcome,
-        "summary": result.summary,
-        "artifacts": dump_list(result.artifacts),
-        "skipped": dump_list(result.skipped),
-        "steps": result.steps,
-        "usage": None if result.usage is None else JSON_DICT.dump_json(result.usage.to_dict()).decode(),
-        "acceptance": dump_list(result.acceptance),
-        "result": None if result.result is None else to_json(result.result, fallback=str).decode(),
-        "error": result.error,
-    }
+    """The record whole, in `record` (its status and error are the item's `outcome` and `error`,
+    its usage is in `usage` too, for sums); without one, the attempt's error."""
+    if result.record is None:
+        return {"record": None, "usage": None, "outcome": "error", "error": result.error}
+    usage = to_json(result.record.usage.to_dict()).decode()
+    return {"record": record_json(result.record), "usage": usage, "outcome": None, "error": None}

@@ -16,14 +16,15 @@ from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
-from pydantic_core import from_json
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from .._errors import StoreError
-from .._store import Migration, Store
+from .._store import Store
 from .._time import iso, parse_iso, utc_now
 from .._usage import Usage
+from ..subagents import TaskOutput
+from ._migrations import BATCH_MIGRATIONS, batch_items_0003
 from ._model import (
     ITEM_STATUSES,
     Batch,
@@ -53,7 +54,9 @@ class BatchStoreError(StoreError):
 
 def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
     """The schema the queries below use: `batch.0001_tables` creates it, later migrations change it
-    (copy this function into the frozen `_batch_tables_0001` style before changing a table)."""
+    (before changing a table here, freeze a copy of it in `_migrations.py` for the migration that
+    builds it, as `_batch_tables_0001`; the items are `batch_items_0003`, which is frozen: change a
+    copy)."""
     text = sa.Text
     batches = sa.Table(
         "batches",
@@ -78,41 +81,7 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
         sa.Index("batches_by_user", "user_id", "created_at"),
         sa.Index("batches_by_state", "state", "finished_at"),
     )
-    items = sa.Table(
-        "batch_items",
-        metadata,
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
-        sa.Column("batch_id", text, sa.ForeignKey("batches.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("seq", sa.Integer, nullable=False),
-        sa.Column("key", text, nullable=False),
-        sa.Column("prompt", text, nullable=False),
-        sa.Column("criteria", text, nullable=True),
-        sa.Column("status", text, nullable=False),
-        sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("interruptions", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("lease_owner", text, nullable=True),
-        sa.Column("not_before", text, nullable=True),
-        sa.Column("outcome", text, nullable=True),
-        sa.Column("summary", text, nullable=True),
-        sa.Column("artifacts", text, nullable=True),
-        sa.Column("skipped", text, nullable=True),
-        sa.Column("steps", sa.Integer, nullable=True),
-        sa.Column("usage", text, nullable=True),
-        sa.Column("acceptance", text, nullable=True),
-        sa.Column("error", text, nullable=True),
-        sa.Column("created_at", text, nullable=False),
-        # Added by batch.0002_item_results: the typed result (JSON) and the item's run-wide budgets.
-        sa.Column("result", text, nullable=True),
-        sa.Column("token_budget", sa.Integer, nullable=True),
-        sa.Column("max_requests", sa.Integer, nullable=True),
-        sa.Column("started_at", text, nullable=True),
-        sa.Column("finished_at", text, nullable=True),
-        sa.UniqueConstraint("batch_id", "key", name="batch_items_key"),
-        sa.Index("batch_items_by_seq", "batch_id", "seq"),
-        sa.Index("batch_items_by_status", "batch_id", "status", "seq"),
-        sa.Index("batch_items_by_owner", "lease_owner"),
-    )
+    items = batch_items_0003(metadata)
     workers = sa.Table(
         "batch_workers",
         metadata,
@@ -127,100 +96,10 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
     )
     return batches, items, workers
 
-
-def _batch_tables_0001(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
-    """The schema as migration `batch.0001_tables` created it (frozen)."""
-    text = sa.Text
-    batches = sa.Table(
-        "batches",
-        metadata,
-        sa.Column("id", text, primary_key=True),
-        sa.Column("user_id", text, nullable=False),
-        sa.Column("run_id", text, nullable=True),
-        sa.Column("tool_call_id", text, nullable=True),
-        sa.Column("title", text, nullable=False),
-        sa.Column("subagent_type", text, nullable=False),
-        sa.Column("model", text, nullable=True),
-        sa.Column("max_running", sa.Integer, nullable=False),
-        sa.Column("max_live", sa.Integer, nullable=False),
-        sa.Column("max_attempts", sa.Integer, nullable=False),
-        sa.Column("state", text, nullable=False),
-        # Bumped by resume and retry, so a worker starts a fresh serving session (DBOS workflow).
-        sa.Column("epoch", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("item_count", sa.Integer, nullable=False),
-        sa.Column("created_at", text, nullable=False),
-        sa.Column("finished_at", text, nullable=True),
-        sa.UniqueConstraint("user_id", "run_id", "tool_call_id", name="batches_tool_call"),
-        sa.Index("batches_by_user", "user_id", "created_at"),
-        sa.Index("batches_by_state", "state", "finished_at"),
-    )
-    items = sa.Table(
-        "batch_items",
-        metadata,
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
-        sa.Column("batch_id", text, sa.ForeignKey("batches.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("seq", sa.Integer, nullable=False),
-        sa.Column("key", text, nullable=False),
-        sa.Column("prompt", text, nullable=False),
-        sa.Column("criteria", text, nullable=True),
-        sa.Column("status", text, nullable=False),
-        sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("interruptions", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("lease_owner", text, nullable=True),
-        sa.Column("not_before", text, nullable=True),
-        sa.Column("outcome", text, nullable=True),
-        sa.Column("summary", text, nullable=True),
-        sa.Column("artifacts", text, nullable=True),
-        sa.Column("skipped", text, nullable=True),
-        sa.Column("steps", sa.Integer, nullable=True),
-        sa.Column("usage", text, nullable=True),
-        sa.Column("acceptance", text, nullable=True),
-        sa.Column("error", text, nullable=True),
-        sa.Column("created_at", text, nullable=False),
-        sa.Column("started_at", text, nullable=True),
-        sa.Column("finished_at", text, nullable=True),
-        sa.UniqueConstraint("batch_id", "key", name="batch_items_key"),
-        sa.Index("batch_items_by_seq", "batch_id", "seq"),
-        sa.Index("batch_items_by_status", "batch_id", "status", "seq"),
-        sa.Index("batch_items_by_owner", "lease_owner"),
-    )
-    workers = sa.Table(
-        "batch_workers",
-        metadata,
-        sa.Column("id", text, primary_key=True),
-        sa.Column("name", text, nullable=False),
-        sa.Column("host", text, nullable=False),
-        sa.Column("pid", sa.Integer, nullable=False),
-        # Free slots at the last heartbeat: workers with none do not count when shares are worked out.
-        sa.Column("free", sa.Integer, nullable=False, server_default="1"),
-        sa.Column("started_at", text, nullable=False),
-        sa.Column("heartbeat_at", text, nullable=False),
-    )
-    return batches, items, workers
-
-
-def _m0001_tables(conn: Connection) -> None:
-    metadata = sa.MetaData()
-    _batch_tables_0001(metadata)
-    metadata.create_all(conn)
-
-
-def _m0002_item_results(conn: Connection) -> None:
-    for column in ("result TEXT", "token_budget INTEGER", "max_requests INTEGER"):
-        conn.execute(sa.text(f"ALTER TABLE batch_items ADD COLUMN {column}"))
-
-
-BATCH_MIGRATIONS: tuple[Migration, ...] = (
-    Migration("batch.0001_tables", _m0001_tables),
-    Migration("batch.0002_item_results", _m0002_item_results),
-)
-"""Our steps for `Store.migrate`; `Batches(store)` applies them."""
 
 BATCHES, ITEMS, WORKERS = batch_tables(sa.MetaData())
 _json_list: TypeAdapter[list[Any]] = TypeAdapter(list[Any])
-JSON_DICT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
-_json_objects: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
+_JSON_DICT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 CRITERIA: TypeAdapter[list[str]] = TypeAdapter(list[str])
 _stored_status: TypeAdapter[StoredStatus] = TypeAdapter(StoredStatus)
 _moment: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
@@ -491,13 +370,9 @@ class Batches:
                     not_before=None,
                     finished_at=None,
                     outcome=None,
-                    summary=None,
-                    artifacts=None,
-                    skipped=None,
-                    steps=None,
-                    usage=None,
-                    acceptance=None,
                     error=None,
+                    record=None,
+                    usage=None,
                 )
             ).rowcount
             if count:
@@ -520,11 +395,19 @@ def _owned(conn: Connection, user_id: str, batch_id: str, *, lock: bool = False)
     return row
 
 
+def stored_counts(conn: Connection, batch_id: str, among: Sequence[StoredStatus] = ()) -> dict[StoredStatus, int]:
+    """How many of the batch's items are in each stored status (`among` these only, when given)."""
+    query = sa.select(ITEMS.c.status, sa.func.count()).where(ITEMS.c.batch_id == batch_id)
+    if among:
+        query = query.where(ITEMS.c.status.in_(among))
+    rows = conn.execute(query.group_by(ITEMS.c.status)).all()
+    return {_checked(_stored_status, status, "batch_items", batch_id, "status"): n for status, n in rows}
+
+
 def _counts(conn: Connection, batch_id: str) -> dict[ItemStatus, int]:
     counts: dict[ItemStatus, int] = dict.fromkeys(ITEM_STATUSES, 0)
-    query = sa.select(ITEMS.c.status, sa.func.count()).where(ITEMS.c.batch_id == batch_id).group_by(ITEMS.c.status)
-    for status, n in conn.execute(query).all():
-        counts[_public(_checked(_stored_status, status, "batch_items", batch_id, "status"))] += n
+    for status, n in stored_counts(conn, batch_id).items():
+        counts[_public(status)] += n
     return counts
 
 
@@ -548,10 +431,10 @@ _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_writ
 
 
 def _usage(conn: Connection, batch_id: str) -> Usage:
-    """What the batch's items spent so far, summed by the database from each item's usage JSON:
-    its cost is unknown (None) when an item's is (a model without a price, or stored before costs
-    after a request: `Usage.from_dict` reads such an item's cost as unknown, and one without a
-    request as nothing)."""
+    """What the batch's items spent so far, summed by the database from each item's record's usage
+    (its `usage` column): its cost is unknown (None) when an item's is (a model without a price;
+    one stored before costs after a request, as `Usage.from_dict` reads it and migration
+    batch.0003_item_records wrote it; one without a request cost nothing)."""
     # SQLite reads JSON text as it is (a CAST to its unknown JSON type would make it a number);
     # PostgreSQL needs the text cast to json.
     as_json = sa.type_coerce if conn.dialect.name == "sqlite" else sa.cast
@@ -599,7 +482,7 @@ def _item(row: sa.Row[Any]) -> BatchItem:
     where = f"{row.batch_id}/{row.key}"
     stored = _checked(_stored_status, row.status, "batch_items", where, "status")
     try:
-        usage = None if row.usage is None else Usage.from_dict(JSON_DICT.validate_json(row.usage))
+        record = None if row.record is None else TaskOutput.from_dict(_JSON_DICT.validate_json(row.record))
         return BatchItem(
             batch_id=row.batch_id,
             key=row.key,
@@ -608,15 +491,9 @@ def _item(row: sa.Row[Any]) -> BatchItem:
             status=_public(stored),
             attempts=row.attempts,
             acceptance_criteria=load_json(CRITERIA, row.criteria),
-            outcome=row.outcome,
-            summary=row.summary,
-            artifacts=load_json(_json_objects, row.artifacts) or [],
-            skipped=load_json(_json_objects, row.skipped) or [],
-            steps=row.steps,
-            usage=usage,
-            acceptance=load_json(_json_objects, row.acceptance),
-            result=None if row.result is None else from_json(row.result),
-            error=row.error,
+            record=record,
+            outcome=record.status if row.outcome is None and record is not None else row.outcome,
+            error=row.error if row.error is not None else _record_error(record),
             created_at=parse_iso(row.created_at),
             started_at=parse_iso(row.started_at),
             finished_at=parse_iso(row.finished_at),
@@ -627,6 +504,11 @@ def _item(row: sa.Row[Any]) -> BatchItem:
             f"batch_items row {where!r} holds data delegate cannot read ({exc}); "
             "it was changed outside delegate or by another version"
         ) from None
+
+
+def _record_error(record: TaskOutput | None) -> str | None:
+    """The error an item shows from its record: one that did not complete says why."""
+    return None if record is None or record.status == "completed" else record.error
 
 
 def dump_list(value: list[Any] | None) -> str | None:

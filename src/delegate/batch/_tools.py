@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,7 @@ from ..tools import Tool, ToolContext, ToolReturn
 from ._model import MAX_ITEMS, MAX_LIVE_ITEMS, MAX_RUNNING_ITEMS, ItemInput
 from ._store import Batches
 
+_T = TypeVar("_T")
 KnownTypes = Iterable[str] | Callable[[], Iterable[str]] | None
 
 
@@ -70,22 +71,19 @@ def batch_tools(
         batch_status to follow it. Do not start `task` calls for these items.
         """
         types = known_types() if callable(known_types) else known_types
-        try:
-            submission = await asyncio.to_thread(
-                batches.submit,
-                ctx.user_id,
-                title=title,
-                subagent_type=subagent_type,
-                items=[ItemInput(key=i.key, prompt=i.prompt, acceptance_criteria=i.acceptance_criteria) for i in items],
-                max_live_items=max_live_items,
-                max_running_items=max_running_items,
-                run_id=ctx.run_id,
-                tool_call_id=ctx.tool_call_id,
-                known_types=types,
-                model=model,
-            )
-        except UserError as exc:
-            raise ToolError(str(exc)) from None
+        submission = await _told(
+            batches.submit,
+            ctx.user_id,
+            title=title,
+            subagent_type=subagent_type,
+            items=[ItemInput(key=i.key, prompt=i.prompt, acceptance_criteria=i.acceptance_criteria) for i in items],
+            max_live_items=max_live_items,
+            max_running_items=max_running_items,
+            run_id=ctx.run_id,
+            tool_call_id=ctx.tool_call_id,
+            known_types=types,
+            model=model,
+        )
         batch = submission.batch
         if submission.created:
             ctx.event(
@@ -109,20 +107,14 @@ def batch_tools(
         ctx: ToolContext, batch_id: Annotated[str, Field(description="The id batch_task returned.")]
     ) -> ToolReturn:
         """The status of a batch and how many of its items are in each status."""
-        try:
-            batch = await asyncio.to_thread(batches.get, ctx.user_id, batch_id)
-        except UserError as exc:
-            raise ToolError(str(exc)) from None
+        batch = await _told(batches.get, ctx.user_id, batch_id)
         return ToolReturn(content=batch.render(), data=batch.to_dict())
 
     async def cancel_batch(
         ctx: ToolContext, batch_id: Annotated[str, Field(description="The id batch_task returned.")]
     ) -> ToolReturn:
         """Cancel a batch: queued items never start, running ones are stopped. It cannot be undone."""
-        try:
-            batch = await asyncio.to_thread(batches.cancel, ctx.user_id, batch_id)
-        except UserError as exc:
-            raise ToolError(str(exc)) from None
+        batch = await _told(batches.cancel, ctx.user_id, batch_id)
         return ToolReturn(content=f"Cancelled. {batch.render()}", data=batch.to_dict())
 
     tools = [Tool.from_function(f) for f in (batch_task, batch_status, cancel_batch)]
@@ -133,3 +125,11 @@ def batch_tools(
     if listed is not None:
         tools[0].spec.id_params = {"subagent_type": IdChoice(known=tuple(listed))}
     return tools
+
+
+async def _told(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """`call` run off the event loop; what it refuses (`UserError`) is a failed tool result the model reads."""
+    try:
+        return await asyncio.to_thread(call, *args, **kwargs)
+    except UserError as exc:
+        raise ToolError(str(exc)) from None
