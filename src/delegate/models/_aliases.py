@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -104,6 +103,8 @@ def parse_aliases(entries: Iterable[str], where: str) -> dict[str, str]:
 def _from_file(path: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
+    import tomllib  # on first use: most workspaces have no aliases file
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -57,6 +57,15 @@ def _tool_result() -> TypeAdapter[ToolResultPart]:
     return TypeAdapter(ToolResultPart)
 
 
+@functools.cache
+def _checkpoint_type() -> type[Checkpoint]:
+    """`Checkpoint`, from the store (which a storeless process never imports: SQLAlchemy is 14 MB),
+    looked up once, not once a checkpoint."""
+    from .._store import Checkpoint
+
+    return Checkpoint
+
+
 _Subagent = tuple[str, TaskOutput, str | None]
 """A finished subagent's record, with its run's id and its key (None: it is not kept for a
 resume), as the store takes it: one row that is also its checkpoint."""
@@ -145,7 +154,10 @@ class Recorder:
     def emit(self, event: Event) -> None:
         event = event.safe()  # a tool's or a model's lone surrogate reaches no sink (see `Event.safe`)
         if self.store is not None:
-            self._put(event)
+            self._queue.append(event)  # `_put`, spelled out: eight events a subagent
+            if self._idle:
+                with self._cond:
+                    self._cond.notify()
         for sink in self.sinks:
             sink(event)
 
@@ -158,9 +170,7 @@ class Recorder:
     def checkpoint(self, kind: str, key: str, data: dict[str, Any]) -> None:
         if self.store is None:
             return
-        from .._store import Checkpoint
-
-        self._put(Checkpoint(run_id=self.run_id, kind=kind, key=key, data=data))
+        self._put(_checkpoint_type()(run_id=self.run_id, kind=kind, key=key, data=data))
 
     def subagent_finished(self, key: str | None, record: TaskOutput) -> None:
         """Store a finished subagent's record now, and (with `key`) keep it for a resume: its

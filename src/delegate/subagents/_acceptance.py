@@ -38,7 +38,6 @@ import os
 import re
 import stat
 import time
-import unicodedata
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -174,6 +173,8 @@ def neutralise(text: str) -> str:
     4. every character of a run of three or more backticks or tildes gets a backslash before it
        (``` becomes \\`\\`\\`), so no code fence can open or close.
     """
+    import unicodedata  # on first use: only acceptance criteria need it
+
     cleaned = "".join("\ufffd" if unicodedata.category(ch) == "Cc" and not ch.isspace() else ch for ch in text)
     cleaned = " ".join(cleaned.split())
     cleaned = _TAG_OPEN.sub("&lt;", cleaned)
