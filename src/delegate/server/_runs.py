@@ -374,7 +374,8 @@ class RunRequest(BaseModel):
     approval_timeout: float | None = Field(
         default=None,
         gt=0,
-        description="Seconds a call under an `ask` rule waits for a person before it is denied (default: the server's).",
+        description="Seconds a call under an `ask` rule waits for a decision before it is denied (default: the "
+        "server's --approval-timeout).",
     )
     continue_from: str | None = Field(
         default=None,
