@@ -72,7 +72,7 @@ _KILLED_RUN = textwrap.dedent(
     import asyncio, sys
     sys.path.insert(0, sys.argv[3])
     from bench_subagents import fan_out_model
-    from delegate import Runtime
+    from delegate import Runtime, RunLimits
     from delegate.models import ModelRequest, ModelResponse
     from delegate.subagents import LEAD_INSTRUCTIONS
     from delegate.testing import FunctionModel
@@ -84,7 +84,9 @@ _KILLED_RUN = textwrap.dedent(
             await asyncio.Event().wait()  # the lead's last turn never comes: the process is killed here
         return await fan_out.complete(request)
 
-    rt = Runtime(model=FunctionModel(answer), workspace=sys.argv[1], max_parallel=None, max_subagents=None)
+    rt = Runtime(
+        model=FunctionModel(answer), workspace=sys.argv[1], limits=RunLimits(max_parallel=None, max_subagents=None)
+    )
     asyncio.run(rt.run("fan out"))
     """
 )
