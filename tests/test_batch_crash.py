@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from delegate.batch import Batches
+from delegate.batch._store import ITEMS
 
 from .batch_support import (
     USER,
@@ -36,8 +38,10 @@ class Workers:
         self.processes: list[subprocess.Popen[str]] = []
         self.killed: dict[int, float] = {}
 
-    def start(self) -> subprocess.Popen[str]:
-        process = subprocess.Popen(worker_command(*self.args), stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    def start(self, *extra: str) -> subprocess.Popen[str]:
+        """A worker process; `extra`: its CONCURRENCY and FAIL (see batch_worker_process.py)."""
+        command = worker_command(*self.args, *extra)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=subprocess_env())
         assert process.stdout is not None
         assert process.stdout.readline().strip() == "ready", "the worker did not start"
         self.processes.append(process)
@@ -161,3 +165,46 @@ def test_a_killed_worker_not_yet_reaped_counts_as_gone() -> None:
     assert _process_gone(process.pid)  # a zombie: its claims can be taken back at once
     process.wait()
     assert _process_gone(process.pid)
+
+
+def test_a_kill_between_attempts_neither_loses_nor_double_counts_what_they_spent(
+    batches: Batches, workers: Workers
+) -> None:
+    """Each item's first two attempts fail; attempt n spends 100**(n-1) input tokens, so each pair
+    of digits of an item's total counts how often attempt n was counted. Workers are killed while
+    attempts run and retries wait; every attempt whose failure or success was stored is counted
+    once, none that stored nothing is."""
+    log = workers.args[2]
+    sub = batches.submit(USER, subagent_type="t", items=items(60), max_running_items=10, max_live_items=60)
+    batch_id = sub.batch.id
+    for kills in range(2):
+        process = workers.start("500", "2")
+        wait_until(lambda n=kills, p=process.pid: progress(log, p)[0] >= 50 * (n + 1) and progress(log, p)[1] >= 3)
+        workers.kill(process)
+    survivor = workers.start("500", "2")
+    wait_until(lambda: batches.get(USER, batch_id).done)
+
+    runs = read_log(log, workers.killed)
+    assert any(end in workers.killed.values() for end in (e for _, e in runs.values()))  # attempts were cut
+    with batches.store.read() as conn:
+        query = sa.select(ITEMS.c.key, ITEMS.c.failures).where(ITEMS.c.batch_id == batch_id)
+        failures = dict(conn.execute(query).all())
+    total_tokens = total_requests = carried = 0
+    for item in batches.items(USER, batch_id, limit=60):
+        assert item.status == "succeeded" and item.usage is not None
+        counted = {n for n in range(1, item.attempts + 1) if item.usage.input_tokens // 100 ** (n - 1) % 100}
+        assert item.usage.input_tokens == sum(100 ** (n - 1) for n in counted)  # none counted twice
+        assert item.usage.requests == len(counted)
+        assert item.usage.cost_usd == pytest.approx(0.001 * len(counted), rel=1e-9)
+        ended = {n for (key, n, _), (_, end) in runs.items() if key == item.key and end not in workers.killed.values()}
+        assert counted <= ended  # only attempts that ended
+        assert len(counted & {1, 2}) == failures[item.key]  # each stored failure counted, none else
+        assert int((item.summary or "").split()[-1]) in counted  # and the success stored
+        mine = {n for (key, n, pid) in runs if key == item.key and pid == survivor.pid}
+        assert mine <= counted  # the surviving worker stored all it ran
+        carried += len(counted - mine)
+        total_tokens += item.usage.input_tokens
+        total_requests += item.usage.requests
+    assert carried  # attempts stored by killed workers count beside those after the kill
+    usage = batches.get(USER, batch_id).usage
+    assert (usage.input_tokens, usage.requests) == (total_tokens, total_requests)

@@ -94,9 +94,10 @@ def test_an_old_item_record_is_the_subagent_record_its_runner_gave_back(store_ur
         assert flaky.record.usage.cost_usd is None  # stored before costs were kept, after a request
         crashed = batches.item(USER, batch_id, "crashed")  # the runner failed: no subagent, no record
         assert (crashed.record, crashed.outcome, crashed.error) == (None, "error", "RuntimeError: boom")
-        with store.read() as conn:  # the usage summed for the batch is each record's own
-            stored = conn.execute(sa.select(ITEMS.c.record, ITEMS.c.usage).where(ITEMS.c.record.is_not(None))).all()
-        assert stored and all(json.loads(r.record)["usage"] == json.loads(r.usage) for r in stored)
+        with store.read() as conn:  # an old item's total (batch.0004) is its last attempt's record's usage
+            query = sa.select(ITEMS.c.record, ITEMS.c.total_usage).where(ITEMS.c.record.is_not(None))
+            stored = conn.execute(query).all()
+        assert stored and all(json.loads(r.record)["usage"] == json.loads(r.total_usage) for r in stored)
     finally:
         store.close()
 

@@ -66,6 +66,7 @@ from .._events import Event, EventSink, EventType
 from .._lease import host_identity as _host_identity
 from .._lease import process_gone as _process_gone
 from .._text import safe_text
+from .._usage import Usage
 from ..subagents import TaskOutput
 from ._model import Batch
 from ._queue import AttemptResult, ClaimedItem, ServeInfo, WorkQueue
@@ -523,14 +524,16 @@ class BatchWorker:
 
 
 def _unstorable(done: _Done, exc: BaseException) -> _Done:
-    """A failed attempt in place of a result the database refused, saying why (stored once)."""
+    """A failed attempt in place of a result the database refused, saying why (stored once), and
+    what its subagent spent (counted in the item's usage all the same)."""
     error = f"the result could not be stored: {type(exc).__name__}: {exc}"[:2000]
-    return _Done(serving=done.serving, item=done.item, result=_failed(done.item, error, retry=False))
+    failed = _failed(done.item, error, retry=False, spent=done.result.usage)
+    return _Done(serving=done.serving, item=done.item, result=failed)
 
 
-def _failed(item: ClaimedItem, error: str, *, retry: bool = True) -> AttemptResult:
+def _failed(item: ClaimedItem, error: str, *, retry: bool = True, spent: Usage | None = None) -> AttemptResult:
     """An attempt that ended without a subagent's record (the runner failed before, or after)."""
-    return AttemptResult(item_id=item.id, attempt=item.attempt, error=safe_text(error), retry=retry)
+    return AttemptResult(item_id=item.id, attempt=item.attempt, error=safe_text(error), retry=retry, spent=spent)
 
 
 def _log(message: str) -> None:

@@ -137,6 +137,46 @@ def batch_items_0003(metadata: sa.MetaData) -> sa.Table:
     )
 
 
+def batch_items_0004(metadata: sa.MetaData) -> sa.Table:
+    """`batch_items` as migration `batch.0004_item_usage_totals` left it (frozen): `batch_items_0003`
+    with `usage` renamed `total_usage`, what all the item's attempts spent."""
+    text = sa.Text
+    return sa.Table(
+        "batch_items",
+        metadata,
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+        sa.Column("batch_id", text, sa.ForeignKey("batches.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("seq", sa.Integer, nullable=False),
+        sa.Column("key", text, nullable=False),
+        sa.Column("prompt", text, nullable=False),
+        sa.Column("criteria", text, nullable=True),
+        sa.Column("status", text, nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("interruptions", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("lease_owner", text, nullable=True),
+        sa.Column("not_before", text, nullable=True),
+        # How the last attempt ended and why the item failed, when its record does not say it: an
+        # attempt that ended without a subagent, an item cancelled or whose workers died too often.
+        sa.Column("outcome", text, nullable=True),
+        sa.Column("error", text, nullable=True),
+        sa.Column("created_at", text, nullable=False),
+        sa.Column("token_budget", sa.Integer, nullable=True),
+        sa.Column("max_requests", sa.Integer, nullable=True),
+        sa.Column("started_at", text, nullable=True),
+        sa.Column("finished_at", text, nullable=True),
+        # The subagent record of the last attempt that ran one: `TaskOutput.to_dict` as JSON.
+        sa.Column("record", text, nullable=True),
+        # What every attempt's subagent spent, summed (`Usage.to_dict` as JSON), each added in the
+        # transaction that stores its attempt; the database sums a batch's spending from it.
+        sa.Column("total_usage", text, nullable=True),
+        sa.UniqueConstraint("batch_id", "key", name="batch_items_key"),
+        sa.Index("batch_items_by_seq", "batch_id", "seq"),
+        sa.Index("batch_items_by_status", "batch_id", "status", "seq"),
+        sa.Index("batch_items_by_owner", "lease_owner"),
+    )
+
+
 _MOVED_0003 = ("summary", "artifacts", "skipped", "steps", "acceptance", "result")
 _STATUSES_0003 = ("running", "waiting", "completed", "aborted", "error", "timed_out", "cancelled", "interrupted")
 
@@ -256,9 +296,20 @@ def _text_0003(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _m0004_item_usage_totals(conn: Connection) -> None:
+    """`batch_items.usage` becomes `total_usage`: what all of an item's attempts spent, not its last
+    attempt's alone. Before, each attempt's usage replaced the one before it (and `retry` cleared
+    it), so what earlier attempts spent was not kept anywhere: an existing item's total is its last
+    attempt's usage, which is what the column holds. A rename (SQLite 3.25+, PostgreSQL), so an
+    older delegate still writing `usage` fails loudly instead of storing an attempt's usage as the
+    item's total."""
+    conn.exec_driver_sql("ALTER TABLE batch_items RENAME COLUMN usage TO total_usage")
+
+
 BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("batch.0001_tables", _m0001_tables),
     Migration("batch.0002_item_results", _m0002_item_results),
     Migration("batch.0003_item_records", _m0003_item_records),
+    Migration("batch.0004_item_usage_totals", _m0004_item_usage_totals),
 )
 """Our steps for `Store.migrate`; `Batches(store)` applies them."""

@@ -180,9 +180,11 @@ class BatchItem:
     `record` is that subagent's `TaskOutput`: the same record, with the same `to_dict`, that a run
     keeps for each of its subagents (`runs show --json`'s `subagents`); None until an attempt ran
     one (an attempt can end without: the runner failed before any subagent started). `summary`,
-    `artifacts`, `usage` and the rest are read from it. `outcome` is how the last attempt ended
-    (the record's status, unless the item ended otherwise), `error` why the item failed or was
-    cancelled. `acceptance` is the verdict, kept apart from `status`.
+    `artifacts` and the rest are read from it. `usage` is what every attempt's subagent spent,
+    summed (the last one's alone is `record.usage`): None until an attempt ran one. An attempt
+    whose worker died while it ran stored no record, so what it spent is in no usage. `outcome` is
+    how the last attempt ended (the record's status, unless the item ended otherwise), `error` why
+    the item failed or was cancelled. `acceptance` is the verdict, kept apart from `status`.
     """
 
     batch_id: str
@@ -193,6 +195,7 @@ class BatchItem:
     attempts: int = 0
     acceptance_criteria: list[str] | None = None
     record: TaskOutput | None = None
+    usage: Usage | None = None
     outcome: str | None = None
     error: str | None = None
     created_at: datetime | None = None
@@ -215,10 +218,6 @@ class BatchItem:
     @property
     def steps(self) -> int | None:
         return None if self.record is None else self.record.steps
-
-    @property
-    def usage(self) -> Usage | None:
-        return None if self.record is None else self.record.usage
 
     @property
     def acceptance(self) -> list[dict[str, Any]] | None:

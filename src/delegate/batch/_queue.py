@@ -13,6 +13,10 @@ Claim, don't delete:
 - A result is stored by a conditional update (`WHERE status = 'running' AND lease_owner = me AND
   attempts = n`): an attempt that lost its lease, or whose batch was cancelled, stores nothing. So
   each item's result is stored exactly once, however often the item was started.
+- What an attempt's subagent spent is added to the item's `total_usage` in that same update, read
+  from the row it has locked: each stored attempt is counted once, a kill between attempts loses
+  none. An attempt that stores nothing (its worker died, lost its lease, or its batch was
+  cancelled) adds nothing: what it spent was never reported.
 - A failed attempt with attempts left stays claimed while it waits out its backoff (`waiting`,
   shown as `queued`): it counts towards `max_live_items` but not `max_running_items`.
 - Workers sharing a batch share it: each starts at most an equal part of `max_running_items` (one
@@ -36,6 +40,7 @@ from sqlalchemy.engine import Connection
 
 from .._store import record_json
 from .._time import iso, parse_iso, utc_now
+from .._usage import Usage
 from ..subagents import TaskOutput
 from ._model import MAX_INTERRUPTIONS
 from ._store import (
@@ -51,6 +56,7 @@ from ._store import (
     StoredStatus,
     load_json,
     stored_counts,
+    stored_usage,
 )
 
 
@@ -104,12 +110,19 @@ class AttemptResult:
     record: TaskOutput | None = None
     error: str | None = None
     """Why the attempt failed without a record."""
+    spent: Usage | None = None
+    """What the attempt's subagent spent when its record is not stored (the database refused it)."""
     retry: bool = True
     """False for a failure that another attempt cannot mend (bad input or configuration)."""
 
     @property
     def succeeded(self) -> bool:
         return self.record is not None and self.record.status == "completed"
+
+    @property
+    def usage(self) -> Usage | None:
+        """What the attempt's subagent spent; None when it ran none."""
+        return self.spent if self.record is None else self.record.usage
 
 
 class WorkQueue:
@@ -279,7 +292,7 @@ class WorkQueue:
                     status: StoredStatus = "succeeded"
                 else:
                     status = "waiting" if result.retry and failures < row.max_attempts else "failed"
-                values = _result_values(result)
+                values = _result_values(result, row.total_usage)
                 values.update(
                     b_id=result.item_id,
                     status=status,
@@ -371,7 +384,7 @@ _START = (
     )
 )
 _HELD = (
-    sa.select(ITEMS.c.id, ITEMS.c.attempts, ITEMS.c.failures, BATCHES.c.max_attempts)
+    sa.select(ITEMS.c.id, ITEMS.c.attempts, ITEMS.c.failures, ITEMS.c.total_usage, BATCHES.c.max_attempts)
     .join(BATCHES, BATCHES.c.id == ITEMS.c.batch_id)
     .where(
         ITEMS.c.id.in_(sa.bindparam("ids", expanding=True)),
@@ -396,7 +409,7 @@ _STORE_RESULT = (
                 "outcome",
                 "error",
                 "record",
-                "usage",
+                "total_usage",
             )
         }
     )
@@ -404,10 +417,20 @@ _STORE_RESULT = (
 """Stores one attempt's result; run as an executemany over the rows `finish` has locked."""
 
 
-def _result_values(result: AttemptResult) -> dict[str, Any]:
-    """The record whole, in `record` (its status and error are the item's `outcome` and `error`,
-    its usage is in `usage` too, for sums); without one, the attempt's error."""
+def _result_values(result: AttemptResult, total_usage: str | None) -> dict[str, Any]:
+    """The record whole, in `record` (its status and error are the item's `outcome` and `error`);
+    without one, the attempt's error. What it spent is added to the item's `total_usage` (the
+    stored one, read under the row's lock)."""
+    total = _plus(total_usage, result.usage)
     if result.record is None:
-        return {"record": None, "usage": None, "outcome": "error", "error": result.error}
-    usage = to_json(result.record.usage.to_dict()).decode()
-    return {"record": record_json(result.record), "usage": usage, "outcome": None, "error": None}
+        return {"record": None, "total_usage": total, "outcome": "error", "error": result.error}
+    return {"record": record_json(result.record), "total_usage": total, "outcome": None, "error": None}
+
+
+def _plus(total_usage: str | None, spent: Usage | None) -> str | None:
+    """A stored total with an attempt's usage added, as stored (`Usage` addition: a cost unknown
+    in either makes the total's unknown)."""
+    if spent is None:
+        return total_usage
+    total = spent if total_usage is None else stored_usage(total_usage) + spent
+    return to_json(total.to_dict()).decode()

@@ -24,7 +24,7 @@ from .._store import Store
 from .._time import iso, parse_iso, utc_now
 from .._usage import Usage
 from ..subagents import TaskOutput
-from ._migrations import BATCH_MIGRATIONS, batch_items_0003
+from ._migrations import BATCH_MIGRATIONS, batch_items_0004
 from ._model import (
     ITEM_STATUSES,
     Batch,
@@ -55,7 +55,7 @@ class BatchStoreError(StoreError):
 def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
     """The schema the queries below use: `batch.0001_tables` creates it, later migrations change it
     (before changing a table here, freeze a copy of it in `_migrations.py` for the migration that
-    builds it, as `_batch_tables_0001`; the items are `batch_items_0003`, which is frozen: change a
+    builds it, as `_batch_tables_0001`; the items are `batch_items_0004`, which is frozen: change a
     copy)."""
     text = sa.Text
     batches = sa.Table(
@@ -81,7 +81,7 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
         sa.Index("batches_by_user", "user_id", "created_at"),
         sa.Index("batches_by_state", "state", "finished_at"),
     )
-    items = batch_items_0003(metadata)
+    items = batch_items_0004(metadata)
     workers = sa.Table(
         "batch_workers",
         metadata,
@@ -343,6 +343,7 @@ class Batches:
 
     def retry(self, user_id: str, batch_id: str, key: str | None = None) -> int:
         """Queue failed items again, with a fresh budget of attempts: one (`key`), or all failed ones.
+        What their attempts spent so far stays in their usage (`total_usage`).
 
         Returns how many were queued. Only failed items are retried; a cancelled batch cannot be.
         """
@@ -372,7 +373,6 @@ class Batches:
                     outcome=None,
                     error=None,
                     record=None,
-                    usage=None,
                 )
             ).rowcount
             if count:
@@ -427,26 +427,34 @@ def _status(state: BatchState, counts: Mapping[ItemStatus, int]) -> BatchStatus:
     return "paused" if state == "paused" else "running"
 
 
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "requests")
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "requests",
+    "requests_without_usage",
+)
 
 
 def _usage(conn: Connection, batch_id: str) -> Usage:
-    """What the batch's items spent so far, summed by the database from each item's record's usage
-    (its `usage` column): its cost is unknown (None) when an item's is (a model without a price;
+    """What the batch's items spent so far, every attempt of each, summed by the database from each
+    item's `total_usage`: its cost is unknown (None) when an item's is (a model without a price;
     one stored before costs after a request, as `Usage.from_dict` reads it and migration
     batch.0003_item_records wrote it; one without a request cost nothing)."""
     # SQLite reads JSON text as it is (a CAST to its unknown JSON type would make it a number);
     # PostgreSQL needs the text cast to json.
     as_json = sa.type_coerce if conn.dialect.name == "sqlite" else sa.cast
-    usage = as_json(ITEMS.c.usage, sa.JSON)
+    usage = as_json(ITEMS.c.total_usage, sa.JSON)
     columns = [sa.func.coalesce(sa.func.sum(usage[key].as_integer()), 0) for key in _USAGE_KEYS]
     cost = usage["cost_usd"].as_float()
     requested = sa.func.coalesce(usage["requests"].as_integer(), 0) > 0
-    unknown = sa.func.count().filter(sa.and_(ITEMS.c.usage.is_not(None), cost.is_(None), requested))
+    unknown = sa.func.count().filter(sa.and_(ITEMS.c.total_usage.is_not(None), cost.is_(None), requested))
     query = sa.select(*columns, sa.func.coalesce(sa.func.sum(cost), 0.0), unknown).where(ITEMS.c.batch_id == batch_id)
-    row: tuple[Any, ...] = tuple(conn.execute(query.where(ITEMS.c.usage.is_not(None))).one())
-    found = Usage(**{key: int(value) for key, value in zip(_USAGE_KEYS, row[:5], strict=True)})
-    found.cost_usd = None if row[6] else float(row[5])
+    row: tuple[Any, ...] = tuple(conn.execute(query.where(ITEMS.c.total_usage.is_not(None))).one())
+    *counts, cost_sum, unknown_count = row
+    found = Usage(**{key: int(value) for key, value in zip(_USAGE_KEYS, counts, strict=True)})
+    found.cost_usd = None if unknown_count else float(cost_sum)
     return found
 
 
@@ -492,6 +500,7 @@ def _item(row: sa.Row[Any]) -> BatchItem:
             attempts=row.attempts,
             acceptance_criteria=load_json(CRITERIA, row.criteria),
             record=record,
+            usage=None if row.total_usage is None else stored_usage(row.total_usage),
             outcome=record.status if row.outcome is None and record is not None else row.outcome,
             error=row.error if row.error is not None else _record_error(record),
             created_at=parse_iso(row.created_at),
@@ -509,6 +518,11 @@ def _item(row: sa.Row[Any]) -> BatchItem:
 def _record_error(record: TaskOutput | None) -> str | None:
     """The error an item shows from its record: one that did not complete says why."""
     return None if record is None or record.status == "completed" else record.error
+
+
+def stored_usage(text: str) -> Usage:
+    """An item's `total_usage` read back."""
+    return Usage.from_dict(_JSON_DICT.validate_json(text))
 
 
 def dump_list(value: list[Any] | None) -> str | None:

@@ -315,7 +315,7 @@ def export(
     workspace: Workspace = Path("."),
     db: Db = None,
 ) -> None:
-    """Results as JSON Lines: key, status, attempts, summary, artifacts, usage, acceptance."""
+    """Results as JSON Lines: key, status, attempts, summary, artifacts, usage (every attempt's), acceptance."""
     batches = open_batches(workspace, db, read_only=True)
     guarded(lambda: batches.get(LOCAL_USER, batch_id))
     if output is None:
