@@ -21,7 +21,7 @@ import pytest
 from delegate import RuntimeSettings, Store
 from delegate.server import ServerSettings, create_app
 from delegate.testing import is_lead
-from tests.loopback_openai import OpenAIServer, Reply
+from tests.loopback_openai import Fault, OpenAIServer, Reply
 from tests.loopback_server import LiveServer
 from tests.test_server_web import CHROMIUM, sign_in
 from tests.test_server_web import browser as browser  # the module's Chromium (a fixture)
@@ -76,14 +76,16 @@ class ReleaseTeam:
     """The model of every agent. The lead starts 'notes' and 'scan' in one turn (they meet at a
     barrier, so they are live at the same time), then 'review' alone, then answers FINAL. A prompt
     with 'hostile' is answered HOSTILE at once; a batch item lists the folder and completes.
-    'scan' completes only once `scan_may_finish` is set (it is, unless a test clears it)."""
+    'scan' completes only once `scan_may_finish` is set (it is, unless a test clears it). The batch
+    item 'item again' meets a model error after its write in its first attempt (the item is retried)."""
 
     def __init__(self) -> None:
         self.both_live = threading.Barrier(2, timeout=60)
         self.scan_may_finish = threading.Event()
         self.scan_may_finish.set()
+        self.failed_once = threading.Event()
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
+    def __call__(self, body: dict[str, Any]) -> Reply | Fault:
         first = body["messages"][-1]["role"] == "user"
         task = first_user_text(body)
         if is_lead(body):
@@ -100,6 +102,9 @@ class ReleaseTeam:
             path = f"changes/{task.replace(' ', '-')}.md"
             if first:
                 return Reply(tool_calls=[("write_file", {"path": path, "content": f"# {task}\n\n- <b>2</b> fixes\n"})])
+            if task == "item again" and not self.failed_once.is_set():
+                self.failed_once.set()
+                return Fault(400, "the model refused this one")
             return Reply(tool_calls=[("complete", {"summary": f"**{task}**: 2 fixes, in `{path}`", "paths": [path]})])
         if first:
             return Reply(tool_calls=[("list_dir", {"path": "."})], prompt_tokens=40, completion_tokens=6)
@@ -343,6 +348,9 @@ def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_
     page.click("#item-timeline [data-item=pkg-2]")  # or its row in the table
     detail = page.locator("#item-detail")
     expect(detail.locator(".detail-head")).to_contain_text("pkg-2")
+    expect(detail.locator(".detail-head .meta")).to_contain_text("1 attempt · 2 steps")
+    expect(detail.locator(".detail-head .meta")).to_contain_text("cost —")  # the loopback model has no price
+    expect(detail.locator(".detail-head .meta")).not_to_contain_text("all")  # one attempt: nothing summed
     expect(detail.locator(".md strong")).to_have_text("item 2")
     expect(detail.locator(".file-list .file-path")).to_have_text("changes/item-2.md")
     detail.get_by_role("button", name="Preview").click()
@@ -353,6 +361,24 @@ def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_
     expect(page.locator("#item-timeline .tl-bar.succeeded")).to_have_count(6)
     expect(page.locator("#item-detail .detail-head")).to_contain_text("pkg-2")
     expect(page.locator("#item-timeline [data-item=pkg-2]")).to_have_class("tl-row selected clickable")
+
+
+def test_an_item_tried_twice_shows_what_both_attempts_spent(page: sync_api.Page, team: ReleaseTeam) -> None:
+    page.click("nav >> text=Batches")
+    page.select_option("#batch-type", "general-purpose")
+    page.fill("#batch-title", "Tried again")
+    page.fill("#batch-items", json.dumps({"key": "again", "prompt": "item again"}))
+    page.click("text=Submit batch")
+    row = page.locator("#batch-table tbody tr", has_text="Tried again")
+    expect(row).to_contain_text("completed", timeout=30_000)
+    page.click("#item-timeline [data-item=again]")
+    meta = page.locator("#item-detail .detail-head .meta")
+    # attempt 1: the write's answer (10 in, 5 out), then the model's error; attempt 2: the write's
+    # and complete's answers: 30 in and 15 out in all, of which the last attempt's record has 20 and 10
+    expect(meta).to_contain_text("2 attempts")
+    expect(meta).to_contain_text("30 in · 15 out tokens")
+    expect(meta).to_contain_text("spent over all 2 attempts")
+    assert team.failed_once.is_set()
 
 
 def test_a_live_run_shows_running_bars_and_calls_and_the_files_of_subagents_done_so_far(

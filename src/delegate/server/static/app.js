@@ -415,6 +415,8 @@ function drawItemDetail() {
     plural(item.attempts, "attempt"),
     typeof item.steps === "number" ? plural(item.steps, "step") : "",
     usage ? `${fmt.format(usage.input_tokens || 0)} in · ${fmt.format(usage.output_tokens || 0)} out tokens` : "",
+    usage ? `cost ${money(usage.cost_usd)}` : "",
+    usage && item.attempts > 1 ? `spent over all ${item.attempts} attempts` : "",
   ];
   const parts = [
     el(
