@@ -93,7 +93,8 @@ def test_run_continue_gives_the_lead_the_first_exchange_and_no_subagent_transcri
     assert "looked into it" in request  # the task result the lead got in the first turn
     assert TRANSCRIPT_ONLY not in request
 
-    third = run_json(run_cli(["run", "and the third", "--continue", second["run_id"], *where], env))
+    # the run id right after --continue, before the prompt, means the same
+    third = run_json(run_cli(["run", "--continue", second["run_id"], "and the third", *where], env))
     assert third["previous_run_id"] == second["run_id"] and third["thread_id"] == first["run_id"]
     listed = run_cli(["runs", "list", "--thread", first["run_id"], "--json", "-w", str(tmp_path)], env)
     lines = json.loads(listed.stdout)  # one JSON array

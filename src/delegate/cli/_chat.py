@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 import uuid
 from collections.abc import Callable, Generator, Iterator
@@ -77,6 +78,25 @@ def check_continue(continue_thread: bool, run_id: str | None, resume: str | None
         fail(f"what is {run_id!r}? a RUN_ID goes with --continue: `... --continue RUN_ID`")
     if continue_thread and resume is not None:
         fail("--continue starts a new run of a thread and --resume goes on with an interrupted run: give one of them")
+
+
+RUN_ID = re.compile(r"run_[0-9a-f]{12}")
+"""The shape of a run id delegate makes (`run_` and 12 hex digits)."""
+
+
+def continue_order(continue_thread: bool, prompt: str | None, run_id: str | None) -> tuple[str | None, str | None]:
+    """`(prompt, run_id)` as the user meant them: `run --continue RUN_ID PROMPT` hands the run id
+    to PROMPT and the prompt to RUN_ID (options take no value here, arguments go in order), so
+    a PROMPT shaped as a run id given with a RUN_ID that is not one are put back in their places."""
+    if (
+        continue_thread
+        and prompt is not None
+        and run_id is not None
+        and RUN_ID.fullmatch(prompt)
+        and not RUN_ID.fullmatch(run_id)
+    ):
+        return run_id, prompt
+    return prompt, run_id
 
 
 def continued_run(runtime: Runtime, continue_thread: bool, run_id: str | None) -> str | None:

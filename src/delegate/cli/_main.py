@@ -20,7 +20,7 @@ import typer
 
 from .._text import plural, safe_json
 from .._time import iso
-from ._chat import Continue, check_continue, continued_run
+from ._chat import Continue, check_continue, continue_order, continued_run
 from ._common import (
     LOCAL_TIMEOUT,
     Db,
@@ -175,6 +175,7 @@ def run(
     flags: OperatorFlags,
 ) -> None:
     """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
+    prompt, continue_id = continue_order(continue_thread, prompt, continue_id)
     prompt = _stdin_prompt(prompt, resume)
     if (prompt is None) == (resume is None):
         fail(
