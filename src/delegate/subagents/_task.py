@@ -274,13 +274,7 @@ class SubagentRunner:
         return record
 
     async def _run(self, call: SubagentCall, agent_id: str) -> TaskOutput:
-        definition, prompt, criteria, snapshot, key = (
-            call.definition,
-            call.prompt,
-            call.criteria,
-            call.snapshot,
-            call.key,
-        )
+        definition = call.definition
         tools, model = self.prepare(definition)
         record = self._record(call, agent_id, model.name)
         record.isolation, writes = self._isolation(definition, tools, call.isolation)
@@ -297,29 +291,48 @@ class SubagentRunner:
             self.event(record, "subagent.started", started)
         self.live[record.id] = (record, ctx)
 
-        async def work() -> None:
-            baseline = snapshot_before(criteria, self.workspace) if criteria else None
-            journal = self.journal_for(key) if self.journal_for is not None and key is not None else None
-            spec = await self._spec(definition, model, tools, prompt, _notes(snapshot, criteria), journal)
-            kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
-            slash = self.skills.slash_command(prompt, definition.skills)
-            messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
-            hooks = self.scope.guard.hooks if self.scope.guard is not None else None
-            if hooks is not None and (refused := await _refused(hooks, ctx, definition, prompt)) is not None:
-                record.status, record.stop_reason, record.error = "aborted", "refused", refused  # nothing ran
-                if layer is not None:
-                    self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
-                return
-            result = await run_checked(spec, ctx, messages, hooks, definition.name)
-            _fill(record, result)
-            if layer is not None:
-                await self.settled(record, layer)
-            if criteria and baseline is not None:
-                verdicts = await check_criteria(criteria, self.workspace, baseline)
-                record.acceptance = [asdict(v) for v in verdicts]
-            await self.deliver(record, definition, spec.instructions, result, key, [])
+        work = self._work(call, record, ctx, tools, model, layer)
+        return await self.conclude(record, ctx, call.key, work, steps_before=0, layer=layer)
 
-        return await self.conclude(record, ctx, key, work(), steps_before=0, layer=layer)
+    async def _work(
+        self,
+        call: SubagentCall,
+        record: TaskOutput,
+        ctx: ToolContext,
+        tools: list[Tool],
+        model: Model,
+        layer: Layer | None,
+    ) -> None:
+        """A subagent's work, from its opening to its delivered result (a method, not a closure:
+        a fan-out of thousands keeps each subagent's state in one coroutine, not a function and
+        its cells, for the garbage collector to walk)."""
+        definition, prompt, criteria, snapshot, key = (
+            call.definition,
+            call.prompt,
+            call.criteria,
+            call.snapshot,
+            call.key,
+        )
+        baseline = snapshot_before(criteria, self.workspace) if criteria else None
+        journal = self.journal_for(key) if self.journal_for is not None and key is not None else None
+        spec = await self._spec(definition, model, tools, prompt, _notes(snapshot, criteria), journal)
+        kickoff = prompt if not criteria else f"{prompt}\n\n{frame_criteria(criteria)}"
+        slash = self.skills.slash_command(prompt, definition.skills)
+        messages = [m for m in (snapshot, slash) if m is not None] + [Message.user(kickoff)]
+        hooks = self.scope.guard.hooks if self.scope.guard is not None else None
+        if hooks is not None and (refused := await _refused(hooks, ctx, definition, prompt)) is not None:
+            record.status, record.stop_reason, record.error = "aborted", "refused", refused  # nothing ran
+            if layer is not None:
+                self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
+            return
+        result = await run_checked(spec, ctx, messages, hooks, definition.name)
+        _fill(record, result)
+        if layer is not None:
+            await self.settled(record, layer)
+        if criteria and baseline is not None:
+            verdicts = await check_criteria(criteria, self.workspace, baseline)
+            record.acceptance = [asdict(v) for v in verdicts]
+        await self.deliver(record, definition, spec.instructions, result, key, [])
 
     def _isolation(self, definition: Subagent, tools: list[Tool], asked: str | None) -> tuple[Isolation, bool]:
         """How `definition`'s subagents run when the lead asked for `asked` (`isolation_for`), and
