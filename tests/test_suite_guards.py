@@ -21,7 +21,9 @@ from tests.conftest import clean_env, models_on_loopback_only  # noqa: F401
 BREAKERS = """
 import asyncio, os, subprocess, sys
 from delegate import Message
-from delegate.models import AnthropicModel, ModelRequest, OpenAIModel
+from delegate.models import AnthropicModel, ModelRequest, OpenAIModel, RetryPolicy
+
+ONCE = RetryPolicy(attempts=1)  # a refused connection is not tried again for seconds
 
 def ask(model):
     try:
@@ -30,13 +32,13 @@ def ask(model):
         pass  # a test that expects an error would swallow the refusal
 
 def test_openai_with_its_own_service():
-    ask(OpenAIModel("gpt-4o", api_key="k"))
+    ask(OpenAIModel("gpt-4o", api_key="k", retry=ONCE))
 
 def test_anthropic_at_a_remote_base_url():
-    ask(AnthropicModel("claude-sonnet-4-5", api_key="k", base_url="https://llm.example.com"))
+    ask(AnthropicModel("claude-sonnet-4-5", api_key="k", base_url="https://llm.example.com", retry=ONCE))
 
 def test_openai_on_loopback():
-    ask(OpenAIModel("m", api_key="k", base_url="http://127.0.0.1:9/v1"))
+    ask(OpenAIModel("m", api_key="k", base_url="http://127.0.0.1:9/v1", retry=ONCE))
 
 def test_a_cli_with_a_key_and_no_base_url():
     try:
