@@ -21,28 +21,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _fanout import task_calls
+
 from delegate import LoopSettings, RunLimits, Runtime
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, call, is_lead, reply, respond
-
-PER_CALL = 100
 
 
 def fan_out(n: int, background: bool) -> FunctionModel:
     """The lead starts `n` subagents in one turn (waits for them, when in the background), then answers."""
     extra: dict[str, Any] = {"run_in_background": True} if background else {}
-    calls = [
-        (
-            "task",
-            {
-                "subagent_type": "explore",
-                "description": "bench",
-                "prompts": [f"q{j}" for j in range(i, min(n, i + PER_CALL))],
-                **extra,
-            },
-        )
-        for i in range(0, n, PER_CALL)
-    ]
+    calls = task_calls(n, **extra)
 
     turns = [0]
 

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent / "src"
-PER_CALL = 100
 
 
 def rss_mb() -> float:
@@ -49,22 +48,14 @@ def child() -> None:
 
     delegate.Runtime  # noqa: B018  (the lazy import a user's first use makes)
     imported = rss_mb()
+    from _fanout import task_calls
+
     from delegate.models import ModelRequest, ModelResponse
     from delegate.subagents import LEAD_INSTRUCTIONS
     from delegate.testing import FunctionModel, call, reply, respond
 
     def model(n: int) -> FunctionModel:
-        calls = [
-            (
-                "task",
-                {
-                    "subagent_type": "explore",
-                    "description": "b",
-                    "prompts": [f"q{j}" for j in range(i, min(n, i + PER_CALL))],
-                },
-            )
-            for i in range(0, n, PER_CALL)
-        ]
+        calls = task_calls(n, "b")
 
         def answer(request: ModelRequest) -> ModelResponse:
             if request.system.startswith(LEAD_INSTRUCTIONS):

@@ -23,12 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from _fanout import task_calls
+
 from delegate import Extensions, Permissions, RunLimits, Runtime
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, call, reply, respond
 
-PER_CALL = 100
 RULES = Permissions(
     allow=["Bash(npm run test:*)", "Read(src/**)"],
     ask=["Edit(docs/**)", "mcp__github", "Bash(git push:*)"],
@@ -39,17 +40,7 @@ RULES = Permissions(
 
 
 def model(n: int) -> FunctionModel:
-    calls = [
-        (
-            "task",
-            {
-                "subagent_type": "explore",
-                "description": "b",
-                "prompts": [f"q{j}" for j in range(i, min(n, i + PER_CALL))],
-            },
-        )
-        for i in range(0, n, PER_CALL)
-    ]
+    calls = task_calls(n, "b")
 
     def answer(request: ModelRequest) -> ModelResponse:
         if request.system.startswith(LEAD_INSTRUCTIONS):

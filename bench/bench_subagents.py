@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _fanout import task_calls
+
 from delegate import LoopSettings, Message, RunLimits, Runtime, ToolContext, Workspace
 from delegate.loop import AgentSpec, run_agent
 from delegate.models import ModelRequest, ModelResponse
@@ -24,21 +26,9 @@ from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, ScriptedModel, call, reply, respond
 from delegate.tools import tool
 
-PER_CALL = 100
-
 
 def fan_out_model(n: int, latency: float) -> FunctionModel:
-    calls = [
-        (
-            "task",
-            {
-                "subagent_type": "explore",
-                "description": "bench",
-                "prompts": [f"q{j}" for j in range(i, min(n, i + PER_CALL))],
-            },
-        )
-        for i in range(0, n, PER_CALL)
-    ]
+    calls = task_calls(n)
 
     async def answer(request: ModelRequest) -> ModelResponse:
         if request.system.startswith(LEAD_INSTRUCTIONS):
