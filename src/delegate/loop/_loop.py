@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
@@ -45,6 +44,7 @@ from ..models import (
     mentioned_paths,
 )
 from ..tools import Tool, ToolContext, ToolReturn
+from ._deadline import Deadline, passed_deadline
 from ._fit import cut_text, fit_request
 from ._guard import LoopWatch
 
@@ -286,22 +286,6 @@ class _State:
         )
 
 
-_DEADLINES: ContextVar[tuple[tuple[asyncio.Timeout, float], ...]] = ContextVar("delegate_deadlines", default=())
-"""The timeouts of the agents the current code runs under (a subagent's task inherits its lead's)."""
-
-
-def passed_deadline() -> float | None:
-    """The timeout, in seconds, of an enclosing agent whose deadline has passed, or None.
-
-    A subagent cancelled because its lead's (the run's) deadline passed asks this to end
-    `timed_out`, not `cancelled`: the deadline expires (`asyncio.Timeout.expired()`) before the
-    cancellation reaches the subagent's task."""
-    for timeout, seconds in _DEADLINES.get():
-        if timeout.expired():
-            return seconds
-    return None
-
-
 async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
     """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
     window = context_window(spec.model, spec.loop.context_window)
@@ -310,13 +294,15 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
     state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
     if ctx.heard:
         ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
-    timeout = asyncio.timeout(spec.timeout)
-    under = _DEADLINES.set((*_DEADLINES.get(), (timeout, spec.timeout))) if spec.timeout is not None else None
+    deadline = Deadline(spec.timeout) if spec.timeout is not None else None
     try:
-        async with timeout:
+        if deadline is None:
             result = await _turns(spec, ctx, state)
+        else:
+            with deadline:
+                result = await _turns(spec, ctx, state)
     except TimeoutError:
-        if not timeout.expired():
+        if deadline is None or not deadline.expired():
             raise
         result = state.end("timed_out", "timeout", error=f"timed out after {spec.timeout:g}s")
     except ModelError as exc:
@@ -326,9 +312,6 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
         ended = ended or state.end("cancelled", "cancelled")
         ctx.event("agent.completed", _summary(ended), detail=ended)
         raise
-    finally:
-        if under is not None:
-            _DEADLINES.reset(under)
     if ctx.heard:
         ctx.event("agent.completed", _summary(result), detail=result)
     return result
