@@ -265,6 +265,7 @@ class _State:
     window: int
     """The model's context window, lowered when the server says it is smaller."""
     watch: LoopWatch | None = None
+    """What the loop guard has seen (made at the first turn that runs again: see `_watch`)."""
     steps: int = 0
     context_tokens: int = 0
     tally: MessageTally = field(default_factory=MessageTally)
@@ -289,9 +290,7 @@ class _State:
 async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
     """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
     window = context_window(spec.model, spec.loop.context_window)
-    guard = spec.loop.guard
-    watch = LoopWatch(guard, advice=spec.model.profile.when_stuck) if guard else None
-    state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
+    state = _State(messages=list(messages), window=window, usage=ctx.usage)
     if ctx.heard:
         ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
     deadline = Deadline(spec.timeout) if spec.timeout is not None else None
@@ -343,7 +342,7 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             case Stop(result=stop):
                 return state.end("completed", "stop_tool", stop_return=stop)
             case RunAgain():
-                stuck = _watch(state)
+                stuck = _watch(spec, state)
                 if stuck is not None:
                     reason, error = stuck
                     ctx.event("agent.stuck", {"stop_reason": reason, "error": error})
@@ -388,10 +387,14 @@ async def _answer(spec: AgentSpec, ctx: ToolContext, state: _State, offered: lis
     raise AssertionError("unreachable")
 
 
-def _watch(state: _State) -> tuple[StopReason, str] | None:
-    """What the loop guard says of the turn that just ran (its calls, then their results)."""
-    if state.watch is None or len(state.messages) < 2:
+def _watch(spec: AgentSpec, state: _State) -> tuple[StopReason, str] | None:
+    """What the loop guard says of the turn that just ran (its calls, then their results). Its
+    watch starts at the first such turn: an agent that ends in one turn never needs one."""
+    guard = spec.loop.guard
+    if not guard or len(state.messages) < 2:
         return None
+    if state.watch is None:
+        state.watch = LoopWatch(guard, advice=spec.model.profile.when_stuck)
     calls, results = state.messages[-2].tool_calls, state.messages[-1].tool_results
     return state.watch.after_turn(calls, results, state.progressed)
 
