@@ -116,22 +116,20 @@ def test_a_run_stored_before_resumes_and_a_follow_up_continues_a_moved_conversat
 def test_each_completed_subagent_keeps_its_conversation_in_its_row_and_the_system_prompt_once(
     store: Store, tmp_path: Path
 ) -> None:
+    lead = [  # three in the background, then a wait for them, then a follow-up to sub2
+        call(
+            "task", subagent_type="general-purpose", description="jobs", prompts=["a", "b", "c"], run_in_background=True
+        ),
+        call("task_wait"),
+        call("task_message", id="sub2", message="and d"),
+    ]
+
     def answer(request: ModelRequest) -> ModelResponse:
         if not is_lead(request):
             said = [m.text for m in request.messages if m.role == "user"][-1]
             return call("complete", summary=f"did {said}")
-        match _turns(request):
-            case 0:
-                return call(
-                    "task", subagent_type="general-purpose", description="jobs", prompts=["a", "b", "c"],
-                    run_in_background=True,
-                )  # fmt: skip
-            case 1:
-                return call("task_wait")
-            case 2:
-                return call("task_message", id="sub2", message="and d")
-            case _:
-                return reply("done")
+        turn = _turns(request)
+        return lead[turn] if turn < len(lead) else reply("done")
 
     async def run() -> Any:
         runtime = Runtime(model=FunctionModel(answer), workspace=tmp_path, store=store)
