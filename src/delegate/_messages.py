@@ -16,6 +16,17 @@ from pydantic import Field, TypeAdapter
 from ._text import safe_json
 
 
+def empty_list() -> list[Any]:
+    """A new empty list, as a dataclass field's factory: `list[X]` as one goes through typing's
+    alias (190 ns a call against 50), and a fan-out makes several a subagent."""
+    return []
+
+
+def empty_dict() -> dict[str, Any]:
+    """A new empty dict, as a dataclass field's factory (see `empty_list`)."""
+    return {}
+
+
 @dataclass(kw_only=True, slots=True)
 class TextPart:
     text: str
@@ -52,7 +63,7 @@ class ToolCallPart:
 
     id: str
     name: str
-    arguments: dict[str, Any] = field(default_factory=dict[str, Any])
+    arguments: dict[str, Any] = field(default_factory=empty_dict)
     raw_arguments: str | None = None
     kind: Literal["tool_call"] = "tool_call"
 
@@ -98,7 +109,7 @@ class Message(HasParts):
     parts: list[Part]
     name: str | None = None
     hidden: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict[str, Any])
+    metadata: dict[str, Any] = field(default_factory=empty_dict)
 
     @classmethod
     def user(cls, text: str, *, name: str | None = None, hidden: bool = False) -> Message:

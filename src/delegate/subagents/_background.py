@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .._agents import Subagent
 from .._errors import ToolError
 from .._events import Event, unheard
-from .._messages import Message, messages_adapter
+from .._messages import Message, empty_list, messages_adapter
 from .._record import TaskOutput
 from .._text import plural
 from ..loop import AgentResult, run_agent
@@ -62,7 +62,7 @@ class Conversation:
     system: str
     messages: list[Message]
     key: str | None
-    follow_ups: list[str] = field(default_factory=list[str])
+    follow_ups: list[str] = field(default_factory=empty_list)
 
 
 class Background:

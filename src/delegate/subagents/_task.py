@@ -27,7 +27,7 @@ from .._layer import Layer
 from .._messages import Message
 from .._record import Isolation
 from .._usage import Usage
-from ..loop import AgentResult, AgentSpec, Journal, opening_choices, passed_deadline
+from ..loop import AgentResult, AgentSpec, Journal, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
 from ..tools import HookSet, Tool, ToolContext, ToolReturn
@@ -324,7 +324,11 @@ class SubagentRunner:
             if layer is not None:
                 self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
             return
-        result = await run_checked(spec, ctx, messages, hooks, definition.name)
+        result = await (
+            run_agent(spec, ctx, messages)
+            if hooks is None
+            else run_checked(spec, ctx, messages, hooks, definition.name)
+        )
         _fill(record, result)
         if layer is not None:
             await self.settled(record, layer)

@@ -183,7 +183,7 @@ class Tool:
             model = self._validator.model_validate(arguments)
         except ValidationError as exc:
             raise ToolError(f"invalid arguments for {self.name}: {_describe(exc)}") from None
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return dict(model.__dict__)  # its fields, validated (extra ones are forbidden)
 
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReturn:
         """Validate and run. Raises `ToolError` (or whatever the function raised)."""
