@@ -153,7 +153,10 @@ class Recorder:
         return self.emit if self.store is not None or self.sinks else unheard
 
     def emit(self, event: Event) -> None:
-        event = event.safe()  # a tool's or a model's lone surrogate reaches no sink (see `Event.safe`)
+        if self.sinks:
+            event = event.safe()  # a tool's or a model's lone surrogate reaches no sink (see `Event.safe`)
+        else:  # only the store hears it: its writer makes the text safe as it writes (`json_text`,
+            event.detail = None  # `safe_text`), and what `detail` holds is let go now, not once written
         if self.store is not None:
             self._queue.append(event)  # `_put`, spelled out: eight events a subagent
             if self._idle:
