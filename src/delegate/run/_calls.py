@@ -6,10 +6,11 @@ spent: `model.request` its step and how many messages it was sent, `model.respon
 (`cost_usd` included), the names of the tools it called and the start of its text. The agent's
 conversation is kept where a run keeps it for what may follow: the lead's as its run ends (the
 checkpoint `conversation`/`end` a thread continues from, with the lead's system prompt), a
-completed subagent's as it completes (`conversation`/`{id}#{n}`, what a follow-up continues, with
-its system prompt). A call's request was the system prompt and the first `request_messages`
-messages of that conversation, and its answer the message at `answer_message`: an answer is
-taken only when it has the tool calls and the text its `model.response` event recorded.
+completed subagent's as it completes, in its row with its record (what a follow-up continues; its
+system prompt kept once a run, `Store.subagent_conversation`). A call's request was the system
+prompt and the first `request_messages` messages of that conversation, and its answer the message
+at `answer_message`: an answer is taken only when it has the tool calls and the text its
+`model.response` event recorded.
 
 What is not kept is said so, never made up (`why_not_kept`, a call's `note`): the conversation of
 an agent still running, of a subagent that did not complete, of a run whose process died; a call
@@ -163,8 +164,8 @@ def _conversation(store: Store, run: RunRow, agent_id: str) -> tuple[str | None,
             return "not kept yet: a subagent's conversation is kept when it completes"
         if record.status != "completed":
             return f"not kept: a subagent's conversation is kept when it completes, and this one ended {record.status}"
-        data = store.checkpoint(run.id, CONVERSATION, f"{agent_id}#{record.messages}")
-        if data is None:
+        data = store.subagent_conversation(run.id, agent_id)
+        if data is None or data["messages"] != record.messages:
             return "not kept: this subagent completed in a run stored before its conversation was kept"
         data = {"messages": data.get("conversation", []), "system": data.get("system")}
     system = data.get("system")
