@@ -14,11 +14,23 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import ModelError, RunCancelled, RunError, RunLimits, Runtime, RuntimeSettings, Store, TaskOutput
+from delegate import (
+    Event,
+    ModelError,
+    RunCancelled,
+    RunError,
+    RunLimits,
+    Runtime,
+    RuntimeSettings,
+    Store,
+    TaskOutput,
+    Usage,
+)
 from delegate._config import DEFAULT_RUN_TIMEOUT
 from delegate.loop import EVENT_VALUE_LIMIT
 from delegate.models import ModelRequest, ModelResponse
 from delegate.run import stored_events
+from delegate.run._recorder import Recorder
 from delegate.server import ServerSettings, create_app
 from delegate.server._state import app_state
 from delegate.testing import FunctionModel, ScriptedModel, call, reply
@@ -40,6 +52,34 @@ def test_text_that_is_not_utf8_is_stored_and_shown_with_escapes(tmp_path: Path) 
     # the argument was made valid UTF-8 where it came in, so the tool was given the escape too
     assert (tmp_path / "caf\\xe9.md").read_text() == "x"
     store.close()
+
+
+@pytest.mark.parametrize("heard", [False, True])
+def test_an_event_only_the_store_hears_is_stored_with_the_escapes_a_sink_gets(store: Store, heard: bool) -> None:
+    """With no sink the recorder queues the event as made (no `Event.safe` copy, its `detail`
+    let go): the writer escapes its text as it writes, the same text stored either way."""
+    got: list[Event] = []
+    event = Event(
+        type="workspace.merged", run_id="", agent_id="sub\udce9", tool_call_id="call_\ud800",
+        data={"path": "caf\udce9.md", "why": ["\ud800"]}, detail=object(),
+    )  # fmt: skip
+
+    async def record() -> str:
+        recorder = Recorder(store, [got.append] if heard else [])
+        run = store.create_run(prompt="p", model="m", owner=recorder.owner)
+        recorder.start(run.id)
+        event.run_id = run.id
+        recorder.emit(event)
+        await recorder.finish("completed", "done", Usage(), None)
+        return run.id
+
+    run_id = asyncio.run(record())
+    [stored] = store.events(run_id)
+    assert (event.detail is None) == (not heard)  # a sink may read it; the store never does
+    safe = event.safe()
+    assert (stored.agent_id, stored.tool_call_id, stored.data) == (safe.agent_id, safe.tool_call_id, safe.data)
+    assert stored.data == {"path": "caf\\xe9.md", "why": ["\\ud800"]}
+    assert [e.agent_id for e in got] == (["sub\\xe9"] if heard else [])
 
 
 def test_runs_writing_at_once_leave_the_gil_switch_interval_as_they_found_it(tmp_path: Path) -> None:

@@ -320,7 +320,9 @@ class TestProgress:
         checkpoints = [Checkpoint(run_id=run.id, kind="tool", key=f"call_{n}", data={"n": n}) for n in range(1_234)]
         again = Checkpoint(run_id=run.id, kind="tool", key="call_7", data={"n": "second"})
         ended = _subagent("sub-600", status="completed", summary="done", seq=600)
-        subagents = [(run.id, _subagent(f"sub-{n}"), None) for n in range(1_234)] + [(run.id, ended, "call_9#0")]
+        subagents = [(run.id, _subagent(f"sub-{n}"), None, None) for n in range(1_234)] + [
+            (run.id, ended, "call_9#0", None)
+        ]
         store.record(events, [*checkpoints, again], subagents)
         assert [e.data["n"] for e in store.events(run.id)] == list(range(1_234))
         kept = Checkpoint(run_id=run.id, kind="subagent", key="call_9#0", data={"record": ended.to_dict(), "seq": 600})

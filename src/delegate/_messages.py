@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, TypeAdapter
 
+from ._empty import empty_dict
 from ._text import safe_json
 
 
@@ -52,7 +53,7 @@ class ToolCallPart:
 
     id: str
     name: str
-    arguments: dict[str, Any] = field(default_factory=dict[str, Any])
+    arguments: dict[str, Any] = field(default_factory=empty_dict)
     raw_arguments: str | None = None
     kind: Literal["tool_call"] = "tool_call"
 
@@ -98,7 +99,7 @@ class Message(HasParts):
     parts: list[Part]
     name: str | None = None
     hidden: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict[str, Any])
+    metadata: dict[str, Any] = field(default_factory=empty_dict)
 
     @classmethod
     def user(cls, text: str, *, name: str | None = None, hidden: bool = False) -> Message:

@@ -34,6 +34,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import cast
 
+from ._empty import empty_list
+
 __all__ = ["MAX_LINKS", "Found", "MayCreate", "PathEscape", "PathLoop", "lstat_at", "open_base", "walk"]
 
 MAX_LINKS = 40
@@ -127,7 +129,7 @@ class _Walk:
     base: int
     base_path: str
     todo: list[str]
-    stack: list[tuple[str, int]] = field(default_factory=list[tuple[str, int]])
+    stack: list[tuple[str, int]] = field(default_factory=empty_list)
     links: int = 0
     followed: bool = False
 

@@ -15,6 +15,7 @@ from typing import Any, Literal, cast, get_args
 
 from pydantic import AwareDatetime, BaseModel, TypeAdapter, ValidationError
 
+from ._empty import empty_list
 from ._errors import UserError
 from ._time import iso
 from ._usage import Usage
@@ -151,8 +152,8 @@ class TaskOutput:
     status: Status
     stop_reason: StopReason | None
     summary: str
-    artifacts: list[Artifact] = field(default_factory=list[Artifact])
-    skipped: list[Skipped] = field(default_factory=list[Skipped])
+    artifacts: list[Artifact] = field(default_factory=empty_list)
+    skipped: list[Skipped] = field(default_factory=empty_list)
     steps: int = 0
     usage: Usage = field(default_factory=Usage)
     started_at: AwareDatetime | None = None
@@ -167,9 +168,9 @@ class TaskOutput:
     messages: int = 0
     seq: int = 0
     isolation: Isolation = "shared"
-    changes: list[Change] = field(default_factory=list[Change])
+    changes: list[Change] = field(default_factory=empty_list)
     """What an overlay subagent changed: applied to the workspace when it merged, else kept in its layer."""
-    conflicts: list[Conflict] = field(default_factory=list[Conflict])
+    conflicts: list[Conflict] = field(default_factory=empty_list)
     layer: str | None = None
     """The workspace-relative folder of its kept layer (a conflict, a failure), None when none is kept:
     its version of a path `p` is `<layer>/upper/p`."""

@@ -38,6 +38,7 @@ from .._lease import RUN_HEARTBEAT, RUN_LEASE_TTL
 from ._approvals import ApprovalRow
 from ._rows import (
     Checkpoint,
+    KeptConversation,
     RunRow,
     RunSummary,
     UserRow,
@@ -53,6 +54,7 @@ __all__ = [
     "RUN_LEASE_TTL",
     "ApprovalRow",
     "Checkpoint",
+    "KeptConversation",
     "Migration",
     "RunRow",
     "RunSummary",

@@ -3,15 +3,16 @@ between them (and events and subagent records) and the columns, validating every
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, Protocol, TypeVar, get_type_hints
 
 import sqlalchemy as sa
 from pydantic import AwareDatetime, Json, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
+from .._empty import empty_list
 from .._errors import StoreError
 from .._events import Event, EventType
 from .._lease import RUN_LEASE_TTL, owner_alive
@@ -19,6 +20,7 @@ from .._record import STATUSES, Status, TaskOutput
 from .._text import safe_json, safe_text
 from .._time import iso, utc_now
 from .._usage import Usage
+from ._schema import SYSTEM, system_key
 
 _T = TypeVar("_T")
 
@@ -67,7 +69,7 @@ class RunRow:
     limits: dict[str, Any] | None = None
     """The limits the run was started with (`RunLimits.to_dict`), kept for its resume (None: a run
     stored before they were kept, with no budget of its own)."""
-    warnings: list[str] = field(default_factory=list[str])
+    warnings: list[str] = field(default_factory=empty_list)
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
     waiting: int = 0
@@ -158,6 +160,19 @@ class Checkpoint:
     kind: str
     key: str
     data: dict[str, Any]
+
+
+class KeptConversation(Protocol):
+    """A completed subagent's conversation as the store keeps it in the subagent's row (see
+    `_schema._conversation_column`): its system prompt (kept once a run), its messages (turned
+    into JSON by the writer) and the follow-ups it took."""
+
+    @property
+    def system(self) -> str: ...
+    @property
+    def messages(self) -> Sequence[Any]: ...
+    @property
+    def follow_ups(self) -> Sequence[str]: ...
 
 
 _user_row: TypeAdapter[UserRow] = TypeAdapter(UserRow)
@@ -256,10 +271,13 @@ def run_values(run: RunRow) -> dict[str, Any]:
 _SUBAGENT_JSON = ("usage", "artifacts", "skipped", "acceptance", "result", "changes", "conflicts")
 
 
-def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> dict[str, Any]:
+def subagent_values(
+    run_id: str, record: TaskOutput, key: str | None = None, conversation: KeptConversation | None = None
+) -> dict[str, Any]:
     """One `subagents` row: the values of the record's `to_dict`, its nested ones as JSON text
-    (read from its fields: this runs once a subagent, on the recorder's thread), and its `key`
-    when it is kept for a resume."""
+    (read from its fields: this runs once a subagent, on the recorder's thread), its `key` when it
+    is kept for a resume, and its `conversation` when it completed (its system prompt by key:
+    `system_rows` keeps the prompt)."""
     if record.status not in STATUSES:
         raise StoreError(f"invalid subagent record {record.id!r}: unknown status {record.status!r}")
     if record.started_at is None:
@@ -293,7 +311,57 @@ def subagent_values(run_id: str, record: TaskOutput, key: str | None = None) -> 
         "changes": json_text([c.to_dict() for c in record.changes]) if record.changes else None,
         "conflicts": json_text([c.to_dict() for c in record.conflicts]) if record.conflicts else None,
         "layer": record.layer,
+        "conversation": None
+        if conversation is None
+        else json_text(
+            {
+                "system": system_key(conversation.system),
+                "follow_ups": conversation.follow_ups,
+                "messages": conversation.messages,
+            }
+        ),
     }
+
+
+def system_rows(run_id: str, conversations: Sequence[KeptConversation | None]) -> list[dict[str, Any]]:
+    """The `checkpoints` rows that keep the system prompts of `conversations` (of one run), each once."""
+    systems = {c.system for c in conversations if c is not None}
+    return [{"run_id": run_id, "kind": SYSTEM, "key": system_key(s), "data": json_text({"system": s})} for s in systems]
+
+
+def kept_systems(checkpoints: Iterable[Checkpoint]) -> dict[str, str]:
+    """The system prompts kept among a run's `checkpoints`, by key."""
+    return {c.key: str(c.data.get("system", "")) for c in checkpoints if c.kind == SYSTEM}
+
+
+def conversation_checkpoint(run_id: str, row: sa.RowMapping, systems: Mapping[str, str]) -> Checkpoint | None:
+    """The conversation a subagent's row keeps (None: none, or its system prompt is not kept), as
+    the checkpoint a resumed run reads (`StoredJournal.load`): kind `conversation`, key
+    `{agent_id}#{messages}`, data `agent_id`, `messages` (its follow-ups so far), `type`,
+    `system` (the text), `key`, `follow_ups` and `conversation` (its messages as JSON data)."""
+    if row["conversation"] is None:
+        return None
+    agent_id = str(row["id"]).removeprefix(f"{run_id}/")
+    try:
+        kept: dict[str, Any] = from_json(row["conversation"])
+    except ValueError as exc:
+        raise StoreError(
+            f"subagents row {row['id']!r} column 'conversation' holds data delegate cannot read ({exc}); "
+            "it was changed outside delegate or by another version"
+        ) from None
+    system = systems.get(str(kept.get("system")))
+    if system is None:
+        return None
+    data: dict[str, Any] = {
+        "agent_id": agent_id,
+        "messages": row["messages"],
+        "type": row["type"],
+        "system": system,
+        "key": row["key"],
+        "follow_ups": kept.get("follow_ups") or [],
+        "conversation": kept.get("messages") or [],
+    }
+    return Checkpoint(run_id=run_id, kind="conversation", key=f"{agent_id}#{row['messages']}", data=data)
 
 
 def _decode(adapter: TypeAdapter[_T], row: Mapping[Any, Any], table: str, json_columns: tuple[str, ...]) -> _T:
@@ -369,7 +437,7 @@ def decode_checkpoint(row: sa.RowMapping) -> Checkpoint:
 
 
 def decode_subagent(run_id: str, row: sa.RowMapping) -> TaskOutput:
-    values: dict[str, Any] = {str(key): value for key, value in row.items()}
+    values: dict[str, Any] = {str(key): value for key, value in row.items() if key != "conversation"}
     column = ""
     try:
         for column in _SUBAGENT_JSON:

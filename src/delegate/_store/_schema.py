@@ -3,6 +3,8 @@ the core migrations that take a database from one to the other (`Store.migrate` 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -267,6 +269,17 @@ def _isolation_columns() -> list[sa.Column[Any]]:
     ]
 
 
+def _conversation_column() -> sa.Column[Any]:
+    """The column migration core.0016 adds to `subagents`: the conversation of a subagent whose
+    last stretch of work (its task, or its last follow-up) completed, what a follow-up continues
+    (NULL: none kept). A JSON object: `messages` (its messages), `follow_ups` (the lead's tool
+    call ids of the follow-ups it took) and `system`, the key of its system prompt, kept once a
+    run in a `checkpoints` row of kind `system` (`{"system": TEXT}`): every subagent of a type
+    shares it. Before, each completed subagent's conversation was a `checkpoints` row of its own
+    (`conversation`, `{agent_id}#{messages}`), its system prompt repeated in each."""
+    return sa.Column("conversation", sa.Text)
+
+
 def _checkpoint_table(metadata: sa.MetaData) -> sa.Table:
     """What a run did so far, for resuming it: one row per model answer, tool result or subagent."""
     return sa.Table(
@@ -330,7 +343,7 @@ sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
 sa.Index("runs_by_thread", runs_table.c.thread_id, runs_table.c.created_at)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
-for _column in [*_isolation_columns(), *_record_columns]:
+for _column in [*_isolation_columns(), *_record_columns, _conversation_column()]:
     subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
 approvals_table = _approvals_table(_metadata)
@@ -485,6 +498,68 @@ def _m0013_cost(conn: Connection) -> None:
             conn.execute(checkpoints.update().where(checkpoints.c.id == row_id).values(data=json.dumps(data)))
 
 
+def _m0016_subagent_conversations(conn: Connection) -> None:
+    """Each completed subagent's conversation moves from its `checkpoints` row into its own row
+    (`subagents.conversation`), its system prompt kept once a run (see `_conversation_column`):
+    an interrupted run stored before resumes, and continues, with them. A conversation whose
+    subagent is no longer `completed` at that count of follow-ups (a later follow-up did not
+    complete, or its record was never stored) is not kept: nothing reads it (a follow-up and the
+    model-calls route both need the subagent completed)."""
+    column = _conversation_column()
+    conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+    checkpoints = sa.table(
+        "checkpoints",
+        sa.column("id", sa.BigInteger),
+        *(sa.column(c, sa.Text) for c in ("run_id", "kind", "key", "data")),
+    )
+    kept = sa.select(checkpoints.c.id, checkpoints.c.run_id, checkpoints.c.data).where(
+        checkpoints.c.kind == "conversation", checkpoints.c.key.like("%#%")
+    )
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    moved: list[int] = []
+    for row_id, run_id, text in conn.execute(kept.order_by(checkpoints.c.id)).all():
+        moved.append(row_id)
+        found: dict[str, Any] = json.loads(text)
+        agent = (run_id, str(found.get("agent_id", "")))
+        if agent not in latest or int(latest[agent].get("messages", 0)) <= int(found.get("messages", 0)):
+            latest[agent] = found
+    subagents = sa.table(
+        "subagents",
+        sa.column("messages", sa.Integer),
+        *(sa.column(c, sa.Text) for c in ("id", "status", "conversation")),
+    )
+    systems: set[tuple[str, str]] = set()
+    for (run_id, agent_id), found in latest.items():
+        row = conn.execute(
+            sa.select(subagents.c.status, subagents.c.messages).where(subagents.c.id == f"{run_id}/{agent_id}")
+        ).first()
+        if row is None or row.status != "completed" or row.messages != int(found.get("messages", 0)):
+            continue
+        system = str(found.get("system", ""))
+        ref = system_key(system)
+        if (run_id, ref) not in systems:
+            systems.add((run_id, ref))
+            values = {"run_id": run_id, "kind": SYSTEM, "key": ref, "data": json.dumps({"system": system})}
+            conn.execute(checkpoints.insert().values(values))
+        stored: dict[str, Any] = {"system": ref, "follow_ups": found.get("follow_ups") or []}
+        stored["messages"] = found.get("conversation", [])
+        update = subagents.update().where(subagents.c.id == f"{run_id}/{agent_id}")
+        conn.execute(update.values(conversation=json.dumps(stored)))
+    for start in range(0, len(moved), 500):
+        conn.execute(checkpoints.delete().where(checkpoints.c.id.in_(moved[start : start + 500])))
+
+
+SYSTEM = "system"
+"""The kind of the checkpoint that keeps a subagent's system prompt once a run (key: `system_key`)."""
+
+
+@functools.lru_cache(maxsize=64)
+def system_key(system: str) -> str:
+    """The key of a system prompt's `checkpoints` row (kind `system`): a digest of its text, so
+    that the same prompt is kept once a run whoever writes it first (see `_conversation_column`)."""
+    return hashlib.sha256(system.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -501,4 +576,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0013_cost", _m0013_cost),
     Migration("core.0014_lead_result", _m0014_lead_result),
     Migration("core.0015_run_limits", _m0015_run_limits),
+    Migration("core.0016_subagent_conversations", _m0016_subagent_conversations),
 )

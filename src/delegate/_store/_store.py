@@ -44,10 +44,12 @@ from ._listing import run_listing
 from ._rows import (
     EVENTS_PER_ROW,
     Checkpoint,
+    KeptConversation,
     RunRow,
     RunSummary,
     UserRow,
     checkpoint_values,
+    conversation_checkpoint,
     decode_checkpoint,
     decode_events,
     decode_run,
@@ -55,12 +57,15 @@ from ._rows import (
     decode_user,
     event_rows,
     json_text,
+    kept_systems,
     run_values,
     subagent_values,
+    system_rows,
     usage_adapter,
 )
 from ._schema import (
     CORE_MIGRATIONS,
+    SYSTEM,
     Migration,
     checkpoints_table,
     events_table,
@@ -73,6 +78,11 @@ from ._threads import ThreadSummary, already_continued, continuable, latest_run,
 
 _MIGRATION_LOCK = 0x64656C6567617465  # "delegate" in ASCII: the PostgreSQL advisory lock key
 
+
+_RECORD = [c for c in subagents_table.c if c.name != "conversation"]
+"""A subagent row's columns but its conversation: what a record is read from."""
+_KEPT_CONVERSATION = [subagents_table.c[n] for n in ("id", "type", "key", "messages", "conversation")]
+"""What `conversation_checkpoint` reads of a subagent row."""
 
 _AGENT_ID = re.compile(r"sub[0-9]{1,9}")
 """What a subagent's id looks like (`sub1`, `sub2`, ...)."""
@@ -647,17 +657,20 @@ class Store:
         self,
         events: Sequence[Event] = (),
         checkpoints: Sequence[Checkpoint] = (),
-        subagents: Sequence[tuple[str, TaskOutput, str | None]] = (),
+        subagents: Sequence[tuple[str, TaskOutput, str | None, KeptConversation | None]] = (),
     ) -> None:
         """Store a run's progress in one transaction: what a run's recorder writes as it goes.
-        `subagents` are `(run_id, record, key)`: a finished subagent with a `key` is kept for a
-        resume (its record is its checkpoint, see `checkpoints`).
+        `subagents` are `(run_id, record, key, conversation)`: a finished subagent with a `key` is
+        kept for a resume (its record is its checkpoint, see `checkpoints`), and one that completed
+        keeps its conversation in the same row (its system prompt once a run: `system_rows`).
 
         Checkpoints already stored (same run, kind and key) are kept as they were: the first wins.
         """
         events_rows = event_rows(events)
         checkpoint_rows = [checkpoint_values(c) for c in checkpoints]
-        subagent_rows = [subagent_values(run_id, r, key) for run_id, r, key in subagents]
+        subagent_rows = [subagent_values(run_id, r, key, kept) for run_id, r, key, kept in subagents]
+        for run_id in {s[0] for s in subagents if s[3] is not None}:
+            checkpoint_rows += system_rows(run_id, [s[3] for s in subagents if s[0] == run_id])
         with self.write() as conn:
             if events_rows:
                 insert_events(conn, events_rows)
@@ -669,7 +682,8 @@ class Store:
     def checkpoints(self, run_id: str) -> list[Checkpoint]:
         """A run's checkpoints: its lead's answers and tool results in the order they were
         stored, then its finished subagents kept for a resume (kind `subagent`, `data` their
-        record's `to_dict` and `seq`) in the order the lead called them."""
+        record's `to_dict` and `seq`) in the order the lead called them, each followed by its
+        conversation when it completed (kind `conversation`, see `conversation_checkpoint`)."""
         query = (
             sa.select(checkpoints_table).where(checkpoints_table.c.run_id == run_id).order_by(checkpoints_table.c.id)
         )
@@ -682,11 +696,28 @@ class Store:
         with self.read() as conn:
             found = [decode_checkpoint(row) for row in conn.execute(query).mappings()]
             rows = conn.execute(finished).mappings().all()
+        systems = kept_systems(found)
         for row in rows:
             record = decode_subagent(run_id, row)
             data = {"record": record.to_dict(), "seq": record.seq}
             found.append(Checkpoint(run_id=run_id, kind="subagent", key=row["key"], data=data))
+            conversation = conversation_checkpoint(run_id, row, systems)
+            if conversation is not None:
+                found.append(conversation)
         return found
+
+    def subagent_conversation(self, run_id: str, agent_id: str) -> dict[str, Any] | None:
+        """The conversation a completed subagent of a run keeps (the `data` of its `conversation`
+        checkpoint, see `conversation_checkpoint`), or None: read alone, without the run's others."""
+        query = sa.select(*_KEPT_CONVERSATION).where(subagents_table.c.id == f"{run_id}/{agent_id}")
+        c = checkpoints_table.c
+        with self.read() as conn:
+            row = conn.execute(query).mappings().first()
+            if row is None or row["conversation"] is None:
+                return None
+            systems = conn.execute(sa.select(checkpoints_table).where(c.run_id == run_id, c.kind == SYSTEM)).mappings()
+            found = conversation_checkpoint(run_id, row, kept_systems(decode_checkpoint(s) for s in systems))
+        return None if found is None else found.data
 
     def checkpoint(self, run_id: str, kind: str, key: str) -> dict[str, Any] | None:
         """One checkpoint's data (see `Checkpoint`), or None: read alone, without the run's others."""
@@ -745,7 +776,7 @@ class Store:
 
     def subagent_record(self, run_id: str, agent_id: str) -> TaskOutput | None:
         """One subagent's record of a run, or None: read by its key, not among the run's others."""
-        query = sa.select(subagents_table).where(subagents_table.c.id == f"{run_id}/{agent_id}")
+        query = sa.select(*_RECORD).where(subagents_table.c.id == f"{run_id}/{agent_id}")
         with self.read() as conn:
             row = conn.execute(query).mappings().first()
         return None if row is None or row["run_id"] != run_id else decode_subagent(run_id, row)
@@ -753,7 +784,7 @@ class Store:
     def subagent_records(self, run_id: str) -> list[TaskOutput]:
         """A run's subagent records, in the order the lead called them (`TaskOutput.seq`)."""
         query = (
-            sa.select(subagents_table)
+            sa.select(*_RECORD)
             .where(subagents_table.c.run_id == run_id)
             .order_by(subagents_table.c.seq, subagents_table.c.started_at, subagents_table.c.id)
         )

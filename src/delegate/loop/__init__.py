@@ -4,6 +4,7 @@ makes a request fit the model's context window (`_fit.py`). The lead and every s
 what they run is built by `delegate.subagents` (`assemble`) from the settings in `delegate._config`.
 """
 
+from ._deadline import Deadline, passed_deadline
 from ._guard import DEFAULT_ADVICE, LoopWatch
 from ._loop import (
     EVENT_VALUE_LIMIT,
@@ -14,7 +15,6 @@ from ._loop import (
     RunBudget,
     ToolGate,
     opening_choices,
-    passed_deadline,
     path_states,
     run_agent,
 )
@@ -25,6 +25,7 @@ __all__ = [
     "EVENT_VALUE_LIMIT",
     "AgentResult",
     "AgentSpec",
+    "Deadline",
     "Inbox",
     "Journal",
     "LoopWatch",

@@ -20,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
 from .._config import Compaction, LoopSettings, RunLimits
+from .._empty import empty_set
 from .._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from .._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
 from .._prices import request_cost
@@ -45,6 +45,7 @@ from ..models import (
     mentioned_paths,
 )
 from ..tools import Tool, ToolContext, ToolReturn
+from ._deadline import Deadline, passed_deadline
 from ._fit import cut_text, fit_request
 from ._guard import LoopWatch
 
@@ -265,13 +266,14 @@ class _State:
     window: int
     """The model's context window, lowered when the server says it is smaller."""
     watch: LoopWatch | None = None
+    """What the loop guard has seen (made at the first turn that runs again: see `_watch`)."""
     steps: int = 0
     context_tokens: int = 0
     tally: MessageTally = field(default_factory=MessageTally)
     """The conversation's characters, for the estimate of each request."""
     last_text: str = ""
     usage: Usage = field(default_factory=Usage)
-    progressed: set[str] = field(default_factory=set[str])
+    progressed: set[str] = field(default_factory=empty_set)
     """The ids of this turn's calls whose tools said they changed something."""
 
     def end(self, status: EndStatus, reason: StopReason, **extra: object) -> AgentResult:
@@ -286,37 +288,21 @@ class _State:
         )
 
 
-_DEADLINES: ContextVar[tuple[tuple[asyncio.Timeout, float], ...]] = ContextVar("delegate_deadlines", default=())
-"""The timeouts of the agents the current code runs under (a subagent's task inherits its lead's)."""
-
-
-def passed_deadline() -> float | None:
-    """The timeout, in seconds, of an enclosing agent whose deadline has passed, or None.
-
-    A subagent cancelled because its lead's (the run's) deadline passed asks this to end
-    `timed_out`, not `cancelled`: the deadline expires (`asyncio.Timeout.expired()`) before the
-    cancellation reaches the subagent's task."""
-    for timeout, seconds in _DEADLINES.get():
-        if timeout.expired():
-            return seconds
-    return None
-
-
 async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) -> AgentResult:
     """Run `spec` over `messages` until it ends. Usage so far stays in `ctx.usage` even if cancelled."""
     window = context_window(spec.model, spec.loop.context_window)
-    guard = spec.loop.guard
-    watch = LoopWatch(guard, advice=spec.model.profile.when_stuck) if guard else None
-    state = _State(messages=list(messages), window=window, watch=watch, usage=ctx.usage)
+    state = _State(messages=list(messages), window=window, usage=ctx.usage)
     if ctx.heard:
         ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
-    timeout = asyncio.timeout(spec.timeout)
-    under = _DEADLINES.set((*_DEADLINES.get(), (timeout, spec.timeout))) if spec.timeout is not None else None
+    deadline = Deadline(spec.timeout) if spec.timeout is not None else None
     try:
-        async with timeout:
+        if deadline is None:
             result = await _turns(spec, ctx, state)
+        else:
+            with deadline:
+                result = await _turns(spec, ctx, state)
     except TimeoutError:
-        if not timeout.expired():
+        if deadline is None or not deadline.expired():
             raise
         result = state.end("timed_out", "timeout", error=f"timed out after {spec.timeout:g}s")
     except ModelError as exc:
@@ -326,9 +312,6 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
         ended = ended or state.end("cancelled", "cancelled")
         ctx.event("agent.completed", _summary(ended), detail=ended)
         raise
-    finally:
-        if under is not None:
-            _DEADLINES.reset(under)
     if ctx.heard:
         ctx.event("agent.completed", _summary(result), detail=result)
     return result
@@ -360,7 +343,7 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             case Stop(result=stop):
                 return state.end("completed", "stop_tool", stop_return=stop)
             case RunAgain():
-                stuck = _watch(state)
+                stuck = _watch(spec, state)
                 if stuck is not None:
                     reason, error = stuck
                     ctx.event("agent.stuck", {"stop_reason": reason, "error": error})
@@ -405,10 +388,14 @@ async def _answer(spec: AgentSpec, ctx: ToolContext, state: _State, offered: lis
     raise AssertionError("unreachable")
 
 
-def _watch(state: _State) -> tuple[StopReason, str] | None:
-    """What the loop guard says of the turn that just ran (its calls, then their results)."""
-    if state.watch is None or len(state.messages) < 2:
+def _watch(spec: AgentSpec, state: _State) -> tuple[StopReason, str] | None:
+    """What the loop guard says of the turn that just ran (its calls, then their results). Its
+    watch starts at the first such turn: an agent that ends in one turn never needs one."""
+    guard = spec.loop.guard
+    if not guard or len(state.messages) < 2:
         return None
+    if state.watch is None:
+        state.watch = LoopWatch(guard, advice=spec.model.profile.when_stuck)
     calls, results = state.messages[-2].tool_calls, state.messages[-1].tool_results
     return state.watch.after_turn(calls, results, state.progressed)
 

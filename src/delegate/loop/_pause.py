@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from ._loop import _DEADLINES  # pyright: ignore[reportPrivateUsage]
+from ._deadline import deadlines
 
 
 @dataclass(slots=True)
@@ -35,7 +35,7 @@ def on_wait(action: Callable[[], None]) -> None:
 
 
 _held: dict[int, _Held] = {}
-"""The deadlines held now, by `id` of their `asyncio.Timeout` (each pause keeps its timeout alive)."""
+"""The deadlines held now, by their `id` (each pause keeps its deadline alive)."""
 
 
 @contextlib.contextmanager
@@ -44,7 +44,7 @@ def deadlines_paused() -> Generator[None]:
     action = _ON_WAIT.get()
     if action is not None:
         action()
-    timeouts = [timeout for timeout, _ in _DEADLINES.get() if not timeout.expired()]
+    timeouts = [deadline for deadline in deadlines() if not deadline.expired()]
     for timeout in timeouts:
         held = _held.get(id(timeout))
         if held is None:

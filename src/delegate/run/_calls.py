@@ -6,10 +6,11 @@ spent: `model.request` its step and how many messages it was sent, `model.respon
 (`cost_usd` included), the names of the tools it called and the start of its text. The agent's
 conversation is kept where a run keeps it for what may follow: the lead's as its run ends (the
 checkpoint `conversation`/`end` a thread continues from, with the lead's system prompt), a
-completed subagent's as it completes (`conversation`/`{id}#{n}`, what a follow-up continues, with
-its system prompt). A call's request was the system prompt and the first `request_messages`
-messages of that conversation, and its answer the message at `answer_message`: an answer is
-taken only when it has the tool calls and the text its `model.response` event recorded.
+completed subagent's as it completes, in its row with its record (what a follow-up continues; its
+system prompt kept once a run, `Store.subagent_conversation`). A call's request was the system
+prompt and the first `request_messages` messages of that conversation, and its answer the message
+at `answer_message`: an answer is taken only when it has the tool calls and the text its
+`model.response` event recorded.
 
 What is not kept is said so, never made up (`why_not_kept`, a call's `note`): the conversation of
 an agent still running, of a subagent that did not complete, of a run whose process died; a call
@@ -24,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._empty import empty_list
 from .._messages import Message, messages_adapter
 from .._record import LIVE_STATUSES
 from .._usage import Usage
@@ -52,7 +54,7 @@ class ModelCall:
     completed_at: float | None = None
     usage: Usage | None = None
     """None until it answered (or when it never did: its agent was stopped, the model failed)."""
-    tool_calls: list[str] = field(default_factory=list[str])
+    tool_calls: list[str] = field(default_factory=empty_list)
     request_messages: int | None = None
     """The request was the system prompt and this many messages from the start of `messages`."""
     answer_message: int | None = None
@@ -89,7 +91,7 @@ class AgentCalls:
     calls: list[ModelCall]
     system: str | None = None
     """Its system prompt, when kept (a lead of a run stored before it was kept has none)."""
-    messages: list[Message] = field(default_factory=list[Message])
+    messages: list[Message] = field(default_factory=empty_list)
     why_not_kept: str | None = None
     """Why its conversation is not kept (None: it is)."""
 
@@ -162,8 +164,8 @@ def _conversation(store: Store, run: RunRow, agent_id: str) -> tuple[str | None,
             return "not kept yet: a subagent's conversation is kept when it completes"
         if record.status != "completed":
             return f"not kept: a subagent's conversation is kept when it completes, and this one ended {record.status}"
-        data = store.checkpoint(run.id, CONVERSATION, f"{agent_id}#{record.messages}")
-        if data is None:
+        data = store.subagent_conversation(run.id, agent_id)
+        if data is None or data["messages"] != record.messages:
             return "not kept: this subagent completed in a run stored before its conversation was kept"
         data = {"messages": data.get("conversation", []), "system": data.get("system")}
     system = data.get("system")

@@ -40,7 +40,7 @@ from ..loop import on_wait
 from ..models import ModelResponse
 
 if TYPE_CHECKING:
-    from .._store import Checkpoint, Store
+    from .._store import Checkpoint, KeptConversation, Store
 
 __all__ = ["REPLAYED_NEVER", "Recorder", "StoredJournal"]
 
@@ -66,9 +66,10 @@ def _checkpoint_type() -> type[Checkpoint]:
     return Checkpoint
 
 
-_Subagent = tuple[str, TaskOutput, str | None]
-"""A finished subagent's record, with its run's id and its key (None: it is not kept for a
-resume), as the store takes it: one row that is also its checkpoint."""
+_Subagent = tuple[str, TaskOutput, str | None, "KeptConversation | None"]
+"""A finished subagent's record, with its run's id, its key (None: it is not kept for a resume)
+and its conversation when it completed, as the store takes it: one row that is also its
+checkpoint, and keeps its conversation."""
 
 FLUSH_INTERVAL = 0.05
 """Seconds the writer lets pass between two transactions (at most), so that a busy run's events
@@ -152,7 +153,10 @@ class Recorder:
         return self.emit if self.store is not None or self.sinks else unheard
 
     def emit(self, event: Event) -> None:
-        event = event.safe()  # a tool's or a model's lone surrogate reaches no sink (see `Event.safe`)
+        if self.sinks:
+            event = event.safe()  # a tool's or a model's lone surrogate reaches no sink (see `Event.safe`)
+        else:  # only the store hears it: its writer makes the text safe as it writes (`json_text`,
+            event.detail = None  # `safe_text`), and what `detail` holds is let go now, not once written
         if self.store is not None:
             self._queue.append(event)  # `_put`, spelled out: eight events a subagent
             if self._idle:
@@ -172,11 +176,15 @@ class Recorder:
             return
         self._put(_checkpoint_type()(run_id=self.run_id, kind=kind, key=key, data=data))
 
-    def subagent_finished(self, key: str | None, record: TaskOutput) -> None:
+    def subagent_finished(
+        self, key: str | None, record: TaskOutput, conversation: KeptConversation | None = None
+    ) -> None:
         """Store a finished subagent's record now, and (with `key`) keep it for a resume: its
-        row is its checkpoint too (see `Store.checkpoints`). The record is not changed after."""
+        row is its checkpoint too (see `Store.checkpoints`); with the `conversation` of one that
+        completed, what a follow-up continues, in the same row (turned into JSON by the writer:
+        neither is changed after)."""
         if self.store is not None:
-            self._put((self.run_id, record, key))
+            self._put((self.run_id, record, key, conversation))
 
     def start(self, run_id: str) -> None:
         """Start writing and beating for `run_id` (already created or claimed with `self.owner`)."""
@@ -321,8 +329,8 @@ class StoredJournal:
         self.subagents: dict[str, TaskOutput] = {}
         """Finished subagents by key: the runner takes them from here (the same dict)."""
         self.conversations: dict[str, dict[str, Any]] = {}
-        """The last checkpointed conversation of each completed subagent, by its id: what a
-        follow-up (`task_message`) continues after a resume."""
+        """The kept conversation of each completed subagent, by its id: what a follow-up
+        (`task_message`) continues after a resume (see `Store.checkpoints`)."""
 
     def load(self, checkpoints: Sequence[Checkpoint]) -> None:
         """Take in the checkpoints of the interrupted run being resumed."""
@@ -333,11 +341,8 @@ class StoredJournal:
                 self.tools[c.key] = c.data
             elif c.kind == "subagent":
                 self.subagents[c.key] = TaskOutput.from_dict(c.data["record"], seq=c.data["seq"])
-            elif c.kind == "conversation":
-                agent_id = str(c.data.get("agent_id", ""))
-                known = self.conversations.get(agent_id)
-                if known is None or int(known.get("messages", 0)) <= int(c.data.get("messages", 0)):
-                    self.conversations[agent_id] = c.data
+            elif c.kind == "conversation" and "agent_id" in c.data:  # not the lead's (`_threads.keep_conversation`)
+                self.conversations[str(c.data["agent_id"])] = c.data
 
     def answer(self, step: int) -> ModelResponse | None:
         data = self.answers.pop(str(step), None)
@@ -355,11 +360,6 @@ class StoredJournal:
     def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
         if call.name not in REPLAYED_NEVER:
             self.recorder.checkpoint("tool", call.id, asdict(result))
-
-    def record_conversation(self, data: dict[str, Any]) -> None:
-        """Keep a completed subagent's conversation (`agent_id`, `messages`: its follow-ups so
-        far, and what a follow-up needs), one checkpoint per follow-up: the last one wins."""
-        self.recorder.checkpoint("conversation", f"{data['agent_id']}#{data['messages']}", data)
 
     def scoped(self, key: str) -> _SubagentJournal:
         """The journal of the subagent kept as `key` (its lead's tool call id and prompt's index):

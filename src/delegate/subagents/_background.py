@@ -10,8 +10,8 @@ lead gets their results for one more turn. Its tools (`task_status`, `task_wait`
 turn-by-turn gate that hides deferred tools), or from the start when the lead's definition names
 them. A result the lead already read through one of them is not noticed again.
 
-A follow-up continues a completed subagent's own conversation (kept in memory, and checkpointed
-so that a resumed run can continue it too) with a new user message: one record, one id, its
+A follow-up continues a completed subagent's own conversation (kept in memory, and stored in its
+subagent's row so that a resumed run can continue it too) with a new user message: one record, one id, its
 steps and usage growing, `messages` counting the follow-ups.
 """
 
@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from .._agents import Subagent
+from .._empty import empty_list
 from .._errors import ToolError
 from .._events import Event, unheard
 from .._messages import Message, messages_adapter
@@ -62,19 +63,7 @@ class Conversation:
     system: str
     messages: list[Message]
     key: str | None
-    follow_ups: list[str] = field(default_factory=list[str])
-
-    def to_checkpoint(self, record: TaskOutput) -> dict[str, Any]:
-        """The checkpoint that keeps it (its messages are turned into JSON by the store's writer)."""
-        return {
-            "agent_id": record.id,
-            "messages": record.messages,
-            "type": self.definition.name,
-            "system": self.system,
-            "key": self.key,
-            "follow_ups": list(self.follow_ups),
-            "conversation": self.messages,
-        }
+    follow_ups: list[str] = field(default_factory=empty_list)
 
 
 class Background:
@@ -220,8 +209,8 @@ class Background:
     # -- follow-ups -------------------------------------------------------------------------
 
     def conversation(self, record: TaskOutput) -> Conversation | None:
-        """What a follow-up to `record` continues: kept in this process, or checkpointed before
-        the run was interrupted."""
+        """What a follow-up to `record` continues: kept in this process, or stored before the
+        run was interrupted."""
         runner = self.runner
         kept = runner.conversations.get(record.id)
         if kept is not None:

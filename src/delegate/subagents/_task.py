@@ -27,7 +27,7 @@ from .._layer import Layer
 from .._messages import Message
 from .._record import Isolation
 from .._usage import Usage
-from ..loop import AgentResult, AgentSpec, Journal, opening_choices, passed_deadline
+from ..loop import AgentResult, AgentSpec, Journal, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
 from ..tools import HookSet, Tool, ToolContext, ToolReturn
@@ -67,7 +67,7 @@ class SubagentRunner:
         model_for: Callable[[str], Model],
         uploaded_files: list[dict[str, Any]] | None = None,
         finished: dict[str, TaskOutput] | None = None,
-        on_finish: Callable[[str | None, TaskOutput], None] | None = None,
+        on_finish: Callable[[str | None, TaskOutput, Conversation | None], None] | None = None,
     ) -> None:
         self.scope = run
         self.run_id = run.run_id
@@ -85,7 +85,8 @@ class SubagentRunner:
         self.finished = finished or {}
         """Subagents of an interrupted run that finished, by key: reused, not run again."""
         self.on_finish = on_finish
-        """Told of each subagent that ends (with its key, when it has one), as it ends."""
+        """Told of each subagent that ends (with its key, when it has one), as it ends, with its
+        conversation when it completed (what a follow-up continues, kept for one after a resume)."""
         self.journal_for: Callable[[str], Journal] | None = None
         """The journal of the subagent kept as a key (None: subagents keep none; see `StoredJournal.scoped`)."""
         self.records: list[TaskOutput] = []
@@ -105,9 +106,7 @@ class SubagentRunner:
         self.conversations: dict[str, Conversation] = {}
         """The conversation of each completed subagent, by id: what a follow-up continues."""
         self.saved_conversations: dict[str, dict[str, Any]] = {}
-        """Conversations checkpointed before the run was interrupted (see `StoredJournal`)."""
-        self.on_conversation: Callable[[dict[str, Any]], None] | None = None
-        """Told of each completed subagent's conversation, to checkpoint it (a follow-up after a resume)."""
+        """Conversations kept before the run was interrupted (see `StoredJournal`)."""
         self.background = Background(self)
         parallel = run.limits.max_parallel
         self._semaphore = asyncio.Semaphore(parallel) if parallel else None
@@ -325,7 +324,11 @@ class SubagentRunner:
             if layer is not None:
                 self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
             return
-        result = await run_checked(spec, ctx, messages, hooks, definition.name)
+        result = await (
+            run_agent(spec, ctx, messages)
+            if hooks is None
+            else run_checked(spec, ctx, messages, hooks, definition.name)
+        )
         _fill(record, result)
         if layer is not None:
             await self.settled(record, layer)
@@ -393,17 +396,15 @@ class SubagentRunner:
         follow_ups: list[str],
     ) -> None:
         """After a stretch of work: write a result too long for the lead, and keep a completed
-        subagent's conversation for a follow-up (checkpointed, for one after a resume)."""
+        subagent's conversation for a follow-up (stored with its record as it ends, `_finish`,
+        for one after a resume)."""
         whole = render_whole(record)
         if len(whole) > MAX_RESULT_CHARS:  # too long for the lead: written whole for it to read
             await asyncio.to_thread(self._write_whole, record, whole)
         if record.status != "completed":
             self.conversations.pop(record.id, None)
             return
-        kept = Conversation(definition, system, result.messages, key, follow_ups)
-        self.conversations[record.id] = kept
-        if self.on_conversation is not None:
-            self.on_conversation(kept.to_checkpoint(record))
+        self.conversations[record.id] = Conversation(definition, system, result.messages, key, follow_ups)
 
     async def conclude(
         self,
@@ -488,7 +489,8 @@ class SubagentRunner:
         if record.id not in self.by_id:
             self._keep(record)
         if self.on_finish is not None and stored:
-            self.on_finish(key, record)
+            kept = self.conversations.get(record.id) if record.status == "completed" else None
+            self.on_finish(key, record, kept)
         if self.emit is unheard:
             return
         self.event(

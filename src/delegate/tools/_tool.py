@@ -24,6 +24,7 @@ from typing import Any, cast, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from .._empty import empty_list
 from .._errors import ToolError
 from .._events import Event, EventSink, EventType, unheard
 from .._messages import Message
@@ -69,7 +70,7 @@ class ToolContext:
     steps: int = 0
     """The agent's turns so far (kept, like `usage`, when it is cancelled)."""
     tool_call_id: str | None = None
-    conversation: list[Message] = field(default_factory=list[Message])
+    conversation: list[Message] = field(default_factory=empty_list)
     """The agent's messages as of the current turn (read by `task` for snapshots)."""
     uploaded_files: list[dict[str, Any]] | None = None
     """The run's uploads state (see `_uploads.py`); None when the run has none."""
@@ -183,7 +184,7 @@ class Tool:
             model = self._validator.model_validate(arguments)
         except ValidationError as exc:
             raise ToolError(f"invalid arguments for {self.name}: {_describe(exc)}") from None
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return dict(model.__dict__)  # its fields, validated (extra ones are forbidden)
 
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReturn:
         """Validate and run. Raises `ToolError` (or whatever the function raised)."""
