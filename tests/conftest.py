@@ -27,6 +27,25 @@ from hypothesis import settings
 
 pytest_plugins = ["pytester", "tests.conftest_store", "tests.durable_support"]
 
+# Every test's files (`tmp_path`: workspaces, SQLite stores, layers) go to RAM when this machine
+# has a tmpfs with room for them: making a file there costs 20 us against 450 us on these
+# machines' disk, and the suite makes hundreds of thousands (a fifth of the time of the
+# file-heavy modules). Set PYTEST_DEBUG_TEMPROOT (or pass --basetemp) to choose another place.
+SHM = Path("/dev/shm")
+SHM_ROOM = 4 * 2**30
+"""Bytes free a tmpfs must have to hold the suite's files (the last three runs' are kept)."""
+
+
+def _files_in_ram() -> None:
+    if "PYTEST_DEBUG_TEMPROOT" in os.environ or not os.access(SHM, os.W_OK):
+        return
+    free = os.statvfs(SHM)
+    if free.f_bavail * free.f_frsize >= SHM_ROOM:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(SHM)
+
+
+_files_in_ram()
+
 # CI draws the same examples on every run, so a landing never hangs on a lucky draw; a developer's
 # plain `pytest` explores new ones each time (that is how the symlink-loop escape was found).
 settings.register_profile("ci", derandomize=True, database=None)
