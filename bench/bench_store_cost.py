@@ -14,21 +14,18 @@ storeless in turn in one process, `--runs` times each (a fresh process a checkou
 - the garbage collector's young (generation 0) and generation 1 collections of a run.
 
 The other checkout must take `RunLimits` (this file's `bench_subagents.one_run` builds the runtime).
-Printed: the median over rounds of each figure for both checkouts.
+Printed: the median over rounds of each figure for both checkouts (N = 1,000).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent.parent / "src"
+from _fanout import ab
+
 N = 1000
 
 
@@ -101,51 +98,22 @@ def child(runs: int) -> None:
     print(json.dumps(figures))
 
 
-def run(src: Path, runs: int) -> dict[str, float]:
-    env = os.environ | {"PYTHONPATH": str(src)}
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", "--runs", str(runs)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=900,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+ROWS = [
+    ("CPU a subagent, store on (least of the runs)", "on_cpu", "µs"),
+    ("CPU a subagent, storeless (least of the runs)", "off_cpu", "µs"),
+    ("store on / storeless", "ratio", "x"),
+    ("the writer thread's CPU a subagent (least)", "writer", "µs"),
+    ("calls a subagent on the loop's thread, store on", "calls_on", ""),
+    ("calls a subagent on the loop's thread, storeless", "calls_off", ""),
+    ("young collections a run, store on", "young_on", ""),
+    ("young collections a run, storeless", "young_off", ""),
+    ("generation 1 collections a run, store on", "gen1_on", ""),
+]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("other", nargs="?", type=Path, help="the other checkout's src folder")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--runs", type=int, default=7, help="runs of each kind in a process (the least counts)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.runs)
-        return
-    if args.other is None:
-        parser.error("name the other checkout's src folder")
-    found: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
-    for _ in range(args.rounds):
-        found["this"].append(run(HERE, args.runs))
-        found["other"].append(run(args.other.resolve(), args.runs))
-    med = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for side, rs in found.items()}
-    rows = [
-        ("CPU a subagent, store on (least of the runs)", "on_cpu", "µs"),
-        ("CPU a subagent, storeless (least of the runs)", "off_cpu", "µs"),
-        ("store on / storeless", "ratio", "x"),
-        ("the writer thread's CPU a subagent (least)", "writer", "µs"),
-        ("calls a subagent on the loop's thread, store on", "calls_on", ""),
-        ("calls a subagent on the loop's thread, storeless", "calls_off", ""),
-        ("young collections a run, store on", "young_on", ""),
-        ("young collections a run, storeless", "young_off", ""),
-        ("generation 1 collections a run, store on", "gen1_on", ""),
-    ]
-    print(f"N = {N:,}; medians of {args.rounds} rounds, in turn; this = {HERE}, other = {args.other}")
-    for label, key, unit in rows:
-        this, other = med["this"][key], med["other"][key]
-        print(f"  {label:<50} this {this:8.2f} {unit:<3} other {other:8.2f}   this/other {this / other:.2f}x")
+    runs = ("--runs", 7, "runs of each kind in a process (the least counts)")
+    ab(__doc__ or "", __file__, lambda args: child(args.runs), ROWS, [runs])
 
 
 if __name__ == "__main__":
