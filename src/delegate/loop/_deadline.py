@@ -179,11 +179,14 @@ class _Timers:
 
 
 _TIMERS: dict[asyncio.AbstractEventLoop, _Timers] = {}
-"""Each event loop's deadlines, while it has any (dropped when its last one ends)."""
+"""Each event loop's deadlines, while it has any (dropped when its last one ends, or once the loop
+is found closed: a loop closed with tasks still under a deadline is not kept)."""
 
 
 def _timers_of(loop: asyncio.AbstractEventLoop) -> _Timers:
     timers = _TIMERS.get(loop)
     if timers is None:
+        for closed in [other for other in list(_TIMERS) if other.is_closed()]:
+            _TIMERS.pop(closed, None)
         timers = _TIMERS[loop] = _Timers(loop)
     return timers
