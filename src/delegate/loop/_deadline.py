@@ -22,7 +22,7 @@ from types import TracebackType
 _DEADLINES: ContextVar[tuple[Deadline, ...]] = ContextVar("delegate_deadlines", default=())
 """The deadlines of the agents the current code runs under (a subagent's task inherits its lead's)."""
 
-_ENTERED, _EXPIRING, _EXPIRED, _EXITED = range(4)
+_CREATED, _ENTERED, _EXPIRING, _EXPIRED, _EXITED = range(5)
 
 
 def deadlines() -> tuple[Deadline, ...]:
@@ -53,7 +53,7 @@ class Deadline:
         self._when: float | None = None
         self._seq = -1
         """The sequence number of its entry in the heap; -1 while it has none."""
-        self._state = -1
+        self._state = _CREATED
         self._task: asyncio.Task[object] | None = None
         self._timers: _Timers | None = None
         self._token: Token[tuple[Deadline, ...]] | None = None
@@ -79,7 +79,7 @@ class Deadline:
             self._seq = timers.add(self, when)
 
     def __enter__(self) -> Deadline:
-        if self._state != -1:
+        if self._state != _CREATED:
             raise RuntimeError("a deadline is entered once")
         task = asyncio.current_task()
         if task is None:
