@@ -106,6 +106,7 @@ def test_every_list_json_is_one_array_and_runs_events_json_is_json_lines(tmp_pat
 
 
 def test_commands_that_only_read_create_nothing_where_they_run(tmp_path: Path) -> None:
+    said: dict[str, subprocess.CompletedProcess[str]] = {}
     for command in (
         ["runs", "list"],
         ["runs", "list", "--json"],
@@ -116,13 +117,11 @@ def test_commands_that_only_read_create_nothing_where_they_run(tmp_path: Path) -
         ["users", "list"],
         ["batch", "status", "b_nope"],
     ):
-        done = run_cli(command, cwd=tmp_path)
+        done = said[" ".join(command)] = run_cli(command, cwd=tmp_path)
         assert done.returncode in (0, 2), (command, done.stderr)
         assert list(tmp_path.iterdir()) == [], command
-    assert run_cli(["runs", "list", "--json"], cwd=tmp_path).stdout.strip() == "[]"
-    assert run_cli(["runs", "show"], cwd=tmp_path).stderr.strip() == (
-        "error: no runs yet: start one with `delegate run PROMPT`"
-    )
+    assert said["runs list --json"].stdout.strip() == "[]"
+    assert said["runs show"].stderr.strip() == "error: no runs yet: start one with `delegate run PROMPT`"
 
 
 def on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> str:

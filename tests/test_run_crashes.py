@@ -8,9 +8,10 @@ import json
 import random
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import httpx2
@@ -27,6 +28,7 @@ from tests.durable_support import (
     SUBAGENTS,
     cli_env,
     comparable,
+    keyed_responder,
     only_run,
     run_json,
     wait_for,
@@ -48,21 +50,24 @@ def stores() -> Iterator[list[Store]]:
         store.close()
 
 
-@pytest.fixture
-def baseline(openai: OpenAIServer, tmp_path: Path) -> dict[str, Any]:
-    """The script run once, uninterrupted, in a workspace of its own."""
-    root = tmp_path / "baseline"
-    root.mkdir()
-    proc = subprocess.run(
-        delegate("run", "write the notes", *RUN_ARGS, "-w", str(root)),
-        env=cli_env(openai.base_url),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Any]:
+    """The script run once, uninterrupted, in a workspace and on a server of its own: once for the
+    module, since every answer of the script is a function of its request alone (a `delegate run`
+    process a test, eight in all, was a fifth of the module's time). Read-only."""
+    root = tmp_path_factory.mktemp("baseline")
+    FINAL_ANSWER.set()
+    with OpenAIServer(keyed_responder) as server:
+        proc = subprocess.run(
+            delegate("run", "write the notes", *RUN_ARGS, "-w", str(root)),
+            env=cli_env(server.base_url),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     result = run_json(proc)
     assert result["status"] == "completed" and len(result["subagents"]) == SUBAGENTS
-    return {"result": comparable(result), "files": workspace_files(root)}
+    return MappingProxyType({"result": comparable(result), "files": workspace_files(root)})
 
 
 def _kill_when(proc: subprocess.Popen[str], store: Store, target: int) -> bool:
@@ -85,7 +90,7 @@ def test_delegate_run_killed_at_random_points_resumes_to_the_uninterrupted_resul
     stores: list[Store],
     store_url: str,
     openai: OpenAIServer,
-    baseline: dict[str, Any],
+    baseline: Mapping[str, Any],
     tmp_path: Path,
 ) -> None:
     rng = random.Random(store_url.split(":")[0])
@@ -185,7 +190,7 @@ def served(
     stores: list[Store],
     store_url: str,
     openai: OpenAIServer,
-    baseline: dict[str, Any],  # made first: its run needs FINAL_ANSWER, which this run holds back
+    baseline: Mapping[str, Any],  # made first: its run needs FINAL_ANSWER, which this run holds back
     tmp_path: Path,
 ) -> Served:
     """The run, held before its final answer until the test sets `FINAL_ANSWER`."""
@@ -207,7 +212,7 @@ def _ended(store: Store, run_id: str) -> RunRow:
     return wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status in END_STATUSES and r, 120)
 
 
-def _as_uninterrupted(store: Store, ended: RunRow, baseline: dict[str, Any]) -> None:
+def _as_uninterrupted(store: Store, ended: RunRow, baseline: Mapping[str, Any]) -> None:
     """The run's result, subagent records, usage and files are those of the uninterrupted run."""
     stored = stored_result(store, ended.id)
     assert stored is not None
@@ -217,7 +222,7 @@ def _as_uninterrupted(store: Store, ended: RunRow, baseline: dict[str, Any]) -> 
 
 
 def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
-    procs: Processes, served: Served, store_url: str, baseline: dict[str, Any], tmp_path: Path
+    procs: Processes, served: Served, store_url: str, baseline: Mapping[str, Any], tmp_path: Path
 ) -> None:
     rng = random.Random(store_url.split(":")[0] + "serve")
     store, run_id, proc = served.store, served.run_id, served.proc
@@ -243,7 +248,7 @@ def test_delegate_serve_killed_at_random_points_takes_its_run_over_on_restart(
 
 
 def test_a_batch_worker_takes_over_the_run_of_a_killed_server_and_ends_it_as_uninterrupted(
-    procs: Processes, served: Served, store_url: str, baseline: dict[str, Any], tmp_path: Path
+    procs: Processes, served: Served, store_url: str, baseline: Mapping[str, Any], tmp_path: Path
 ) -> None:
     store, run_id, root = served.store, served.run_id, served.root
     assert _kill_when(served.proc, store, 1 + SUBAGENTS // 2)
@@ -380,7 +385,7 @@ def _left_interrupted(store: Store, run_id: str) -> None:
 
 
 def test_a_server_stopped_with_sigterm_leaves_its_run_interrupted_and_the_next_server_finishes_it(
-    procs: Processes, served: Served, store_url: str, baseline: dict[str, Any], tmp_path: Path
+    procs: Processes, served: Served, store_url: str, baseline: Mapping[str, Any], tmp_path: Path
 ) -> None:
     store, run_id = served.store, served.run_id
     wait_for(lambda: len(store.checkpoints(run_id)) >= 1 + SUBAGENTS // 2, what="half the subagents")
@@ -397,7 +402,7 @@ def test_a_server_stopped_with_sigterm_leaves_its_run_interrupted_and_the_next_s
 
 
 def test_a_batch_worker_stopped_with_sigint_leaves_the_run_it_took_over_interrupted_for_the_next_worker(
-    procs: Processes, served: Served, store_url: str, baseline: dict[str, Any], tmp_path: Path
+    procs: Processes, served: Served, store_url: str, baseline: Mapping[str, Any], tmp_path: Path
 ) -> None:
     store, run_id, env = served.store, served.run_id, served.env
     assert _kill_when(served.proc, store, 1)  # the server dies; a worker takes its run over

@@ -28,6 +28,7 @@ from typing import Any, Literal, cast
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._command_rules import CommandRules
+from ._empty import empty_dict, empty_list
 from ._errors import UserError
 from ._frontmatter import CatalogueWarning, Unreadable, read_front_matter
 from ._record import ResultSchema
@@ -170,33 +171,33 @@ class Subagent(Agent):
 
     name: str
     description: str
-    disallowed_tools: list[str] = field(default_factory=list[str])
+    disallowed_tools: list[str] = field(default_factory=empty_list)
     timeout: float | None = 600.0
     token_budget: int | None = None
-    stop_tools: list[str] = field(default_factory=list[str])
+    stop_tools: list[str] = field(default_factory=empty_list)
     requires_commands: bool = False
     project_context: bool = True
     """Whether its system prompt carries the workspace's AGENTS.md / CLAUDE.md."""
-    mcp_servers: list[str] = field(default_factory=list[str])
+    mcp_servers: list[str] = field(default_factory=empty_list)
     """MCP servers whose tools this type gets besides its `tools`: the runtime's, or its own."""
-    mcp_inline: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    mcp_inline: dict[str, dict[str, Any]] = field(default_factory=empty_dict)
     """Servers this type defines itself (`.mcp.json` entries), started for it alone; honoured only
     from what agents cannot write (code, `--agents` folders outside the workspace)."""
     permission_mode: str | None = None
-    hooks: dict[str, Any] = field(default_factory=dict[str, Any])
+    hooks: dict[str, Any] = field(default_factory=empty_dict)
     """Hook commands for this type's agents alone, in Claude Code's `hooks` format; honoured only
     from what the operator owns (code, its folders; never a user's own under `delegate serve`)."""
     command_rules: CommandRules = field(default_factory=CommandRules)
     """The `Bash(...)` rules of its `tools` (what it may run) and `disallowedTools` (what it may not)."""
-    unavailable_tools: list[str] = field(default_factory=list[str])
+    unavailable_tools: list[str] = field(default_factory=empty_list)
     """Tools its file names that delegate cannot serve (Claude's `WebFetch`, ...)."""
     model_fallback: bool = False
     """Its model came through the alias table: without the provider's key it runs on the lead's."""
     written_model: str | None = None
     """`model` as its file wrote it, when that differs from the resolved `model`."""
-    extra: dict[str, Any] = field(default_factory=dict[str, Any])
+    extra: dict[str, Any] = field(default_factory=empty_dict)
     """Front-matter fields delegate does not know, kept as written."""
-    warnings: list[CatalogueWarning] = field(default_factory=list[CatalogueWarning])
+    warnings: list[CatalogueWarning] = field(default_factory=empty_list)
     source: str = "code"
     """Where it came from: `builtin`, `code`, or its file relative to the folder it came from."""
     isolation: Literal["overlay", "shared"] | None = None
@@ -305,20 +306,20 @@ class _FrontMatter(BaseModel):
     description: str = Field(min_length=1)
     tools: list[str] | None = None
     disallowed_tools: list[str] = Field(
-        default_factory=list[str], validation_alias=AliasChoices("disallowed_tools", "disallowedTools")
+        default_factory=empty_list, validation_alias=AliasChoices("disallowed_tools", "disallowedTools")
     )
     model: str = "inherit"
     max_steps: int = Field(default=30, ge=1, le=10_000, validation_alias=AliasChoices("max_steps", "maxTurns"))
     timeout: float | None = Field(default=600.0, gt=0)
     token_budget: int | None = Field(default=None, gt=0)
-    stop_tools: list[str] = Field(default_factory=list[str])
+    stop_tools: list[str] = Field(default_factory=empty_list)
     skills: list[str] | None = None
     first_tool_choice: str | list[str] = "auto"
     permission_mode: PermissionMode | None = Field(
         default=None, validation_alias=AliasChoices("permission_mode", "permissionMode")
     )
     mcp_servers: list[str] = Field(
-        default_factory=list[str], validation_alias=AliasChoices("mcp_servers", "mcpServers")
+        default_factory=empty_list, validation_alias=AliasChoices("mcp_servers", "mcpServers")
     )
     project_context: bool = True
     output_schema: dict[str, Any] | None = None

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from ._empty import empty_dict
 from ._text import safe_json, safe_text
 
 EventType = Literal[
@@ -52,7 +53,7 @@ class Event:
     agent_id: str
     parent_agent_id: str | None = None
     tool_call_id: str | None = None
-    data: dict[str, Any] = field(default_factory=dict[str, Any])
+    data: dict[str, Any] = field(default_factory=empty_dict)
     ts: float = field(default_factory=time.time)
     detail: object = field(default=None, repr=False, compare=False)
     """The objects behind the event, for an in-process sink that wants more than `data` keeps:

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from ._empty import empty_dict
 from ._errors import UserError
 
 __all__ = ["HOOK_EVENTS", "CommandHook", "HookAnswer", "HookEvent", "Hooks", "command_hooks"]
@@ -72,7 +73,7 @@ class HookEvent:
     agent_id: str
     agent_type: str | None = None
     tool: str | None = None
-    arguments: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    arguments: Mapping[str, Any] = field(default_factory=empty_dict)
     result: str | None = None
     prompt: str | None = None
     summary: str | None = None

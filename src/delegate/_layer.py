@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._empty import empty_dict, empty_list
 from ._errors import WorkspaceError
 from ._paths import Found, lstat_at
 
@@ -119,8 +120,8 @@ class Layer:
     read_only: bool = False
     track: bool = True
     """Whether to record what the subagent sees (a layer that never merges need not)."""
-    seen: dict[str, str | None] = field(default_factory=dict[str, "str | None"])
-    refused: list[str] = field(default_factory=list[str])
+    seen: dict[str, str | None] = field(default_factory=empty_dict)
+    refused: list[str] = field(default_factory=empty_list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _upper: int | None = field(default=None, repr=False)
     opaque: bool | None = None

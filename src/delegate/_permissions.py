@@ -41,6 +41,7 @@ from typing import Any, Literal, cast, get_args
 from pydantic import AwareDatetime
 
 from ._command_rules import command_rule_matching
+from ._empty import empty_dict
 from ._errors import UserError
 from ._time import iso
 
@@ -303,13 +304,11 @@ class CallPolicy:
     allow: tuple[Rule, ...] = ()
     ask: tuple[Rule, ...] = ()
     deny: tuple[Rule, ...] = ()
-    _named: dict[str, bool] = field(default_factory=dict[str, bool])
-    _offered: dict[str, bool] = field(default_factory=dict[str, bool])
-    _by_tool: dict[str, tuple[tuple[Rule, ...], tuple[Rule, ...], tuple[Rule, ...]]] = field(
-        default_factory=dict[str, tuple[tuple[Rule, ...], tuple[Rule, ...], tuple[Rule, ...]]]
-    )
+    _named: dict[str, bool] = field(default_factory=empty_dict)
+    _offered: dict[str, bool] = field(default_factory=empty_dict)
+    _by_tool: dict[str, tuple[tuple[Rule, ...], tuple[Rule, ...], tuple[Rule, ...]]] = field(default_factory=empty_dict)
     """The deny, ask and allow rules that name each tool, found on its first call."""
-    _modes: dict[str, CallPolicy] = field(default_factory=dict[str, "CallPolicy"])
+    _modes: dict[str, CallPolicy] = field(default_factory=empty_dict)
 
     @classmethod
     def compile(cls, permissions: Permissions) -> CallPolicy:

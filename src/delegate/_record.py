@@ -15,8 +15,8 @@ from typing import Any, Literal, cast, get_args
 
 from pydantic import AwareDatetime, BaseModel, TypeAdapter, ValidationError
 
+from ._empty import empty_list
 from ._errors import UserError
-from ._messages import empty_list
 from ._time import iso
 from ._usage import Usage
 

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from pydantic import AwareDatetime, Json, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
+from .._empty import empty_list
 from .._errors import StoreError
 from .._events import Event, EventType
 from .._lease import RUN_LEASE_TTL, owner_alive
@@ -68,7 +69,7 @@ class RunRow:
     limits: dict[str, Any] | None = None
     """The limits the run was started with (`RunLimits.to_dict`), kept for its resume (None: a run
     stored before they were kept, with no budget of its own)."""
-    warnings: list[str] = field(default_factory=list[str])
+    warnings: list[str] = field(default_factory=empty_list)
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
     waiting: int = 0

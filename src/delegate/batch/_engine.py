@@ -61,6 +61,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import sqlalchemy as sa
 
+from .._empty import empty_set
 from .._errors import UserError
 from .._events import Event, EventSink, EventType
 from .._lease import host_identity as _host_identity
@@ -116,7 +117,7 @@ class _Serving:
     info: ServeInfo
     runner: ItemRunner
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    tasks: set[asyncio.Task[None]] = field(default_factory=set[asyncio.Task[None]])
+    tasks: set[asyncio.Task[None]] = field(default_factory=empty_set)
 
 
 @dataclass(kw_only=True, slots=True)

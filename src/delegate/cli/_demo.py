@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from .._empty import empty_list
 from .._text import plural
 from ._common import fail
 
@@ -211,7 +212,7 @@ class FileVerdict:
     name: str
     text: str | None
     """What it holds (None: not written)."""
-    problems: list[str] = field(default_factory=list[str])
+    problems: list[str] = field(default_factory=empty_list)
 
     @property
     def holds(self) -> bool:

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 
 from .._config import LoopGuard
+from .._empty import empty_dict, empty_set
 from .._messages import ToolCallPart, ToolResultPart
 from .._record import StopReason
 
@@ -40,8 +41,8 @@ class LoopWatch:
 
     guard: LoopGuard
     advice: str = ""
-    succeeded: set[str] = field(default_factory=set[str])
-    failures: dict[str, int] = field(default_factory=dict[str, int])
+    succeeded: set[str] = field(default_factory=empty_set)
+    failures: dict[str, int] = field(default_factory=empty_dict)
     idle: int = 0
 
     def after_turn(

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
 from .._config import Compaction, LoopSettings, RunLimits
+from .._empty import empty_set
 from .._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from .._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
 from .._prices import request_cost
@@ -272,7 +273,7 @@ class _State:
     """The conversation's characters, for the estimate of each request."""
     last_text: str = ""
     usage: Usage = field(default_factory=Usage)
-    progressed: set[str] = field(default_factory=set[str])
+    progressed: set[str] = field(default_factory=empty_set)
     """The ids of this turn's calls whose tools said they changed something."""
 
     def end(self, status: EndStatus, reason: StopReason, **extra: object) -> AgentResult:

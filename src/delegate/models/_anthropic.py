@@ -29,6 +29,7 @@ import anthropic
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import MessageParam, RawMessageStreamEvent, ThinkingConfigParam, ToolParam
 
+from .._empty import empty_dict, empty_list
 from .._errors import UserError
 from .._messages import (
     MediaPart,
@@ -328,7 +329,7 @@ def _decode_text(data: str) -> str | None:
 @dataclass(slots=True)
 class _Block:
     type: str
-    text: list[str] = field(default_factory=list[str])
+    text: list[str] = field(default_factory=empty_list)
     signature: str | None = None
     id: str = ""
     name: str = ""
@@ -340,8 +341,8 @@ class _Accumulator:
     """Builds the answer from stream events, keeping tool input as the raw JSON text it came as."""
 
     model: str
-    blocks: dict[int, _Block] = field(default_factory=dict[int, _Block])
-    usage: dict[str, int | None] = field(default_factory=dict[str, int | None])
+    blocks: dict[int, _Block] = field(default_factory=empty_dict)
+    usage: dict[str, int | None] = field(default_factory=empty_dict)
     stop_reason: str | None = None
     done: bool = False
 

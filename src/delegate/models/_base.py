@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._empty import empty_dict, empty_list
 from .._errors import UserError
 from .._messages import HasParts, Message, Part, ReasoningPart
 from .._prices import Pricing
@@ -36,11 +37,11 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
-    path_params: dict[str, PathRole] = field(default_factory=dict[str, PathRole])
+    path_params: dict[str, PathRole] = field(default_factory=empty_dict)
     """Parameters that name workspace paths, and whether the file must already exist or be new
     (never sent to a provider). A constrained model may only fill them with paths its
     conversation mentions: see `_constrained.py`."""
-    id_params: dict[str, IdChoice] = field(default_factory=dict[str, IdChoice])
+    id_params: dict[str, IdChoice] = field(default_factory=empty_dict)
     """Parameters that name something that must exist (never sent to a provider). A constrained
     model may only fill them with one of its `IdChoice`'s values, so it cannot invent one: see
     `_constrained.py`."""
@@ -61,7 +62,7 @@ FREE_CHOICES = ("auto", "required", "none")
 class ModelRequest:
     system: str
     messages: list[Message]
-    tools: list[ToolSpec] = field(default_factory=list[ToolSpec])
+    tools: list[ToolSpec] = field(default_factory=empty_list)
     max_tokens: int | None = None
     temperature: float | None = None
     tool_choice: ToolChoice = "auto"

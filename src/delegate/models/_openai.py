@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
+from .._empty import empty_list
 from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .._prices import Pricing
@@ -507,7 +508,7 @@ class _Call:
 
     id: str = ""
     name: str = ""
-    arguments: list[str] = field(default_factory=list[str])
+    arguments: list[str] = field(default_factory=empty_list)
 
     def part(self) -> ToolCallPart:
         text = "".join(self.arguments)
@@ -527,9 +528,9 @@ class _Call:
 class _Reply:
     """What the server answered, whether it came in one piece or in stream chunks."""
 
-    text: list[str] = field(default_factory=list[str])
-    reasoning: list[str] = field(default_factory=list[str])
-    calls: list[_Call] = field(default_factory=list[_Call])
+    text: list[str] = field(default_factory=empty_list)
+    reasoning: list[str] = field(default_factory=empty_list)
+    calls: list[_Call] = field(default_factory=empty_list)
     finish: str | None = None
     usage: Usage = field(default_factory=lambda: Usage(requests=1))
     model: str = ""

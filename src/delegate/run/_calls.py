@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._empty import empty_list
 from .._messages import Message, messages_adapter
 from .._record import LIVE_STATUSES
 from .._usage import Usage
@@ -53,7 +54,7 @@ class ModelCall:
     completed_at: float | None = None
     usage: Usage | None = None
     """None until it answered (or when it never did: its agent was stopped, the model failed)."""
-    tool_calls: list[str] = field(default_factory=list[str])
+    tool_calls: list[str] = field(default_factory=empty_list)
     request_messages: int | None = None
     """The request was the system prompt and this many messages from the start of `messages`."""
     answer_message: int | None = None
@@ -90,7 +91,7 @@ class AgentCalls:
     calls: list[ModelCall]
     system: str | None = None
     """Its system prompt, when kept (a lead of a run stored before it was kept has none)."""
-    messages: list[Message] = field(default_factory=list[Message])
+    messages: list[Message] = field(default_factory=empty_list)
     why_not_kept: str | None = None
     """Why its conversation is not kept (None: it is)."""
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from .._empty import empty_list
 from .._errors import RunCancelled, RunError
 from .._events import Event
 from .._messages import Message
@@ -47,11 +48,11 @@ class RunResult:
     steps: int
     stop_reason: StopReason
     error: str | None = None
-    messages: list[Message] = field(default_factory=list[Message])
-    warnings: list[str] = field(default_factory=list[str])
+    messages: list[Message] = field(default_factory=empty_list)
+    warnings: list[str] = field(default_factory=empty_list)
     """What was wrong as the run started, one line each: an MCP server that did not start (the run
     went on without its tools), a definition or skill file that was skipped."""
-    pending_approvals: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    pending_approvals: list[dict[str, Any]] = field(default_factory=empty_list)
     """The calls of a `waiting` run that wait for a person's decision (`ApprovalRow.pending`)."""
     result: Any = None
     """The lead's typed result, validated, when its definition has an `output_schema`: an instance

@@ -22,6 +22,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from .._empty import empty_list
 from .._events import Event
 from .._store import Store
 from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, loads_json, repeated_fields
@@ -61,7 +62,7 @@ class _Follower:
     """One client following a batch: the item events it has not sent yet, and what wakes it."""
 
     loop: asyncio.AbstractEventLoop
-    events: list[Event] = field(default_factory=list[Event])
+    events: list[Event] = field(default_factory=empty_list)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     def tell(self, event: Event | None) -> None:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import to_json
 
 from .._config import RunLimits
+from .._empty import empty_list
 from .._errors import UserError
 from .._events import Event
 from .._record import LIVE_STATUSES, Status
@@ -54,7 +55,7 @@ class LiveRun:
     run_id: str
     user_id: str
     loop: asyncio.AbstractEventLoop
-    events: list[Event] = field(default_factory=list[Event])
+    events: list[Event] = field(default_factory=empty_list)
     base: int = 0
     """The number of events stored before this process took the run on (a resumed run's): the
     first event in `events` is number `base + 1`."""
@@ -62,7 +63,7 @@ class LiveRun:
     runtime: Runtime | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
     done: bool = False
-    _waiters: list[asyncio.Future[None]] = field(default_factory=list[asyncio.Future[None]])
+    _waiters: list[asyncio.Future[None]] = field(default_factory=empty_list)
     _thread: int = field(default_factory=threading.get_ident)
 
     def emit(self, event: Event) -> None:

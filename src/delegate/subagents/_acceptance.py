@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
+from .._empty import empty_dict
 from .._errors import ToolError, WorkspaceError
 from .._workspace import Located, Workspace
 from ..tools import run_command
@@ -117,7 +118,7 @@ class Baseline:
     """What `file_written` compares with: the start time and the before-state of each path."""
 
     started_ns: int
-    files: Mapping[Path, FileState] = field(default_factory=dict[Path, FileState])
+    files: Mapping[Path, FileState] = field(default_factory=empty_dict)
 
 
 # ---------------------------------------------------------------------------------------------

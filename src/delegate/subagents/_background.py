@@ -25,9 +25,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from .._agents import Subagent
+from .._empty import empty_list
 from .._errors import ToolError
 from .._events import Event, unheard
-from .._messages import Message, empty_list, messages_adapter
+from .._messages import Message, messages_adapter
 from .._record import TaskOutput
 from .._text import plural
 from ..loop import AgentResult, run_agent

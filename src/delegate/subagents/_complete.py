@@ -16,6 +16,7 @@ from typing import Annotated, Any, cast
 
 from pydantic import Field
 
+from .._empty import empty_list
 from .._errors import ToolError, WorkspaceError
 from .._record import ResultSchema
 from .._time import iso
@@ -32,8 +33,8 @@ class Delivery:
     """What `complete` delivered. `invalid` says why the subagent gave up on its typed result."""
 
     summary: str
-    artifacts: list[Artifact] = field(default_factory=list[Artifact])
-    skipped: list[Skipped] = field(default_factory=list[Skipped])
+    artifacts: list[Artifact] = field(default_factory=empty_list)
+    skipped: list[Skipped] = field(default_factory=empty_list)
     result: Any = None
     invalid: str | None = None
 

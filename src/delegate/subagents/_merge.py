@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .._changes import Folders, layer_changes
+from .._empty import empty_list
 from .._layer import LAYERS, TRASH, Layer, content_hash, descend, open_layers, read_json, remove_tree, write_json
 from .._paths import PathEscape, PathLoop, lstat_at
 from .._record import Change, Conflict
@@ -52,8 +53,8 @@ class MergeOutcome:
     """What a merge did: the layer's `changes`, and its `conflicts` (when there are any, nothing
     was applied and the layer is kept)."""
 
-    changes: list[Change] = field(default_factory=list[Change])
-    conflicts: list[Conflict] = field(default_factory=list[Conflict])
+    changes: list[Change] = field(default_factory=empty_list)
+    conflicts: list[Conflict] = field(default_factory=empty_list)
 
     @property
     def merged(self) -> bool:

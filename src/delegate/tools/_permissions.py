@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._empty import empty_dict
 from .._errors import ToolError
 from .._permissions import CallPolicy, Verdict
 from ._hooked import HookSet
@@ -57,10 +58,8 @@ class CallGuard:
     hooks: HookSet | None = None
     never_wait: str = ""
     """Set for runs nobody watches (a batch item): a call that would ask is refused, with this said."""
-    _wrapped: dict[tuple[str, str | None, int], Tool] = field(default_factory=dict[tuple[str, str | None, int], Tool])
-    _lists: dict[tuple[str, str | None, int], tuple[Sequence[Tool], list[Tool]]] = field(
-        default_factory=dict[tuple[str, str | None, int], tuple[Sequence[Tool], list[Tool]]]
-    )
+    _wrapped: dict[tuple[str, str | None, int], Tool] = field(default_factory=empty_dict)
+    _lists: dict[tuple[str, str | None, int], tuple[Sequence[Tool], list[Tool]]] = field(default_factory=empty_dict)
     """What `tools` gave for each list it was given (kept with it, so its id is not reused)."""
 
     def tools(self, tools: Sequence[Tool], *, mode: str | None = None, agent_type: str | None = None) -> list[Tool]:

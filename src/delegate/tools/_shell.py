@@ -26,6 +26,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from .._empty import empty_list
 from .._errors import ToolError
 from .._text import safe_text
 from .._workspace import Workspace
@@ -56,7 +57,7 @@ class CommandResult:
     """Whether the command itself ran (False: its sandbox failed to start it)."""
     over_quota: bool = False
     """Whether it was killed for growing the workspace past its disk quota."""
-    notes: list[str] = field(default_factory=list[str])
+    notes: list[str] = field(default_factory=empty_list)
     """What the command's caps did to it, one line each (process starts refused, a CPU cap hit,
     the disk quota passed)."""
 

@@ -24,6 +24,7 @@ from typing import Any, cast, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from .._empty import empty_list
 from .._errors import ToolError
 from .._events import Event, EventSink, EventType, unheard
 from .._messages import Message
@@ -69,7 +70,7 @@ class ToolContext:
     steps: int = 0
     """The agent's turns so far (kept, like `usage`, when it is cancelled)."""
     tool_call_id: str | None = None
-    conversation: list[Message] = field(default_factory=list[Message])
+    conversation: list[Message] = field(default_factory=empty_list)
     """The agent's messages as of the current turn (read by `task` for snapshots)."""
     uploaded_files: list[dict[str, Any]] | None = None
     """The run's uploads state (see `_uploads.py`); None when the run has none."""
