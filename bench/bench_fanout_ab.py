@@ -18,18 +18,13 @@ Printed: the median over rounds of each figure for both checkouts, and this code
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-HERE = Path(__file__).resolve().parent.parent / "src"
+from _fanout import ab
 
 
 def rss_mb() -> float:
@@ -99,48 +94,23 @@ def child() -> None:
     print(json.dumps(figures))
 
 
-def run(src: Path) -> dict[str, float]:
-    env = os.environ | {"PYTHONPATH": str(src)}
-    done = subprocess.run(
-        [sys.executable, __file__, "--child"], env=env, capture_output=True, text=True, check=True, timeout=900
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+ROWS = [
+    ("RSS after import delegate; delegate.Runtime", "rss_import", "MB"),
+    ("RSS before the timed runs (after a fan-out of 200)", "rss_before", "MB"),
+    ("storeless fan-out, N = 1,000", "n1000", "µs/subagent"),
+    ("storeless fan-out, N = 10,000", "n10000", "µs/subagent"),
+    ("SQLite store on, N = 1,000", "store", "µs/subagent"),
+]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("other", nargs="?", type=Path, help="the other checkout's src folder")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child()
-        return
-    if args.other is None:
-        parser.error("name the other checkout's src folder")
-    runs: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
-    for _ in range(args.rounds):
-        runs["this"].append(run(HERE))
-        runs["other"].append(run(args.other.resolve()))
-    med: dict[str, dict[str, Any]] = {
-        side: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for side, rs in runs.items()
-    }
-    rows = [
-        ("RSS after import delegate; delegate.Runtime", "rss_import", "MB"),
-        ("RSS before the timed runs (after a fan-out of 200)", "rss_before", "MB"),
-        ("storeless fan-out, N = 1,000", "n1000", "µs/subagent"),
-        ("storeless fan-out, N = 10,000", "n10000", "µs/subagent"),
-        ("SQLite store on, N = 1,000", "store", "µs/subagent"),
-    ]
-    print(f"medians of {args.rounds} rounds, in turn; this = {HERE}, other = {args.other}")
-    for label, key, unit in rows:
-        this, other = med["this"][key], med["other"][key]
-        print(f"  {label:<52} this {this:8.1f} {unit:<12} other {other:8.1f}   this/other {this / other:.2f}x")
-    this = med["this"]
-    print(
-        f"  this code: 10,000 / 1,000 = {this['n10000'] / this['n1000']:.2f}x; "
-        f"store on / storeless = {this['store'] / this['n1000']:.2f}x"
-    )
+    med = ab(__doc__ or "", __file__, lambda _: child(), ROWS)
+    if med is not None:
+        this = med["this"]
+        print(
+            f"  this code: 10,000 / 1,000 = {this['n10000'] / this['n1000']:.2f}x; "
+            f"store on / storeless = {this['store'] / this['n1000']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

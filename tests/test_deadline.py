@@ -4,6 +4,7 @@ timer a loop. What each test checks is what `asyncio.timeout` would do in its pl
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 
 import pytest
@@ -120,3 +121,37 @@ async def test_a_deadline_is_entered_once_and_only_in_a_task() -> None:
 def test_outside_an_event_loop_a_deadline_cannot_be_entered() -> None:
     with pytest.raises(RuntimeError):
         Deadline(1).__enter__()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the task it abandons
+def test_a_loop_closed_with_a_deadline_still_entered_is_not_kept() -> None:
+    from delegate.loop._deadline import _TIMERS  # pyright: ignore[reportPrivateUsage]
+
+    abandoned: list[asyncio.Task[None]] = []
+
+    async def under_deadline(entered: asyncio.Event) -> None:
+        with Deadline(60):
+            entered.set()
+            await asyncio.sleep(60)
+
+    async def abandon() -> None:
+        entered = asyncio.Event()
+        abandoned.append(asyncio.get_running_loop().create_task(under_deadline(entered)))
+        await entered.wait()
+
+    old = asyncio.new_event_loop()
+    try:
+        old.run_until_complete(abandon())  # its task is left under its deadline
+        assert old in _TIMERS
+        old.close()
+
+        async def another() -> None:
+            with Deadline(60):
+                assert old not in _TIMERS
+
+        asyncio.run(another())
+        assert old not in _TIMERS
+    finally:
+        old.close()
+        abandoned.clear()
+        gc.collect()  # the abandoned task goes now, under this test's filter

@@ -24,15 +24,14 @@ thing.
 
 from __future__ import annotations
 
-import ctypes
 import errno
+import functools
 import os
 import stat
 import sys
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import cast
 
 from ._empty import empty_list
 
@@ -253,31 +252,40 @@ def lstat_at(folder: int, name: str) -> os.stat_result | None:
 # openat2: the one-call fast path
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
 _SYS_OPENAT2 = 437  # the same number on every Linux architecture (it came after the tables merged)
 
 
-def _load_openat2() -> Callable[..., int] | None:
+@functools.cache
+def _openat2() -> Callable[[int, bytes], int] | None:
+    """`openat2(base, path)` of a folder beneath `base` through no symlink and no magic link: its
+    descriptor, or minus the errno. None off Linux or without a C library. Made on first use:
+    `ctypes` is half a megabyte a process that never resolves a path does not need."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes
+
+    class OpenHow(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        syscall = libc.syscall
+        syscall = ctypes.CDLL(None, use_errno=True).syscall
     except (OSError, AttributeError):
         return None
     syscall.restype = ctypes.c_long
-    syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_OpenHow), ctypes.c_size_t]
-    return cast(Callable[..., int], syscall)
+    syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(OpenHow), ctypes.c_size_t]
+    how = OpenHow(_FOLDER, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+    how_ref, how_size = ctypes.byref(how), ctypes.sizeof(how)
+
+    def openat2(base: int, path: bytes) -> int:
+        fd = int(syscall(_SYS_OPENAT2, base, path, how_ref, how_size))
+        return fd if fd >= 0 else -ctypes.get_errno()
+
+    return openat2
 
 
-_syscall = _load_openat2()
-_HOW = _OpenHow(_FOLDER, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
 _has_openat2: bool | None = None  # learnt on the first call
 
 
@@ -285,13 +293,14 @@ def _beneath(base: int, parts: list[str]) -> Found | None:
     """The walk in one `openat2` call when no component is a symlink; None when it cannot tell
     (a link on the way, a missing folder, no `openat2` here): then the step-by-step walk runs."""
     global _has_openat2
-    if _syscall is None or _has_openat2 is False:
+    openat2 = _openat2() if _has_openat2 is not False else None
+    if openat2 is None:
         return None
     *folders, name = parts
     if folders:
-        fd = _syscall(_SYS_OPENAT2, base, os.fsencode("/".join(folders)), ctypes.byref(_HOW), ctypes.sizeof(_HOW))
+        fd = openat2(base, os.fsencode("/".join(folders)))
         if fd < 0:
-            if ctypes.get_errno() in (errno.ENOSYS, errno.EPERM) and _has_openat2 is None:
+            if -fd in (errno.ENOSYS, errno.EPERM) and _has_openat2 is None:
                 _has_openat2 = False  # an old kernel, or a seccomp filter that forbids it
             return None
         _has_openat2 = True

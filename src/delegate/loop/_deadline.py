@@ -22,7 +22,7 @@ from types import TracebackType
 _DEADLINES: ContextVar[tuple[Deadline, ...]] = ContextVar("delegate_deadlines", default=())
 """The deadlines of the agents the current code runs under (a subagent's task inherits its lead's)."""
 
-_ENTERED, _EXPIRING, _EXPIRED, _EXITED = range(4)
+_CREATED, _ENTERED, _EXPIRING, _EXPIRED, _EXITED = range(5)
 
 
 def deadlines() -> tuple[Deadline, ...]:
@@ -53,7 +53,7 @@ class Deadline:
         self._when: float | None = None
         self._seq = -1
         """The sequence number of its entry in the heap; -1 while it has none."""
-        self._state = -1
+        self._state = _CREATED
         self._task: asyncio.Task[object] | None = None
         self._timers: _Timers | None = None
         self._token: Token[tuple[Deadline, ...]] | None = None
@@ -79,7 +79,7 @@ class Deadline:
             self._seq = timers.add(self, when)
 
     def __enter__(self) -> Deadline:
-        if self._state != -1:
+        if self._state != _CREATED:
             raise RuntimeError("a deadline is entered once")
         task = asyncio.current_task()
         if task is None:
@@ -179,11 +179,14 @@ class _Timers:
 
 
 _TIMERS: dict[asyncio.AbstractEventLoop, _Timers] = {}
-"""Each event loop's deadlines, while it has any (dropped when its last one ends)."""
+"""Each event loop's deadlines, while it has any (dropped when its last one ends, or once the loop
+is found closed: a loop closed with tasks still under a deadline is not kept)."""
 
 
 def _timers_of(loop: asyncio.AbstractEventLoop) -> _Timers:
     timers = _TIMERS.get(loop)
     if timers is None:
+        for closed in [other for other in list(_TIMERS) if other.is_closed()]:
+            _TIMERS.pop(closed, None)
         timers = _TIMERS[loop] = _Timers(loop)
     return timers
