@@ -4,8 +4,10 @@ run ends or its process dies, and the whole run as one JSON document."""
 
 from __future__ import annotations
 
+import copy
 import json
 import queue
+import shutil
 import signal
 import subprocess
 import threading
@@ -25,6 +27,7 @@ from tests.durable_support import (
     RUN_ARGS,
     SUBAGENTS,
     cli_env,
+    keyed_responder,
     only_run,
     run_json,
     wait_for,
@@ -33,11 +36,23 @@ from tests.loopback_openai import OpenAIServer
 from tests.loopback_server import LiveServer
 
 
-def _finished_run(openai: OpenAIServer, root: Path) -> tuple[dict[str, str], dict[str, Any]]:
-    env = cli_env(openai.base_url)
-    result = run_json(run_cli(["run", "write the notes", *RUN_ARGS, "-w", str(root)], env))
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A workspace where `delegate run --json` ran the script to its end, and what it printed:
+    made once for the module, each test reading a copy of its own (`_finished_run`)."""
+    root = tmp_path_factory.mktemp("finished")
+    FINAL_ANSWER.set()
+    with OpenAIServer(keyed_responder) as server:
+        result = run_json(run_cli(["run", "write the notes", *RUN_ARGS, "-w", str(root)], cli_env(server.base_url)))
     assert result["status"] == "completed"
-    return env, result
+    return root, result
+
+
+def _finished_run(finished: tuple[Path, dict[str, Any]], root: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    """`finished` copied into `root` (store and files: the test may change them), the environment
+    of the CLI there, and the finished run's JSON."""
+    shutil.copytree(finished[0], root, dirs_exist_ok=True)
+    return cli_env("http://127.0.0.1:9/v1"), copy.deepcopy(finished[1])  # no model is asked again
 
 
 def _stored(root: Path, run_id: str) -> list[dict[str, Any]]:
@@ -46,9 +61,9 @@ def _stored(root: Path, run_id: str) -> list[dict[str, Any]]:
 
 
 def test_runs_events_prints_a_run_s_events_in_order_as_json_lines_or_one_line_each(
-    openai: OpenAIServer, tmp_path: Path
+    finished: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
-    env, result = _finished_run(openai, tmp_path)
+    env, result = _finished_run(finished, tmp_path)
     proc = run_cli(["runs", "events", result["run_id"], "--json", "-w", str(tmp_path)], env)
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -64,9 +79,9 @@ def test_runs_events_prints_a_run_s_events_in_order_as_json_lines_or_one_line_ea
 
 
 def test_runs_export_is_the_run_its_subagents_and_every_event_in_one_json_document(
-    openai: OpenAIServer, tmp_path: Path
+    finished: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
-    env, result = _finished_run(openai, tmp_path)
+    env, result = _finished_run(finished, tmp_path)
     proc = run_cli(["runs", "export", result["run_id"], "-w", str(tmp_path)], env)
     assert proc.returncode == 0, proc.stderr
     exported = json.loads(proc.stdout)
@@ -79,9 +94,9 @@ def test_runs_export_is_the_run_its_subagents_and_every_event_in_one_json_docume
 
 
 def test_a_run_has_one_json_that_show_list_export_and_http_give_with_the_same_keys_in_order(
-    openai: OpenAIServer, tmp_path: Path
+    finished: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
-    env, result = _finished_run(openai, tmp_path)  # `delegate run --json`
+    env, result = _finished_run(finished, tmp_path)  # `delegate run --json`
     run_id, where = result["run_id"], ["-w", str(tmp_path)]
     shown = run_json(run_cli(["runs", "show", run_id, "--json", *where], env))
     assert list(shown.items()) == list(result.items())  # the same object, key for key
