@@ -42,7 +42,9 @@ def in_turn(script: str, sources: dict[str, Path], rounds: int, *args: str) -> d
         for name, src in sources.items():
             env = os.environ | {"PYTHONPATH": str(src)}
             command = [sys.executable, script, "--child", *args]
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=900)
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:  # say why: an older checkout may lack what the child imports
+                raise SystemExit(f"the child on {name} ({src}) failed:\n{done.stderr[-3000:]}")
             found[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
     return {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in found.items()}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,68 @@ def test_each_completed_subagent_keeps_its_conversation_in_its_row_and_the_syste
         calls = agent_calls(store, run_row, agent_id)
         assert calls is not None and calls.why_not_kept is None and calls.system == sub2["system"]
         assert all(c.answer_message is not None for c in calls.calls)
+
+
+def test_a_follow_up_changes_its_record_only_once_the_record_as_it_ended_is_stored(
+    store: Store, tmp_path: Path
+) -> None:
+    """A follow-up reuses its subagent's record: while it runs, the stored row must still say how
+    the subagent ended (a crash then resumes from that), never `running` nor half of each."""
+    run_ids: list[str] = []
+    stored_during_follow_up: list[tuple[str, str, int]] = []
+    lead = [  # in the background, so that the lead is offered task_message
+        call(
+            "task", subagent_type="general-purpose", description="job", prompt="name a colour", run_in_background=True
+        ),
+        call("task_wait"),
+        call("task_message", id="sub1", message="and another"),
+    ]
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if not is_lead(request):
+            said = [m.text for m in request.messages if m.role == "user"]
+            if len(said) == 2:  # the follow-up: the record as it ended is what the store holds
+                row = store.subagent_record(run_ids[0], "sub1")
+                assert row is not None
+                stored_during_follow_up.append((row.status, row.summary, row.messages))
+            return call("complete", summary=f"said {said[-1]}")
+        turn = _turns(request)
+        return lead[turn] if turn < len(lead) else reply("done")
+
+    async def run() -> Any:
+        runtime = Runtime(model=FunctionModel(answer), workspace=tmp_path, store=store, sinks=[_first_run_id(run_ids)])
+        try:
+            return await runtime.run("a job and a follow-up")
+        finally:
+            await runtime.aclose()
+
+    # The writer is held back for a while (a busy disk): without waiting for it, the follow-up
+    # would change the record before its row was written, and the row read `running`, or nothing.
+    opened = threading.Event()
+    write = store.record
+
+    def held_back(*args: Any, **kwargs: Any) -> Any:
+        opened.wait(10)
+        return write(*args, **kwargs)
+
+    store.record = held_back  # type: ignore[method-assign]
+    opening = threading.Timer(0.3, opened.set)
+    opening.start()
+    try:
+        result = asyncio.run(run())
+    finally:
+        opening.cancel()
+        opened.set()
+        del store.record
+    assert result.status == "completed", result.error
+    assert stored_during_follow_up == [("completed", "said name a colour", 0)]
+    after = store.subagent_record(result.run_id, "sub1")
+    assert after is not None and (after.status, after.summary, after.messages) == ("completed", "said and another", 1)
+
+
+def _first_run_id(run_ids: list[str]) -> Any:
+    def sink(event: Any) -> None:
+        if not run_ids:
+            run_ids.append(event.run_id)
+
+    return sink

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import sys
@@ -26,8 +27,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import TypeAdapter
 
@@ -67,6 +68,16 @@ def _checkpoint_type() -> type[Checkpoint]:
 
 
 _Subagent = tuple[str, TaskOutput, str | None, "KeptConversation | None"]
+
+
+@dataclass(slots=True)
+class _Written:
+    """A place in the queue: `done` is set once everything queued before it is written."""
+
+    done: asyncio.Future[None]
+
+
+_Item: TypeAlias = "Event | Checkpoint | _Subagent | _Written"
 """A finished subagent's record, with its run's id, its key (None: it is not kept for a resume)
 and its conversation when it completed, as the store takes it: one row that is also its
 checkpoint, and keeps its conversation."""
@@ -135,7 +146,7 @@ class Recorder:
         """Called on the writer thread after each heartbeat: how a waiting call finds a decision
         given by another process (`RunApprovals.poll`), as a cancellation is found."""
         self.dropped = 0
-        self._queue: deque[Event | Checkpoint | _Subagent] = deque()
+        self._queue: deque[_Item] = deque()
         """What is still to be written, in the order it happened. The loop appends without a lock
         (a deque's append is atomic); it takes `_cond` only to wake a writer that is `_idle`."""
         self._cond = threading.Condition(threading.Lock())
@@ -165,7 +176,7 @@ class Recorder:
         for sink in self.sinks:
             sink(event)
 
-    def _put(self, item: Event | Checkpoint | _Subagent) -> None:
+    def _put(self, item: _Item) -> None:
         self._queue.append(item)
         if self._idle:  # read after the append: a writer that went idle before it is woken
             with self._cond:
@@ -185,6 +196,15 @@ class Recorder:
         neither is changed after)."""
         if self.store is not None:
             self._put((self.run_id, record, key, conversation))
+
+    async def written(self) -> None:
+        """Wait until everything queued so far is written: a finished subagent's record about to
+        change again (a follow-up) is stored as it ended, never read half-changed by the writer."""
+        if self.store is None or self._thread is None or not self._thread.is_alive():
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._put(_Written(done))
+        await done
 
     def start(self, run_id: str) -> None:
         """Start writing and beating for `run_id` (already created or claimed with `self.owner`)."""
@@ -262,6 +282,7 @@ class Recorder:
             events: list[Event] = []
             checkpoints: list[Checkpoint] = []
             subagents: list[_Subagent] = []
+            waiting: list[asyncio.Future[None]] = []
             queue = self._queue
             for _ in range(len(queue)):  # what happened so far, a prefix in order
                 item = queue.popleft()
@@ -269,17 +290,28 @@ class Recorder:
                     events.append(item)
                 elif isinstance(item, tuple):
                     subagents.append(item)
+                elif isinstance(item, _Written):
+                    waiting.append(item.done)
                 else:
                     checkpoints.append(item)
             if events or checkpoints or subagents:
                 last_write = time.monotonic()
                 with _quick_switch:
                     self._write(events, checkpoints, subagents)
-            elif stopping:
+            if waiting:
+                self._tell_written(waiting)
+            if not (events or checkpoints or subagents or waiting) and stopping:
                 return
             if not stopping and time.monotonic() - last_beat >= self.heartbeat:
                 last_beat = time.monotonic()
                 self._beat()
+
+    def _tell_written(self, waiting: list[asyncio.Future[None]]) -> None:
+        loop = self._loop
+        assert loop is not None
+        for done in waiting:
+            with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, done)
 
     def _write(self, events: list[Event], checkpoints: list[Checkpoint], subagents: list[_Subagent]) -> None:
         assert self.store is not None
@@ -316,6 +348,11 @@ class Recorder:
             self._loop.call_soon_threadsafe(self.on_stop, "cancel" if held else "lost")
         for beat in self.beats:
             beat()
+
+
+def _settle(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 class StoredJournal:

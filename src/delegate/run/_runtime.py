@@ -425,7 +425,7 @@ class Runtime:
         runner = self._runner(scope, ctx, lead_model, [t.name for t in lead_tools], mcp_tools, own)
         runner.finished, runner.saved_conversations = journal.subagents, journal.conversations
         if recorder.store is not None:  # what nothing stores is not handed over at all (decided once a run)
-            runner.on_finish = recorder.subagent_finished
+            runner.on_finish, runner.written = recorder.subagent_finished, recorder.written
         if approvals is not None:
             keep = self._policy.ask and recorder.store is not None  # subagents may wait: a resume replays them
             self._approvals[run_id] = approvals.attach(runner, journal.scoped if keep else None)

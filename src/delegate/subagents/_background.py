@@ -241,6 +241,8 @@ class Background:
         workspace = runner.workspace if layer is None else replace(runner.workspace, layer=layer)
         ctx = runner.context(record, parent, call_id, workspace)
         ctx.usage = record.usage  # its usage grows
+        if runner.written is not None:  # the record as it ended is stored before it changes
+            await runner.written()
         record.changes, record.conflicts, record.layer = [], [], None
         steps_before = record.steps
         record.status, record.stop_reason, record.error, record.completed_at = "running", None, None, None

@@ -87,6 +87,9 @@ class SubagentRunner:
         self.on_finish = on_finish
         """Told of each subagent that ends (with its key, when it has one), as it ends, with its
         conversation when it completed (what a follow-up continues, kept for one after a resume)."""
+        self.written: Callable[[], Awaitable[None]] | None = None
+        """Waits until what `on_finish` was told is stored (`Recorder.written`): a follow-up
+        changes its subagent's record only once the record as it ended is written."""
         self.journal_for: Callable[[str], Journal] | None = None
         """The journal of the subagent kept as a key (None: subagents keep none; see `StoredJournal.scoped`)."""
         self.records: list[TaskOutput] = []
