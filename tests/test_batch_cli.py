@@ -154,7 +154,7 @@ def test_unknown_type_and_unknown_batch_exit_2(tmp_path: Path) -> None:
 
 def test_a_worker_killed_again_and_again_loses_nothing_and_keeps_the_caps(tmp_path: Path, store_url: str) -> None:
     items = write_items(tmp_path / "items.jsonl", 240)
-    with OpenAIServer(completing(latency=0.15)) as server:
+    with OpenAIServer(completing(latency=0.05)) as server:
         env = env_for(server.base_url, db=store_url)
         done = run_cli(
             [
