@@ -68,8 +68,8 @@ def test_a_revoked_users_token_answers_401_at_once_and_a_new_token_lets_it_in(tm
 
 
 def test_a_new_token_refuses_the_old_one_at_once(tmp_path: Path, store_url: str) -> None:
-    old = token_of(delegate("users", "add", "carol", db=store_url))
     with Store.open(store_url) as store, live_server(tmp_path, store) as server:
+        _, old = store.add_user("carol")  # `delegate users add` is the first test's
         new = token_of(delegate("users", "token", "carol", db=store_url))
         with api(server, old) as client:
             assert client.get("/runs").status_code == 401
@@ -111,10 +111,9 @@ class Follower:
 
 @pytest.mark.parametrize("command", ["revoke", "token"])
 def test_taking_a_token_away_ends_the_event_streams_it_holds_open(tmp_path: Path, store_url: str, command: str) -> None:
-    alice = token_of(delegate("users", "add", "alice", db=store_url))
-    bob = token_of(delegate("users", "add", "bob", db=store_url))
     gate = Gate()  # the runs stay live until it opens: their streams would stay open
     with Store.open(store_url) as store, live_server(tmp_path, store, gate=gate) as server:
+        (_, alice), (_, bob) = store.add_user("alice"), store.add_user("bob")  # `users add`: the first test
         streams: dict[str, Follower] = {}
         for name, token in (("alice", alice), ("bob", bob)):
             with api(server, token) as client:
