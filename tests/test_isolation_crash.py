@@ -33,6 +33,7 @@ from delegate.subagents._merge import merge_layer
 workspace = Workspace.open(sys.argv[1])
 layer = Layer(root=workspace.root, run_id="run", agent_id="sub1")
 print("ready", flush=True)
+sys.stdin.readline()  # imported and ready: merge when told to go
 merge_layer(replace(workspace, layer=layer), layer)
 print("merged", flush=True)
 """
@@ -73,29 +74,45 @@ def _until_journalled(root: Path, proc: subprocess.Popen[str]) -> None:
         time.sleep(0.0005)
 
 
+def _merger(root: Path) -> subprocess.Popen[str]:
+    """A merger of the layer of `root` (prepared here), started: it merges once told to go."""
+    _prepare(root)
+    return subprocess.Popen(
+        [sys.executable, "-c", MERGER, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
 def test_a_merge_killed_at_random_points_ends_whole_or_not_at_all_after_the_next_start(tmp_path: Path) -> None:
     seen: dict[str, int] = {}
     before_recovery: dict[str, int] = {}
     rng = random.Random(2026)
-    for n in range(KILLS):
-        root = tmp_path / f"ws{n}"
-        _prepare(root)
-        proc = subprocess.Popen([sys.executable, "-c", MERGER, str(root)], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        if n % 3 == 0:  # anywhere: while it lists and stages the changes, or later
-            time.sleep(rng.uniform(0.0, 0.5))
-        else:  # once the merge is decided (its journal written), while it applies it, or later
-            _until_journalled(root, proc)
-            time.sleep(rng.uniform(0.0, 0.03))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        proc.stdout.close()
-        state = _state(root)
-        before_recovery[state] = before_recovery.get(state, 0) + 1
-        recover_merges(Workspace.open(root))
-        after = _state(root)
-        seen[after] = seen.get(after, 0) + 1
-        assert after in ("none", "whole"), f"kill {n}: the workspace holds part of the merge after recovery"
+    upcoming = _merger(tmp_path / "ws0")
+    try:
+        for n in range(KILLS):
+            root, proc = tmp_path / f"ws{n}", upcoming
+            assert proc.stdin is not None and proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            if n + 1 < KILLS:  # the next one starts its interpreter and imports (0.3 s) meanwhile
+                upcoming = _merger(tmp_path / f"ws{n + 1}")
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            if n % 3 == 0:  # anywhere: while it lists and stages the changes, or later
+                time.sleep(rng.uniform(0.0, 0.5))
+            else:  # once the merge is decided (its journal written), while it applies it, or later
+                _until_journalled(root, proc)
+                time.sleep(rng.uniform(0.0, 0.03))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            proc.stdin.close()
+            proc.stdout.close()
+            state = _state(root)
+            before_recovery[state] = before_recovery.get(state, 0) + 1
+            recover_merges(Workspace.open(root))
+            after = _state(root)
+            seen[after] = seen.get(after, 0) + 1
+            assert after in ("none", "whole"), f"kill {n}: the workspace holds part of the merge after recovery"
+    finally:  # a test that failed half-way leaves no merger waiting to go
+        upcoming.kill()
+        upcoming.wait(timeout=30)
     assert sum(seen.values()) == KILLS >= 20
     assert before_recovery.get("part", 0) >= 1, f"no kill landed mid-merge: {before_recovery}"
 
