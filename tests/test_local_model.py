@@ -198,7 +198,10 @@ async def test_the_local_model_answers_through_llama_cpp_and_the_openai_adapter(
     try:
         plain = await model.complete(
             ModelRequest(
-                system="Answer in one short sentence.", messages=[Message.user("What is 2 + 2?")], max_tokens=32
+                system="Answer in one short sentence.",
+                messages=[Message.user("What is 2 + 2?")],
+                max_tokens=32,
+                temperature=0.0,  # greedy: the same answer every run (at the default 0.3 one in a few was empty)
             )
         )
         tools = [
@@ -218,6 +221,7 @@ async def test_the_local_model_answers_through_llama_cpp_and_the_openai_adapter(
                 messages=[Message.user("Write the word hello to hello.txt.")],
                 tools=tools,
                 max_tokens=96,
+                temperature=0.0,
             )
         )
     finally:
