@@ -29,6 +29,7 @@ from delegate.subagents._acceptance import (
     snapshot_before,
 )
 from delegate.testing import FunctionModel, call, reply
+from tests.test_shell_tool import short_hold_grace as short_hold_grace  # a fixture
 from tests.test_subagents import is_lead, task_result
 
 
@@ -523,7 +524,9 @@ def test_framed_criteria_always_stay_one_numbered_line_each_inside_the_block(tex
         assert len(line.splitlines()) <= 1
 
 
-async def test_background_processes_left_by_a_finished_command_are_killed(unconfined: Workspace):
+async def test_background_processes_left_by_a_finished_command_are_killed(
+    unconfined: Workspace, short_hold_grace: None
+):
     started = time.monotonic()
     verdict = await one(unconfined, "tests_passed: sleep 30 & echo $! > bg.pid; echo done")
     assert verdict.result == "holds" and time.monotonic() - started < 20  # the child's 30 s not waited for

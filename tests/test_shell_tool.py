@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import delegate.tools._shell
 from delegate import ToolContext, ToolError, Workspace
 from delegate._messages import Message
 from delegate._workspace import CommandPolicy
@@ -33,6 +34,13 @@ def root(tmp_path: Path) -> Path:
 def ctx(root: Path) -> ToolContext:
     workspace = Workspace.open(root, allow_commands=True)
     return ToolContext(run_id="run", agent_id="agent", workspace=workspace, emit=lambda e: None)
+
+
+@pytest.fixture
+def short_hold_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Background processes may hold a command's output 0.2 s after its shell ended (2 s by
+    default), so a test of what happens past the grace does not wait 2 s for it."""
+    monkeypatch.setattr(delegate.tools._shell, "HOLD_GRACE", 0.2)
 
 
 @pytest.fixture
@@ -159,7 +167,7 @@ async def test_long_output_keeps_its_head_and_tail(ctx: ToolContext) -> None:
 
 
 async def test_background_processes_holding_the_output_are_stopped_when_the_command_ends(
-    unconfined: ToolContext,
+    unconfined: ToolContext, short_hold_grace: None
 ) -> None:
     started = time.monotonic()
     returned = await run(unconfined, "sleep 60 & echo $!")
