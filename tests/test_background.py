@@ -14,7 +14,7 @@ from rich.console import Console
 from delegate import Event, Lead, RunLimits, Runtime
 from delegate.cli._render import RunView
 from delegate.models import ModelRequest, ModelResponse
-from delegate.testing import FunctionModel, call, is_lead, reply
+from delegate.testing import FunctionModel, call, is_lead, reply, respond
 
 BACKGROUND_TOOLS = {"task_status", "task_wait", "task_stop", "task_message"}
 
@@ -233,6 +233,42 @@ async def test_a_follow_up_continues_a_completed_subagents_own_conversation(tmp_
     [record] = result.subagents
     assert (record.id, record.status, record.messages, record.steps) == ("sub1", "completed", 1, 2)
     assert record.usage.requests == 2
+
+
+async def test_two_follow_ups_to_one_subagent_in_one_turn_run_one_and_refuse_the_other(tmp_path: Path) -> None:
+    """A turn's calls run at once: the second `task_message` to the same subagent is refused
+    before the first has begun (both ran, on one record, and the lead read the last one twice)."""
+    seen: dict[str, Any] = {}
+
+    def lead(request: ModelRequest) -> ModelResponse:
+        match turns(request):
+            case 0:
+                return call(
+                    "task", subagent_type="general-purpose", description="count", prompt="count to 2",
+                    run_in_background=True,
+                )  # fmt: skip
+            case 1:
+                return call("task_wait")
+            case 2:
+                return respond([("task_message", {"id": "sub1", "message": m}) for m in ("to 3", "to 4")])
+            case _:
+                seen["results"] = [last_result(request, 0), last_result(request, 1)]
+                return reply("done")
+
+    def subagent(request: ModelRequest) -> ModelResponse:
+        said = [m.text for m in request.messages if m.role == "user"]
+        seen.setdefault("conversations", []).append(said)
+        return call("complete", summary=f"counted {said[-1]}")
+
+    rt = Runtime(model=model_of(lead, subagent), workspace=tmp_path, store=False)
+    result = await rt.run("count")
+
+    assert seen["conversations"] == [["count to 2"], ["count to 2", "to 3"]]
+    first, second = seen["results"]
+    assert "counted to 3" in first
+    assert second.startswith("Error: sub1 is still running")
+    [record] = result.subagents
+    assert (record.status, record.messages, record.steps, record.summary) == ("completed", 1, 2, "counted to 3")
 
 
 async def test_a_follow_up_to_a_stopped_subagent_is_refused_with_a_way_out(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from delegate.loop import Deadline, deadlines_paused, passed_deadline
-from delegate.loop._deadline import deadlines
+from delegate.loop._deadline import _TIMERS, deadlines  # pyright: ignore[reportPrivateUsage]
 
 
 async def test_a_passed_deadline_raises_timeout_error_and_says_it_expired() -> None:
@@ -24,12 +24,23 @@ async def test_a_passed_deadline_raises_timeout_error_and_says_it_expired() -> N
     assert task is not None and task.cancelling() == 0  # the cancellation it made is taken back
 
 
-async def test_a_deadline_that_ended_never_cancels_its_task_later() -> None:
+async def test_a_deadline_that_ended_leaves_no_timer_behind() -> None:
+    loop = asyncio.get_running_loop()
     with Deadline(0.02) as deadline:
+        assert _TIMERS[loop].live == 1
         await asyncio.sleep(0)
     assert not deadline.expired()
-    await asyncio.sleep(0.05)  # past the time it would have passed: nothing is cancelled
-    assert not deadline.expired()
+    assert loop not in _TIMERS  # nothing is left that could cancel the task later
+
+
+async def test_a_deadline_due_when_it_is_set_passes_before_what_is_ready_runs() -> None:
+    """As `asyncio.Timeout`: moved to a time already past, it fires before the task's next step."""
+    loop = asyncio.get_running_loop()
+    with pytest.raises(TimeoutError), Deadline(60) as deadline:
+        deadline.reschedule(loop.time() - 1)
+        await asyncio.sleep(0)  # one yield: the deadline's cancellation comes first
+        raise AssertionError("not reached: the deadline had passed")
+    assert deadline.expired()
 
 
 async def test_a_cancellation_not_its_own_stays_a_cancellation() -> None:
@@ -75,7 +86,8 @@ async def test_held_it_does_not_pass_and_moved_on_it_passes_at_its_new_time() ->
     with pytest.raises(TimeoutError), Deadline(0.01) as deadline:
         with deadlines_paused():
             assert deadline.when() is None
-            await asyncio.sleep(0.05)  # held: passing its time cancels nothing
+            assert loop not in _TIMERS  # held: no timer left that could pass it
+            await asyncio.sleep(0)
         assert not deadline.expired()
         moved = deadline.when()
         assert moved is not None and moved > loop.time()
@@ -125,8 +137,6 @@ def test_outside_an_event_loop_a_deadline_cannot_be_entered() -> None:
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the task it abandons
 def test_a_loop_closed_with_a_deadline_still_entered_is_not_kept() -> None:
-    from delegate.loop._deadline import _TIMERS  # pyright: ignore[reportPrivateUsage]
-
     abandoned: list[asyncio.Task[None]] = []
 
     async def under_deadline(entered: asyncio.Event) -> None:

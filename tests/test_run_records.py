@@ -82,6 +82,38 @@ def test_an_event_only_the_store_hears_is_stored_with_the_escapes_a_sink_gets(st
     assert [e.agent_id for e in got] == (["sub\\xe9"] if heard else [])
 
 
+def test_waiting_for_the_writer_ends_whether_it_wrote_failed_a_check_or_has_stopped(store: Store) -> None:
+    """`Recorder.written` (what a follow-up waits on) returns once what came before it is stored;
+    a heartbeat's check that fails does not end the writer; once the writer has ended nothing
+    waits on it."""
+    checks = {"failed": 0}
+
+    def failing_check() -> None:
+        checks["failed"] += 1
+        raise RuntimeError("database is locked")
+
+    async def record() -> tuple[str, int]:
+        recorder = Recorder(store, [], heartbeat=0.01)
+        recorder.beats.append(failing_check)
+        run = store.create_run(prompt="p", model="m", owner=recorder.owner)
+        recorder.start(run.id)
+
+        async def three_failed() -> None:  # the writer outlives its failing checks
+            while checks["failed"] < 3:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(three_failed(), 10)
+        recorder.emit(Event(type="warning", run_id=run.id, agent_id="lead", data={"n": 1}))
+        await asyncio.wait_for(recorder.written(), 10)
+        stored = len(store.events(run.id))  # written before `written` returned
+        await recorder.finish("completed", "done", Usage(), None)
+        await asyncio.wait_for(recorder.written(), 10)  # the writer has ended: no wait
+        return run.id, stored
+
+    _, stored = asyncio.run(record())
+    assert stored == 1
+
+
 def test_runs_writing_at_once_leave_the_gil_switch_interval_as_they_found_it(tmp_path: Path) -> None:
     """The recorders shorten it while they write (`QUICK_SWITCH`); the process's own comes back."""
     ours = 0.0123

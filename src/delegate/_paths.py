@@ -281,7 +281,7 @@ def _openat2() -> Callable[[int, bytes], int] | None:
 
     def openat2(base: int, path: bytes) -> int:
         fd = int(syscall(_SYS_OPENAT2, base, path, how_ref, how_size))
-        return fd if fd >= 0 else -ctypes.get_errno()
+        return fd if fd >= 0 else -(ctypes.get_errno() or errno.EIO)  # never 0: a descriptor
 
     return openat2
 
@@ -298,7 +298,10 @@ def _beneath(base: int, parts: list[str]) -> Found | None:
         return None
     *folders, name = parts
     if folders:
-        fd = openat2(base, os.fsencode("/".join(folders)))
+        path = os.fsencode("/".join(folders))
+        if b"\0" in path:  # C would stop at it: the step-by-step walk refuses it, as `os` does
+            return None
+        fd = openat2(base, path)
         if fd < 0:
             if -fd in (errno.ENOSYS, errno.EPERM) and _has_openat2 is None:
                 _has_openat2 = False  # an old kernel, or a seccomp filter that forbids it

@@ -5,17 +5,22 @@ copied context each, pushed on the loop's heap and cancelled again a moment late
 subagent of a fan-out whose model answers at once (a tenth of its cost). Here the deadlines of one
 event loop share one heap of plain tuples and a single `TimerHandle`, set for the earliest of them;
 a deadline that ends is dropped from the heap lazily (when the timer reaches it, when the heap
-holds more dead entries than live ones, or when none is left).
+holds twice as many entries as live ones and 64 more, or when none is left).
 
-What a deadline does when it passes is `asyncio.Timeout`'s, to the letter: it cancels its task,
-and on leaving it turns that cancellation (and only that one) into `TimeoutError`.
+What a deadline does when it passes is `asyncio.Timeout`'s: it cancels its task, and on leaving it
+turns that cancellation (and only that one) into `TimeoutError`; one already due when set or moved
+fires before what is ready to run, and one is due within the clock's resolution, as the loop judges
+its timers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
+import math
+import time
 from contextvars import ContextVar, Token
 from types import TracebackType
 
@@ -23,6 +28,9 @@ _DEADLINES: ContextVar[tuple[Deadline, ...]] = ContextVar("delegate_deadlines", 
 """The deadlines of the agents the current code runs under (a subagent's task inherits its lead's)."""
 
 _CREATED, _ENTERED, _EXPIRING, _EXPIRED, _EXITED = range(5)
+
+_RESOLUTION = time.get_clock_info("monotonic").resolution
+"""What asyncio's loop adds to its time when it looks for due timers (`_clock_resolution`)."""
 
 
 def deadlines() -> tuple[Deadline, ...]:
@@ -93,16 +101,19 @@ class Deadline:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         assert self._token is not None and self._task is not None
-        _DEADLINES.reset(self._token)
         task, self._task = self._task, None
-        if self._state == _EXPIRING:
-            self._state = _EXPIRED
-            if task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
-                raise TimeoutError from exc
-            return
-        if self._seq != -1:
-            self._unschedule()
-        self._state = _EXITED
+        try:
+            if self._state == _EXPIRING:
+                self._state = _EXPIRED
+                if task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+                    raise TimeoutError from exc
+                return
+            if self._seq != -1:
+                self._unschedule()
+            self._state = _EXITED
+        finally:  # last: a coroutine closed outside its task's context cannot reset it
+            with contextlib.suppress(ValueError):
+                _DEADLINES.reset(self._token)
 
     def _unschedule(self) -> None:
         assert self._timers is not None
@@ -121,13 +132,15 @@ class _Timers:
     """The deadlines of one event loop: a heap of `(when, seq, deadline)` under one timer, set
     for the earliest entry. An entry is live while its deadline's `_seq` is its own."""
 
-    __slots__ = ("handle", "heap", "live", "loop", "seqs")
+    __slots__ = ("at", "handle", "heap", "live", "loop", "seqs")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.heap: list[tuple[float, int, Deadline]] = []
         self.live = 0
-        self.handle: asyncio.TimerHandle | None = None
+        self.handle: asyncio.Handle | None = None
+        self.at = -math.inf
+        """When `handle` is set to fire (-inf: as soon as it can)."""
         self.seqs = itertools.count()
 
     def add(self, deadline: Deadline, when: float) -> int:
@@ -135,12 +148,19 @@ class _Timers:
         seq = next(self.seqs)
         heapq.heappush(self.heap, (when, seq, deadline))
         self.live += 1
-        handle = self.handle
-        if handle is None or when < handle.when():
-            if handle is not None:
-                handle.cancel()
-            self.handle = self.loop.call_at(when, self._fire)
+        if self.handle is None or when < self.at:
+            self._arm(when)
         return seq
+
+    def _arm(self, when: float) -> None:
+        """The timer for `when`: at once (before what is ready now, as `asyncio.Timeout` does) if
+        it is due already."""
+        if self.handle is not None:
+            self.handle.cancel()
+        if when <= self.loop.time():
+            self.handle, self.at = self.loop.call_soon(self._fire), -math.inf
+        else:
+            self.handle, self.at = self.loop.call_at(when, self._fire), when
 
     def drop(self) -> None:
         """One deadline ended, moved or passed: its entry stays in the heap, dead, until swept."""
@@ -163,7 +183,7 @@ class _Timers:
     def _fire(self) -> None:
         self.handle = None
         heap = self.heap
-        now = self.loop.time()
+        now = self.loop.time() + _RESOLUTION  # due as the loop judges a timer due
         due: list[Deadline] = []
         while heap and (heap[0][0] <= now or heap[0][2]._seq != heap[0][1]):  # pyright: ignore[reportPrivateUsage]
             _, seq, deadline = heapq.heappop(heap)
@@ -173,7 +193,7 @@ class _Timers:
         if self.live == 0:
             self._close()
         elif heap:
-            self.handle = self.loop.call_at(heap[0][0], self._fire)
+            self._arm(heap[0][0])
         for deadline in due:
             deadline._expire()  # pyright: ignore[reportPrivateUsage]
 

@@ -44,20 +44,20 @@ def deadlines_paused() -> Generator[None]:
     action = _ON_WAIT.get()
     if action is not None:
         action()
-    timeouts = [deadline for deadline in deadlines() if not deadline.expired()]
-    for timeout in timeouts:
-        held = _held.get(id(timeout))
+    held_now = [deadline for deadline in deadlines() if not deadline.expired()]
+    for deadline in held_now:
+        held = _held.get(id(deadline))
         if held is None:
-            held = _held[id(timeout)] = _Held(timeout.when(), loop.time())
-            timeout.reschedule(None)
+            held = _held[id(deadline)] = _Held(deadline.when(), loop.time())
+            deadline.reschedule(None)
         held.count += 1
     try:
         yield
     finally:
-        for timeout in timeouts:
-            held = _held[id(timeout)]
+        for deadline in held_now:
+            held = _held[id(deadline)]
             held.count -= 1
             if held.count == 0:
-                del _held[id(timeout)]
+                del _held[id(deadline)]
                 if held.when is not None:
-                    timeout.reschedule(held.when + (loop.time() - held.since))
+                    deadline.reschedule(held.when + (loop.time() - held.since))

@@ -68,19 +68,20 @@ def _checkpoint_type() -> type[Checkpoint]:
 
 
 _Subagent = tuple[str, TaskOutput, str | None, "KeptConversation | None"]
+"""A finished subagent's record, with its run's id, its key (None: it is not kept for a resume)
+and its conversation when it completed, as the store takes it: one row that is also its
+checkpoint, and keeps its conversation."""
 
 
 @dataclass(slots=True)
 class _Written:
-    """A place in the queue: `done` is set once everything queued before it is written."""
+    """A place in the queue: `done` is set once everything queued before it is written (or the
+    writer has ended: nothing waits on a writer that is gone)."""
 
     done: asyncio.Future[None]
 
 
 _Item: TypeAlias = "Event | Checkpoint | _Subagent | _Written"
-"""A finished subagent's record, with its run's id, its key (None: it is not kept for a resume)
-and its conversation when it completed, as the store takes it: one row that is also its
-checkpoint, and keeps its conversation."""
 
 FLUSH_INTERVAL = 0.05
 """Seconds the writer lets pass between two transactions (at most), so that a busy run's events
@@ -154,6 +155,8 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._ended = False
+        """The writer thread has ended: nothing queued now would be written."""
 
     # -- on the event loop ------------------------------------------------------------------
 
@@ -200,10 +203,12 @@ class Recorder:
     async def written(self) -> None:
         """Wait until everything queued so far is written: a finished subagent's record about to
         change again (a follow-up) is stored as it ended, never read half-changed by the writer."""
-        if self.store is None or self._thread is None or not self._thread.is_alive():
-            return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put(_Written(done))
+        with self._cond:  # the writer ends under this lock too: a place queued here is always settled
+            if self.store is None or self._thread is None or self._ended:
+                return
+            self._queue.append(_Written(done))
+            self._cond.notify()
         await done
 
     def start(self, run_id: str) -> None:
@@ -267,6 +272,15 @@ class Recorder:
     # -- on the writer thread ---------------------------------------------------------------
 
     def _write_loop(self) -> None:
+        try:
+            self._write_until_stopped()
+        finally:  # stopped, or a failure nothing caught: whoever waits for a write waits no more
+            with self._cond:
+                self._ended = True
+                left = [item.done for item in self._queue if isinstance(item, _Written)]
+            self._tell_written(left)
+
+    def _write_until_stopped(self) -> None:
         last_beat = time.monotonic()
         last_write = 0.0
         while True:
@@ -347,7 +361,10 @@ class Recorder:
         if (cancel or not held) and self._loop is not None and self.on_stop is not None:
             self._loop.call_soon_threadsafe(self.on_stop, "cancel" if held else "lost")
         for beat in self.beats:
-            beat()
+            try:
+                beat()
+            except Exception as exc:  # one that fails (its store busy) does not end the writer
+                _log.warning("run %s: a heartbeat's check failed: %s", self.run_id, exc)
 
 
 def _settle(done: asyncio.Future[None]) -> None:

@@ -79,6 +79,9 @@ class Background:
         """Subagents that ended in the background, in the order they ended, that the lead has not read."""
         self._read: dict[str, int] = {}
         """Per subagent, the last of its results the lead read (by its `messages`: a follow-up's is new)."""
+        self._follow_ups: dict[str, asyncio.Future[TaskOutput]] = {}
+        """Each subagent's last follow-up, as it was sent (before anything awaits): a second one to
+        the same subagent while it is under way is refused, even within one turn."""
 
     @property
     def open(self) -> bool:
@@ -329,7 +332,12 @@ class Background:
         self, agent_id: str, text: str, parent: ToolContext, call_id: str | None, background: bool
     ) -> str:
         runner = self.runner
-        if agent_id in runner.live or (self._task(agent_id) is not None and agent_id not in runner.by_id):
+        following = self._follow_ups.get(agent_id)
+        if (
+            agent_id in runner.live
+            or (following is not None and not following.done())  # one sent this turn, not begun yet
+            or (self._task(agent_id) is not None and agent_id not in runner.by_id)
+        ):
             raise ToolError(
                 f"{agent_id} is still running: wait for it (task_wait) or stop it (task_stop) before sending "
                 "it a follow-up"
@@ -350,9 +358,13 @@ class Background:
             )
         elif background:
             self.start(agent_id, self.follow_up(record, kept, text, parent, call_id))
+            self._follow_ups[agent_id] = self.tasks[agent_id]
             return f"Sent the follow-up to {agent_id} in the background.\n{BACKGROUND_HINT}"
         else:  # in a task of its own, so that it can be stopped
-            done = (await asyncio.gather(self.follow_up(record, kept, text, parent, call_id)))[0]
+            following = self._follow_ups[agent_id] = asyncio.ensure_future(
+                self.follow_up(record, kept, text, parent, call_id)
+            )
+            done = await following
         if background:
             self.start(agent_id, _given(done))
             return f"Sent the follow-up to {agent_id} in the background.\n{BACKGROUND_HINT}"
