@@ -143,7 +143,10 @@ class AnthropicServer:
         self._ids = itertools.count(1)
         self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.02,), name="loopback-anthropic", daemon=True
+            target=self._httpd.serve_forever,
+            args=(0.01,),
+            name="loopback-anthropic",
+            daemon=True,  # see OpenAIServer
         )
 
     @property

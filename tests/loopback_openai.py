@@ -146,7 +146,9 @@ class OpenAIServer:
         handler = type("Handler", (_Handler,), {"owner": self})
         httpd = _Server(("127.0.0.1", 0), handler)
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        # Its loop looks for the stop every 10 ms: `__exit__` waits that long (it was 50 ms, a
+        # server a test, hundreds of servers a suite run).
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self._thread.start()
         return self
 
