@@ -202,8 +202,10 @@ async def test_task_stop_stops_one_subagent_while_its_sibling_completes(tmp_path
     assert "[cancelled]" in stopped_text[0] and "not needed after all" in stopped_text[0]
 
 
-async def test_a_follow_up_continues_a_completed_subagents_own_conversation(tmp_path: Path) -> None:
-    seen: dict[str, Any] = {}
+async def follow_ups(tmp_path: Path, *messages: str) -> tuple[Any, dict[str, Any]]:
+    """A run whose lead starts sub1 in the background ("count to 2"), waits for it, then sends it
+    `messages` as follow-ups in one turn; what sub1 was told each time, and what the lead read."""
+    seen: dict[str, Any] = {"conversations": []}
 
     def lead(request: ModelRequest) -> ModelResponse:
         match turns(request):
@@ -215,21 +217,25 @@ async def test_a_follow_up_continues_a_completed_subagents_own_conversation(tmp_
             case 1:
                 return call("task_wait")
             case 2:
-                return call("task_message", id="sub1", message="now count to 3")
+                return respond([("task_message", {"id": "sub1", "message": m}) for m in messages])
             case _:
-                seen["follow_up"] = last_result(request)
+                seen["results"] = [last_result(request, i) for i in range(len(messages))]
                 return reply("done")
 
     def subagent(request: ModelRequest) -> ModelResponse:
         said = [m.text for m in request.messages if m.role == "user"]
-        seen.setdefault("conversations", []).append(said)
-        return call("complete", summary=f"counted ({len(said)} messages)")
+        seen["conversations"].append(said)
+        return call("complete", summary=f"counted {said[-1]} ({len(said)} messages)")
 
     rt = Runtime(model=model_of(lead, subagent), workspace=tmp_path, store=False)
-    result = await rt.run("count")
+    return await rt.run("count"), seen
+
+
+async def test_a_follow_up_continues_a_completed_subagents_own_conversation(tmp_path: Path) -> None:
+    result, seen = await follow_ups(tmp_path, "now count to 3")
 
     assert seen["conversations"][-1] == ["count to 2", "now count to 3"]  # it sees its earlier turn
-    assert "counted (2 messages)" in seen["follow_up"]
+    assert "counted now count to 3 (2 messages)" in seen["results"][0]
     [record] = result.subagents
     assert (record.id, record.status, record.messages, record.steps) == ("sub1", "completed", 1, 2)
     assert record.usage.requests == 2
@@ -238,37 +244,16 @@ async def test_a_follow_up_continues_a_completed_subagents_own_conversation(tmp_
 async def test_two_follow_ups_to_one_subagent_in_one_turn_run_one_and_refuse_the_other(tmp_path: Path) -> None:
     """A turn's calls run at once: the second `task_message` to the same subagent is refused
     before the first has begun (both ran, on one record, and the lead read the last one twice)."""
-    seen: dict[str, Any] = {}
-
-    def lead(request: ModelRequest) -> ModelResponse:
-        match turns(request):
-            case 0:
-                return call(
-                    "task", subagent_type="general-purpose", description="count", prompt="count to 2",
-                    run_in_background=True,
-                )  # fmt: skip
-            case 1:
-                return call("task_wait")
-            case 2:
-                return respond([("task_message", {"id": "sub1", "message": m}) for m in ("to 3", "to 4")])
-            case _:
-                seen["results"] = [last_result(request, 0), last_result(request, 1)]
-                return reply("done")
-
-    def subagent(request: ModelRequest) -> ModelResponse:
-        said = [m.text for m in request.messages if m.role == "user"]
-        seen.setdefault("conversations", []).append(said)
-        return call("complete", summary=f"counted {said[-1]}")
-
-    rt = Runtime(model=model_of(lead, subagent), workspace=tmp_path, store=False)
-    result = await rt.run("count")
+    result, seen = await follow_ups(tmp_path, "to 3", "to 4")
 
     assert seen["conversations"] == [["count to 2"], ["count to 2", "to 3"]]
     first, second = seen["results"]
     assert "counted to 3" in first
     assert second.startswith("Error: sub1 is still running")
     [record] = result.subagents
-    assert (record.status, record.messages, record.steps, record.summary) == ("completed", 1, 2, "counted to 3")
+    assert (record.status, record.messages, record.steps, record.summary) == (
+        "completed", 1, 2, "counted to 3 (2 messages)",
+    )  # fmt: skip
 
 
 async def test_a_follow_up_to_a_stopped_subagent_is_refused_with_a_way_out(tmp_path: Path) -> None:
