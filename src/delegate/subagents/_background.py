@@ -332,10 +332,10 @@ class Background:
         self, agent_id: str, text: str, parent: ToolContext, call_id: str | None, background: bool
     ) -> str:
         runner = self.runner
-        following = self._follow_ups.get(agent_id)
+        earlier = self._follow_ups.get(agent_id)
         if (
             agent_id in runner.live
-            or (following is not None and not following.done())  # one sent this turn, not begun yet
+            or (earlier is not None and not earlier.done())  # one sent this turn, not begun yet
             or (self._task(agent_id) is not None and agent_id not in runner.by_id)
         ):
             raise ToolError(
@@ -361,10 +361,10 @@ class Background:
             self._follow_ups[agent_id] = self.tasks[agent_id]
             return f"Sent the follow-up to {agent_id} in the background.\n{BACKGROUND_HINT}"
         else:  # in a task of its own, so that it can be stopped
-            following = self._follow_ups[agent_id] = asyncio.ensure_future(
+            sent = self._follow_ups[agent_id] = asyncio.ensure_future(
                 self.follow_up(record, kept, text, parent, call_id)
             )
-            done = await following
+            done = await sent
         if background:
             self.start(agent_id, _given(done))
             return f"Sent the follow-up to {agent_id} in the background.\n{BACKGROUND_HINT}"
