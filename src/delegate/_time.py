@@ -28,9 +28,16 @@ def iso(moment: datetime | None) -> str | None:
     None. Raises `ValueError` for a naive datetime."""
     if moment is None:
         return None
-    if moment.tzinfo is None:
-        raise ValueError(f"timestamps must be timezone-aware, got {moment!r}: use datetime.now(UTC)")
-    return (moment if moment.tzinfo is UTC else moment.astimezone(UTC)).isoformat(timespec="microseconds")
+    if moment.tzinfo is not UTC:
+        if moment.tzinfo is None:
+            raise ValueError(f"timestamps must be timezone-aware, got {moment!r}: use datetime.now(UTC)")
+        moment = moment.astimezone(UTC)
+    # `isoformat(timespec="microseconds")` spelled out, with `%` (a format string or an f-string
+    # took as long as `isoformat`, which asks the timezone for its offset): 1.1 µs -> 0.7, and a
+    # subagent's stored record has two times
+    m = moment
+    fields = (m.year, m.month, m.day, m.hour, m.minute, m.second, m.microsecond)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06d+00:00" % fields  # noqa: UP031
 
 
 def parse_iso(text: str | None) -> datetime | None:

@@ -5,6 +5,7 @@ either backend."""
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sqlite3
 import threading
@@ -21,6 +22,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from .._errors import StoreBusyError, StoreError, UserError
+from ._rows import EVENT_COLUMNS, SUBAGENT_COLUMNS
 from ._schema import claim_event_numbers, events_table, subagents_table
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -230,12 +232,12 @@ def _sqlite_compiled(statement: sa.Select[Any], dialect: sa.Dialect) -> SQLCompi
 # Many rows at once
 
 
-def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
+def insert_events(conn: Connection, rows: list[list[Any]]) -> None:
     """Number the events of `rows` (`_rows.event_rows`) after each run's last event (taking the
     run's row lock) and insert them: each row's `seq` is the number of its last event."""
     counts: Counter[str] = Counter()
     for row in rows:
-        counts[row["run_id"]] += row["n"]
+        counts[row[0]] += row[1]  # its run and how many events it holds
     seq: dict[str, int] = {}
     for run_id, n in counts.items():
         last = conn.scalar(claim_event_numbers, {"run_id": run_id, "n": n})
@@ -243,20 +245,24 @@ def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
             raise StoreError(f"no run {run_id!r}: create the run before adding its events")
         seq[run_id] = last - n
     for row in rows:
-        row["seq"] = seq[row["run_id"]] = seq[row["run_id"]] + row["n"]
-    insert_rows(conn, events_table, rows)
+        row[-1] = seq[row[0]] = seq[row[0]] + row[1]
+    insert_rows(conn, events_table, EVENT_COLUMNS, rows)
 
 
-def upsert_subagents(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    insert_rows(conn, subagents_table, rows, conflict="update")
+def upsert_subagents(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+    insert_rows(conn, subagents_table, SUBAGENT_COLUMNS, rows, conflict="update")
 
 
 def insert_rows(
-    conn: Connection, table: sa.Table, rows: list[dict[str, Any]], conflict: Literal["nothing", "update"] | None = None
+    conn: Connection,
+    table: sa.Table,
+    columns: tuple[str, ...],
+    rows: Sequence[Sequence[Any]],
+    conflict: Literal["nothing", "update"] | None = None,
 ) -> None:
-    """Insert `rows` (all with the same keys) into `table`; on a conflict with a row already there
-    (its primary key or a unique constraint), keep that row (`nothing`) or replace it (`update`:
-    by `id`).
+    """Insert `rows` (each the values of `columns`, in order) into `table`; on a conflict with a
+    row already there (its primary key or a unique constraint), keep that row (`nothing`) or
+    replace it (`update`: by `id`).
 
     On SQLite the driver takes many rows in one statement: SQLite then runs one step for all of
     them, and the thread lets go of the GIL once, not once a row, which under a busy event loop
@@ -271,19 +277,17 @@ def insert_rows(
         elif conflict == "update":
             update = {c.name: insert.excluded[c.name] for c in table.columns if c.name != "id"}
             insert = insert.on_conflict_do_update(index_elements=["id"], set_=update)
-        conn.execute(insert, rows)
+        conn.execute(insert, [dict(zip(columns, row, strict=True)) for row in rows])
         return
-    columns = tuple(rows[0])
     most = 1 << (min(_SQLITE_ROWS, _SQLITE_VARIABLES // len(columns)).bit_length() - 1)
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         start = 0
         while start < len(rows):
             size = min(most, 1 << ((len(rows) - start).bit_length() - 1))
-            chunk = rows[start : start + size]
             cursor.execute(
                 _sqlite_insert(table.name, columns, size, conflict),
-                [row[c] for row in chunk for c in columns],
+                list(itertools.chain.from_iterable(rows[start : start + size])),
             )
             start += size
     finally:

@@ -211,11 +211,15 @@ def record_json(record: TaskOutput) -> str:
 EVENTS_PER_ROW = 64
 """The most events one `events` row holds (see `_schema._event_pack_column`)."""
 
+EVENT_COLUMNS = ("run_id", "n", "type", "ts", "agent_id", "parent_agent_id", "tool_call_id", "data", "seq")
+"""The columns of an `events` row as `event_rows` gives it (`seq` set by `_db.insert_events`)."""
 
-def event_rows(events: Sequence[Event]) -> list[dict[str, Any]]:
-    """`events` as rows, in order: each stretch of consecutive events of one run packed up to
-    `EVENTS_PER_ROW` to a row (one JSON text for them all); `seq` is set when they are numbered."""
-    rows: list[dict[str, Any]] = []
+
+def event_rows(events: Sequence[Event]) -> list[list[Any]]:
+    """`events` as rows of `EVENT_COLUMNS`, in order: each stretch of consecutive events of one run
+    packed up to `EVENTS_PER_ROW` to a row (one JSON text for them all); `seq` is set when they are
+    numbered."""
+    rows: list[list[Any]] = []
     start, count = 0, len(events)
     while start < count:
         run_id = events[start].run_id
@@ -227,31 +231,32 @@ def event_rows(events: Sequence[Event]) -> list[dict[str, Any]]:
     return rows
 
 
-def _event_row(events: Sequence[Event]) -> dict[str, Any]:
+def _event_row(events: Sequence[Event]) -> list[Any]:
     last = events[-1]
     if len(events) == 1:
         data = json_text(last.data)
     else:
         data = json_text([(e.type, e.ts, e.agent_id, e.parent_agent_id, e.tool_call_id, e.data) for e in events])
-    return {
-        "run_id": last.run_id,
-        "n": len(events),
-        "type": last.type,
-        "ts": last.ts,
-        "agent_id": safe_text(last.agent_id),
-        "parent_agent_id": None if last.parent_agent_id is None else safe_text(last.parent_agent_id),
-        "tool_call_id": None if last.tool_call_id is None else safe_text(last.tool_call_id),
-        "data": data,
-    }
+    parent, call = last.parent_agent_id, last.tool_call_id
+    return [
+        last.run_id,
+        len(events),
+        last.type,
+        last.ts,
+        safe_text(last.agent_id),
+        None if parent is None else safe_text(parent),
+        None if call is None else safe_text(call),
+        data,
+        None,
+    ]
 
 
-def checkpoint_values(checkpoint: Checkpoint) -> dict[str, Any]:
-    return {
-        "run_id": checkpoint.run_id,
-        "kind": checkpoint.kind,
-        "key": safe_text(checkpoint.key),
-        "data": json_text(checkpoint.data),
-    }
+CHECKPOINT_COLUMNS = ("run_id", "kind", "key", "data")
+"""The columns of a `checkpoints` row as `checkpoint_values` and `system_rows` give it."""
+
+
+def checkpoint_values(checkpoint: Checkpoint) -> tuple[Any, ...]:
+    return (checkpoint.run_id, checkpoint.kind, safe_text(checkpoint.key), json_text(checkpoint.data))
 
 
 def run_values(run: RunRow) -> dict[str, Any]:
@@ -270,48 +275,82 @@ def run_values(run: RunRow) -> dict[str, Any]:
 
 _SUBAGENT_JSON = ("usage", "artifacts", "skipped", "acceptance", "result", "changes", "conflicts")
 
+SUBAGENT_COLUMNS = (
+    "id",
+    "run_id",
+    "parent_agent_id",
+    "type",
+    "description",
+    "tool_call_id",
+    "status",
+    "stop_reason",
+    "steps",
+    "usage",
+    "summary",
+    "artifacts",
+    "skipped",
+    "acceptance",
+    "error",
+    "started_at",
+    "completed_at",
+    "model",
+    "result",
+    "result_file",
+    "seq",
+    "key",
+    "background",
+    "messages",
+    "isolation",
+    "changes",
+    "conflicts",
+    "layer",
+    "conversation",
+)
+"""The columns of a `subagents` row as `subagent_values` gives it (all of the table's)."""
+
 
 def subagent_values(
     run_id: str, record: TaskOutput, key: str | None = None, conversation: KeptConversation | None = None
-) -> dict[str, Any]:
-    """One `subagents` row: the values of the record's `to_dict`, its nested ones as JSON text
-    (read from its fields: this runs once a subagent, on the recorder's thread), its `key` when it
-    is kept for a resume, and its `conversation` when it completed (its system prompt by key:
-    `system_rows` keeps the prompt)."""
+) -> tuple[Any, ...]:
+    """One `subagents` row, in the order of `SUBAGENT_COLUMNS`: the values of the record's
+    `to_dict`, its nested ones as JSON text (read from its fields: this runs once a subagent, on
+    the recorder's thread, a tuple rather than a dict of 29 keys), its `key` when it is kept for a
+    resume, and its `conversation` when it completed (its system prompt by key: `system_rows`
+    keeps the prompt)."""
     if record.status not in STATUSES:
         raise StoreError(f"invalid subagent record {record.id!r}: unknown status {record.status!r}")
     if record.started_at is None:
         raise StoreError(f"invalid subagent record {record.id!r}: it has no started_at")
-    return {
-        "id": f"{run_id}/{record.id}",
-        "run_id": run_id,
-        "parent_agent_id": record.parent_agent_id,
-        "type": safe_text(record.type),
-        "description": safe_text(record.description),
-        "tool_call_id": record.tool_call_id,
-        "status": record.status,
-        "stop_reason": record.stop_reason,
-        "steps": record.steps,
-        "usage": json_text(record.usage.to_dict()),
-        "summary": safe_text(record.summary),
-        "artifacts": json_text([a.to_dict() for a in record.artifacts]) if record.artifacts else "[]",
-        "skipped": json_text([s.to_dict() for s in record.skipped]) if record.skipped else "[]",
-        "acceptance": "null" if record.acceptance is None else json_text(record.acceptance),
-        "error": None if record.error is None else safe_text(record.error),
-        "started_at": iso(record.started_at),
-        "completed_at": None if record.completed_at is None else iso(record.completed_at),
-        "model": safe_text(record.model),
-        "result": "null" if record.result is None else json_text(record.result),
-        "result_file": record.result_file,
-        "seq": record.seq,
-        "key": None if key is None else safe_text(key),
-        "background": int(record.background),
-        "messages": record.messages,
-        "isolation": record.isolation,
-        "changes": json_text([c.to_dict() for c in record.changes]) if record.changes else None,
-        "conflicts": json_text([c.to_dict() for c in record.conflicts]) if record.conflicts else None,
-        "layer": record.layer,
-        "conversation": None
+    return (
+        f"{run_id}/{record.id}",
+        run_id,
+        record.parent_agent_id,
+        safe_text(record.type),
+        safe_text(record.description),
+        record.tool_call_id,
+        record.status,
+        record.stop_reason,
+        record.steps,
+        json_text(record.usage.to_dict()),
+        safe_text(record.summary),
+        json_text([a.to_dict() for a in record.artifacts]) if record.artifacts else "[]",
+        json_text([s.to_dict() for s in record.skipped]) if record.skipped else "[]",
+        "null" if record.acceptance is None else json_text(record.acceptance),
+        None if record.error is None else safe_text(record.error),
+        iso(record.started_at),
+        None if record.completed_at is None else iso(record.completed_at),
+        safe_text(record.model),
+        "null" if record.result is None else json_text(record.result),
+        record.result_file,
+        record.seq,
+        None if key is None else safe_text(key),
+        int(record.background),
+        record.messages,
+        record.isolation,
+        json_text([c.to_dict() for c in record.changes]) if record.changes else None,
+        json_text([c.to_dict() for c in record.conflicts]) if record.conflicts else None,
+        record.layer,
+        None
         if conversation is None
         else json_text(
             {
@@ -320,13 +359,14 @@ def subagent_values(
                 "messages": conversation.messages,
             }
         ),
-    }
+    )
 
 
-def system_rows(run_id: str, conversations: Sequence[KeptConversation | None]) -> list[dict[str, Any]]:
-    """The `checkpoints` rows that keep the system prompts of `conversations` (of one run), each once."""
+def system_rows(run_id: str, conversations: Sequence[KeptConversation | None]) -> list[tuple[Any, ...]]:
+    """The `checkpoints` rows (`CHECKPOINT_COLUMNS`) that keep the system prompts of
+    `conversations` (of one run), each once."""
     systems = {c.system for c in conversations if c is not None}
-    return [{"run_id": run_id, "kind": SYSTEM, "key": system_key(s), "data": json_text({"system": s})} for s in systems]
+    return [(run_id, SYSTEM, system_key(s), json_text({"system": s})) for s in systems]
 
 
 def kept_systems(checkpoints: Iterable[Checkpoint]) -> dict[str, str]:

@@ -42,6 +42,7 @@ from ._db import (
 )
 from ._listing import run_listing
 from ._rows import (
+    CHECKPOINT_COLUMNS,
     EVENTS_PER_ROW,
     Checkpoint,
     KeptConversation,
@@ -675,7 +676,7 @@ class Store:
             if events_rows:
                 insert_events(conn, events_rows)
             if checkpoint_rows:
-                insert_rows(conn, checkpoints_table, checkpoint_rows, conflict="nothing")
+                insert_rows(conn, checkpoints_table, CHECKPOINT_COLUMNS, checkpoint_rows, conflict="nothing")
             if subagent_rows:
                 upsert_subagents(conn, subagent_rows)
 
