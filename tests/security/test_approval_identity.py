@@ -9,6 +9,7 @@ let the second one run, and the second must be asked for on its own.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,8 @@ async def test_a_later_call_that_reuses_an_approved_calls_id_is_asked_for_on_its
             return _with_id("call_0", "write_file", path="evil.md", content="pwned\n")
         return call("complete", summary="wrote")
 
-    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, extensions=ASK_WRITE)
+    model = FunctionModel(answer)
+    rt = Runtime(model=model, workspace=tmp_path, extensions=ASK_WRITE)
     run = asyncio.create_task(rt.run("write notes"))
     store = rt.store
     assert store is not None
@@ -69,6 +71,11 @@ async def test_a_later_call_that_reuses_an_approved_calls_id_is_asked_for_on_its
     assert not (tmp_path / "evil.md").exists()
     decided = {row.arguments["path"]: row.decision for row in store.approvals(first.run_id)}
     assert decided == {"notes.md": "approve", "evil.md": "deny"}
+    # What the model is sent back: two ids, each one Anthropic's API takes (^[a-zA-Z0-9_-]+$)
+    last = [r for r in model.requests if not is_lead(r)][-1]
+    ids = [p.id for m in last.messages for p in m.parts if isinstance(p, ToolCallPart)]
+    assert len(ids) == len(set(ids)) == 2
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", i) for i in ids), ids
 
 
 async def test_two_subagents_giving_their_calls_the_same_id_are_each_asked_for(tmp_path: Path) -> None:

@@ -510,7 +510,7 @@ def _own_ids(response: ModelResponse, messages: list[Message]) -> ModelResponse:
     """The answer with an id of its own for each tool call: the model chooses them, and may give
     two calls one id (an empty one, `call_0` each turn, or on purpose). A call's id is what its
     result, its checkpoint and a person's decision on it are bound to, so one the conversation
-    holds already becomes `<id>~<n>`. Applied to a recorded answer too: it comes out the same."""
+    holds already becomes `<id>_<n>`. Applied to a recorded answer too: it comes out the same."""
     calls = response.tool_calls
     if not calls:
         return response
@@ -524,7 +524,7 @@ def _own_ids(response: ModelResponse, messages: list[Message]) -> ModelResponse:
             given = part.id or "call"
             own, n = given, 2
             while own in seen:
-                own, n = f"{given}~{n}", n + 1
+                own, n = f"{given}_{n}", n + 1
             seen.add(own)
             if own != part.id:
                 parts[i] = replace(part, id=own)

@@ -105,7 +105,7 @@ class RunApprovals:
         gets the decision given), else a new one. The model chose the call's id, and may give it
         to another call (of another subagent, or after a compaction): a stored request with that
         id is this call's only when its agent, tool and arguments are the same and no call of
-        this process took it already; otherwise the call is stored, and asked for, as `<id>~<n>`.
+        this process took it already; otherwise the call is stored, and asked for, as `<id>_<n>`.
         A decision is never applied to a call it was not made on."""
         given, n = row.call_id, 2
         while True:
@@ -113,7 +113,7 @@ class RunApprovals:
             if stored is row or (stored.call_id not in self.claimed and _same_call(stored, row)):
                 self.claimed.add(stored.call_id)
                 return stored
-            row.call_id, n = f"{given}~{n}", n + 1
+            row.call_id, n = f"{given}_{n}", n + 1
 
     async def _time_out(self, row: ApprovalRow) -> Approval:
         """Deny a call nobody decided in time (a decision that came meanwhile stands)."""
