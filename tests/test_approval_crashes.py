@@ -13,7 +13,9 @@ import pytest
 from delegate import Extensions, Permissions, Runtime, Store, UserError
 from delegate._permissions import ApprovalRow
 from delegate._time import utc_now
+from delegate.models import ModelRequest, ModelResponse
 from delegate.run import stored_result
+from delegate.testing import FunctionModel, call, is_lead, reply
 from tests.approvals_support import Writers, waiting_calls
 from tests.cli_support import delegate
 from tests.durable_support import cli_env, run_json, wait_for
@@ -113,4 +115,43 @@ def test_a_run_killed_while_waiting_then_cancelled_asks_nobody_and_runs_nothing(
         assert approved.returncode == 2 and "has no call waiting for a decision" in approved.stderr
         refused = cli("runs", "approve", call.run_id, call.call_id, "-w", str(tmp_path))
         assert refused.returncode == 2 and "decided already" in refused.stderr
+    assert not (tmp_path / "notes.md").exists()
+
+
+async def test_a_subagent_stopped_while_its_call_waits_leaves_no_call_waiting(tmp_path: Path) -> None:
+    looked = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        steps = sum(1 for m in request.messages if m.role == "assistant")
+        if not is_lead(request):
+            return call("write_file", path="notes.md", content="notes\n")
+        if steps == 0:
+            task = {"subagent_type": "general-purpose", "description": "notes", "prompt": "write notes"}
+            return call("task", **task, run_in_background=True)
+        if steps == 1:
+            return call("task_wait", ids=["sub1"])
+        await looked.wait()  # the test looks at the store while the run goes on
+        return reply("done")
+
+    rt = Runtime(
+        model=FunctionModel(answer), workspace=tmp_path, extensions=Extensions(permissions=Permissions(ask=["Write"]))
+    )
+    run = asyncio.create_task(rt.run("write notes"))
+    store = rt.store
+    assert store is not None
+    while not (runs := store.list_runs()) or not store.approvals(runs[0].id, pending=True):
+        await asyncio.sleep(0.01)
+    run_id = runs[0].id
+    store.request_stop(run_id, "sub1", "not now")
+    while not any(s.status == "cancelled" for s in store.subagent_records(run_id)):
+        await asyncio.sleep(0.01)
+    try:
+        live = store.get_run(run_id)
+        assert live is not None and live.status == "running"  # nothing waits for a person now
+        assert store.approvals(run_id, pending=True) == []
+        (closed,) = store.approvals(run_id)
+        assert closed.decision == "deny" and closed.reason == "sub1 was stopped before anyone decided"
+    finally:
+        looked.set()
+    assert (await run).status == "completed"
     assert not (tmp_path / "notes.md").exists()
