@@ -415,6 +415,7 @@ class Store:
         if owner is not None:
             where.append(runs_table.c.owner == owner)
         if conn.execute(runs_table.update().where(*where).values(values)).rowcount == 1:
+            _approvals.close(conn, run_id, status)
             return True
         if conn.scalar(sa.select(runs_table.c.id).where(runs_table.c.id == run_id)) is None:
             raise StoreError(f"no run {run_id!r} in the store")
@@ -590,11 +591,10 @@ class Store:
                 where = [runs_table.c.id == run_id, runs_table.c.status == "running"]
                 if run.owner is not None:
                     where.append(runs_table.c.owner == run.owner)
-                conn.execute(
-                    runs_table.update()
-                    .where(*where)
-                    .values(status="cancelled", owner=None, error="cancelled", completed_at=iso(utc_now()))
-                )
+                ended = runs_table.update().where(*where)
+                ended = ended.values(status="cancelled", owner=None, error="cancelled", completed_at=iso(utc_now()))
+                if conn.execute(ended).rowcount == 1:
+                    _approvals.close(conn, run_id, "cancelled")
         elif run.status in LIVE_STATUSES:
             with self.write() as conn:
                 update = runs_table.update().where(runs_table.c.id == run_id, runs_table.c.status == "running")

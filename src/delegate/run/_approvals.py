@@ -93,7 +93,13 @@ class RunApprovals:
             with deadlines_paused():
                 approval = await asyncio.wait_for(asyncio.shield(future), self.timeout)
         except TimeoutError:
-            approval = await self._time_out(row)
+            approval = await self._deny(row, f"no decision within {self.timeout:g} s")
+        except asyncio.CancelledError:
+            if self.runner is not None and ctx.agent_id in self.runner.stopping:  # it will never run
+                stopped = await self._deny(row, f"{ctx.agent_id} was stopped before anyone decided")
+                row.decision, row.reason = ("approve" if stopped.approved else "deny"), stopped.reason
+                self._decided(ctx, row)
+            raise
         finally:
             self.waiting.pop(row.call_id, None)
         row.decision, row.reason = ("approve" if approval.approved else "deny"), approval.reason
@@ -115,18 +121,14 @@ class RunApprovals:
                 return stored
             row.call_id, n = f"{given}_{n}", n + 1
 
-    async def _time_out(self, row: ApprovalRow) -> Approval:
-        """Deny a call nobody decided in time (a decision that came meanwhile stands)."""
-        reason = f"no decision within {self.timeout:g} s"
+    async def _deny(self, row: ApprovalRow, reason: str) -> Approval:
+        """Deny a call nobody decided, for `reason`: nobody decided in time, or its agent was
+        stopped (it will never run: nobody is to be asked for it). A decision that came
+        meanwhile stands. Shielded: the agent's own cancellation (a stop) does not cut it short."""
         store = self.recorder.store
         if store is None:
             return Approval(False, reason)
-        try:
-            stored = await asyncio.to_thread(store.decide_approval, row.run_id, row.call_id, "deny", reason)
-        except UserError:  # decided meanwhile: that decision stands
-            found = await asyncio.to_thread(store.approval_decisions, row.run_id, [row.call_id])
-            stored = found[0] if found else row
-        return Approval(stored.decision == "approve", stored.reason or reason)
+        return await asyncio.shield(asyncio.to_thread(_denied, store, row, reason))
 
     def deliver(self, call_id: str, approval: Approval, *, always: str | None = None) -> bool:
         """Give a waiting call its decision (already stored); on the event loop. `always` approves
@@ -180,6 +182,16 @@ class RunApprovals:
                 data=data,
             )
         )
+
+
+def _denied(store: Store, row: ApprovalRow, reason: str) -> Approval:
+    """What `RunApprovals._deny` stores (on a thread of its own)."""
+    try:
+        stored = store.decide_approval(row.run_id, row.call_id, "deny", reason)
+    except UserError:  # decided meanwhile: that decision stands
+        found = store.approval_decisions(row.run_id, [row.call_id])
+        stored = found[0] if found else row
+    return Approval(stored.decision == "approve", stored.reason or reason)
 
 
 def _same_call(stored: ApprovalRow, row: ApprovalRow) -> bool:
