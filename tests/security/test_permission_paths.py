@@ -11,24 +11,7 @@ from pathlib import Path
 import pytest
 
 from delegate import Extensions, Permissions, Runtime
-from delegate.models import ModelRequest, ModelResponse
-from delegate.testing import FunctionModel, call, is_lead, reply
-
-
-def _writing(path: str) -> FunctionModel:
-    """A lead that delegates one write of `path`, then answers with what the write gave back."""
-
-    def answer(request: ModelRequest) -> ModelResponse:
-        last = request.messages[-1]
-        if is_lead(request):
-            if len(request.messages) == 1:
-                return call("task", subagent_type="general-purpose", description="write", prompt="write")
-            return reply(last.tool_results[0].content)
-        if last.role == "user":
-            return call("write_file", path=path, content="leaked\n")
-        return call("complete", summary=f"write said: {last.tool_results[0].content}")
-
-    return FunctionModel(answer)
+from tests.test_permissions import writing_subagent
 
 
 @pytest.mark.parametrize("spelling", ["absolute", "link", "dots"])
@@ -43,7 +26,7 @@ def test_a_denied_folder_is_denied_by_any_spelling_of_its_path(tmp_path: Path, s
         "dots": "docs/../secret/key.md",
     }[spelling]
     rt = Runtime(
-        model=_writing(path),
+        model=writing_subagent(path),
         workspace=root,
         store=False,
         extensions=Extensions(permissions=Permissions(deny=["Write(secret/**)"])),
