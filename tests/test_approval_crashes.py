@@ -155,3 +155,32 @@ async def test_a_subagent_stopped_while_its_call_waits_leaves_no_call_waiting(tm
         looked.set()
     assert (await run).status == "completed"
     assert not (tmp_path / "notes.md").exists()
+
+
+def test_a_call_the_resumed_run_no_longer_asks_about_is_neither_waiting_nor_denied(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    """Killed while a call waits, the run is resumed without the `ask` rule: the call runs unasked,
+    and no record says it waits for a person, or that it was denied."""
+    with OpenAIServer(Writers("notes.md")) as server, Store.open(store_url) as store:
+        env = cli_env(server.base_url, db=store_url)
+        proc = procs.spawn(
+            ["run", "write notes", "--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)],
+            env,
+            tmp_path / "run.log",
+        )
+        (call,) = waiting_calls(store)
+        wait_for(lambda: len(store.checkpoints(call.run_id)) >= 2, what="the answers so far to be stored")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        resumed = subprocess.run(
+            delegate("run", "--resume", call.run_id, "--model", "openai:m", "--json", "-w", str(tmp_path)),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        result = run_json(resumed)
+        assert result["status"] == "completed" and result["pending_approvals"] == []
+        assert store.approvals(call.run_id) == []  # it was asked of nobody in the run that ran it
+    assert (tmp_path / "notes.md").read_text() == "notes for notes.md\n"

@@ -577,7 +577,8 @@ class Store:
         with self.write() as conn:
             if conn.execute(runs_table.update().where(*taken).values(values)).rowcount != 1:
                 raise UserError(f"run {run_id} was just taken over by another process")
-        run.status, run.owner, run.cancel_requested = "running", owner, False
+            _approvals.reopen(conn, run_id)
+        run.status, run.owner, run.cancel_requested, run.waiting = "running", owner, False, 0
         return run
 
     def request_cancel(self, run_id: str, user_id: str | None = None) -> RunRow:
