@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import tempfile
 import time
@@ -55,8 +56,19 @@ async def one_run(root: Path, n: int, latency: float, store: bool) -> float:
     return elapsed
 
 
-def median_of(root: Path, n: int, latency: float, repeats: int, store: bool = False) -> float:
-    return statistics.median(asyncio.run(one_run(root, n, latency, store)) for _ in range(repeats))
+def median_of(root: Path, n: int, latency: float, repeats: int, store: bool = False, collector: bool = True) -> float:
+    """The median of `repeats` runs; `collector=False` pauses Python's garbage collector during
+    each (after a full collection), to tell the framework's own cost from the collector's."""
+    times: list[float] = []
+    for _ in range(repeats):
+        if not collector:
+            gc.collect()
+            gc.disable()
+        try:
+            times.append(asyncio.run(one_run(root, n, latency, store)))
+        finally:
+            gc.enable()
+    return statistics.median(times)
 
 
 @tool
@@ -102,6 +114,13 @@ def main() -> None:
             per[n] = median_of(root, n, 0.0, repeats) / n * 1000
             print(f"fan-out N={n:>6}: {per[n]:.3f} ms framework time per subagent (median of {repeats})")
         print(f"flatness: N={sizes[-1]} / N=100 per-subagent cost ratio = {per[sizes[-1]] / per[100]:.2f}x")
+        big = sizes[-1]
+        paused = {n: median_of(root, n, 0.0, 3, collector=False) / n * 1000 for n in (1000, big)}
+        print(
+            f"with the garbage collector paused: N=1000 {paused[1000]:.3f}, N={big} {paused[big]:.3f} ms per "
+            f"subagent; N={big} / N=1000 = {paused[big] / paused[1000]:.2f}x "
+            f"(with it running: {per[big] / per[1000]:.2f}x; see docs/subagents.md, Fan-outs of thousands)"
+        )
         stored = median_of(root, 1000, 0.0, args.repeats, store=True) / 1000 * 1000
         print(
             f"fan-out N=  1000 with the SQLite store on: {stored:.3f} ms per subagent "

@@ -8,13 +8,14 @@ handle for the rest of the pass, so a merge of 1,000 files in one folder walks t
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ._layer import Layer, content_hash, is_whiteout, open_below
-from ._paths import Found, PathEscape, PathLoop, lstat_at, walk
+from ._paths import MAX_LINKS, Found, PathEscape, PathLoop, lstat_at, walk
 from ._record import Change
 
 DIFF_MAX_CHARS = 8_000
@@ -24,29 +25,53 @@ DIFF_MAX_BYTES = 512 * 1024
 _PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def parent_handle(root_fd: int, root: str, parts: tuple[str, ...] | list[str], *, create: bool) -> Found | None:
+def parent_handle(
+    root_fd: int,
+    root: str,
+    parts: tuple[str, ...] | list[str],
+    *,
+    create: bool,
+    closed: Callable[[str], bool] | None = None,
+) -> Found | None:
     """Where the folder that holds `parts` is, walked from `root_fd` (symlinks on the way
     followed, never out of the root; missing folders made with `create`): a `Found` whose
     `parts` are the folder's real path, and whose `folder` is a handle on that folder itself
-    (`name` is `.`). None when a folder on the way is missing (and not made)."""
-    found = walk(root_fd, root, [*parts[:-1], "."], create=(lambda _: None) if create else None)
-    try:
-        if found.info is None or not stat.S_ISDIR(found.info.st_mode):
-            return None
-        if found.name == ".":
-            return Found(folder=os.dup(found.folder), name=".", parts=(), info=found.info)
-        fd = os.open(found.name, _PATH_DIR, dir_fd=found.folder)
-        return Found(folder=fd, name=".", parts=found.parts, info=found.info)
-    finally:
-        found.close()
+    (`name` is `.`). None when a folder on the way is missing (and not made). With `closed`, a
+    folder whose real path it names (internal state) is neither made nor handed back: `PathEscape`.
+    A folder swapped for a link between the walk and its opening is walked again."""
+
+    def may_make(real: tuple[str, ...]) -> None:
+        if closed is not None and closed("/".join(real)):
+            raise PathEscape(f"{'/'.join(real)} is internal state")
+
+    for _ in range(MAX_LINKS):
+        found = walk(root_fd, root, [*parts[:-1], "."], create=may_make if create else None)
+        try:
+            if found.info is None or not stat.S_ISDIR(found.info.st_mode):
+                return None
+            may_make(found.parts)
+            if found.name == ".":
+                return Found(folder=os.dup(found.folder), name=".", parts=(), info=found.info)
+            try:
+                fd = os.open(found.name, _PATH_DIR, dir_fd=found.folder)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a link since the walk
+                    continue
+                raise
+            return Found(folder=fd, name=".", parts=found.parts, info=found.info)
+        finally:
+            found.close()
+    raise PathLoop("the path keeps changing")
 
 
 class Folders:
     """Handles on the workspace's folders that hold the paths of one pass (listing a layer's
     changes, checking them, applying them), each walked once from a handle on the root."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, closed: Callable[[str], bool] | None = None) -> None:
         self.root = str(root)
+        self.closed = closed
+        """Names internal state (see `parent_handle`): a folder there is refused, never made."""
         self.fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         self._known: dict[tuple[str, ...], Found] = {}
 
@@ -58,7 +83,7 @@ class Folders:
         key = tuple(parts[:-1])
         found = self._known.get(key)
         if found is None:
-            found = parent_handle(self.fd, self.root, parts, create=create)
+            found = parent_handle(self.fd, self.root, parts, create=create, closed=self.closed)
             if found is not None:
                 self._known[key] = found
         return found

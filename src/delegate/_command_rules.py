@@ -13,8 +13,10 @@ Code writes them:
 A command line is checked one simple command at a time: it is cut at `;`, `&`, `|`, `&&`, `||`
 and new lines (outside quotes), and each part must be allowed. What cannot be checked is refused
 when rules apply: command substitution (`$(...)`, backquotes, `<(...)`), and a command whose
-program is a variable. The rules say what a type is meant to run; they are not the isolation
-boundary (a program that is allowed may run others, as `git` runs hooks): the sandbox is.
+program is a variable or a pattern (`$R`, `${R:-rm}`, `r?`). The rules say what a type is meant
+to run; they are not the isolation boundary (a program that is allowed may run others, as `git`
+runs hooks; one that is not may be reached by another name, as `env rm` or `/bin/rm`): the
+sandbox is.
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ class CommandRules:
             return f"{exc}, which the command rules of this subagent type cannot check; run plain commands"
         for words in parts:
             shown = " ".join(words)
-            if words[0].startswith("$"):
-                return f"{shown!r} runs a program named by a variable, which the command rules cannot check"
+            if _named_later(words[0]):
+                why = "runs a program named by a variable or a pattern, which the command rules cannot check"
+                return f"{shown!r} {why}"
             denied = next((rule for rule in self.deny if _matches(rule, words)), None)
             if denied is not None:
                 return f"{shown!r} is refused by this subagent type's rule Bash({denied})"
@@ -76,6 +79,8 @@ def command_rule_matching(rules: tuple[str, ...], command: str, *, every: bool) 
         return None if every else rules[0]
     found: str | None = None
     for words in parts:
+        if _named_later(words[0]):  # which program runs is known only when the shell runs it
+            return None if every else rules[0]
         rule = next((r for r in rules if _matches(r, words)), None)
         if rule is not None and not every:
             return rule
@@ -83,6 +88,12 @@ def command_rule_matching(rules: tuple[str, ...], command: str, *, every: bool) 
             return None
         found = found or rule
     return found
+
+
+def _named_later(program: str) -> bool:
+    """Whether the shell decides which program runs (`$R`, `"$R"`, `${R:-rm}`, `x$R`, `r?`,
+    `/bin/r*`): no rule can say what it is."""
+    return any(c in program for c in "$*?[")
 
 
 def _matches(rule: str, words: list[str]) -> bool:

@@ -56,6 +56,7 @@ __all__ = [
     "Rule",
     "RuleKind",
     "Verdict",
+    "path_argument",
     "read_settings",
 ]
 
@@ -134,8 +135,8 @@ class Rule:
             command = arguments.get("command")
             return isinstance(command, str) and command_rule_matching((pattern,), command, every=every) is not None
         if tool in _PATH_TOOLS:
-            path = next((arguments[k] for k in _PATH_ARGUMENTS if isinstance(arguments.get(k), str)), None)
-            return path is not None and glob is not None and glob.fullmatch(_relative(path)) is not None
+            key = path_argument(tool, arguments)
+            return key is not None and glob is not None and glob.fullmatch(_relative(arguments[key])) is not None
         return glob is not None and any(isinstance(v, str) and glob.fullmatch(v) for v in arguments.values())
 
 
@@ -398,6 +399,14 @@ def _first(rules: tuple[Rule, ...], tool: str, arguments: Mapping[str, Any], *, 
         if rule.matches(tool, arguments, every=every):
             return rule
     return None
+
+
+def path_argument(tool: str, arguments: Mapping[str, Any]) -> str | None:
+    """The argument of a call of `tool` that names the file its path rules judge (None: it has none).
+    The caller judges where that path lands (`tools.CallGuard`), not how the model spelled it."""
+    if tool not in _PATH_TOOLS:
+        return None
+    return next((k for k in _PATH_ARGUMENTS if isinstance(arguments.get(k), str)), None)
 
 
 def _relative(path: str) -> str:

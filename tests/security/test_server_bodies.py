@@ -143,3 +143,32 @@ def test_the_bodies_routes_read_after_the_token_are_still_described_in_openapi(t
         in paths["/api/v1/batches"]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]
     )
     assert paths["/api/v1/batches/{batch_id}/retry"]["post"]["requestBody"]["required"] is False
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        (b"[" * DEEP + b"]" * DEEP, 422, "the body nests arrays and objects deeper than 200"),
+        (b'{"reason": "\\ud800"}', 422, "reason: the text holds an unpaired surrogate"),
+        (b'{"reason": 5}', 422, "reason: Input should be a valid string"),
+        (b'{"reason": "\xff"}', 400, "the body is not valid UTF-8"),
+    ],
+    ids=["deep", "surrogate", "wrong-type", "not-utf-8"],
+)
+def test_a_bad_body_to_stop_a_subagent_answers_a_4xx_json_error_and_logs_no_traceback(
+    tmp_path: Path,
+    store: Store,
+    token: str,
+    server_errors: list[logging.LogRecord],
+    body: bytes,
+    status: int,
+    says: str,
+) -> None:
+    # The stop route read its body by hand, with `json.loads` on the event loop: a deep body was
+    # a `RecursionError`, a 500 with a traceback, before the run was even looked up.
+    with live_server(tmp_path, store) as server, api(server, token) as client:
+        response = client.post("/runs/run_x/agents/sub1/stop", content=body)
+        assert response.status_code == status, response.text[:500]
+        assert response.headers["content-type"] == "application/json"
+        assert response.json()["error"]["message"].startswith(says), response.json()
+    assert server_errors == []

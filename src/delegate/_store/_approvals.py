@@ -3,6 +3,10 @@
 A call under an `ask` permission rule is stored (`request`) before anyone is asked; a decision is
 stored (`decide`) before the call acts on it, the first one given winning. The run's `waiting`
 column counts its calls still undecided, so every listing reads the run `waiting` without a join.
+A run that ends closes the calls still waiting (`close`): none of them will run, so none is listed
+as waiting or takes a decision. An interrupted run's stay open (a decision may still be given),
+until it is resumed (`reopen`): the questions of a process that died go with it, and the resumed
+run asks again for the calls it makes again (replayed: the same ids), only for those.
 Any process on the same store may decide: the run's own process finds the decision at its next
 heartbeat (see `delegate.run._approvals`).
 """
@@ -21,7 +25,7 @@ from .._permissions import DECISIONS, ApprovalRow, Decision
 from .._time import iso, utc_now
 from ._schema import approvals_table, runs_table
 
-__all__ = ["DECISIONS", "ApprovalRow", "Decision", "decide", "decided", "get", "listed", "request"]
+__all__ = ["DECISIONS", "ApprovalRow", "Decision", "close", "decide", "decided", "get", "listed", "reopen", "request"]
 
 
 _row: TypeAdapter[ApprovalRow] = TypeAdapter(ApprovalRow)
@@ -76,10 +80,33 @@ def decide(conn: Connection, run_id: str, call_id: str, decision: Decision, reas
     now = utc_now()
     table = approvals_table.c
     update = approvals_table.update().where(table.run_id == run_id, table.call_id == call_id, table.decision.is_(None))
-    conn.execute(update.values(decision=decision, reason=reason, decided_at=iso(now)))
+    if conn.execute(update.values(decision=decision, reason=reason, decided_at=iso(now))).rowcount != 1:
+        # decided (or closed) by another transaction since it was read (PostgreSQL's read committed)
+        stored = get(conn, run_id, call_id)
+        raise UserError(f"call {call_id} of run {run_id} was decided already ({stored and stored.decision})")
     _count(conn, run_id)
     found.decision, found.reason, found.decided_at = decision, reason, now
     return found
+
+
+def close(conn: Connection, run_id: str, status: str) -> None:
+    """The run ended (`status`): its calls still waiting will never run. They are denied, the
+    reason saying so, and no longer listed as waiting nor open to a decision."""
+    table = approvals_table.c
+    update = approvals_table.update().where(table.run_id == run_id, table.decision.is_(None))
+    reason = f"the run ended ({status}) before anyone decided"
+    if conn.execute(update.values(decision="deny", reason=reason, decided_at=iso(utc_now()))).rowcount:
+        conn.execute(runs_table.update().where(runs_table.c.id == run_id).values(waiting=0))
+
+
+def reopen(conn: Connection, run_id: str) -> None:
+    """The interrupted run `run_id` is resumed: its calls still undecided are forgotten (their
+    decisions kept). A call the resumed run makes again asks again, under the same id; one it does
+    not make (its answer was not yet stored, or the rules that asked are not the resumed run's) is
+    never listed as waiting, nor closed as denied, in a run that may run it."""
+    table = approvals_table.c
+    if conn.execute(approvals_table.delete().where(table.run_id == run_id, table.decision.is_(None))).rowcount:
+        conn.execute(runs_table.update().where(runs_table.c.id == run_id).values(waiting=0))
 
 
 def get(conn: Connection, run_id: str, call_id: str) -> ApprovalRow | None:

@@ -427,6 +427,7 @@ class Store:
         if owner is not None:
             values["owner"] = owner
         if conn.execute(_FINISH_OWNED if owner is not None else _FINISH, values).rowcount == 1:
+            _approvals.close(conn, run_id, status)
             return True
         if conn.scalar(sa.select(runs_table.c.id).where(runs_table.c.id == run_id)) is None:
             raise StoreError(f"no run {run_id!r} in the store")
@@ -588,7 +589,8 @@ class Store:
         with self.write() as conn:
             if conn.execute(runs_table.update().where(*taken).values(values)).rowcount != 1:
                 raise UserError(f"run {run_id} was just taken over by another process")
-        run.status, run.owner, run.cancel_requested = "running", owner, False
+            _approvals.reopen(conn, run_id)
+        run.status, run.owner, run.cancel_requested, run.waiting = "running", owner, False, 0
         return run
 
     def request_cancel(self, run_id: str, user_id: str | None = None) -> RunRow:
@@ -602,11 +604,10 @@ class Store:
                 where = [runs_table.c.id == run_id, runs_table.c.status == "running"]
                 if run.owner is not None:
                     where.append(runs_table.c.owner == run.owner)
-                conn.execute(
-                    runs_table.update()
-                    .where(*where)
-                    .values(status="cancelled", owner=None, error="cancelled", completed_at=iso(utc_now()))
-                )
+                ended = runs_table.update().where(*where)
+                ended = ended.values(status="cancelled", owner=None, error="cancelled", completed_at=iso(utc_now()))
+                if conn.execute(ended).rowcount == 1:
+                    _approvals.close(conn, run_id, "cancelled")
         elif run.status in LIVE_STATUSES:
             with self.write() as conn:
                 update = runs_table.update().where(runs_table.c.id == run_id, runs_table.c.status == "running")

@@ -468,7 +468,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     budget = spec.budget
     recorded = journal.answer(step) if journal is not None else None
     if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
-        response = _safe(recorded)
+        response = _own_ids(_safe(recorded), state.messages)
         if budget is not None:
             budget.requests += 1  # but it was a request of this run, and counts against its budget
     else:
@@ -476,7 +476,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
             raise _BudgetSpent(spent)
         if ctx.heard:
             ctx.event("model.request", {"step": step, "messages": len(request.messages)}, detail=request)
-        response = _safe(await _complete(spec.model, request, state.usage))
+        response = _own_ids(_safe(await _complete(spec.model, request, state.usage)), state.messages)
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
@@ -504,6 +504,31 @@ def _safe(response: ModelResponse) -> ModelResponse:
     older version) may answer a lone surrogate, which no provider, store or stream can take."""
     parts = safe_parts(response.parts)
     return response if parts is response.parts else replace(response, parts=parts)
+
+
+def _own_ids(response: ModelResponse, messages: list[Message]) -> ModelResponse:
+    """The answer with an id of its own for each tool call: the model chooses them, and may give
+    two calls one id (an empty one, `call_0` each turn, or on purpose). A call's id is what its
+    result, its checkpoint and a person's decision on it are bound to, so one the conversation
+    holds already becomes `<id>_<n>`. Applied to a recorded answer too: it comes out the same."""
+    calls = response.tool_calls
+    if not calls:
+        return response
+    seen = {p.id for m in messages if m.role == "assistant" for p in m.parts if isinstance(p, ToolCallPart)}
+    ids = [c.id for c in calls]
+    if all(ids) and len(set(ids)) == len(ids) and seen.isdisjoint(ids):
+        return response
+    parts = list(response.parts)
+    for i, part in enumerate(parts):
+        if isinstance(part, ToolCallPart):
+            given = part.id or "call"
+            own, n = given, 2
+            while own in seen:
+                own, n = f"{given}_{n}", n + 1
+            seen.add(own)
+            if own != part.id:
+                parts[i] = replace(part, id=own)
+    return replace(response, parts=parts)
 
 
 async def _next_step(

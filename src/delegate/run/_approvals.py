@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_json
+
 from .._errors import UserError
 from .._events import Event, EventSink, unheard
 from .._hooks import CommandHook, HookEvent, command_hooks
@@ -59,6 +61,8 @@ class RunApprovals:
         """The calls waiting now, by call id."""
         self.always: set[str] = set()
         """Rules a person approved for the rest of the run."""
+        self.claimed: set[str] = set()
+        """The stored calls (by approval id) already bound to a call of this process."""
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def attach(self, runner: SubagentRunner, journal_for: Callable[[str], Journal] | None) -> RunApprovals:
@@ -78,7 +82,7 @@ class RunApprovals:
         if request.rule is not None and request.rule in self.always:
             row.decision, row.reason, row.decided_at = "approve", ALWAYS, utc_now()
         if store is not None:
-            row = await asyncio.to_thread(store.request_approval, row)
+            row = await self._stored(store, row)
         if row.decision is not None:  # decided before (a resumed run, or "always"): nobody is asked again
             self._decided(ctx, row)
             return Approval(row.decision == "approve", row.reason or "")
@@ -89,25 +93,42 @@ class RunApprovals:
             with deadlines_paused():
                 approval = await asyncio.wait_for(asyncio.shield(future), self.timeout)
         except TimeoutError:
-            approval = await self._time_out(row)
+            approval = await self._deny(row, f"no decision within {self.timeout:g} s")
+        except asyncio.CancelledError:
+            if self.runner is not None and ctx.agent_id in self.runner.stopping:  # it will never run
+                stopped = await self._deny(row, f"{ctx.agent_id} was stopped before anyone decided")
+                row.decision, row.reason = ("approve" if stopped.approved else "deny"), stopped.reason
+                self._decided(ctx, row)
+            raise
         finally:
             self.waiting.pop(row.call_id, None)
         row.decision, row.reason = ("approve" if approval.approved else "deny"), approval.reason
         self._decided(ctx, row)
         return approval
 
-    async def _time_out(self, row: ApprovalRow) -> Approval:
-        """Deny a call nobody decided in time (a decision that came meanwhile stands)."""
-        reason = f"no decision within {self.timeout:g} s"
+    async def _stored(self, store: Store, row: ApprovalRow) -> ApprovalRow:
+        """`row` as stored: the stored request of this very call (a resumed run asks again, and
+        gets the decision given), else a new one. The model chose the call's id, and may give it
+        to another call (of another subagent, or after a compaction): a stored request with that
+        id is this call's only when its agent, tool and arguments are the same and no call of
+        this process took it already; otherwise the call is stored, and asked for, as `<id>_<n>`.
+        A decision is never applied to a call it was not made on."""
+        given, n = row.call_id, 2
+        while True:
+            stored = await asyncio.to_thread(store.request_approval, row)
+            if stored is row or (stored.call_id not in self.claimed and _same_call(stored, row)):
+                self.claimed.add(stored.call_id)
+                return stored
+            row.call_id, n = f"{given}_{n}", n + 1
+
+    async def _deny(self, row: ApprovalRow, reason: str) -> Approval:
+        """Deny a call nobody decided, for `reason`: nobody decided in time, or its agent was
+        stopped (it will never run: nobody is to be asked for it). A decision that came
+        meanwhile stands. Shielded: the agent's own cancellation (a stop) does not cut it short."""
         store = self.recorder.store
         if store is None:
             return Approval(False, reason)
-        try:
-            stored = await asyncio.to_thread(store.decide_approval, row.run_id, row.call_id, "deny", reason)
-        except UserError:  # decided meanwhile: that decision stands
-            found = await asyncio.to_thread(store.approval_decisions, row.run_id, [row.call_id])
-            stored = found[0] if found else row
-        return Approval(stored.decision == "approve", stored.reason or reason)
+        return await asyncio.shield(asyncio.to_thread(_denied, store, row, reason))
 
     def deliver(self, call_id: str, approval: Approval, *, always: str | None = None) -> bool:
         """Give a waiting call its decision (already stored); on the event loop. `always` approves
@@ -161,6 +182,22 @@ class RunApprovals:
                 data=data,
             )
         )
+
+
+def _denied(store: Store, row: ApprovalRow, reason: str) -> Approval:
+    """What `RunApprovals._deny` stores (on a thread of its own)."""
+    try:
+        stored = store.decide_approval(row.run_id, row.call_id, "deny", reason)
+    except UserError:  # decided meanwhile: that decision stands
+        found = store.approval_decisions(row.run_id, [row.call_id])
+        stored = found[0] if found else row
+    return Approval(stored.decision == "approve", stored.reason or reason)
+
+
+def _same_call(stored: ApprovalRow, row: ApprovalRow) -> bool:
+    """Whether the stored request `stored` is the call `row` (its agent, tool and arguments)."""
+    same = stored.agent_id == row.agent_id and stored.tool == row.tool
+    return same and to_json(stored.arguments) == to_json(row.arguments)
 
 
 def _capped(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -76,9 +76,9 @@ def merge_layer(workspace: Workspace, layer: Layer) -> MergeOutcome:
             layer.describe(status="conflict", conflicts=[c.to_dict() for c in conflicts])
             return MergeOutcome(changes=changes, conflicts=conflicts)
         plan = _stage(layer, changes)
-        apply_plan(shared.root, layer, plan)
+        refused = apply_plan(shared, layer, plan)
         layer.remove()
-    return MergeOutcome(changes=changes)
+    return MergeOutcome(changes=[c for c in changes if c.path not in refused])
 
 
 @contextmanager
@@ -184,18 +184,27 @@ def _stage(layer: Layer, changes: list[Change]) -> list[dict[str, Any]]:
     return plan
 
 
-def apply_plan(root: Path, layer: Layer, plan: list[dict[str, Any]]) -> None:
-    """Apply a journalled plan to the workspace at `root`; idempotent (see the module's doc)."""
+def apply_plan(workspace: Workspace, layer: Layer, plan: list[dict[str, Any]]) -> set[str]:
+    """Apply a journalled plan to `workspace` (its shared view); idempotent (see the module's doc).
+    Returns the paths it refused: those whose folder now leads into internal state or out of the
+    root (a folder swapped for a link since the merge was checked, or since a killed merge was
+    journalled), checked on the folder each is applied in, from its handle, never by its name."""
     stage = layer.folder(create=True, sub="stage")
     old = layer.folder(create=True, sub="old")
     assert stage is not None and old is not None
+    refused: set[str] = set()
     try:
-        with Folders(root) as folders:
+        with Folders(workspace.root, closed=never_merged(workspace)) as folders:
             for entry in plan:
-                _apply_one(folders, stage, old, entry)
+                try:
+                    _apply_one(folders, stage, old, entry)
+                except (PathEscape, PathLoop, NotADirectoryError) as exc:
+                    refused.add(str(entry["path"]))
+                    _log.warning("the merge of %s left %s out: %s", layer.rel, entry["path"], exc)
     finally:
         os.close(stage)
         os.close(old)
+    return refused
 
 
 def _apply_one(folders: Folders, stage: int, old: int, entry: dict[str, Any]) -> None:
@@ -248,7 +257,7 @@ def recover_merges(workspace: Workspace) -> list[str]:
                 plan = _journal(layer)  # read again under the lock: its own process may have ended it
                 if plan is None:
                     continue
-                apply_plan(workspace.root, layer, plan)
+                apply_plan(workspace.shared, layer, plan)
                 layer.remove()
         except OSError as exc:
             _log.warning(

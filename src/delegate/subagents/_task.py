@@ -12,6 +12,7 @@ import asyncio
 import bisect
 import copy
 import itertools
+import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._agents import Catalogue, Subagent, tools_for
-from .._errors import ToolError
+from .._errors import ToolError, WorkspaceError
 from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
 from .._hooks import HookEvent
@@ -41,6 +42,8 @@ from ._overlay import check_asked, isolation_for, layer_for, needs_layer, settle
 from ._prompts import prompt_shaped, task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 from ._task_args import CONTEXT_MODES, MAX_PROMPTS, validate
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 MAX_KEPT_CHARS = 4_000
 """A `task` call's results longer than this keep only status lines and artifact lists in compaction."""
@@ -467,20 +470,26 @@ class SubagentRunner:
 
     def _write_whole(self, record: TaskOutput, text: str) -> None:
         """Write a result too long for the lead to `RESULTS_DIR/<run>/<agent>.md`, and list that
-        file first among its artifacts (if it cannot be written, the lead reads it shortened)."""
+        file first among its artifacts (if it cannot be written, the lead reads it shortened).
+        Written through the workspace's view from a handle, as a tool writes: the folder is the
+        agents' to change, and a link they put there leads nowhere the view does not."""
         folder = f"{RESULTS_DIR}/{re.sub(r'[^A-Za-z0-9_.-]', '_', self.run_id)}"
+        data = (text + "\n").encode("utf-8", "replace")
         name = ""
         try:
-            (self.workspace.root / folder).mkdir(parents=True, exist_ok=True)
             for n in itertools.count(1):
-                name = f"{folder}/{record.id}{'' if n == 1 else f'-{n}'}.md"
-                try:
-                    with open(self.workspace.root / name, "x", encoding="utf-8") as out:
-                        out.write(text + "\n")
-                    break
-                except FileExistsError:
-                    continue
-        except OSError:
+                with self.workspace.shared.locate(
+                    f"{folder}/{record.id}{'' if n == 1 else f'-{n}'}.md", write=True, create=True
+                ) as at:
+                    try:
+                        fd = os.open(at.name, _NEW_FILE, 0o666, dir_fd=at.folder)
+                    except FileExistsError:
+                        continue
+                    name = at.rel
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                break
+        except (OSError, WorkspaceError):
             return
         artifacts, _ = validate_paths(self.workspace, [name])
         record.artifacts = artifacts + record.artifacts

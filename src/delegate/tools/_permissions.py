@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._empty import empty_dict
-from .._errors import ToolError
-from .._permissions import CallPolicy, Verdict
+from .._errors import ToolError, WorkspaceError
+from .._permissions import CallPolicy, Verdict, path_argument
 from ._hooked import HookSet
 from ._tool import Tool, ToolContext, ToolReturn
 
@@ -119,7 +119,7 @@ class _Guarded(Tool):
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReturn:
         name = self.name
         arguments = self._inner.validate(arguments)  # bad arguments are the model's to fix, nobody is asked
-        verdict = self._policy.verdict(name, arguments)
+        verdict = self._policy.verdict(name, _landing(ctx, name, arguments))
         hooks = self._guard.hooks if self._hooked else None
         if hooks is not None:
             verdict, arguments = await hooks.before(ctx, name, arguments, verdict, self._agent_type)
@@ -128,3 +128,17 @@ class _Guarded(Tool):
         if hooks is not None:
             result = await hooks.after(ctx, name, arguments, result, self._agent_type)
         return result
+
+
+def _landing(ctx: ToolContext, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """`arguments` as path rules judge them: the path the call names replaced by where it lands,
+    its real place below the workspace root (`Workspace.locate`), so that an absolute spelling or
+    a link to the folder is judged as the folder; as given when it lands nowhere (the tool refuses it)."""
+    key = path_argument(tool, arguments)
+    if key is None:
+        return arguments
+    try:
+        with ctx.workspace.shared.locate(arguments[key]) as at:
+            return {**arguments, key: at.rel}
+    except WorkspaceError:
+        return arguments

@@ -1,0 +1,186 @@
+"""Calls that wait for a person, when their run is killed or ends: a call is listed as waiting only
+while a run could still run it, and a decision is never taken for a call that will not run."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from delegate import Extensions, Permissions, Runtime, Store, UserError
+from delegate._permissions import ApprovalRow
+from delegate._time import utc_now
+from delegate.models import ModelRequest, ModelResponse
+from delegate.run import stored_result
+from delegate.testing import FunctionModel, call, is_lead, reply
+from tests.approvals_support import Writers, waiting_calls
+from tests.cli_support import delegate
+from tests.durable_support import cli_env, run_json, wait_for
+from tests.loopback_openai import OpenAIServer
+from tests.test_permissions import writing_subagent
+from tests.test_run_crashes import Processes
+from tests.test_run_crashes import procs as procs  # the fixture
+
+
+def _asked(store: Store, run_id: str, call_id: str = "call_1") -> ApprovalRow:
+    row = ApprovalRow(
+        run_id=run_id,
+        call_id=call_id,
+        agent_id="sub1",
+        tool="write_file",
+        arguments={"path": "notes.md"},
+        rule="Write",
+        requested_at=utc_now(),
+    )
+    return store.request_approval(row)
+
+
+@pytest.mark.parametrize("end", ["completed", "cancelled", "error", "timed_out"])
+def test_a_call_still_waiting_when_its_run_ends_is_closed_denied_and_takes_no_decision(store: Store, end: str) -> None:
+    run = store.create_run(prompt="p", model="m")
+    _asked(store, run.id)
+    assert store.finish_run(run.id, end)  # type: ignore[arg-type]
+    assert store.approvals(run.id, pending=True) == []
+    (closed,) = store.approvals(run.id)
+    assert closed.decision == "deny" and closed.reason == f"the run ended ({end}) before anyone decided"
+    assert store.get_run(run.id).waiting == 0  # type: ignore[union-attr]
+    with pytest.raises(UserError, match="decided already"):
+        store.decide_approval(run.id, "call_1", "approve")
+    shown = stored_result(store, run.id)
+    assert shown is not None and shown.pending_approvals == []
+
+
+def test_cancelling_an_interrupted_run_closes_its_waiting_calls_and_keeps_the_decided_ones(store: Store) -> None:
+    run = store.create_run(prompt="p", model="m", owner="here|1|a")
+    _asked(store, run.id, "call_1")
+    _asked(store, run.id, "call_2")
+    store.decide_approval(run.id, "call_2", "approve", "fine")
+    assert store.release_run(run.id, "here|1|a")  # its process let it go: `interrupted`
+    assert store.get_run(run.id).status == "interrupted"  # type: ignore[union-attr]
+    assert store.request_cancel(run.id).status == "cancelled"
+    decided = {a.call_id: (a.decision, a.reason) for a in store.approvals(run.id)}
+    assert decided == {
+        "call_1": ("deny", "the run ended (cancelled) before anyone decided"),
+        "call_2": ("approve", "fine"),
+    }
+    assert store.get_run(run.id).waiting == 0  # type: ignore[union-attr]
+
+
+async def test_a_run_cancelled_while_a_call_waits_lists_no_call_waiting(tmp_path: Path) -> None:
+    rt = Runtime(
+        model=writing_subagent(), workspace=tmp_path, extensions=Extensions(permissions=Permissions(ask=["Write"]))
+    )
+    run = asyncio.create_task(rt.run("write notes"))
+    store = rt.store
+    assert store is not None
+    while not (runs := store.list_runs()) or not store.approvals(runs[0].id, pending=True):
+        await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    shown = stored_result(store, runs[0].id)
+    assert shown is not None and shown.status == "cancelled" and shown.pending_approvals == []
+    with pytest.raises(UserError, match="decided already"):
+        await rt.decide(runs[0].id, store.approvals(runs[0].id)[0].call_id, approve=True)
+    assert not (tmp_path / "notes.md").exists()
+
+
+def test_a_run_killed_while_waiting_then_cancelled_asks_nobody_and_runs_nothing(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    with OpenAIServer(Writers("notes.md")) as server, Store.open(store_url) as store:
+        env = cli_env(server.base_url, db=store_url)
+        proc = procs.spawn(
+            ["run", "write notes", "--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)],
+            env,
+            tmp_path / "run.log",
+        )
+        (call,) = waiting_calls(store)
+        wait_for(lambda: len(store.checkpoints(call.run_id)) >= 2, what="the answers so far to be stored")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(delegate(*args), env=env, capture_output=True, text=True, timeout=120)
+
+        shown = run_json(cli("runs", "show", call.run_id, "--json", "-w", str(tmp_path)))
+        assert shown["status"] == "interrupted" and len(shown["pending_approvals"]) == 1  # it may still be decided
+        assert cli("runs", "cancel", call.run_id, "-w", str(tmp_path)).returncode == 0
+        shown = run_json(cli("runs", "show", call.run_id, "--json", "-w", str(tmp_path)))
+        assert shown["status"] == "cancelled" and shown["pending_approvals"] == []
+        approved = cli("runs", "approve", call.run_id, "--all", "-w", str(tmp_path))
+        assert approved.returncode == 2 and "has no call waiting for a decision" in approved.stderr
+        refused = cli("runs", "approve", call.run_id, call.call_id, "-w", str(tmp_path))
+        assert refused.returncode == 2 and "decided already" in refused.stderr
+    assert not (tmp_path / "notes.md").exists()
+
+
+async def test_a_subagent_stopped_while_its_call_waits_leaves_no_call_waiting(tmp_path: Path) -> None:
+    looked = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        steps = sum(1 for m in request.messages if m.role == "assistant")
+        if not is_lead(request):
+            return call("write_file", path="notes.md", content="notes\n")
+        if steps == 0:
+            task = {"subagent_type": "general-purpose", "description": "notes", "prompt": "write notes"}
+            return call("task", **task, run_in_background=True)
+        if steps == 1:
+            return call("task_wait", ids=["sub1"])
+        await looked.wait()  # the test looks at the store while the run goes on
+        return reply("done")
+
+    rt = Runtime(
+        model=FunctionModel(answer), workspace=tmp_path, extensions=Extensions(permissions=Permissions(ask=["Write"]))
+    )
+    run = asyncio.create_task(rt.run("write notes"))
+    store = rt.store
+    assert store is not None
+    while not (runs := store.list_runs()) or not store.approvals(runs[0].id, pending=True):
+        await asyncio.sleep(0.01)
+    run_id = runs[0].id
+    store.request_stop(run_id, "sub1", "not now")
+    while not any(s.status == "cancelled" for s in store.subagent_records(run_id)):
+        await asyncio.sleep(0.01)
+    try:
+        live = store.get_run(run_id)
+        assert live is not None and live.status == "running"  # nothing waits for a person now
+        assert store.approvals(run_id, pending=True) == []
+        (closed,) = store.approvals(run_id)
+        assert closed.decision == "deny" and closed.reason == "sub1 was stopped before anyone decided"
+    finally:
+        looked.set()
+    assert (await run).status == "completed"
+    assert not (tmp_path / "notes.md").exists()
+
+
+def test_a_call_the_resumed_run_no_longer_asks_about_is_neither_waiting_nor_denied(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    """Killed while a call waits, the run is resumed without the `ask` rule: the call runs unasked,
+    and no record says it waits for a person, or that it was denied."""
+    with OpenAIServer(Writers("notes.md")) as server, Store.open(store_url) as store:
+        env = cli_env(server.base_url, db=store_url)
+        proc = procs.spawn(
+            ["run", "write notes", "--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)],
+            env,
+            tmp_path / "run.log",
+        )
+        (call,) = waiting_calls(store)
+        wait_for(lambda: len(store.checkpoints(call.run_id)) >= 2, what="the answers so far to be stored")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        resumed = subprocess.run(
+            delegate("run", "--resume", call.run_id, "--model", "openai:m", "--json", "-w", str(tmp_path)),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        result = run_json(resumed)
+        assert result["status"] == "completed" and result["pending_approvals"] == []
+        assert store.approvals(call.run_id) == []  # it was asked of nobody in the run that ran it
+    assert (tmp_path / "notes.md").read_text() == "notes for notes.md\n"
