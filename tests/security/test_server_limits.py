@@ -265,3 +265,24 @@ def test_a_limit_that_makes_no_sense_is_a_usage_error(tmp_path: Path) -> None:
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 2
     assert "--max-live-runs" in stderr
+
+
+def test_a_last_event_id_of_digits_past_ascii_resumes_from_the_start_not_a_crash(
+    tmp_path: Path, store: Store, token: str
+) -> None:
+    # `"\xb2".isdigit()` (superscript two) is true and `int("\xb2")` raises: an event stream
+    # asked for with `Last-Event-ID: \xb2` was a 500 with a traceback.
+    with live_server(tmp_path, store) as server, api(server, token) as client:
+        run_id = client.post("/runs", json={"prompt": "hello"}).json()["run_id"]
+        whole = client.get(f"/runs/{run_id}/events").text  # to its end
+        request = (
+            f"GET /api/v1/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n".encode()
+            + b"Last-Event-ID: \xb2\r\nConnection: close\r\n\r\n"
+        )
+        with socket.create_connection(("127.0.0.1", server.port), 30) as sock:
+            sock.sendall(request)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert b"run.completed" in answer and "run.completed" in whole

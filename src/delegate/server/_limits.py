@@ -131,7 +131,7 @@ def _content_length(scope: Scope) -> int | None:
     for name, value in scope["headers"]:
         if name == b"content-length":
             text = value.decode("latin-1").strip()
-            return int(text) if text.isdigit() and len(text) < 20 else -1
+            return int(text) if text.isascii() and text.isdigit() and len(text) < 20 else -1
     return None
 
 

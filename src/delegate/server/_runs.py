@@ -315,8 +315,9 @@ def last_event_id(header: str | None, after: int | None) -> int:
     """Where a follower resumes: `?after=N` wins, then the `Last-Event-ID` header, else the start."""
     if after is not None:
         return max(0, after)
-    if header and header.strip().isdigit() and len(header.strip()) < 10:
-        return int(header.strip())
+    text = (header or "").strip()
+    if text.isascii() and text.isdigit() and len(text) < 10:  # `"\xb2".isdigit()` too, which `int` refuses
+        return int(text)
     return 0
 
 

@@ -378,7 +378,7 @@ async def _given(record: TaskOutput) -> TaskOutput:
 
 def _number(agent_id: str) -> tuple[int, str]:
     digits = agent_id.removeprefix("sub")
-    return (int(digits), "") if digits.isdigit() else (1 << 30, agent_id)
+    return (int(digits), "") if digits.isascii() and digits.isdigit() else (1 << 30, agent_id)
 
 
 class BackgroundGate:
