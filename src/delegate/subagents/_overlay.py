@@ -55,10 +55,14 @@ def check_asked(value: object) -> str | None:
 def layer_for(
     isolation: Isolation, workspace: Workspace, run_id: str, agent_id: str, tools: Sequence[Tool]
 ) -> Layer | None:
-    """The layer a subagent runs on (None: it writes the shared workspace, or cannot write at all)."""
+    """The layer a subagent runs on (None: it writes the shared workspace, or cannot write at all).
+    A stretch of work has a layer of its own, empty as it starts: one found at its place is what
+    an attempt of a killed process left (its merge, if journalled, finished at start by
+    `recover_merges`), and is removed, since the subagent starts afresh on resume. Kept, it would
+    show the new attempt files it never wrote, and merge them under its record."""
     if not needs_layer(isolation, tools):
         return None
-    return Layer(
+    layer = Layer(
         root=workspace.root,
         run_id=run_id,
         agent_id=agent_id,
@@ -66,6 +70,9 @@ def layer_for(
         track=isolation == "overlay",
         opaque=False,  # new: nothing in it yet
     )
+    if layer.exists():
+        layer.remove()
+    return layer
 
 
 def needs_layer(isolation: Isolation, tools: Sequence[Tool]) -> bool:

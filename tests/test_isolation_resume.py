@@ -1,0 +1,69 @@
+"""An overlay subagent whose run is killed before it completes starts afresh on resume: what its
+killed attempt wrote in its layer never reaches the workspace, nor its record."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from delegate import Store
+from delegate.testing import is_lead
+from tests.cli_support import run_cli
+from tests.durable_support import cli_env, only_run, run_json, wait_for
+from tests.loopback_openai import OpenAIServer, Reply
+from tests.test_run_crashes import Processes
+from tests.test_run_crashes import procs as procs  # the fixture
+
+ARGS = ("--model", "openai:m", "--json")
+
+
+class Attempts:
+    """The lead starts one overlay subagent. Its first attempt writes `first.md`, then hangs
+    (`hanging` is set); any later attempt writes `second.md` and completes: a model that answers
+    otherwise when asked again."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.hanging = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if is_lead(body):
+            if turns == 0:
+                task = {"subagent_type": "general-purpose", "description": "notes", "prompt": "write notes"}
+                return Reply(tool_calls=[("task", task | {"isolation": "overlay"})], prompt_tokens=10)
+            return Reply(content="done", prompt_tokens=20)
+        if turns == 0:
+            self.attempts += 1
+            name = "first.md" if self.attempts == 1 else "second.md"
+            return Reply(tool_calls=[("write_file", {"path": name, "content": "notes\n"})], prompt_tokens=5)
+        if self.attempts == 1:
+            self.hanging.set()
+            self.release.wait(60)
+        return Reply(tool_calls=[("complete", {"summary": "wrote notes"})], prompt_tokens=6)
+
+
+def test_an_overlay_subagent_killed_before_it_completes_starts_afresh_on_resume(
+    procs: Processes, tmp_path: Path
+) -> None:
+    model = Attempts()
+    try:
+        with OpenAIServer(model) as server, Store.for_workspace(tmp_path) as store:
+            env = cli_env(server.base_url)
+            proc = procs.spawn(["run", "write notes", *ARGS, "-w", str(tmp_path)], env, tmp_path / "run.log")
+            assert model.hanging.wait(60)
+            run = wait_for(lambda: only_run(store), what="the run to be recorded")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            model.release.set()
+            result = run_json(run_cli(["run", "--resume", run.id, *ARGS, "-w", str(tmp_path)], env=env))
+    finally:
+        model.release.set()
+    (record,) = result["subagents"]
+    assert record["status"] == "completed"
+    assert [c["path"] for c in record["changes"]] == ["second.md"]
+    assert (tmp_path / "second.md").exists()
+    assert not (tmp_path / "first.md").exists()  # the killed attempt's write, never merged
