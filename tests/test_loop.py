@@ -272,6 +272,7 @@ async def test_each_tool_call_gets_an_id_no_earlier_call_of_the_conversation_had
         Message(role="tool", parts=[ToolResultPart(tool_call_id="call_0", name="add", content="2")]),
         Message.user("go on"),
     ]
+
     def add_call(a: int) -> ModelResponse:
         return ModelResponse(parts=[ToolCallPart(id="call_0", name="add", arguments={"a": a, "b": a})], model="test")
 
