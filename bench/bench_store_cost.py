@@ -5,7 +5,9 @@
 
 The fan-out of `bench_subagents.py` (N = 1,000, a model that answers at once), store on and
 storeless in turn in one process, `--runs` times each (a fresh process a checkout and round, as
-`bench_fanout_ab.py` does). Figures that the neighbours' load cannot add to:
+`bench_fanout_ab.py` does), each run in a workspace of its own whose store exists (as
+`bench_runs.py` runs it: what a run opens, creates and compiles in a new database counts). Figures
+that the neighbours' load cannot add to:
 
 - CPU µs a subagent of the whole process (the recorder's writer thread included), the least of
   the runs, store on and storeless, and their ratio (the issue's target: 1.3x);
@@ -40,6 +42,8 @@ def child(runs: int) -> None:
 
     from bench_subagents import one_run
 
+    from delegate import Store
+    from delegate.batch import Batches
     from delegate.run import _recorder  # pyright: ignore[reportPrivateUsage]
 
     writer = [0.0]
@@ -62,6 +66,11 @@ def child(runs: int) -> None:
     gc.callbacks.append(counted)
 
     def one(root: Path, store: bool) -> tuple[float, float, int, int]:
+        root = Path(tempfile.mkdtemp(dir=root))  # a workspace of its own, its store made before the clock starts
+        if store:
+            made = Store.for_workspace(root)
+            Batches(made)  # the batch tables too, as `bench_runs.make_store`
+            made.close()
         gc.collect()
         writer[0], collections[:] = 0.0, [0, 0, 0]
         cpu = time.process_time()

@@ -16,8 +16,10 @@ from delegate import (
     LoopSettings,
     Message,
     Tool,
+    ToolCallPart,
     ToolContext,
     ToolError,
+    ToolResultPart,
     Usage,
     Workspace,
     tool,
@@ -258,3 +260,25 @@ async def test_tools_made_from_one_function_defined_anew_keep_their_own_defaults
     assert (await hi.run(ctx, {"name": "ada"})).content == "hi ada"
     assert hello.parameters["properties"]["word"]["default"] == "hello"
     assert hi.parameters["properties"]["word"]["default"] == "hi"
+
+
+async def test_each_tool_call_gets_an_id_no_earlier_call_of_the_conversation_had(tmp_path: Path) -> None:
+    # A model gives every turn's call the id call_0, as a sloppy one may; a continued
+    # conversation holds a call_0 already. Each call's result (and a person's decision) is bound to
+    # its id, so each new call gets one of its own, the continued turns' included.
+    earlier = [
+        Message.user("before"),
+        Message(role="assistant", parts=[ToolCallPart(id="call_0", name="add", arguments={"a": 1, "b": 1})]),
+        Message(role="tool", parts=[ToolResultPart(tool_call_id="call_0", name="add", content="2")]),
+        Message.user("go on"),
+    ]
+
+    def add_call(a: int) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart(id="call_0", name="add", arguments={"a": a, "b": a})], model="test")
+
+    model = ScriptedModel([add_call(2), add_call(3), reply("done")])
+    result = await run_agent(spec(model, [add]), make_ctx(tmp_path), earlier)
+    ids = [p.id for m in result.messages for p in m.parts if isinstance(p, ToolCallPart)]
+    assert ids == ["call_0", "call_0_2", "call_0_3"]
+    results = [p.tool_call_id for m in result.messages for p in m.parts if isinstance(p, ToolResultPart)]
+    assert results == ids

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx2
 
-from delegate import RuntimeSettings, Store
+from delegate import RunLimits, RuntimeSettings, Store
 from delegate.models import ModelRequest, ModelResponse
 from delegate.server import Limits, ServerSettings, create_app
 from delegate.testing import FunctionModel, reply
@@ -38,10 +38,19 @@ class Gate:
 
 @contextmanager
 def live_server(
-    workspace: Path, store: Store, *, limits: Limits | None = None, gate: Gate | None = None, **settings: Any
+    workspace: Path,
+    store: Store,
+    *,
+    limits: Limits | None = None,
+    gate: Gate | None = None,
+    run_limits: RunLimits | None = None,
+    **settings: Any,
 ) -> Iterator[LiveServer]:
     """`delegate serve`'s app under uvicorn on loopback; runs answer at once (or when `gate` opens).
-    `settings` are `RuntimeSettings` fields (a `model` string: runs on that model instead)."""
+    `limits` are the server's, `run_limits` the operator's `RunLimits` of every run; `settings` are
+    other `RuntimeSettings` fields (a `model` string: runs on that model instead)."""
+    if run_limits is not None:
+        settings["limits"] = run_limits
     answer = gate.answer if gate is not None else (lambda _: reply("done"))
     factory = None if "model" in settings else (lambda _: FunctionModel(answer))
     runtime = RuntimeSettings(workspace=workspace, **settings)

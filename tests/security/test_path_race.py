@@ -162,3 +162,20 @@ def test_a_users_file_preview_never_serves_another_users_file_while_a_folder_is_
     assert 500 not in statuses, statuses
     assert statuses.get(200, 0) > 0 and swaps[0] > ATTEMPTS  # served from her own folder, mid-race
     assert set(statuses) <= {200, 403, 404, 409}, statuses
+
+
+def test_the_disk_quota_measure_never_leaves_the_workspace_while_a_folder_is_swapped(tmp_path: Path) -> None:
+    # The measure walked folders by name: one swapped for a link after it was found to be a
+    # folder was walked where the link led (the host's `/`, the server's store, another user's
+    # folder), counting it against the user's quota and taking the server's time.
+    from delegate.tools._sandbox import workspace_usage  # pyright: ignore[reportPrivateUsage]
+
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    racing_workspace(root, outside)
+    (outside / "big").write_bytes(b"x" * (4 << 20))
+    workspace = Workspace.open(root)
+    alone = workspace_usage(workspace)
+    with swapping(root) as swaps:
+        most = max(workspace_usage(workspace) for _ in range(ATTEMPTS // 5))
+    assert swaps[0] > 0
+    assert most < alone + (1 << 20), f"the measure counted {most - alone:,} bytes from outside the workspace"

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from delegate import Store, UserError
+from delegate import RunLimits, Store, UserError
 from delegate.server import Limits
 from tests.security.server_support import Gate, api, closed_by_server, live_server, raw_request, read_answer
 from tests.test_server_cli import free_port, serve, wait_until_up
@@ -286,3 +286,22 @@ def test_a_last_event_id_of_digits_past_ascii_resumes_from_the_start_not_a_crash
                 answer += chunk
     assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
     assert b"run.completed" in answer and "run.completed" in whole
+
+
+def test_a_request_may_lower_the_operators_run_limits_but_never_raise_them(
+    tmp_path: Path, store: Store, token: str
+) -> None:
+    # The operator's `RunLimits` were defaults a request replaced: `{"cost_budget": 1e9}` lifted
+    # the operator's dollar cap, `{"max_parallel": 1000}` its 4 subagents at once.
+    operator = RunLimits(cost_budget=0.5, token_budget=10_000, max_requests=5, max_parallel=4)
+    asked = {"cost_budget": 1e9, "token_budget": 10**12, "max_requests": 10**9, "max_parallel": 1000}
+    lower = {"cost_budget": 0.1, "token_budget": 100, "max_requests": 2, "max_parallel": 2}
+    with live_server(tmp_path, store, run_limits=operator) as server, api(server, token) as client:
+        raised = client.post("/runs", json={"prompt": "hello", **asked}).json()["run_id"]
+        lowered = client.post("/runs", json={"prompt": "hello", **lower}).json()["run_id"]
+        kept = {name: getattr(operator, name) for name in asked}
+        for run_id, expected in ((raised, kept), (lowered, lower)):
+            client.get(f"/runs/{run_id}/events")  # to its end
+            limits = store.get_run(run_id).limits  # type: ignore[union-attr]
+            assert limits is not None
+            assert {name: limits[name] for name in asked} == expected

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from .._errors import StoreBusyError, StoreError, UserError
@@ -262,13 +262,13 @@ def insert_rows(
 ) -> None:
     """Insert `rows` (each the values of `columns`, in order) into `table`; on a conflict with a
     row already there (its primary key or a unique constraint), keep that row (`nothing`) or
-    replace it (`update`: by `id`).
+    replace it (`update`: by `id`), or raise SQLAlchemy's `IntegrityError` (None), on both backends.
 
     On SQLite the driver takes many rows in one statement: SQLite then runs one step for all of
     them, and the thread lets go of the GIL once, not once a row, which under a busy event loop
-    made each row wait for the loop's switch interval. The statements hold a power of two of rows
-    (700 rows: 512, 128, 32, 16, 8 and 4), so the few there are stay prepared in the driver's
-    cache: preparing one of 100 rows costs more than inserting them.
+    made each row wait for the loop's switch interval. The statements hold a power of two of rows,
+    at most `_SQLITE_ROWS` (700 rows: 21 of 32, then 16, 8 and 4), so the few there are stay
+    prepared in the driver's cache: preparing one of 100 rows costs more than inserting them.
     """
     if conn.dialect.name != "sqlite":
         insert = _upsert(conn)(table)
@@ -285,10 +285,12 @@ def insert_rows(
         start = 0
         while start < len(rows):
             size = min(most, 1 << ((len(rows) - start).bit_length() - 1))
-            cursor.execute(
-                _sqlite_insert(table.name, columns, size, conflict),
-                list(itertools.chain.from_iterable(rows[start : start + size])),
-            )
+            sql = _sqlite_insert(table.name, columns, size, conflict)
+            values = list(itertools.chain.from_iterable(rows[start : start + size]))
+            try:
+                cursor.execute(sql, values)
+            except sqlite3.IntegrityError as exc:  # as SQLAlchemy raises it on PostgreSQL
+                raise IntegrityError(sql, values, exc) from exc
             start += size
     finally:
         cursor.close()
@@ -296,9 +298,13 @@ def insert_rows(
 
 _SQLITE_VARIABLES = 32_766
 """SQLite's limit on the parameters of one statement (SQLITE_MAX_VARIABLE_NUMBER, since 3.32)."""
-_SQLITE_ROWS = 512
-"""The most rows of one statement: measured fastest (3 µs a row, 4-6 µs with 4,000 rows or one
-at a time)."""
+_SQLITE_ROWS = 32
+"""The most rows of one statement. A statement is prepared once for each connection, and a run
+in a workspace of its own opens a new one: the upsert of 512 subagents' rows (29 columns each)
+took longer to prepare than to run. Writer thread, µs a subagent's upsert (fan-out of 1,000, a
+store made before the run): 512 rows a statement 12.8-14.2, 64 8.0-8.3, 32 7.8, 16 7.6-7.9; on
+a connection that has them prepared, 7.2 whatever the size (one row at a time, `executemany`:
+7.4)."""
 
 
 @functools.lru_cache(maxsize=256)

