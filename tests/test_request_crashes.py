@@ -34,6 +34,25 @@ def _kill(proc: subprocess.Popen[str]) -> None:
     proc.wait(timeout=30)
 
 
+def test_a_subagent_asked_to_stop_just_before_its_run_was_killed_is_not_started_again_on_resume(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    crew = Crew()
+    try:
+        with OpenAIServer(crew) as server, Store.open(store_url) as store:
+            env = cli_env(server.base_url, db=store_url)
+            run_id, proc = _frozen_run(procs, crew, env, store, tmp_path)
+            store.request_stop(run_id, "sub1", "enough of a")
+            _kill(proc)
+            crew.release.set()
+            result = run_json(run_cli(["run", "--resume", run_id, *ARGS, "-w", str(tmp_path)], env=env))
+    finally:
+        crew.release.set()
+    sub1 = next(s for s in result["subagents"] if s["id"] == "sub1")
+    assert (sub1["status"], sub1["stop_reason"], sub1["error"]) == ("cancelled", "stopped", "stopped: enough of a")
+    assert crew.asked("job a", 1) == 1  # asked once, by the killed process: never started again
+
+
 def test_a_run_asked_to_cancel_just_before_it_was_killed_is_cancelled_when_resumed_not_run_on(
     procs: Processes, store_url: str, tmp_path: Path
 ) -> None:

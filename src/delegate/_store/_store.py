@@ -566,7 +566,7 @@ class Store:
         `warnings` (if given) replace the run's: what was wrong as it started again.
 
         Exactly one of several processes claiming the same run at once wins. A run asked to cancel
-        before its process died is cancelled instead.
+        before its process died is cancelled instead; its subagents asked to stop stay asked.
         """
         run = self.get_run(run_id, user_id)
         if run is None:
@@ -577,12 +577,7 @@ class Store:
             run = self.request_cancel(run_id, user_id)
         if run.status != "interrupted":
             raise UserError(f"run {run_id} already ended ({run.status}): only an interrupted run can be resumed")
-        values: dict[str, Any] = {
-            "owner": owner,
-            "heartbeat_at": iso(utc_now()),
-            "status": "running",
-            "stop_requests": None,
-        }
+        values: dict[str, Any] = {"owner": owner, "heartbeat_at": iso(utc_now()), "status": "running"}
         if warnings is not None:
             run.warnings = list(warnings)
             values["warnings"] = run_values(run)["warnings"]
