@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
+import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +21,9 @@ from delegate.run import stored_result
 from delegate.testing import FunctionModel, call, is_lead, reply
 from tests.approvals_support import Writers, waiting_calls
 from tests.cli_support import delegate
-from tests.durable_support import cli_env, run_json, wait_for
-from tests.loopback_openai import OpenAIServer
+from tests.durable_support import cli_env, only_run, run_json, wait_for
+from tests.loopback_openai import OpenAIServer, Reply
+from tests.test_background_cli import user_texts
 from tests.test_permissions import writing_subagent
 from tests.test_run_crashes import Processes
 from tests.test_run_crashes import procs as procs  # the fixture
@@ -184,3 +188,80 @@ def test_a_call_the_resumed_run_no_longer_asks_about_is_neither_waiting_nor_deni
         assert result["status"] == "completed" and result["pending_approvals"] == []
         assert store.approvals(call.run_id) == []  # it was asked of nobody in the run that ran it
     assert (tmp_path / "notes.md").read_text() == "notes for notes.md\n"
+
+
+ALWAYS_RUN = """
+import asyncio, sys
+from delegate import Extensions, Permissions, Runtime
+
+rt = Runtime(model="openai:m", workspace=sys.argv[1], extensions=Extensions(permissions=Permissions(ask=["Write"])))
+
+def decide(event):  # what a person answering "always" on the terminal does
+    if event.type == "approval.requested":
+        call_id = event.data["call_id"]
+        asyncio.get_running_loop().create_task(rt.decide(event.run_id, call_id, approve=True, always=True))
+
+asyncio.run(rt.run("write two notes", sinks=[decide]))
+"""
+
+
+class TwoWrites:
+    """The lead delegates a write of `a.md`, then (once `release` is set) one of `b.md`; each
+    subagent writes its file and completes. `holding` is set while the lead's second answer waits."""
+
+    def __init__(self) -> None:
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        steps = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if is_lead(body):
+            if steps == 1:
+                self.holding.set()
+                self.release.wait(60)
+            if steps < 2:
+                task = {"subagent_type": "general-purpose", "description": "notes", "prompt": f"write {'ab'[steps]}.md"}
+                return Reply(tool_calls=[("task", task)], prompt_tokens=10)
+            return Reply(content="done", prompt_tokens=10)
+        path = user_texts(body)[0].split()[1]
+        if steps == 0:
+            return Reply(tool_calls=[("write_file", {"path": path, "content": "notes\n"})], prompt_tokens=5)
+        return Reply(tool_calls=[("complete", {"summary": f"wrote {path}"})], prompt_tokens=5)
+
+
+def test_a_rule_approved_always_stays_approved_after_the_run_is_killed_and_resumed(
+    procs: Processes, tmp_path: Path
+) -> None:
+    model = TwoWrites()
+    try:
+        with OpenAIServer(model) as server, Store.for_workspace(tmp_path) as store:
+            env = cli_env(server.base_url)
+            with (tmp_path / "first.log").open("w") as log:
+                first = subprocess.Popen(
+                    [sys.executable, "-c", ALWAYS_RUN, str(tmp_path)], env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+            procs.started.append(first)
+            assert model.holding.wait(60)  # a.md approved "always" and written; the lead's next answer waits
+            run = wait_for(lambda: only_run(store), what="the run")
+            wait_for(lambda: store.subagent_records(run.id), what="a.md's subagent to be stored")
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+            model.release.set()
+            resumed = procs.spawn(
+                ["run", "--resume", run.id, "--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)],
+                env,
+                tmp_path / "resumed.log",
+            )
+            wait_for(
+                lambda: resumed.poll() is not None or store.approvals(run.id, pending=True),
+                what="the resumed run to end, or to ask",
+            )
+            assert store.approvals(run.id, pending=True) == []  # b.md's write was not asked about
+            assert resumed.wait(timeout=60) == 0
+    finally:
+        model.release.set()
+    assert (tmp_path / "a.md").exists() and (tmp_path / "b.md").exists()
+    assert [(a.arguments["path"], a.decision) for a in store.approvals(run.id)] == [
+        ("a.md", "approve"),
+        ("b.md", "approve"),
+    ]

@@ -443,6 +443,8 @@ class Runtime:
         found = [*self.catalogue.warnings, *skills.warnings]
         checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
         journal.load(checkpoints)
+        if approvals is not None:
+            approvals.load(checkpoints)
         recorder.start(run_id)
         slash = skills.slash_command(prompt, None)
         started: dict[str, Any] = {"prompt": prompt[:500], "model": lead_model.name}
