@@ -101,7 +101,8 @@ def runs_list(
         for run in runs
     ]
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True, pad_edge=False)
-    for i, name in enumerate(("run", "status", "started", "tokens", "cost", *(["thread"] if threads else []))):
+    names: list[str] = ["run", "status", "started", "tokens", "cost", *(["thread"] if threads else [])]
+    for i, name in enumerate(names):
         table.add_column(name, no_wrap=True, min_width=max(len(name), *(len(row[i]) for row in rows)))
     table.add_column("prompt", ratio=1, no_wrap=True, overflow="ellipsis")
     for run, row in zip(runs, rows, strict=True):
