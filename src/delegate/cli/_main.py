@@ -33,6 +33,7 @@ from ._common import (
     open_store,
     operator_flags,
     print_run_warnings,
+    print_waiting_calls,
     print_warnings,
     read_store,
     run_until_done,
@@ -208,6 +209,8 @@ def run(
     batches: list[dict[str, Any]] = []
     runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
     runtime.sinks.append(print_run_warnings)
+    if not live:  # on a terminal the call is asked inline
+        runtime.sinks.append(print_waiting_calls)
     lead_batches = None
     if not detach_batches:
         from ._batch import LeadBatches

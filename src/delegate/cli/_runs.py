@@ -143,6 +143,11 @@ def runs_show(
             f", {plural(sub.messages, 'follow-up')}" if sub.messages else ""
         )
         typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}{kind} · {cost_text(sub.usage.cost_usd)}")
+    for call in result.pending_approvals:  # what `delegate runs approve` takes
+        rule = f" (rule {call['rule']})" if call.get("rule") else ""
+        typer.echo(f"  waiting for a person: {call['call_id']} {call['agent_id']} {call['tool']}{rule}")
+    if result.pending_approvals:
+        typer.echo(f"decide with `delegate runs approve {result.run_id} CALL_ID ...` or `--all` (`--deny` to refuse)")
     if result.final:
         from ._render import print_answer
 
