@@ -445,6 +445,10 @@ class Runtime:
         journal.load(checkpoints)
         if approvals is not None:
             approvals.load(checkpoints)
+        if checkpoints and recorder.store is not None:  # resumed: stops asked of the process that died
+            _, _, stops = await asyncio.to_thread(recorder.store.heartbeat, run_id, recorder.owner)
+            ended = {r.id for r in journal.subagents.values()}
+            runner.stopping.update({a: r or "stopped by the operator" for a, r in stops.items() if a not in ended})
         recorder.start(run_id)
         slash = skills.slash_command(prompt, None)
         started: dict[str, Any] = {"prompt": prompt[:500], "model": lead_model.name}
