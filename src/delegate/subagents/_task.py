@@ -17,6 +17,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from time import time
 from typing import Any
 
 from .._agents import Catalogue, Subagent, tools_for
@@ -534,18 +535,8 @@ class SubagentRunner:
             bisect.insort(self.records, record, key=_seq)
 
     def event(self, record: TaskOutput, type: Any, data: dict[str, Any]) -> None:
-        if self.emit is unheard:
-            return
-        self.emit(
-            Event(
-                type=type,
-                run_id=self.run_id,
-                agent_id=record.id,
-                parent_agent_id=record.parent_agent_id,
-                tool_call_id=record.tool_call_id,
-                data=data,
-            )
-        )
+        if self.emit is not unheard:  # by position, as `ToolContext.event` (see `Event`)
+            self.emit(Event(type, self.run_id, record.id, record.parent_agent_id, record.tool_call_id, data, time()))
 
     def heartbeat(self) -> None:
         """One `subagent.heartbeat` per live subagent, with its steps and tokens so far."""
