@@ -11,6 +11,7 @@ from typing import Any
 from delegate import Store, Workspace
 from delegate._changes import layer_changes
 from delegate._layer import Layer
+from delegate._store import RunRow
 from delegate.subagents._merge import _stage  # pyright: ignore[reportPrivateUsage]
 from delegate.testing import is_lead
 from delegate.tools import never_merged
@@ -50,6 +51,16 @@ class Attempts:
         return Reply(tool_calls=[("complete", {"summary": "wrote notes"})], prompt_tokens=6)
 
 
+def _killed_hanging(procs: Processes, model: Attempts, env: dict[str, str], store: Store, root: Path) -> RunRow:
+    """`delegate run` of `model`, SIGKILLed while its subagent's first attempt hangs: its run."""
+    proc = procs.spawn(["run", "write notes", *ARGS, "-w", str(root)], env, root / "run.log")
+    assert model.hanging.wait(60)
+    run = wait_for(lambda: only_run(store), what="the run to be recorded")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return run
+
+
 def test_an_overlay_subagent_killed_before_it_completes_starts_afresh_on_resume(
     procs: Processes, tmp_path: Path
 ) -> None:
@@ -57,11 +68,7 @@ def test_an_overlay_subagent_killed_before_it_completes_starts_afresh_on_resume(
     try:
         with OpenAIServer(model) as server, Store.for_workspace(tmp_path) as store:
             env = cli_env(server.base_url)
-            proc = procs.spawn(["run", "write notes", *ARGS, "-w", str(tmp_path)], env, tmp_path / "run.log")
-            assert model.hanging.wait(60)
-            run = wait_for(lambda: only_run(store), what="the run to be recorded")
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
+            run = _killed_hanging(procs, model, env, store, tmp_path)
             model.release.set()
             result = run_json(run_cli(["run", "--resume", run.id, *ARGS, "-w", str(tmp_path)], env=env))
     finally:
@@ -82,11 +89,7 @@ def test_a_merge_a_kill_cut_short_is_finished_on_resume_and_its_subagents_record
     try:
         with OpenAIServer(model) as server, Store.for_workspace(tmp_path) as store:
             env = cli_env(server.base_url)
-            proc = procs.spawn(["run", "write notes", *ARGS, "-w", str(tmp_path)], env, tmp_path / "run.log")
-            assert model.hanging.wait(60)
-            run = wait_for(lambda: only_run(store), what="the run to be recorded")
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
+            run = _killed_hanging(procs, model, env, store, tmp_path)
             layer = Layer(root=tmp_path, run_id=run.id, agent_id="sub1")
             _stage(layer, layer_changes(layer, never_merged(Workspace.open(tmp_path))))  # as a kill mid-merge leaves it
             model.release.set()
