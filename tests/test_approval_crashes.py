@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,20 +94,28 @@ async def test_a_run_cancelled_while_a_call_waits_lists_no_call_waiting(tmp_path
     assert not (tmp_path / "notes.md").exists()
 
 
-def test_a_run_killed_while_waiting_then_cancelled_asks_nobody_and_runs_nothing(
-    procs: Processes, store_url: str, tmp_path: Path
-) -> None:
+@contextmanager
+def killed_while_waiting(
+    procs: Processes, store_url: str, root: Path
+) -> Iterator[tuple[dict[str, str], Store, ApprovalRow]]:
+    """`delegate run --ask Write` of `Writers("notes.md")` on `store_url`, SIGKILLed while its
+    subagent's write waits for a person (its answers so far stored): the environment that reaches
+    the loopback server (up while the block runs), the store, and the call that waited."""
     with OpenAIServer(Writers("notes.md")) as server, Store.open(store_url) as store:
         env = cli_env(server.base_url, db=store_url)
-        proc = procs.spawn(
-            ["run", "write notes", "--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)],
-            env,
-            tmp_path / "run.log",
-        )
+        args = ["run", "write notes", "--model", "openai:m", "--json", "--ask", "Write", "-w", str(root)]
+        proc = procs.spawn(args, env, root / "run.log")
         (call,) = waiting_calls(store)
         wait_for(lambda: len(store.checkpoints(call.run_id)) >= 2, what="the answers so far to be stored")
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+        yield env, store, call
+
+
+def test_a_run_killed_while_waiting_then_cancelled_asks_nobody_and_runs_nothing(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    with killed_while_waiting(procs, store_url, tmp_path) as (env, store, call):
 
         def cli(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(delegate(*args), env=env, capture_output=True, text=True, timeout=120)
@@ -119,6 +129,9 @@ def test_a_run_killed_while_waiting_then_cancelled_asks_nobody_and_runs_nothing(
         assert approved.returncode == 2 and "has no call waiting for a decision" in approved.stderr
         refused = cli("runs", "approve", call.run_id, call.call_id, "-w", str(tmp_path))
         assert refused.returncode == 2 and "decided already" in refused.stderr
+        assert [(a.decision, a.reason) for a in store.approvals(call.run_id)] == [
+            ("deny", "the run ended (cancelled) before anyone decided")
+        ]
     assert not (tmp_path / "notes.md").exists()
 
 
@@ -166,17 +179,7 @@ def test_a_call_the_resumed_run_no_longer_asks_about_is_neither_waiting_nor_deni
 ) -> None:
     """Killed while a call waits, the run is resumed without the `ask` rule: the call runs unasked,
     and no record says it waits for a person, or that it was denied."""
-    with OpenAIServer(Writers("notes.md")) as server, Store.open(store_url) as store:
-        env = cli_env(server.base_url, db=store_url)
-        proc = procs.spawn(
-            ["run", "write notes", "--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)],
-            env,
-            tmp_path / "run.log",
-        )
-        (call,) = waiting_calls(store)
-        wait_for(lambda: len(store.checkpoints(call.run_id)) >= 2, what="the answers so far to be stored")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+    with killed_while_waiting(procs, store_url, tmp_path) as (env, store, call):
         resumed = subprocess.run(
             delegate("run", "--resume", call.run_id, "--model", "openai:m", "--json", "-w", str(tmp_path)),
             env=env,
