@@ -4,6 +4,7 @@ while a run could still run it, and a decision is never taken for a call that wi
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -268,3 +269,65 @@ def test_a_rule_approved_always_stays_approved_after_the_run_is_killed_and_resum
         ("a.md", "approve"),
         ("b.md", "approve"),
     ]
+
+
+class FollowUpWrites:
+    """The lead has a subagent look around (in the background), waits for it, then sends it a
+    follow-up that writes `notes.md` (a call that waits under `--ask Write`). `bodies` keeps every
+    request."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.bodies.append(body)
+        steps = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if is_lead(body):
+            if steps == 0:
+                task = {"subagent_type": "general-purpose", "description": "notes", "prompt": "look around"}
+                return Reply(tool_calls=[("task", task | {"run_in_background": True})], prompt_tokens=10)
+            if steps == 1:
+                return Reply(tool_calls=[("task_wait", {"ids": ["sub1"]})], prompt_tokens=10)
+            if steps == 2:
+                return Reply(tool_calls=[("task_message", {"id": "sub1", "message": "now write notes.md"})])
+            return Reply(content="done", prompt_tokens=10)
+        said = user_texts(body)
+        if len(said) == 1:
+            return Reply(tool_calls=[("complete", {"summary": "looked"})], prompt_tokens=5)
+        if body["messages"][-1]["role"] == "user":
+            return Reply(tool_calls=[("write_file", {"path": "notes.md", "content": "notes\n"})], prompt_tokens=7)
+        return Reply(tool_calls=[("complete", {"summary": "wrote notes.md"})], prompt_tokens=5)
+
+    def follow_up_openings(self) -> int:
+        """How many times the follow-up's first answer was asked for."""
+        return sum(1 for b in self.bodies if len(user_texts(b)) == 2 and b["messages"][-1]["role"] == "user")
+
+
+def test_a_follow_up_killed_while_its_call_waits_is_not_asked_again_on_resume(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    model = FollowUpWrites()
+    with OpenAIServer(model) as server, Store.open(store_url) as store:
+        env = cli_env(server.base_url, db=store_url)
+        args = ["--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)]
+        proc = procs.spawn(["run", "notes", *args], env, tmp_path / "run.log")
+        (call,) = waiting_calls(store)
+        follow_up = next(c.key for c in store.checkpoints(call.run_id) if c.kind == "subagent") + "+1/1"
+        wait_for(lambda: store.checkpoint(call.run_id, "answer", follow_up), what="the follow-up's answer to be stored")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        store.decide_approval(call.run_id, call.call_id, "approve")
+        resumed = procs.spawn(["run", "--resume", call.run_id, *args], env, tmp_path / "resumed.log")
+        wait_for(
+            lambda: resumed.poll() is not None or store.approvals(call.run_id, pending=True),
+            what="the resumed run to end, or to ask",
+        )
+        assert store.approvals(call.run_id, pending=True) == []  # the decision given was found: nobody asked again
+        assert resumed.wait(timeout=60) == 0
+    result = json.loads((tmp_path / "resumed.log").read_text().strip().splitlines()[-1])
+    assert result["status"] == "completed"
+    (record,) = result["subagents"]
+    assert (record["status"], record["messages"], record["summary"]) == ("completed", 1, "wrote notes.md")
+    assert model.follow_up_openings() == 1  # its answer before the wait was not asked (nor paid for) again
+    assert [a.decision for a in store.approvals(call.run_id)] == ["approve"]
+    assert (tmp_path / "notes.md").read_text() == "notes\n"
