@@ -4,9 +4,15 @@ while a run could still run it, and a decision is never taken for a call that wi
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +24,9 @@ from delegate.run import stored_result
 from delegate.testing import FunctionModel, call, is_lead, reply
 from tests.approvals_support import Writers, waiting_calls
 from tests.cli_support import delegate
-from tests.durable_support import cli_env, run_json, wait_for
-from tests.loopback_openai import OpenAIServer
+from tests.durable_support import cli_env, only_run, run_json, wait_for
+from tests.loopback_openai import OpenAIServer, Reply
+from tests.test_background_cli import user_texts
 from tests.test_permissions import writing_subagent
 from tests.test_run_crashes import Processes
 from tests.test_run_crashes import procs as procs  # the fixture
@@ -88,20 +95,28 @@ async def test_a_run_cancelled_while_a_call_waits_lists_no_call_waiting(tmp_path
     assert not (tmp_path / "notes.md").exists()
 
 
-def test_a_run_killed_while_waiting_then_cancelled_asks_nobody_and_runs_nothing(
-    procs: Processes, store_url: str, tmp_path: Path
-) -> None:
+@contextmanager
+def killed_while_waiting(
+    procs: Processes, store_url: str, root: Path
+) -> Iterator[tuple[dict[str, str], Store, ApprovalRow]]:
+    """`delegate run --ask Write` of `Writers("notes.md")` on `store_url`, SIGKILLed while its
+    subagent's write waits for a person (its answers so far stored): the environment that reaches
+    the loopback server (up while the block runs), the store, and the call that waited."""
     with OpenAIServer(Writers("notes.md")) as server, Store.open(store_url) as store:
         env = cli_env(server.base_url, db=store_url)
-        proc = procs.spawn(
-            ["run", "write notes", "--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)],
-            env,
-            tmp_path / "run.log",
-        )
+        args = ["run", "write notes", "--model", "openai:m", "--json", "--ask", "Write", "-w", str(root)]
+        proc = procs.spawn(args, env, root / "run.log")
         (call,) = waiting_calls(store)
         wait_for(lambda: len(store.checkpoints(call.run_id)) >= 2, what="the answers so far to be stored")
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+        yield env, store, call
+
+
+def test_a_run_killed_while_waiting_then_cancelled_asks_nobody_and_runs_nothing(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    with killed_while_waiting(procs, store_url, tmp_path) as (env, store, call):
 
         def cli(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(delegate(*args), env=env, capture_output=True, text=True, timeout=120)
@@ -115,6 +130,9 @@ def test_a_run_killed_while_waiting_then_cancelled_asks_nobody_and_runs_nothing(
         assert approved.returncode == 2 and "has no call waiting for a decision" in approved.stderr
         refused = cli("runs", "approve", call.run_id, call.call_id, "-w", str(tmp_path))
         assert refused.returncode == 2 and "decided already" in refused.stderr
+        assert [(a.decision, a.reason) for a in store.approvals(call.run_id)] == [
+            ("deny", "the run ended (cancelled) before anyone decided")
+        ]
     assert not (tmp_path / "notes.md").exists()
 
 
@@ -162,17 +180,7 @@ def test_a_call_the_resumed_run_no_longer_asks_about_is_neither_waiting_nor_deni
 ) -> None:
     """Killed while a call waits, the run is resumed without the `ask` rule: the call runs unasked,
     and no record says it waits for a person, or that it was denied."""
-    with OpenAIServer(Writers("notes.md")) as server, Store.open(store_url) as store:
-        env = cli_env(server.base_url, db=store_url)
-        proc = procs.spawn(
-            ["run", "write notes", "--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)],
-            env,
-            tmp_path / "run.log",
-        )
-        (call,) = waiting_calls(store)
-        wait_for(lambda: len(store.checkpoints(call.run_id)) >= 2, what="the answers so far to be stored")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+    with killed_while_waiting(procs, store_url, tmp_path) as (env, store, call):
         resumed = subprocess.run(
             delegate("run", "--resume", call.run_id, "--model", "openai:m", "--json", "-w", str(tmp_path)),
             env=env,
@@ -184,3 +192,142 @@ def test_a_call_the_resumed_run_no_longer_asks_about_is_neither_waiting_nor_deni
         assert result["status"] == "completed" and result["pending_approvals"] == []
         assert store.approvals(call.run_id) == []  # it was asked of nobody in the run that ran it
     assert (tmp_path / "notes.md").read_text() == "notes for notes.md\n"
+
+
+ALWAYS_RUN = """
+import asyncio, sys
+from delegate import Extensions, Permissions, Runtime
+
+rt = Runtime(model="openai:m", workspace=sys.argv[1], extensions=Extensions(permissions=Permissions(ask=["Write"])))
+
+def decide(event):  # what a person answering "always" on the terminal does
+    if event.type == "approval.requested":
+        call_id = event.data["call_id"]
+        asyncio.get_running_loop().create_task(rt.decide(event.run_id, call_id, approve=True, always=True))
+
+asyncio.run(rt.run("write two notes", sinks=[decide]))
+"""
+
+
+class TwoWrites:
+    """The lead delegates a write of `a.md`, then (once `release` is set) one of `b.md`; each
+    subagent writes its file and completes. `holding` is set while the lead's second answer waits."""
+
+    def __init__(self) -> None:
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        steps = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if is_lead(body):
+            if steps == 1:
+                self.holding.set()
+                self.release.wait(60)
+            if steps < 2:
+                task = {"subagent_type": "general-purpose", "description": "notes", "prompt": f"write {'ab'[steps]}.md"}
+                return Reply(tool_calls=[("task", task)], prompt_tokens=10)
+            return Reply(content="done", prompt_tokens=10)
+        path = user_texts(body)[0].split()[1]
+        if steps == 0:
+            return Reply(tool_calls=[("write_file", {"path": path, "content": "notes\n"})], prompt_tokens=5)
+        return Reply(tool_calls=[("complete", {"summary": f"wrote {path}"})], prompt_tokens=5)
+
+
+def test_a_rule_approved_always_stays_approved_after_the_run_is_killed_and_resumed(
+    procs: Processes, tmp_path: Path
+) -> None:
+    model = TwoWrites()
+    try:
+        with OpenAIServer(model) as server, Store.for_workspace(tmp_path) as store:
+            env = cli_env(server.base_url)
+            with (tmp_path / "first.log").open("w") as log:
+                first = subprocess.Popen(
+                    [sys.executable, "-c", ALWAYS_RUN, str(tmp_path)], env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+            procs.started.append(first)
+            assert model.holding.wait(60)  # a.md approved "always" and written; the lead's next answer waits
+            run = wait_for(lambda: only_run(store), what="the run")
+            wait_for(lambda: store.subagent_records(run.id), what="a.md's subagent to be stored")
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+            model.release.set()
+            resumed = procs.spawn(
+                ["run", "--resume", run.id, "--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)],
+                env,
+                tmp_path / "resumed.log",
+            )
+            wait_for(
+                lambda: resumed.poll() is not None or store.approvals(run.id, pending=True),
+                what="the resumed run to end, or to ask",
+            )
+            assert store.approvals(run.id, pending=True) == []  # b.md's write was not asked about
+            assert resumed.wait(timeout=60) == 0
+    finally:
+        model.release.set()
+    assert (tmp_path / "a.md").exists() and (tmp_path / "b.md").exists()
+    assert [(a.arguments["path"], a.decision) for a in store.approvals(run.id)] == [
+        ("a.md", "approve"),
+        ("b.md", "approve"),
+    ]
+
+
+class FollowUpWrites:
+    """The lead has a subagent look around (in the background), waits for it, then sends it a
+    follow-up that writes `notes.md` (a call that waits under `--ask Write`). `bodies` keeps every
+    request."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.bodies.append(body)
+        steps = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if is_lead(body):
+            if steps == 0:
+                task = {"subagent_type": "general-purpose", "description": "notes", "prompt": "look around"}
+                return Reply(tool_calls=[("task", task | {"run_in_background": True})], prompt_tokens=10)
+            if steps == 1:
+                return Reply(tool_calls=[("task_wait", {"ids": ["sub1"]})], prompt_tokens=10)
+            if steps == 2:
+                return Reply(tool_calls=[("task_message", {"id": "sub1", "message": "now write notes.md"})])
+            return Reply(content="done", prompt_tokens=10)
+        said = user_texts(body)
+        if len(said) == 1:
+            return Reply(tool_calls=[("complete", {"summary": "looked"})], prompt_tokens=5)
+        if body["messages"][-1]["role"] == "user":
+            return Reply(tool_calls=[("write_file", {"path": "notes.md", "content": "notes\n"})], prompt_tokens=7)
+        return Reply(tool_calls=[("complete", {"summary": "wrote notes.md"})], prompt_tokens=5)
+
+    def follow_up_openings(self) -> int:
+        """How many times the follow-up's first answer was asked for."""
+        return sum(1 for b in self.bodies if len(user_texts(b)) == 2 and b["messages"][-1]["role"] == "user")
+
+
+def test_a_follow_up_killed_while_its_call_waits_is_not_asked_again_on_resume(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    model = FollowUpWrites()
+    with OpenAIServer(model) as server, Store.open(store_url) as store:
+        env = cli_env(server.base_url, db=store_url)
+        args = ["--model", "openai:m", "--json", "--ask", "Write", "-w", str(tmp_path)]
+        proc = procs.spawn(["run", "notes", *args], env, tmp_path / "run.log")
+        (call,) = waiting_calls(store)
+        follow_up = next(c.key for c in store.checkpoints(call.run_id) if c.kind == "subagent") + "+1/1"
+        wait_for(lambda: store.checkpoint(call.run_id, "answer", follow_up), what="the follow-up's answer to be stored")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        store.decide_approval(call.run_id, call.call_id, "approve")
+        resumed = procs.spawn(["run", "--resume", call.run_id, *args], env, tmp_path / "resumed.log")
+        wait_for(
+            lambda: resumed.poll() is not None or store.approvals(call.run_id, pending=True),
+            what="the resumed run to end, or to ask",
+        )
+        assert store.approvals(call.run_id, pending=True) == []  # the decision given was found: nobody asked again
+        assert resumed.wait(timeout=60) == 0
+    result = json.loads((tmp_path / "resumed.log").read_text().strip().splitlines()[-1])
+    assert result["status"] == "completed"
+    (record,) = result["subagents"]
+    assert (record["status"], record["messages"], record["summary"]) == ("completed", 1, "wrote notes.md")
+    assert model.follow_up_openings() == 1  # its answer before the wait was not asked (nor paid for) again
+    assert [a.decision for a in store.approvals(call.run_id)] == ["approve"]
+    assert (tmp_path / "notes.md").read_text() == "notes\n"

@@ -59,10 +59,16 @@ def test_a_subagent_write_under_ask_waits_until_another_process_approves_it(
         assert pending["tool"] == "write_file" and pending["arguments"]["path"] == "notes.md"
         assert pending["call_id"] == call.call_id and pending["agent_id"] == "sub1" and pending["requested_at"]
         assert not (tmp_path / "notes.md").exists()
+        text = cli(env, "runs", "show", call.run_id, "-w", str(tmp_path)).stdout  # what to approve, and how
+        assert f"waiting for a person: {call.call_id} sub1 write_file (rule Write)" in text
+        assert f"delegate runs approve {call.run_id} CALL_ID" in text
         approved = cli(env, "runs", "approve", call.run_id, call.call_id, "-w", str(tmp_path))
         assert approved.returncode == 0, approved.stderr
         proc.wait(timeout=120)
-        result = json.loads((tmp_path / "run.log").read_text().strip().splitlines()[-1])
+        *said, last = (tmp_path / "run.log").read_text().strip().splitlines()  # stderr, then the JSON
+        result = json.loads(last)
+    # with no terminal to ask on, the run said on stderr that it waits, and what decides it
+    assert f"`delegate runs approve {call.run_id} {call.call_id}`" in "\n".join(said)
     assert result["status"] == "completed"
     assert (tmp_path / "notes.md").read_text() == "notes for notes.md\n"
     assert result["usage"]["input_tokens"] == server.total_usage.prompt_tokens  # each answer counted once

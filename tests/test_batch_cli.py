@@ -123,7 +123,8 @@ def test_submit_runs_the_batch_with_progress_and_prints_the_id_last(tmp_path: Pa
         (['{"key": "a", "prompt": "p"}', "not json"], ":2: not valid JSON"),
         (['{"key": "a", "prompt": "p"}', '{"key": "a", "prompt": "q"}'], "duplicate"),
         (['{"key": "a", "prompt": ""}'], "prompt"),
-        (['{"key": "a", "prompt": "p"}', '{"key": 2, "prompt": "q"}'], "item 1: key is a number (2)"),
+        (['{"key": "a", "prompt": "p"}', "", '{"key": 2, "prompt": "q"}'], "bad.jsonl:3: key is a number (2)"),
+        (['{"key": "a", "prompt": "p"}', '{"key": "b", "prompt": 3}'], "bad.jsonl:2: prompt is a number"),
         (
             ['{"key": "a", "prompt": "p"}', "", '{"key": "b", "prompt": "q", "prompt": "r"}'],
             "bad.jsonl:3: field(s) 'prompt' given more than once; give each field once",

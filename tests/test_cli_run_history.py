@@ -259,3 +259,16 @@ def test_runs_events_follow_ends_with_interrupted_when_the_run_s_process_dies(
     assert (last["type"], last["data"]["status"]) == ("run.completed", "interrupted")
     stored = [{"seq": n, **e.to_dict()} for n, e in enumerate(store.events(run_id), 1)]
     assert events[:-1] == stored  # every stored event, then the terminal one (not stored)
+
+
+def test_runs_list_shows_each_run_id_whole_on_an_80_column_pipe_and_says_when_a_filter_matches_none(
+    finished: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    env, result = _finished_run(finished, tmp_path)  # a pipe: rich lays the table out in 80 columns
+    table = run_cli(["runs", "list", "-w", str(tmp_path)], env | {"COLUMNS": "80"})
+    assert table.returncode == 0, table.stderr
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith("run_")]
+    assert row.split()[:2] == [result["run_id"], "completed"]  # what `--resume` and `runs show` take
+    assert "thread" not in table.stdout  # no thread continues another: the column would repeat the id
+    none = run_cli(["runs", "list", "--status", "interrupted", "-w", str(tmp_path)], env)
+    assert (none.returncode, none.stdout.strip()) == (0, "No interrupted runs.")

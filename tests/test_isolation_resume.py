@@ -8,8 +8,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from delegate import Store
+from delegate import Store, Workspace
+from delegate._changes import layer_changes
+from delegate._layer import Layer
+from delegate._store import RunRow
+from delegate.subagents._merge import _stage  # pyright: ignore[reportPrivateUsage]
 from delegate.testing import is_lead
+from delegate.tools import never_merged
 from tests.cli_support import run_cli
 from tests.durable_support import cli_env, only_run, run_json, wait_for
 from tests.loopback_openai import OpenAIServer, Reply
@@ -46,6 +51,16 @@ class Attempts:
         return Reply(tool_calls=[("complete", {"summary": "wrote notes"})], prompt_tokens=6)
 
 
+def _killed_hanging(procs: Processes, model: Attempts, env: dict[str, str], store: Store, root: Path) -> RunRow:
+    """`delegate run` of `model`, SIGKILLed while its subagent's first attempt hangs: its run."""
+    proc = procs.spawn(["run", "write notes", *ARGS, "-w", str(root)], env, root / "run.log")
+    assert model.hanging.wait(60)
+    run = wait_for(lambda: only_run(store), what="the run to be recorded")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return run
+
+
 def test_an_overlay_subagent_killed_before_it_completes_starts_afresh_on_resume(
     procs: Processes, tmp_path: Path
 ) -> None:
@@ -53,11 +68,7 @@ def test_an_overlay_subagent_killed_before_it_completes_starts_afresh_on_resume(
     try:
         with OpenAIServer(model) as server, Store.for_workspace(tmp_path) as store:
             env = cli_env(server.base_url)
-            proc = procs.spawn(["run", "write notes", *ARGS, "-w", str(tmp_path)], env, tmp_path / "run.log")
-            assert model.hanging.wait(60)
-            run = wait_for(lambda: only_run(store), what="the run to be recorded")
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
+            run = _killed_hanging(procs, model, env, store, tmp_path)
             model.release.set()
             result = run_json(run_cli(["run", "--resume", run.id, *ARGS, "-w", str(tmp_path)], env=env))
     finally:
@@ -67,3 +78,27 @@ def test_an_overlay_subagent_killed_before_it_completes_starts_afresh_on_resume(
     assert [c["path"] for c in record["changes"]] == ["second.md"]
     assert (tmp_path / "second.md").exists()
     assert not (tmp_path / "first.md").exists()  # the killed attempt's write, never merged
+
+
+def test_a_merge_a_kill_cut_short_is_finished_on_resume_and_its_subagents_record_lists_it(
+    procs: Processes, tmp_path: Path
+) -> None:
+    """The killed attempt had decided its merge (journalled) when the kill came: the resume
+    finishes it, and the record of the subagent, which starts afresh, lists that change too."""
+    model = Attempts()
+    try:
+        with OpenAIServer(model) as server, Store.for_workspace(tmp_path) as store:
+            env = cli_env(server.base_url)
+            run = _killed_hanging(procs, model, env, store, tmp_path)
+            layer = Layer(root=tmp_path, run_id=run.id, agent_id="sub1")
+            _stage(layer, layer_changes(layer, never_merged(Workspace.open(tmp_path))))  # as a kill mid-merge leaves it
+            model.release.set()
+            result = run_json(run_cli(["run", "--resume", run.id, *ARGS, "-w", str(tmp_path)], env=env))
+            events = [e for e in store.events(run.id) if e.type == "workspace.merged"]
+    finally:
+        model.release.set()
+    (record,) = result["subagents"]
+    assert (tmp_path / "first.md").exists() and (tmp_path / "second.md").exists()
+    assert [(c["path"], c["op"]) for c in record["changes"]] == [("first.md", "create"), ("second.md", "create")]
+    assert [[c["path"] for c in e.data["changes"]] for e in events] == [["first.md"], ["second.md"]]
+    assert events[0].data["recovered"] is True and events[0].agent_id == "sub1"

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from delegate.testing import is_lead
 from tests.cli_support import scrubbed_env
@@ -43,3 +46,36 @@ def test_the_readme_python_session_runs(tmp_path: Path) -> None:
     assert done.stdout.splitlines()[0] == "Wrote docs/auth.md."
     assert "researcher completed 1" in done.stdout
     assert (tmp_path / "ws/docs/auth.md").read_text() == "# Auth\n"
+
+
+def python_blocks(doc: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
+
+
+DOCS = Path(__file__).parent.parent / "docs"
+SNIPPETS = [(doc.name, n) for doc in sorted(DOCS.glob("*.md")) for n, _ in enumerate(python_blocks(doc))]
+
+
+def test_every_python_block_of_docs_is_run_here() -> None:
+    """A new block in docs/ is added to `SNIPPETS` and so run by the test below: none is skipped
+    (the one-line fragment that uses the README's `rt` runs with a runtime made for it)."""
+    assert ("threads.md", 0) in SNIPPETS and ("models.md", 1) in SNIPPETS and len(SNIPPETS) >= 6
+
+
+@pytest.mark.parametrize(("doc", "n"), SNIPPETS)
+def test_a_docs_python_block_runs_as_written(tmp_path: Path, doc: str, n: int) -> None:
+    """Each Python block of docs/ runs as written against the loopback OpenAI server: a block with
+    a top-level `await` inside an event loop, a fragment using `rt` after one is made."""
+    block = python_blocks(DOCS / doc)[n]
+    if "await " in block:
+        block = "import asyncio\nasync def main():\n" + textwrap.indent(block, "    ") + "\nasyncio.run(main())\n"
+    if re.match(r"\w+ = rt\.", block):  # a fragment: the runtime it uses is the README's
+        block = 'from delegate import Runtime\nrt = Runtime(model="openai:gpt-4.1-mini", workspace="./ws")\n' + block
+    (tmp_path / "ws").mkdir()
+    env = scrubbed_env() | {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}  # never asked
+    with OpenAIServer(lambda body: Reply(content="Done.")) as server:
+        env |= {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test-key"}
+        done = subprocess.run(
+            [sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 0, f"{doc} block {n}:\n{block}\n{done.stderr}"

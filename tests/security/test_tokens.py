@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx2
@@ -54,6 +55,14 @@ def test_a_revoked_users_token_answers_401_at_once_and_a_new_token_lets_it_in(tm
 
         listed = json.loads(delegate("users", "list", "--json", db=store_url).stdout)
         assert [(u["name"], u["status"]) for u in listed] == [("alice", "revoked"), ("bob", "active")]
+        table = delegate("users", "list", db=store_url).stdout.splitlines()  # as docs/http.md shows it
+        assert table[0].split() == ["name", "status", "created", "(UTC)", "token", "made", "revoked"]
+        alice_row = next(line.split() for line in table if line.startswith("alice"))
+        minutes = [
+            datetime.fromisoformat(listed[0][k]).astimezone(UTC).strftime("%Y-%m-%d %H:%M").split()
+            for k in ("created_at", "token_created_at", "revoked_at")
+        ]
+        assert alice_row == ["alice", "revoked", *(part for when in minutes for part in when)]
 
         fresh = token_of(delegate("users", "token", "alice", db=store_url))
         assert fresh != alice

@@ -89,13 +89,19 @@ def decide(conn: Connection, run_id: str, call_id: str, decision: Decision, reas
     return found
 
 
+_CLOSE = sa.text(
+    "UPDATE approvals SET decision = 'deny', reason = :reason, decided_at = :decided_at"
+    " WHERE run_id = :run_id AND decision IS NULL"
+)
+"""Deny a run's calls still waiting (`close`). Text, the same on both backends: every run that
+ends runs it, and an `update()` is compiled once for each database a process opens (0.5 ms)."""
+
+
 def close(conn: Connection, run_id: str, status: str) -> None:
     """The run ended (`status`): its calls still waiting will never run. They are denied, the
     reason saying so, and no longer listed as waiting nor open to a decision."""
-    table = approvals_table.c
-    update = approvals_table.update().where(table.run_id == run_id, table.decision.is_(None))
     reason = f"the run ended ({status}) before anyone decided"
-    if conn.execute(update.values(decision="deny", reason=reason, decided_at=iso(utc_now()))).rowcount:
+    if conn.execute(_CLOSE, {"reason": reason, "decided_at": iso(utc_now()), "run_id": run_id}).rowcount:
         conn.execute(runs_table.update().where(runs_table.c.id == run_id).values(waiting=0))
 
 

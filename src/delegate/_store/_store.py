@@ -565,22 +565,19 @@ class Store:
         """Take over an interrupted run for `owner`, to resume it; `UserError` if it cannot be resumed.
         `warnings` (if given) replace the run's: what was wrong as it started again.
 
-        Exactly one of several processes claiming the same run at once wins.
+        Exactly one of several processes claiming the same run at once wins. A run asked to cancel
+        before its process died is cancelled instead; its subagents asked to stop stay asked.
         """
         run = self.get_run(run_id, user_id)
         if run is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
         if run.status in LIVE_STATUSES:
             raise UserError(f"run {run_id} is still {run.status} (in process {run.owner}): it cannot be resumed")
+        if run.status == "interrupted" and run.cancel_requested:  # asked before its process died
+            run = self.request_cancel(run_id, user_id)
         if run.status != "interrupted":
             raise UserError(f"run {run_id} already ended ({run.status}): only an interrupted run can be resumed")
-        values: dict[str, Any] = {
-            "owner": owner,
-            "heartbeat_at": iso(utc_now()),
-            "status": "running",
-            "cancel_requested": 0,
-            "stop_requests": None,
-        }
+        values: dict[str, Any] = {"owner": owner, "heartbeat_at": iso(utc_now()), "status": "running"}
         if warnings is not None:
             run.warnings = list(warnings)
             values["warnings"] = run_values(run)["warnings"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -71,13 +72,14 @@ def guarded(action: Callable[[], T]) -> T:
         fail(str(exc))
 
 
-def read_items(path: Path) -> list[dict[str, Any]]:
-    """Read JSON Lines items; any bad line is an error naming the line, and nothing is stored."""
+def read_items(path: Path) -> list[tuple[dict[str, Any], int]]:
+    """Read JSON Lines items, each with its line number; any bad line is an error naming the line,
+    and nothing is stored."""
     from ..batch import loads_json, repeated_fields
 
     if not path.is_file():
         fail(f"items file {str(path)!r} does not exist")
-    items: list[dict[str, Any]] = []
+    items: list[tuple[dict[str, Any], int]] = []
     with path.open("rb") as lines:
         for number, raw in enumerate(lines, 1):
             try:
@@ -103,10 +105,19 @@ def read_items(path: Path) -> list[dict[str, Any]]:
                     f"{path}:{number}: field(s) {', '.join(map(repr, repeated))} given more than once; "
                     "give each field once"
                 )
-            items.append(item)
+            items.append((item, number))
     if not items:
         fail(f"items file {str(path)!r} has no items")
     return items
+
+
+def _by_line(problem: str, path: Path, items: list[tuple[dict[str, Any], int]]) -> str:
+    """A problem of the submission's item N (`item 3: ...`, as the HTTP API names items) named by
+    its line in the file instead (`items.jsonl:5: ...`): blank lines make the two differ."""
+    found = re.match(r"item (\d+)(?: \(.*?\))?: ", problem)
+    if found is None or int(found[1]) >= len(items):
+        return problem
+    return f"{path}:{items[int(found[1])][1]}: {problem[found.end() :]}"
 
 
 def settings_or_fail(workspace: Path, flags: OperatorFlags, *, model: str | None) -> RuntimeSettings:
@@ -138,6 +149,7 @@ def submit(
 ) -> None:
     """Submit a batch. Prints its id on the last line; without --detach, runs it to the end."""
     from .._errors import UserError
+    from ..batch import BatchValidationError
 
     items = read_items(file)
     model = default_model(model, what="its items")
@@ -148,11 +160,11 @@ def submit(
         fail(str(exc))
     known = catalogue.visible(allow_commands=flags.allow_commands).names()
     batches = open_batches(workspace, db)
-    submission = guarded(
-        lambda: batches.submit(
+    try:
+        submission = batches.submit(
             LOCAL_USER,
             subagent_type=subagent_type,
-            items=items,
+            items=[item for item, _ in items],
             title=title or file.stem,
             max_running_items=max_running,
             max_live_items=max_live,
@@ -160,7 +172,10 @@ def submit(
             model=model,
             known_types=known,
         )
-    )
+    except BatchValidationError as exc:  # its items by their line in the file, as the file's own errors
+        fail(str(BatchValidationError([_by_line(problem, file, items) for problem in exc.problems])))
+    except UserError as exc:
+        fail(str(exc))
     batch = submission.batch
     if not detach:
         batch = asyncio.run(run_to_end(batches, batch, settings.factory(store=False)))

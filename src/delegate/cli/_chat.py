@@ -39,6 +39,7 @@ from ._common import (
     fail,
     operator_flags,
     print_run_warnings,
+    print_waiting_calls,
     print_warnings,
     run_until_done,
     store_option,
@@ -151,6 +152,7 @@ def chat(
     runtime.sinks.append(print_run_warnings)
     session = Session(runtime, last)
     if as_json or not sys.stdin.isatty():
+        runtime.sinks.append(print_waiting_calls)  # on a terminal each call is asked inline
         raise typer.Exit(session.lines(sys.stdin))
     session.interactive()
 

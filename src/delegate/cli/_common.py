@@ -293,6 +293,20 @@ def print_run_warnings(event: Event) -> None:
         typer.echo(f"warning: {event.data['reason']}", err=True)
 
 
+def print_waiting_calls(event: Event) -> None:
+    """A call that waits for a person, on stderr as it starts waiting, with the command that decides
+    it: what a run without a terminal to ask on (`--json`, a pipe) says instead of waiting silently."""
+    if event.type == "approval.requested":
+        data, run_id = event.data, event.run_id
+        who = f"{data['agent_id']} ({data['subagent_type']})" if data.get("subagent_type") else data["agent_id"]
+        rule = f" under the rule {data['rule']}" if data.get("rule") else ""
+        typer.echo(
+            f"waiting: call {data['call_id']} of {who} to {data['tool']}{rule} waits for a person: "
+            f"`delegate runs approve {run_id} {data['call_id']}` (or `--deny --reason TEXT`)",
+            err=True,
+        )
+
+
 def store_option(db: str | None) -> str | None:
     return db or os.environ.get("DELEGATE_DB") or None
 

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -32,6 +33,7 @@ from ._common import (
     open_store,
     operator_flags,
     print_run_warnings,
+    print_waiting_calls,
     print_warnings,
     read_store,
     run_until_done,
@@ -207,6 +209,8 @@ def run(
     batches: list[dict[str, Any]] = []
     runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
     runtime.sinks.append(print_run_warnings)
+    if not live:  # on a terminal the call is asked inline
+        runtime.sinks.append(print_waiting_calls)
     lead_batches = None
     if not detach_batches:
         from ._batch import LeadBatches
@@ -327,14 +331,19 @@ def users_list(
     if not rows:
         typer.echo("No users yet: create one with `delegate users add NAME`.")
         return
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("name", "status", "created", "token made", "revoked")
-    for row in rows:
-        table.add_row(
-            row["name"], row["status"], row["created_at"], row["token_created_at"] or "", row["revoked_at"] or ""
-        )
+    def minute(when: datetime | None) -> str:
+        return "" if when is None else when.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True, pad_edge=False)
+    for name in ("name", "status", "created (UTC)", "token made", "revoked"):
+        table.add_column(name, no_wrap=name != "name")
+    for u in users:
+        status = "revoked" if u.revoked else "active"
+        table.add_row(u.name, status, minute(u.created_at), minute(u.token_created_at), minute(u.revoked_at))
     Console().print(table)
 
 

@@ -80,18 +80,43 @@ def runs_list(
         typer.echo(json.dumps([run.to_dict() for run in runs], ensure_ascii=False))
         return
     if not runs:
-        typer.echo("No runs yet: start one with `delegate run PROMPT`.")
+        typer.echo(_no_runs(store is not None, status, thread))
         return
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("run", "status", "started", "tokens", "cost", "thread", "prompt")
-    for run in runs:
-        tokens = f"{run.usage.input_tokens + run.usage.output_tokens:,}"
-        cost = "?" if run.usage.cost_usd is None else cost_text(run.usage.cost_usd)
-        started = run.created_at.strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(run.id, run.status, started, tokens, cost, run.thread_id or run.id, run.prompt[:60])
+    # The ids are what `--resume`, `runs show` and `--thread` take: no cell but the prompt is ever cut,
+    # and the thread column is there only when a listed run continues a thread (else it repeats the id)
+    # and not under --thread (it would say the same on every line).
+    threads = thread is None and any(run.thread_id not in (None, run.id) for run in runs)
+    rows = [
+        [
+            run.id,
+            run.status,
+            run.created_at.strftime("%Y-%m-%d %H:%M"),
+            f"{run.usage.input_tokens + run.usage.output_tokens:,}",
+            "?" if run.usage.cost_usd is None else cost_text(run.usage.cost_usd),
+            *([run.thread_id or run.id] if threads else []),
+        ]
+        for run in runs
+    ]
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True, pad_edge=False)
+    names: list[str] = ["run", "status", "started", "tokens", "cost", *(["thread"] if threads else [])]
+    for i, name in enumerate(names):
+        table.add_column(name, no_wrap=True, min_width=max(len(name), *(len(row[i]) for row in rows)))
+    table.add_column("prompt", ratio=1, no_wrap=True, overflow="ellipsis")
+    for run, row in zip(runs, rows, strict=True):
+        table.add_row(*row, run.prompt[:60])
     Console().print(table)
+
+
+def _no_runs(stored: bool, status: str | None, thread: str | None) -> str:
+    """What `runs list` says when it lists nothing: that the workspace has no runs only when it has
+    none, else that none matches the filter."""
+    if stored and status is not None:
+        return f"No {status} runs" + (f" in thread {thread}." if thread else ".")
+    return "No runs yet: start one with `delegate run PROMPT`."
 
 
 @runs_app.command("show")
@@ -119,6 +144,11 @@ def runs_show(
             f", {plural(sub.messages, 'follow-up')}" if sub.messages else ""
         )
         typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}{kind} · {cost_text(sub.usage.cost_usd)}")
+    for call in result.pending_approvals:  # what `delegate runs approve` takes
+        rule = f" (rule {call['rule']})" if call.get("rule") else ""
+        typer.echo(f"  waiting for a person: {call['call_id']} {call['agent_id']} {call['tool']}{rule}")
+    if result.pending_approvals:
+        typer.echo(f"decide with `delegate runs approve {result.run_id} CALL_ID ...` or `--all` (`--deny` to refuse)")
     if result.final:
         from ._render import print_answer
 

@@ -604,7 +604,10 @@ EVENT_VALUE_LIMIT = 64 * 1024
 def capped(arguments: dict[str, Any], limit: int = EVENT_VALUE_LIMIT) -> dict[str, Any]:
     """`arguments` for an event: each string argument longer than `limit` (a 20 MB `write_file`
     content, say) is cut to `limit` characters, and its full size noted as `<name>_size`."""
-    if not any(isinstance(v, str) and len(v) > limit for v in arguments.values()):
+    for value in arguments.values():  # a loop, not `any` over a generator: 0.5 µs of each call's event
+        if isinstance(value, str) and len(value) > limit:
+            break
+    else:
         return arguments
     out: dict[str, Any] = {"truncated": True}
     for key, value in arguments.items():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ from ..tools import Approval, ApprovalRequest, HookSet, ToolContext
 
 if TYPE_CHECKING:
     from .._agents import Catalogue
-    from .._store import Store
+    from .._store import Checkpoint, Store
     from .._workspace import Workspace
     from ..loop import Journal
     from ..subagents import SubagentRunner
@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 NEVER_WAIT = "batch items never wait for a person (allow the call in the batch's rules: --allow RULE)"
 """Why a batch item's call under an `ask` rule is refused."""
 ALWAYS = "always"
-"""The reason recorded for a call approved by an earlier "always for this rule in this run"."""
+"""The reason recorded for a call approved by an earlier "always for this rule in this run", and
+the kind of the checkpoint that keeps such a rule for the run's resume (key: the rule)."""
 
 
 class RunApprovals:
@@ -74,6 +75,10 @@ class RunApprovals:
         if journal_for is not None:
             runner.journal_for = journal_for
         return self
+
+    def load(self, checkpoints: Sequence[Checkpoint]) -> None:
+        """Take in the rules a person approved "always" in the interrupted run being resumed."""
+        self.always.update(c.key for c in checkpoints if c.kind == ALWAYS)
 
     async def decide(self, ctx: ToolContext, request: ApprovalRequest) -> Approval:
         self._loop = asyncio.get_running_loop()
@@ -133,8 +138,9 @@ class RunApprovals:
     def deliver(self, call_id: str, approval: Approval, *, always: str | None = None) -> bool:
         """Give a waiting call its decision (already stored); on the event loop. `always` approves
         that rule's calls for the rest of the run. False if no such call waits here."""
-        if always is not None and approval.approved:
+        if always is not None and approval.approved and always not in self.always:
             self.always.add(always)
+            self.recorder.checkpoint(ALWAYS, always, {})  # a resumed run asks nobody about it again
         future = self.waiting.get(call_id)
         if future is None or future.done():
             return False

@@ -60,7 +60,9 @@ from ._settings import open_store, user_level
 from ._threads import Thread, continued, history_of, keep_conversation, open_thread, thread_uploads
 
 if TYPE_CHECKING:
+    from .._layer import Layer
     from .._permissions import ApprovalRow
+    from .._record import Change
     from .._store import Checkpoint, Store
     from ..batch import Batches
 
@@ -411,7 +413,7 @@ class Runtime:
         continues): nothing is recorded for a lead that cannot be built."""
         journal = StoredJournal(recorder)
         skills = await asyncio.to_thread(self._skills)
-        context = await asyncio.to_thread(self._prepare_workspace)
+        context, recovered = await asyncio.to_thread(self._prepare_workspace)
         mcp_tools = await self._load_mcp()
         own = await self._load_own_mcp()
         approvals = RunApprovals(recorder, limits.approval_timeout) if self._may_guard else None
@@ -443,6 +445,12 @@ class Runtime:
         found = [*self.catalogue.warnings, *skills.warnings]
         checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
         journal.load(checkpoints)
+        if approvals is not None:
+            approvals.load(checkpoints)
+        if checkpoints and recorder.store is not None:  # resumed: stops asked of the process that died
+            _, _, stops = await asyncio.to_thread(recorder.store.heartbeat, run_id, recorder.owner)
+            ended = {r.id for r in journal.subagents.values()}
+            runner.stopping.update({a: r or "stopped by the operator" for a, r in stops.items() if a not in ended})
         recorder.start(run_id)
         slash = skills.slash_command(prompt, None)
         started: dict[str, Any] = {"prompt": prompt[:500], "model": lead_model.name}
@@ -451,6 +459,11 @@ class Runtime:
         recorder.emit(Event(type="run.started", run_id=run_id, agent_id="lead", data=started))
         for warning in found:
             recorder.emit(Event(type="warning", run_id=run_id, agent_id="lead", data=warning.to_dict()))
+        for layer, changes in recovered:  # a merge of this run that a kill cut short, finished now
+            if layer.run_id == run_id:
+                runner.recovered[layer.agent_id] = changes
+                data = {"changes": [c.to_dict() for c in changes], "recovered": True}
+                recorder.emit(Event(type="workspace.merged", run_id=run_id, agent_id=layer.agent_id, data=data))
         for data in failed:
             recorder.emit(Event(type="mcp.server_failed", run_id=run_id, agent_id="lead", data=data))
         warnings = [*(str(w) for w in found), *(f["warning"] for f in failed)]
@@ -548,7 +561,7 @@ class Runtime:
         own = await self._load_own_mcp()
         for data in self._mcp_failed():
             emit(Event(type="mcp.server_failed", run_id=task_id, agent_id="batch", data=data))
-        context = await asyncio.to_thread(self._prepare_workspace)
+        context, _ = await asyncio.to_thread(self._prepare_workspace)
         model = await self._model_off_loop(self._model_spec)
         guard = CallGuard(self._policy, never_wait=NEVER_WAIT, hooks=self.hooks) if self._may_guard else None
         scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context, guard)
@@ -569,15 +582,15 @@ class Runtime:
         )
         return await runner.run(call)
 
-    def _prepare_workspace(self) -> str:
+    def _prepare_workspace(self) -> tuple[str, list[tuple[Layer, list[Change]]]]:
         """What a lead's run and a batch item do first in the workspace: clear what killed writes
         left in its scratch folder (a killed `delegate run`, server or worker), finish the merges of
         overlay subagents that a kill interrupted and sweep old layers (`subagents/_merge.py`), and
-        read its project context."""
+        read its project context. Returns the context, and the merges finished now."""
         sweep_scratch(self.workspace)
-        recover_merges(self.workspace)
+        recovered = recover_merges(self.workspace)
         sweep_layers(self.workspace, self.limits.layers_kept)
-        return project_context(self.workspace)
+        return project_context(self.workspace), recovered
 
     def _skills(self) -> SkillCatalogue:
         """The skills of a run: the operator's, shadowed by the workspace's own when it is a user's."""

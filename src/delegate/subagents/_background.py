@@ -238,7 +238,10 @@ class Background:
         runner = self.runner
         definition = kept.definition
         tools, model = runner.prepare(definition)
-        spec = await assemble(definition, runner.scope, model=model, tools=tools, prompt=message)
+        # kept as its stretch (`<key>+<n>`) when subagents keep a journal: a resume replays what it asked
+        stretch = f"{kept.key}+{record.messages + 1}" if kept.key is not None else None
+        journal = runner.journal_for(stretch) if runner.journal_for is not None and stretch is not None else None
+        spec = await assemble(definition, runner.scope, model=model, tools=tools, prompt=message, journal=journal)
         spec.instructions = kept.system  # the very prompt it worked under
         layer = runner.layer(record, tools, record.messages + 2)  # an overlay subagent's follow-up: a new layer
         workspace = runner.workspace if layer is None else replace(runner.workspace, layer=layer)

@@ -244,11 +244,12 @@ def _move_aside(folder: int, name: str, info: os.stat_result, old: int, staged: 
             os.unlink(name, dir_fd=folder)
 
 
-def recover_merges(workspace: Workspace) -> list[str]:
-    """Finish the merges a killed process left journalled (see the module's doc); return the
-    layers (workspace-relative) whose merge was applied now. A merge that cannot be finished now
-    (a disk error) is left journalled for the next start, with a warning."""
-    finished: list[str] = []
+def recover_merges(workspace: Workspace) -> list[tuple[Layer, list[Change]]]:
+    """Finish the merges a killed process left journalled (see the module's doc); return each
+    layer whose merge was applied now, with what it changed (as its plan says: no sizes, no
+    diffs), for the record of its subagent. A merge that cannot be finished now (a disk error) is
+    left journalled for the next start, with a warning."""
+    finished: list[tuple[Layer, list[Change]]] = []
     for layer in _layers(workspace.root):
         if _journal(layer) is None:
             continue
@@ -264,7 +265,7 @@ def recover_merges(workspace: Workspace) -> list[str]:
                 "the merge journalled in %s could not be finished (%s); the next start tries again", layer.rel, exc
             )
             continue
-        finished.append(layer.rel)
+        finished.append((layer, [Change(path=str(step["path"]), op=step["op"]) for step in plan]))
     return finished
 
 

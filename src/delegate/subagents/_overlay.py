@@ -22,7 +22,7 @@ from .._agents import Subagent
 from .._changes import layer_changes
 from .._errors import ToolError, WorkspaceError
 from .._layer import Layer
-from .._record import Conflict, Isolation, Skipped, TaskOutput
+from .._record import Change, Conflict, Isolation, Skipped, TaskOutput
 from .._workspace import Workspace
 from ..tools import Tool, never_merged
 from ._complete import validate_paths
@@ -114,6 +114,16 @@ def settle(record: TaskOutput, layer: Layer, workspace: Workspace) -> tuple[str,
     _unmerged_artifacts(record, shared)
     data = {"conflicts": [c.to_dict() for c in record.conflicts], "layer": layer.rel}
     return "workspace.conflict", data
+
+
+def add_recovered(record: TaskOutput, earlier: list[Change] | None) -> None:
+    """Put in `record` what an attempt of its subagent that a kill cut short merged (`earlier`:
+    its journalled merge, finished by `recover_merges` as the run resumed): what the workspace
+    holds from it is listed among its `changes`, once a path (what the new attempt did to it
+    last), unless its own layer is kept unmerged (its `changes` are then what waits there)."""
+    if earlier and not record.layer:
+        now = {c.path for c in record.changes}
+        record.changes = [*(c for c in earlier if c.path not in now), *record.changes]
 
 
 def _with_version(conflict: Conflict, layer: Layer, shared: Workspace, record: TaskOutput) -> Conflict:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from time import time
 from typing import Any
 
 from .._agents import Catalogue, Subagent, tools_for
@@ -26,7 +27,7 @@ from .._frontmatter import CatalogueWarning
 from .._hooks import HookEvent
 from .._layer import Layer
 from .._messages import Message
-from .._record import Isolation
+from .._record import Change, Isolation
 from .._usage import Usage
 from ..loop import AgentResult, AgentSpec, Journal, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
@@ -38,7 +39,7 @@ from ._background import BACKGROUND_HINT, Background, Conversation
 from ._complete import Delivery, validate_paths
 from ._hooks import run_checked
 from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, render_whole
-from ._overlay import check_asked, isolation_for, layer_for, needs_layer, settle
+from ._overlay import add_recovered, check_asked, isolation_for, layer_for, needs_layer, settle
 from ._prompts import prompt_shaped, task_description, type_listing
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
 from ._task_args import CONTEXT_MODES, MAX_PROMPTS, validate
@@ -113,6 +114,9 @@ class SubagentRunner:
         """The conversation of each completed subagent, by id: what a follow-up continues."""
         self.saved_conversations: dict[str, dict[str, Any]] = {}
         """Conversations kept before the run was interrupted (see `StoredJournal`)."""
+        self.recovered: dict[str, list[Change]] = {}
+        """What the merges a kill cut short changed, finished as the run resumed, by layer (agent id,
+        `sub1-2` for a follow-up's): put in the record of the stretch that runs again (`add_recovered`)."""
         self.background = Background(self)
         parallel = run.limits.max_parallel
         self._semaphore = asyncio.Semaphore(parallel) if parallel else None
@@ -328,7 +332,7 @@ class SubagentRunner:
         if hooks is not None and (refused := await _refused(hooks, ctx, definition, prompt)) is not None:
             record.status, record.stop_reason, record.error = "aborted", "refused", refused  # nothing ran
             if layer is not None:
-                self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
+                self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace), layer)
             return
         result = await (
             run_agent(spec, ctx, messages)
@@ -431,7 +435,7 @@ class SubagentRunner:
             reason = self._stopped(record.id)
             record.steps = steps_before + ctx.steps
             if layer is not None and not record.layer:
-                self._settle(record, settle(record, layer, self.workspace))
+                self._settle(record, settle(record, layer, self.workspace), layer)
             if reason is None:
                 deadline = None if self.interrupting else passed_deadline()
                 if deadline is not None:  # the run's deadline, not a person, ended it
@@ -449,13 +453,13 @@ class SubagentRunner:
             record.error = f"{type(exc).__name__}: {exc}"
             self.conversations.pop(record.id, None)
             if layer is not None and not record.layer:
-                self._settle(record, settle(record, layer, self.workspace))
+                self._settle(record, settle(record, layer, self.workspace), layer)
         self._finish(record, key)
         return record
 
     async def settled(self, record: TaskOutput, layer: Layer) -> None:
         """Merge (or keep) the layer of a subagent that ended a stretch of work (`_overlay.settle`)."""
-        self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace))
+        self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace), layer)
 
     def layer(self, record: TaskOutput, tools: Sequence[Tool], stretch: int = 1) -> Layer | None:
         """The layer of one stretch of `record`'s work (its first task, or a follow-up), as its
@@ -463,8 +467,9 @@ class SubagentRunner:
         agent = record.id if stretch == 1 else f"{record.id}-{stretch}"
         return layer_for(record.isolation, self.workspace, self.run_id, agent, tools)
 
-    def _settle(self, record: TaskOutput, event: tuple[str, dict[str, Any]] | None) -> None:
+    def _settle(self, record: TaskOutput, event: tuple[str, dict[str, Any]] | None, layer: Layer) -> None:
         """Emit what settling a subagent's layer said (`workspace.merged` / `workspace.conflict`)."""
+        add_recovered(record, self.recovered.pop(layer.agent_id, None))
         if event is not None:
             self.event(record, event[0], event[1])
 
@@ -530,18 +535,8 @@ class SubagentRunner:
             bisect.insort(self.records, record, key=_seq)
 
     def event(self, record: TaskOutput, type: Any, data: dict[str, Any]) -> None:
-        if self.emit is unheard:
-            return
-        self.emit(
-            Event(
-                type=type,
-                run_id=self.run_id,
-                agent_id=record.id,
-                parent_agent_id=record.parent_agent_id,
-                tool_call_id=record.tool_call_id,
-                data=data,
-            )
-        )
+        if self.emit is not unheard:  # by position, as `ToolContext.event` (see `Event`)
+            self.emit(Event(type, self.run_id, record.id, record.parent_agent_id, record.tool_call_id, data, time()))
 
     def heartbeat(self) -> None:
         """One `subagent.heartbeat` per live subagent, with its steps and tokens so far."""

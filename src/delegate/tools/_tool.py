@@ -20,6 +20,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from time import time
 from typing import Any, cast, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -84,18 +85,9 @@ class ToolContext:
     def event(
         self, type: EventType, data: dict[str, Any], *, tool_call_id: str | None = None, detail: object = None
     ) -> None:
-        if self.emit is not unheard:
-            self.emit(
-                Event(
-                    type=type,
-                    run_id=self.run_id,
-                    agent_id=self.agent_id,
-                    parent_agent_id=self.parent_agent_id,
-                    tool_call_id=tool_call_id,
-                    data=data,
-                    detail=detail,
-                )
-            )
+        if self.emit is not unheard:  # by position (see `Event`): type, run_id, agent_id, parent_agent_id,
+            # tool_call_id, data, ts, detail
+            self.emit(Event(type, self.run_id, self.agent_id, self.parent_agent_id, tool_call_id, data, time(), detail))
 
     def for_call(self, tool_call_id: str) -> ToolContext:
         """A shallow copy that knows which tool call it serves (calls of one turn run concurrently)."""

@@ -1,0 +1,71 @@
+"""What another process asked of a run (`delegate runs cancel`, `delegate runs stop`) that the run's
+process had not taken yet when it was killed: the request is kept, not dropped by the kill. The
+process is frozen (SIGSTOP) while the request is made, then killed, so the request lands between
+two of its heartbeats every time."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from delegate import Store
+from tests.cli_support import run_cli
+from tests.durable_support import cli_env, only_run, run_json, wait_for
+from tests.loopback_openai import OpenAIServer
+from tests.test_background_crashes import ARGS, Crew
+from tests.test_run_crashes import Processes
+from tests.test_run_crashes import procs as procs  # the fixture
+
+
+@contextmanager
+def frozen_run(
+    procs: Processes, store_url: str, root: Path
+) -> Iterator[tuple[Crew, dict[str, str], Store, str, Callable[[], None]]]:
+    """`delegate run` of a `Crew` on `store_url`, frozen (SIGSTOP) once `a` works in the
+    background (sub1): the crew (released after the block), the environment that reaches it (the
+    server is up while the block runs), the store, the run's id, and what SIGKILLs the process."""
+    crew = Crew()
+    try:
+        with OpenAIServer(crew) as server, Store.open(store_url) as store:
+            env = cli_env(server.base_url, db=store_url)
+            proc = procs.spawn(["run", "three jobs", *ARGS, "-w", str(root)], env, root / "run.log")
+            wait_for(lambda: "a" in crew.holding, what="a to be working")
+            run = wait_for(lambda: only_run(store), what="the run")
+            proc.send_signal(signal.SIGSTOP)
+
+            def kill() -> None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=30)
+
+            yield crew, env, store, run.id, kill
+    finally:
+        crew.release.set()
+
+
+def test_a_subagent_asked_to_stop_just_before_its_run_was_killed_is_not_started_again_on_resume(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    with frozen_run(procs, store_url, tmp_path) as (crew, env, store, run_id, kill):
+        store.request_stop(run_id, "sub1", "enough of a")
+        kill()
+        crew.release.set()
+        result = run_json(run_cli(["run", "--resume", run_id, *ARGS, "-w", str(tmp_path)], env=env))
+    sub1 = next(s for s in result["subagents"] if s["id"] == "sub1")
+    assert (sub1["status"], sub1["stop_reason"], sub1["error"]) == ("cancelled", "stopped", "stopped: enough of a")
+    assert crew.asked("job a", 1) == 1  # asked once, by the killed process: never started again
+
+
+def test_a_run_asked_to_cancel_just_before_it_was_killed_is_cancelled_when_resumed_not_run_on(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    with frozen_run(procs, store_url, tmp_path) as (crew, env, store, run_id, kill):
+        assert store.request_cancel(run_id).status == "running"  # asked of its process
+        kill()
+        asked = len(crew.bodies)
+        resumed = run_cli(["run", "--resume", run_id, *ARGS, "-w", str(tmp_path)], env=env)
+        shown = run_json(run_cli(["runs", "show", run_id, "--json", "-w", str(tmp_path)], env=env))
+    assert resumed.returncode == 2 and "already ended (cancelled)" in resumed.stderr
+    assert shown["status"] == "cancelled"
+    assert asked == len(crew.bodies)  # nothing asked of a model again
