@@ -37,6 +37,11 @@ def _run(command: str, root: Path) -> str:
         ("install", "install -m 4755 /bin/sh install"),
         ("python", "python3 -c \"import os; os.close(os.open('python', os.O_CREAT | os.O_WRONLY, 0o4755))\""),
         ("cp-a", "cp -a operators cp-a"),  # a set-user-ID file the operator keeps there, copied whole
+        (
+            "fchmodat2",  # Linux 6.6's call, by number (an old kernel answers ENOSYS: nothing to refuse)
+            "cp /bin/sh fchmodat2 && python3 -c "
+            "\"import ctypes; ctypes.CDLL(None).syscall(452, -100, b'fchmodat2', 0o4755, 0)\"",
+        ),
     ],
 )
 def test_a_command_cannot_make_a_set_user_id_file(tmp_path: Path, made: str, command: str) -> None:

@@ -47,6 +47,9 @@ _MODE_ARGUMENT = {
 """The system calls that set a file's mode, and which of their arguments holds it."""
 _REFUSED = ("openat2", "io_uring_setup")
 """System calls whose mode no filter can read: refused whole (`ENOSYS`)."""
+_NEWER = {"fchmodat2": 452}
+"""Calls an older libseccomp may not know by name, by number (the same on every architecture:
+they came after the tables were unified). Linux 6.6 added `fchmodat2`."""
 
 
 class _Compare(ctypes.Structure):
@@ -92,6 +95,8 @@ def filter_program() -> bytes | None:
         for call, argument in _MODE_ARGUMENT.items():
             number = lib.seccomp_syscall_resolve_name(call.encode())
             if number < 0:  # not a call of this architecture (`open` on arm64), or unknown to this libseccomp
+                number = _NEWER.get(call, -1)
+            if number < 0:
                 continue
             for bit in _SPECIAL:
                 compare = _Compare(argument, _MASKED_EQ, bit, bit)
