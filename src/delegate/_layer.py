@@ -386,8 +386,9 @@ class Layer:
             raise
 
     def _copy_up(self, lower: Located, folder: int, name: str) -> None:
-        """Copy the workspace's file into the layer, its mode kept: a temporary file in the layer's
-        `tmp/`, renamed into place (a reader never sees half of it)."""
+        """Copy the workspace's file into the layer, its mode kept (less the set-user-ID and
+        set-group-ID bits, which a write drops): a temporary file in the layer's `tmp/`, renamed
+        into place (a reader never sees half of it)."""
         assert lower.info is not None
         tmp = self.folder(create=True, sub="tmp")
         assert tmp is not None
@@ -400,7 +401,7 @@ class Layer:
                 )
                 try:
                     _copy(src, dst, lower.info.st_size)
-                    os.fchmod(dst, stat.S_IMODE(lower.info.st_mode))
+                    os.fchmod(dst, stat.S_IMODE(lower.info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
                 finally:
                     os.close(dst)
             finally:

@@ -87,8 +87,9 @@ def runs_list(
     from rich.table import Table
 
     # The ids are what `--resume`, `runs show` and `--thread` take: no cell but the prompt is ever cut,
-    # and the thread column is there only when a listed run continues a thread (else it repeats the id).
-    threads = any(run.thread_id not in (None, run.id) for run in runs)
+    # and the thread column is there only when a listed run continues a thread (else it repeats the id)
+    # and not under --thread (it would say the same on every line).
+    threads = thread is None and any(run.thread_id not in (None, run.id) for run in runs)
     rows = [
         [
             run.id,

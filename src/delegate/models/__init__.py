@@ -105,7 +105,12 @@ def resolve_model(spec: str | Model | None) -> Model:
     `None` takes `DELEGATE_MODEL`. Raises `UserError` naming the providers for a bad string.
     """
     if spec is None:
-        spec = os.environ.get("DELEGATE_MODEL") or default_model_spec()
+        named = os.environ.get("DELEGATE_MODEL")
+        spec = named or default_model_spec()
+        if not named and spec == "local":  # never chosen in silence (the CLI asks or refuses before here)
+            import logging  # here: `import delegate` stays small
+
+            logging.getLogger("delegate").warning(NO_MODEL_IN_CODE)
     if not isinstance(spec, str):
         return spec
     provider, _, name = spec.partition(":")
@@ -139,6 +144,15 @@ def names_a_local_file(spec: str) -> bool:
     (`delegate serve` refuses it from HTTP users)."""
     provider, _, name = spec.strip().partition(":")
     return provider == "local" and bool(name)
+
+
+NO_MODEL_IN_CODE = (
+    "no model configured: running the small embedded model (SmolLM2-135M: slow, and weak at real work). "
+    "Give one, e.g. Runtime(model='openai:gpt-4.1-mini') with OPENAI_API_KEY, or set DELEGATE_MODEL; "
+    "model='local' says you mean this one"
+)
+"""Said (a `delegate` logger warning, on stderr unless logging is set up otherwise) when code that
+named no model, with no `DELEGATE_MODEL` and no provider's key, gets the embedded model."""
 
 
 def default_model_spec() -> str:

@@ -255,13 +255,13 @@ _fetch_lock = threading.Lock()
 
 
 _WHEN_STUCK = (
-    "The embedded 135M model often does this: for real work use a real model, e.g. --model openai:gpt-4.1-mini "
-    "(OPENAI_API_KEY) or --model anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY), or a larger local one with "
-    "--model local:/path/to/model.gguf"
+    "The embedded 135M model often does this: for real work use a real model (--model, or Runtime(model=...)), "
+    "e.g. openai:gpt-4.1-mini (OPENAI_API_KEY) or anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY), or a larger "
+    "local one, local:/path/to/model.gguf"
 )
 _WHEN_STUCK_FILE = (
-    "A small local model often does this: try a larger GGUF file, or a real model, e.g. --model "
-    "openai:gpt-4.1-mini (OPENAI_API_KEY) or --model anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY)"
+    "A small local model often does this: try a larger GGUF file, or a real model (--model, or "
+    "Runtime(model=...)), e.g. openai:gpt-4.1-mini (OPENAI_API_KEY) or anthropic:claude-sonnet-4-5 (ANTHROPIC_API_KEY)"
 )
 
 

@@ -280,8 +280,10 @@ def _replace_atomically(at: Located, data: bytes, workspace: Workspace) -> None:
     work on handles (`at.folder`, the scratch folder's), never on names.
 
     The temporary file is created with the usual permissions (0o666 less the umask) and an
-    existing file's mode is kept. Renaming never follows a symlink at the destination, and it
-    breaks hard links, so content never lands in a file that merely shares the name.
+    existing file's mode is kept, less its set-user-ID and set-group-ID bits (this process may
+    hold the capability that keeps them; the agent's text must not run as the file's owner).
+    Renaming never follows a symlink at the destination, and it breaks hard links, so content
+    never lands in a file that merely shares the name.
     """
     rel = safe_text(at.rel)
     check_disk_quota(workspace, len(data))
@@ -290,7 +292,7 @@ def _replace_atomically(at: Located, data: bytes, workspace: Workspace) -> None:
     if info is not None and stat.S_ISREG(info.st_mode):
         if not os.access(at.name, os.W_OK, dir_fd=at.folder):
             raise ToolError(f"{rel} is read-only")
-        mode = stat.S_IMODE(info.st_mode)
+        mode = stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
     scratch = _scratch_folder(workspace)
     if scratch is not None and os.fstat(scratch).st_dev != os.fstat(at.folder).st_dev:
         os.close(scratch)

@@ -84,9 +84,13 @@ def command_environment(workspace: Workspace) -> dict[str, str]:
     return env
 
 
-def sandbox_argv(command: str, workspace: Workspace, *, marker: str = "", file_size: int | None = None) -> list[str]:
+def sandbox_argv(
+    command: str, workspace: Workspace, *, marker: str = "", file_size: int | None = None, seccomp: int | None = None
+) -> list[str]:
     """The bwrap command line that runs `command` with /bin/sh in the workspace's sandbox, within
-    the workspace's `CommandLimits` (`file_size`, when given, in place of the limits' own).
+    the workspace's `CommandLimits` (`file_size`, when given, in place of the limits' own), under
+    the seccomp filter held by the descriptor `seccomp` (`_seccomp.filter_fd`; the caller passes
+    it to the process).
 
     With a `marker`, the sandbox prints it on a line of its own once it is set up, before the
     command runs: output without it means the sandbox itself failed. Raises `ToolError` (saying
@@ -102,6 +106,8 @@ def sandbox_argv(command: str, workspace: Workspace, *, marker: str = "", file_s
         argv += ["--unshare-user", "--disable-userns"]  # no namespace of its own to gain capabilities in
     if not workspace.commands.network:
         argv.append("--unshare-net")
+    if seccomp is not None:
+        argv += ["--seccomp", str(seccomp)]
     argv += _system_mounts()
     argv += ["--proc", "/proc", "--dev", "/dev"]
     if "--size" in _bwrap_options(bwrap):

@@ -32,6 +32,7 @@ from .._text import safe_text
 from .._workspace import Workspace
 from ._overlay import NO_OVERLAY, after_command, command_lock
 from ._sandbox import PidsCgroup, command_environment, sandbox_argv, size_text, workspace_usage
+from ._seccomp import filter_fd
 from ._tool import ToolContext, ToolReturn, tool
 
 OUTPUT_MAX_CHARS = 30_000
@@ -132,10 +133,19 @@ async def run_command(
     room = max(0, limits.disk_quota - usage) if limits.disk_quota else None
     cgroup: PidsCgroup | None = None
     marker = ""
+    seccomp: int | None = None
     if workspace.commands.sandbox:
         marker = f"delegate-sandbox-started-{secrets.token_hex(8)}"
         file_size = limits.file_size if room is None else min(limits.file_size, room)
-        argv = await asyncio.to_thread(sandbox_argv, command, workspace, marker=marker, file_size=file_size)
+        seccomp = filter_fd()
+        try:
+            argv = await asyncio.to_thread(
+                sandbox_argv, command, workspace, marker=marker, file_size=file_size, seccomp=seccomp
+            )
+        except BaseException:
+            if seccomp is not None:
+                os.close(seccomp)
+            raise
         env: dict[str, str] = {}  # bwrap builds the command's environment itself (--clearenv, --setenv)
         cgroup = await asyncio.to_thread(PidsCgroup.create, limits.processes)
         if cgroup is not None:
@@ -148,9 +158,12 @@ async def run_command(
     # a workspace already past its quota may still shrink: only growth past it kills the command
     grown = max(limits.disk_quota, usage) if limits.disk_quota else None
     try:
-        result = await _run(argv, env, workspace, timeout, _Collector(max_chars, marker.encode()), cgroup, grown)
+        collector = _Collector(max_chars, marker.encode())
+        result = await _run(argv, env, workspace, timeout, collector, cgroup, grown, seccomp)
         result.notes += _cap_notes(result, workspace, room, cgroup)
     finally:
+        if seccomp is not None:
+            os.close(seccomp)
         if cgroup is not None:
             await asyncio.to_thread(cgroup.remove)
     if marker and not result.started and not result.timed_out:
@@ -167,8 +180,10 @@ async def _run(
     collector: _Collector,
     cgroup: PidsCgroup | None,
     grown: int | None,
+    seccomp: int | None = None,
 ) -> CommandResult:
-    """Start `argv` and wait for it as `run_command` says; past `grown` bytes of workspace, kill it."""
+    """Start `argv` and wait for it as `run_command` says; past `grown` bytes of workspace, kill it.
+    `seccomp` is a descriptor the process inherits (the sandbox's filter)."""
     loop = asyncio.get_running_loop()
     starting = asyncio.ensure_future(
         loop.subprocess_exec(
@@ -180,6 +195,7 @@ async def _run(
             cwd=workspace.root,
             env=env,
             start_new_session=True,  # its own session and process group, with no controlling terminal
+            pass_fds=() if seccomp is None else (seccomp,),
         )
     )
     try:
