@@ -446,8 +446,8 @@ class Runtime:
         found = [*self.catalogue.warnings, *skills.warnings]
         checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
         journal.load(checkpoints)
-        if approvals is not None:
-            approvals.load(checkpoints)
+        if approvals is not None and recorder.store is not None:  # a resumed run's rules approved "always"
+            approvals.load(await asyncio.to_thread(recorder.store.approvals, run_id))
         if checkpoints and recorder.store is not None:  # resumed: stops asked of the process that died
             _, _, stops = await asyncio.to_thread(recorder.store.heartbeat, run_id, recorder.owner)
             ended = {r.id for r in journal.subagents.values()}
