@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,8 +120,15 @@ class RunApprovals:
         to another call (of another subagent, or after a compaction): a stored request with that
         id is this call's only when its agent, tool and arguments are the same and no call of
         this process took it already; otherwise the call is stored, and asked for, as `<id>_<n>`.
-        A decision is never applied to a call it was not made on."""
+        A decision is never applied to a call it was not made on. A request of this call under
+        `<id>_<n>` is looked for first: a resume forgets the undecided requests (`Store.claim_run`),
+        so `<id>` may be free now while this call's decided request is further on."""
         given, n = row.call_id, 2
+        chain = re.compile(rf"{re.escape(given)}(_\d+)?")
+        for found in await asyncio.to_thread(store.approvals, row.run_id):
+            if chain.fullmatch(found.call_id) and found.call_id not in self.claimed and _same_call(found, row):
+                self.claimed.add(found.call_id)
+                return found
         while True:
             stored = await asyncio.to_thread(store.request_approval, row)
             if stored is row or (stored.call_id not in self.claimed and _same_call(stored, row)):
