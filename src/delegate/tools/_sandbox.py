@@ -286,7 +286,9 @@ def _usable_bwrap(program: str) -> str:
         raise ToolError(INSTALL_HINT.format(why=f" ({program} is not installed)"))
     probe = [found, "--unshare-pid", "--unshare-net", *_system_mounts(), "--proc", "/proc", "--", "/bin/true"]
     try:
-        done = subprocess.run(probe, capture_output=True, timeout=30, check=False)
+        # the probe's environment holds none of the runtime's credentials, as a command's does not
+        env = {name: os.environ[name] for name in COMMAND_ENV if name in os.environ}
+        done = subprocess.run(probe, capture_output=True, timeout=30, check=False, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolError(INSTALL_HINT.format(why=f" ({exc})")) from None
     if done.returncode != 0:
