@@ -117,3 +117,37 @@ def test_agents_list_shows_the_catalogue(tmp_path: Path) -> None:
     )
     assert done.returncode == 0 and "reviewer" in done.stdout
     assert "warning: .delegate/agents/z.md: field 'description'" in done.stderr
+
+
+def test_a_tool_name_no_tool_has_is_a_warning_naming_the_type_not_a_silent_drop(tmp_path: Path) -> None:
+    """`tools: [red_file]` used to run the type without `read_file` and say nothing. Tools given in
+    code (to any type), MCP tools, `bash` without commands and the per-run tools are not unknown."""
+    from delegate import Runtime, tool
+    from delegate.testing import FunctionModel, reply
+
+    @tool
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        return word
+
+    (tmp_path / ".delegate" / "agents").mkdir(parents=True)
+    (tmp_path / ".delegate" / "agents" / "typo.md").write_text(
+        "---\nname: typo\ndescription: d\ntools: [red_file, read_file, lookup, bash, list_uploaded_files]\n---\nx\n"
+    )
+    rt = Runtime(
+        model=FunctionModel(lambda r: reply("done")),
+        workspace=tmp_path,
+        store=False,
+        subagents=[
+            Subagent(name="given", description="d", tools=[lookup]),
+            Subagent(name="coded", description="d", tools=["grpe", "mcp__docs__search", "tool_search"]),
+        ],
+    )
+    said = [(w.file, w.reason.split(",")[0]) for w in rt.warnings()]
+    assert said == [
+        (".delegate/agents/typo.md", "type 'typo' names tool(s) red_file"),
+        ("code", "type 'coded' names tool(s) grpe"),
+    ]
+    assert "runs without them" in str(rt.warnings()[0]) and rt.run_sync("hi").warnings == [
+        str(w) for w in rt.warnings()
+    ]

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from tests.approvals_support import Writers, waiting_calls
 from tests.cli_support import delegate
 from tests.durable_support import cli_env, only_run, run_json, wait_for
 from tests.loopback_openai import OpenAIServer, Reply
+from tests.security.test_approval_identity import ASK_WRITE, _with_id
 from tests.test_background_cli import user_texts
 from tests.test_permissions import writing_subagent
 from tests.test_run_crashes import Processes
@@ -265,9 +266,11 @@ def test_a_rule_approved_always_stays_approved_after_the_run_is_killed_and_resum
     finally:
         model.release.set()
     assert (tmp_path / "a.md").exists() and (tmp_path / "b.md").exists()
-    assert [(a.arguments["path"], a.decision) for a in store.approvals(run.id)] == [
-        ("a.md", "approve"),
-        ("b.md", "approve"),
+    # "always" is kept in the decision's own row, stored in the statement that stores the decision:
+    # no moment after it when a kill loses it (a checkpoint queued for the writer would leave one)
+    assert [(a.arguments["path"], a.decision, a.reason) for a in store.approvals(run.id)] == [
+        ("a.md", "approve", "always"),
+        ("b.md", "approve", "always"),
     ]
 
 
@@ -331,3 +334,61 @@ def test_a_follow_up_killed_while_its_call_waits_is_not_asked_again_on_resume(
     assert model.follow_up_openings() == 1  # its answer before the wait was not asked (nor paid for) again
     assert [a.decision for a in store.approvals(call.run_id)] == ["approve"]
     assert (tmp_path / "notes.md").read_text() == "notes\n"
+
+
+async def test_a_decision_on_a_call_whose_id_another_subagent_shares_is_found_again_after_a_resume(
+    tmp_path: Path,
+) -> None:
+    """Two subagents gave their writes one id: sub2 asked first and kept it, sub1 was asked for
+    under an id of its own, which a person approved while the run was down (the rows are stored
+    as such a run left them). On resume sub1 asks first: it finds its decision, and only sub2's
+    call, undecided, is asked for again."""
+    second_may_ask = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            if len(request.messages) == 1:
+                prompts = ["write b.md", "write a.md"]
+                return call("task", subagent_type="general-purpose", description="notes", prompts=prompts)
+            return reply("done")
+        path = request.messages[0].text.split()[1]
+        if request.messages[-1].tool_results:
+            return call("complete", summary="wrote")
+        if path == "a.md":
+            await second_may_ask.wait()  # sub1 asks first
+        return _with_id("call_0", "write_file", path=path, content=f"{path}\n")
+
+    rt = Runtime(model=FunctionModel(answer), workspace=tmp_path, extensions=ASK_WRITE)
+    store = rt.store
+    assert store is not None
+    run = store.create_run(prompt="write notes", model="test:function", owner="gone|1|a")
+    asked: dict[str, Any] = {"tool": "write_file", "rule": "Write", "requested_at": utc_now()}
+    for call_id, agent, path in (("call_0", "sub2", "a.md"), ("call_0_2", "sub1", "b.md")):
+        arguments = {"path": path, "content": f"{path}\n"}
+        store.request_approval(
+            ApprovalRow(run_id=run.id, call_id=call_id, agent_id=agent, arguments=arguments, **asked)
+        )
+    store.decide_approval(run.id, "call_0_2", "approve")
+    assert store.release_run(run.id, "gone|1|a")
+    before = utc_now()
+    resumed = asyncio.create_task(rt.resume(run.id))
+
+    async def asked_since(done: Callable[[], bool] = lambda: False) -> list[ApprovalRow]:
+        """The calls the resumed run asked for (not those left by the run it resumes), once there
+        are some, or `done()`."""
+        while not resumed.done() and not done():
+            found = [a for a in store.approvals(run.id, pending=True) if a.requested_at > before]
+            if found:
+                return found
+            await asyncio.sleep(0.01)
+        return []
+
+    assert await asked_since(lambda: (tmp_path / "b.md").exists()) == []  # sub1 ran on its decision, unasked
+    second_may_ask.set()
+    (waiting,) = await asked_since()
+    assert (waiting.agent_id, waiting.arguments["path"]) == ("sub2", "a.md")  # undecided: asked again
+    await rt.decide(run.id, waiting.call_id, approve=True)
+    assert (await resumed).status == "completed"
+    assert (tmp_path / "a.md").exists() and (tmp_path / "b.md").exists()
+    decided = sorted((r.arguments["path"], r.decision) for r in store.approvals(run.id))
+    assert decided == [("a.md", "approve"), ("b.md", "approve")]

@@ -225,6 +225,12 @@ def test_delegate_runs_stop_stops_one_foreground_subagent_from_another_process(
         with Store.for_workspace(tmp_path) as store:
             run = only_run(store)
             assert run is not None
+
+        def shown() -> str:  # the id `runs stop` takes, which `runs show` is where its help says to look
+            text = run_cli(["runs", "show", run.id, "-w", str(tmp_path)], env=env).stdout
+            return text if "sub2 [running] general-purpose: two jobs" in text and "sub1 [completed]" in text else ""
+
+        wait_for(shown, what="runs show listing the completed sub1 (its record) and the running sub2 (its events)")
         stop = run_cli(["runs", "stop", run.id, "sub2", "--reason", "enough", "-w", str(tmp_path)], env=env)
         out, err = proc.communicate(timeout=120)
 

@@ -181,6 +181,7 @@ def test_delegate_run_prints_the_final_answer(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["run", "x", "--model", "nope:m"], "unknown model provider"),
+        (["run", "x", "--model", "gpt-4.1-mini"], "names no provider: write 'openai:gpt-4.1-mini'"),
         (["run", "x", "--model", "openai:m"], "OPENAI_API_KEY"),
         (["run", "x", "--model", "anthropic:m"], "ANTHROPIC_API_KEY"),
         (["run", "x", "--model", "openai:m", "--workspace", "/no/such/folder"], "is not a folder"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from delegate import Event, Lead, RunLimits, Runtime, Subagent, UserError, tool
+from delegate import Event, Extensions, Lead, LoopSettings, RunLimits, Runtime, Subagent, UserError, tool
 from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, call, reply
@@ -104,6 +104,10 @@ def test_a_bad_setting_is_refused_in_python_terms(tmp_path: Path) -> None:
         RunLimits(max_parallel=0)
     with pytest.raises(UserError, match="no built-in tool and no tool given"):
         Lead(tools=["read_file", "web_search"])
+    with pytest.raises(UserError, match=r"model_aliases\): 'sonnet' is not alias=provider:model"):
+        Runtime(workspace=tmp_path, store=False, extensions=Extensions(model_aliases=["sonnet"])).aliases  # noqa: B018
+    with pytest.raises(UserError, match="or None for each model's own"):  # None is no limit for budgets only
+        LoopSettings(context_window=10)
 
 
 def test_a_lead_that_names_batch_task_needs_a_store(tmp_path: Path) -> None:

@@ -79,3 +79,43 @@ def test_a_docs_python_block_runs_as_written(tmp_path: Path, doc: str, n: int) -
             [sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
         )
     assert done.returncode == 0, f"{doc} block {n}:\n{block}\n{done.stderr}"
+
+
+def command_lines(doc: Path) -> list[str]:
+    """Each `delegate ...` line of the doc's shell and console blocks, without its prompt, its
+    environment assignments, its comment and what it pipes or redirects to."""
+    lines: list[str] = []
+    for kind, block in re.findall(r"```(bash|sh|console|)\n(.*?)```", doc.read_text(), re.S):
+        for line in block.splitlines():
+            if kind == "console" and not line.startswith("$ "):
+                continue  # what a command printed
+            line = re.sub(r"^(\w+=\S+ )+", "", line.strip().removeprefix("$ "))
+            if line.startswith("delegate "):
+                lines.append(re.split(r" #|\||>", line)[0])
+    return lines
+
+
+def test_every_flag_of_a_documented_command_is_one_that_command_takes() -> None:
+    """A `delegate X --flag` the README or docs/ show is an option of `delegate X` (read from the
+    CLI's own commands, as `--help` lists them): a renamed or dropped flag fails here."""
+    import typer
+
+    from delegate.cli import _agents, _batch, _chat, _demo, _runs, _serve
+    from delegate.cli._main import app
+
+    for face in (_agents, _batch, _serve, _demo, _runs, _chat):
+        face.register(app)
+    root = typer.main.get_command(app)
+    wrong: list[tuple[str, str, str]] = []
+    lines = [(doc.name, line) for doc in (README, *sorted(DOCS.glob("*.md"))) for line in command_lines(doc)]
+    for doc, line in lines:
+        command, words = root, line.split()[1:]
+        for word in words:
+            if word not in getattr(command, "commands", {}):
+                break
+            command = command.commands[word]
+        assert not hasattr(command, "commands"), (doc, line)  # a command, not a group
+        options = {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
+        flags = [w.split("=")[0] for w in words if w.startswith("-") and w != "-"]
+        wrong += [(doc, line, flag) for flag in flags if flag not in options]
+    assert len(lines) > 20 and wrong == []

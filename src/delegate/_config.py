@@ -62,9 +62,9 @@ class Compaction:
     model: Model | None = None
 
 
-def _whole(owner: str, name: str, value: object, *, least: int = 1) -> None:
+def _whole(owner: str, name: str, value: object, *, least: int = 1, none: str = "no limit") -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
-        raise UserError(f"{owner} {name}={value!r}: give a whole number of at least {least}, or None for no limit")
+        raise UserError(f"{owner} {name}={value!r}: give a whole number of at least {least}, or None for {none}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -136,7 +136,7 @@ class LoopSettings:
     heartbeat_interval: float = 5.0
 
     def __post_init__(self) -> None:
-        _whole("LoopSettings", "context_window", self.context_window, least=1024)
+        _whole("LoopSettings", "context_window", self.context_window, least=1024, none="each model's own")
         if isinstance(self.heartbeat_interval, bool) or not self.heartbeat_interval > 0:
             raise UserError(f"LoopSettings heartbeat_interval={self.heartbeat_interval!r}: give positive seconds")
 

@@ -46,7 +46,13 @@ def register(app: typer.Typer) -> None:
 
 BatchId = Annotated[str, typer.Argument(help="The batch id `submit` printed.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-Model = Annotated[str | None, typer.Option("--model", "-m", help="provider:name for the items' subagents.")]
+Model = Annotated[
+    str | None, typer.Option("--model", "-m", help="provider:name for the items' subagents, stored with the batch.")
+]
+WorkerModel = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="provider:name for batches that name none (a batch's own model wins)."),
+]
 
 
 def open_batches(workspace: Path, db: str | None, *, read_only: bool = False) -> Batches:
@@ -134,9 +140,17 @@ def settings_or_fail(workspace: Path, flags: OperatorFlags, *, model: str | None
 def submit(
     file: Annotated[Path, typer.Argument(help='JSON Lines: {"key": ..., "prompt": ..., "acceptance_criteria": [...]}')],
     subagent_type: Annotated[str, typer.Option("--type", "-t", help="The subagent type that runs every item.")],
-    title: Annotated[str | None, typer.Option("--title", help="What the batch does.")] = None,
-    max_running: Annotated[int | None, typer.Option("--max-running", help="Items running at once (1-1000).")] = None,
-    max_live: Annotated[int | None, typer.Option("--max-live", help="Items claimed at once (1-10000).")] = None,
+    title: Annotated[
+        str | None,
+        typer.Option("--title", help="What the batch does (default: the file's name without its extension)."),
+    ] = None,
+    max_running: Annotated[
+        int | None, typer.Option("--max-running", help="Items running at once (1-1000, default 3).")
+    ] = None,
+    max_live: Annotated[
+        int | None,
+        typer.Option("--max-live", help="Items claimed at once (1-10000, default 100, or --max-running when higher)."),
+    ] = None,
     max_attempts: Annotated[
         int | None, typer.Option("--max-attempts", help="Runs of an item that ends in error (1-10, default 3).")
     ] = None,
@@ -350,7 +364,7 @@ def _write_rows(batches: Batches, batch_id: str, write: Callable[[str], Any]) ->
 @batch_app.command()
 @operator_flags
 def worker(
-    model: Model = None,
+    model: WorkerModel = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Items this process runs at once.")] = 500,
     workspace: Workspace = Path("."),
     db: Db = None,

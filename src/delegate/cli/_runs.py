@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -144,6 +144,9 @@ def runs_show(
             f", {plural(sub.messages, 'follow-up')}" if sub.messages else ""
         )
         typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}{kind} · {cost_text(sub.usage.cost_usd)}")
+    if result.status in ("running", "waiting"):  # what `delegate runs stop` takes: not recorded until they end
+        for agent_id, data in _running_subagents(store, run_id, {sub.id for sub in result.subagents}):
+            typer.echo(f"  {agent_id} [running] {data.get('type')}: {data.get('description')}")
     for call in result.pending_approvals:  # what `delegate runs approve` takes
         rule = f" (rule {call['rule']})" if call.get("rule") else ""
         typer.echo(f"  waiting for a person: {call['call_id']} {call['agent_id']} {call['tool']}{rule}")
@@ -291,6 +294,18 @@ def _known(store: Store, run_id: str) -> RunRow:
     if run is None:
         fail(f"no run {run_id!r}: list the runs with `delegate runs list`")
     return run
+
+
+def _running_subagents(store: Store, run_id: str, ended: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The subagents of a live run that started (their `subagent.started` events) and have no
+    record yet, with their type and description, in the order they started."""
+    started: dict[str, dict[str, Any]] = {}
+    for _, event in _all_events(store, run_id):
+        if event.type == "subagent.started" and event.agent_id not in ended:
+            started[event.agent_id] = event.data
+        elif event.type == "subagent.completed":
+            started.pop(event.agent_id, None)
+    return list(started.items())
 
 
 def _all_events(store: Store, run_id: str) -> Iterator[tuple[int, Event]]:

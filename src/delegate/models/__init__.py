@@ -130,10 +130,10 @@ def resolve_model(spec: str | Model | None) -> Model:
         from ._local import local_model
 
         return local_model(name or None)
-    raise UserError(
-        f"unknown model provider in {spec!r}: use one of "
-        + ", ".join(f"'{p}:<model>'" if p != "local" else "'local'" for p in PROVIDERS)
-    )
+    known = ", ".join(f"'{p}:<model>'" if p != "local" else "'local'" for p in PROVIDERS)
+    if ":" not in spec:  # a model's name alone (`gpt-4.1-mini`): say which string it wants
+        raise UserError(f"model {spec!r} names no provider: write 'openai:{spec}' (or another of {known})")
+    raise UserError(f"unknown model provider in {spec!r}: use one of {known}")
 
 
 LOCAL_FILE_REFUSED = "model 'local:<path>' names a model file on the server: use 'local', or ask its operator"

@@ -47,7 +47,7 @@ class ModelAliases:
         if isinstance(overrides, Mapping):
             table |= {alias: _checked(spec, f"model alias {alias!r}") for alias, spec in overrides.items()}
         else:
-            table |= parse_aliases(overrides, "--model-alias")
+            table |= parse_aliases(overrides, "--model-alias (model_aliases)")  # the CLI's or the code's
         return cls(table)
 
     def resolve(self, written: str) -> tuple[str, bool]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ from ..tools import Approval, ApprovalRequest, HookSet, ToolContext
 
 if TYPE_CHECKING:
     from .._agents import Catalogue
-    from .._store import Checkpoint, Store
+    from .._store import Store
     from .._workspace import Workspace
     from ..loop import Journal
     from ..subagents import SubagentRunner
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
 NEVER_WAIT = "batch items never wait for a person (allow the call in the batch's rules: --allow RULE)"
 """Why a batch item's call under an `ask` rule is refused."""
 ALWAYS = "always"
-"""The reason recorded for a call approved by an earlier "always for this rule in this run", and
-the kind of the checkpoint that keeps such a rule for the run's resume (key: the rule)."""
+"""The reason recorded for a call approved "always for this rule in this run", and for the calls
+of that rule approved after it: a resumed run reads its rules from them (`RunApprovals.load`)."""
 
 
 class RunApprovals:
@@ -76,9 +77,11 @@ class RunApprovals:
             runner.journal_for = journal_for
         return self
 
-    def load(self, checkpoints: Sequence[Checkpoint]) -> None:
-        """Take in the rules a person approved "always" in the interrupted run being resumed."""
-        self.always.update(c.key for c in checkpoints if c.kind == ALWAYS)
+    def load(self, rows: Sequence[ApprovalRow]) -> None:
+        """Take in the rules a person approved "always" in the interrupted run being resumed (its
+        stored calls: each such decision is stored with the call it was given on, in one statement)."""
+        always = (r.rule for r in rows if r.decision == "approve" and r.reason == ALWAYS)
+        self.always.update(rule for rule in always if rule is not None)
 
     async def decide(self, ctx: ToolContext, request: ApprovalRequest) -> Approval:
         self._loop = asyncio.get_running_loop()
@@ -117,8 +120,15 @@ class RunApprovals:
         to another call (of another subagent, or after a compaction): a stored request with that
         id is this call's only when its agent, tool and arguments are the same and no call of
         this process took it already; otherwise the call is stored, and asked for, as `<id>_<n>`.
-        A decision is never applied to a call it was not made on."""
+        A decision is never applied to a call it was not made on. A request of this call under
+        `<id>_<n>` is looked for first: a resume forgets the undecided requests (`Store.claim_run`),
+        so `<id>` may be free now while this call's decided request is further on."""
         given, n = row.call_id, 2
+        chain = re.compile(rf"{re.escape(given)}(_\d+)?")
+        for found in await asyncio.to_thread(store.approvals, row.run_id):
+            if chain.fullmatch(found.call_id) and found.call_id not in self.claimed and _same_call(found, row):
+                self.claimed.add(found.call_id)
+                return found
         while True:
             stored = await asyncio.to_thread(store.request_approval, row)
             if stored is row or (stored.call_id not in self.claimed and _same_call(stored, row)):
@@ -138,9 +148,8 @@ class RunApprovals:
     def deliver(self, call_id: str, approval: Approval, *, always: str | None = None) -> bool:
         """Give a waiting call its decision (already stored); on the event loop. `always` approves
         that rule's calls for the rest of the run. False if no such call waits here."""
-        if always is not None and approval.approved and always not in self.always:
+        if always is not None and approval.approved:
             self.always.add(always)
-            self.recorder.checkpoint(ALWAYS, always, {})  # a resumed run asks nobody about it again
         future = self.waiting.get(call_id)
         if future is None or future.done():
             return False
@@ -230,6 +239,8 @@ async def decide_call(
     if store is None:
         raise UserError("deciding a call needs the store of its run (store=False keeps nothing)")
     decision = "approve" if approve else "deny"
+    if always and approve:
+        reason = ALWAYS  # what a resumed run reads the rule back from (`RunApprovals.load`)
     row = await asyncio.to_thread(
         functools.partial(store.decide_approval, run_id, call_id, decision, reason or None, user_id)
     )

@@ -10,11 +10,12 @@ from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
 
-from .._agents import Lead, Subagent
+from .._agents import NEVER_GIVEN, Catalogue, Lead, Subagent
 from .._errors import UserError
+from .._frontmatter import CatalogueWarning
 from ..tools import BUILTIN_TOOLS, Tool, builtin_tools
 
-__all__ = ["inside", "lead_tool_names", "local_timezone", "tool_pool"]
+__all__ = ["inside", "lead_tool_names", "local_timezone", "tool_pool", "unknown_tools"]
 
 
 def tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool) -> dict[str, Tool]:
@@ -29,6 +30,37 @@ def tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool
                     f"two different tools are called {tool.name!r} ({definition.label} gives one): rename one"
                 )
     return pool | given
+
+
+PER_RUN_TOOLS = frozenset({"complete", "tool_search", "list_uploaded_files"})
+"""Tools a definition may name that no pool holds: each run makes them (`complete`, `tool_search`
+with deferred tools, `list_uploaded_files` with uploads)."""
+
+
+def unknown_tools(catalogue: Catalogue, pool: Mapping[str, Tool]) -> list[CatalogueWarning]:
+    """A warning for each type whose `tools` name a tool that is neither built in nor given in code
+    (a misspelt `red_file`): the type would run without it, and nothing would say why. `bash`
+    without commands, MCP tools (`mcp__...`), the per-run tools and `task` (never given) are not
+    unknown."""
+    found: list[CatalogueWarning] = []
+    for definition in catalogue.definitions.values():
+        names = definition.tool_names or ()
+        unknown = [
+            name
+            for name in dict.fromkeys(names)
+            if name not in pool
+            and name not in BUILTIN_TOOLS
+            and name not in PER_RUN_TOOLS
+            and name not in NEVER_GIVEN
+            and not name.startswith("mcp__")
+        ]
+        if unknown:
+            reason = (
+                f"type {definition.name!r} names tool(s) {', '.join(unknown)}, but no built-in tool and no tool "
+                f"given in code has that name: it runs without them (built-in: {', '.join(BUILTIN_TOOLS)})"
+            )
+            found.append(CatalogueWarning(definition.source, reason))
+    return found
 
 
 def lead_tool_names(lead: Lead, pool: Mapping[str, Tool]) -> list[str]:

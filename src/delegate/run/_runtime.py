@@ -53,7 +53,7 @@ from ..tools import (
     uploads_state,
 )
 from ._approvals import NEVER_WAIT, RunApprovals, build_hooks, decide_call, load_permissions, prompt_hooks
-from ._pool import inside, lead_tool_names, local_timezone, tool_pool
+from ._pool import inside, lead_tool_names, local_timezone, tool_pool, unknown_tools
 from ._recorder import Recorder, StoredJournal
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._settings import open_store, user_level
@@ -140,6 +140,7 @@ class Runtime:
         """The hooks of every run: Python hooks, and the commands of the operator's files (None: none)."""
         self.tools = tool_pool(self.lead, given, allow_commands=commands is not None)
         """Every tool a definition may name: the built-in ones and those given in code."""
+        self.catalogue = self.catalogue.with_warnings(unknown_tools(self.catalogue, self.tools))
         self._lead_tools = lead_tool_names(self.lead, self.tools)
         if self._offers("batch_task") is True and store is False:
             raise UserError("the lead's tools name batch_task, which needs a store: drop store=False")
@@ -445,8 +446,8 @@ class Runtime:
         found = [*self.catalogue.warnings, *skills.warnings]
         checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
         journal.load(checkpoints)
-        if approvals is not None:
-            approvals.load(checkpoints)
+        if approvals is not None and recorder.store is not None:  # a resumed run's rules approved "always"
+            approvals.load(await asyncio.to_thread(recorder.store.approvals, run_id))
         if checkpoints and recorder.store is not None:  # resumed: stops asked of the process that died
             _, _, stops = await asyncio.to_thread(recorder.store.heartbeat, run_id, recorder.owner)
             ended = {r.id for r in journal.subagents.values()}

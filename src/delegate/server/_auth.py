@@ -81,7 +81,7 @@ async def bearer_token(request: Request) -> str:
             401,
             "unauthorized",
             "missing token: send 'Authorization: Bearer <token>' "
-            "(create a user and its token with `delegate users add NAME`)",
+            "(ask the server's operator for one: `delegate users add NAME` makes it)",
         )
     if scheme.lower() != "bearer" or not token:
         raise ApiError(401, "unauthorized", "malformed Authorization header: use 'Bearer <token>'")
@@ -90,7 +90,11 @@ async def bearer_token(request: Request) -> str:
 
 def unknown_token() -> ApiError:
     """The 401 for a token the store does not know (or that was revoked)."""
-    return ApiError(401, "unauthorized", "unknown token: check it, or create one with `delegate users add NAME`")
+    return ApiError(
+        401,
+        "unauthorized",
+        "unknown token: check it, or ask the server's operator for one (`delegate users add NAME` makes it)",
+    )
 
 
 Token = Annotated[str, Depends(bearer_token)]
