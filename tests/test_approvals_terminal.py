@@ -40,6 +40,10 @@ def test_delegate_run_on_a_terminal_asks_inline_denies_with_a_reason_and_approve
     assert "a person denied this call of write_file: a is not wanted" in answer
     with Store.for_workspace(tmp_path) as store:
         decided = [(a.arguments["path"], a.decision, a.reason) for a in store.approvals(store.list_runs()[0].id)]
-    assert decided == [("a.md", "deny", "a is not wanted"), ("b.md", "approve", "always"), ("c.md", "approve", "always")]
+    assert decided == [
+        ("a.md", "deny", "a is not wanted"),
+        ("b.md", "approve", "always"),
+        ("c.md", "approve", "always"),
+    ]
     assert not (tmp_path / "a.md").exists()
     assert (tmp_path / "b.md").exists() and (tmp_path / "c.md").exists()

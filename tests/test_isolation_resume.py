@@ -3,17 +3,19 @@ killed attempt wrote in its layer never reaches the workspace, nor its record.""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 from pathlib import Path
 from typing import Any
 
-from delegate import Store, Workspace
+from delegate import Runtime, Store, ToolCallPart, Usage, Workspace
 from delegate._changes import layer_changes
 from delegate._layer import Layer
 from delegate._store import RunRow
+from delegate.models import ModelRequest, ModelResponse
 from delegate.subagents._merge import _stage  # pyright: ignore[reportPrivateUsage]
-from delegate.testing import is_lead
+from delegate.testing import FunctionModel, call, is_lead, reply
 from delegate.tools import never_merged
 from tests.cli_support import run_cli
 from tests.durable_support import cli_env, only_run, run_json, wait_for
@@ -102,3 +104,40 @@ def test_a_merge_a_kill_cut_short_is_finished_on_resume_and_its_subagents_record
     assert [(c["path"], c["op"]) for c in record["changes"]] == [("first.md", "create"), ("second.md", "create")]
     assert [[c["path"] for c in e.data["changes"]] for e in events] == [["first.md"], ["second.md"]]
     assert events[0].data["recovered"] is True and events[0].agent_id == "sub1"
+
+
+async def test_a_stop_that_comes_while_a_completed_subagent_merges_is_too_late_and_its_record_says_so(
+    tmp_path: Path,
+) -> None:
+    """The lead stops a background overlay subagent once it completed and its merge is decided
+    (journalled, in its thread): the merge goes on to the end, and the record says what happened,
+    `completed` with its changes, never `stopped` (which applies nothing) over a merged change."""
+    files = 2000  # enough for the merge to take a while
+    root = tmp_path
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        steps = sum(1 for m in request.messages if m.role == "assistant")
+        if is_lead(request):
+            if steps == 0:
+                task = {"subagent_type": "general-purpose", "description": "many", "prompt": "write many"}
+                return call("task", **task, run_in_background=True, isolation="overlay")
+            if steps == 1:
+                while not list((root / ".delegate" / "layers").glob("*/sub1/journal.json")):
+                    await asyncio.sleep(0.0005)
+                return call("task_stop", id="sub1", reason="too late")
+            if steps == 2:
+                return call("task_wait", ids=["sub1"])
+            return reply("done")
+        if steps == 0:
+            writes = [
+                ToolCallPart(id=f"w{i}", name="write_file", arguments={"path": f"f/{i}.txt", "content": f"{i}\n"})
+                for i in range(files)
+            ]
+            return ModelResponse(parts=writes, usage=Usage(input_tokens=1, output_tokens=1, requests=1), model="t")
+        return call("complete", summary="wrote many")
+
+    result = await Runtime(model=FunctionModel(answer), workspace=root, store=False).run("write many files")
+    (record,) = result.subagents
+    assert len(list((root / "f").glob("*.txt"))) == files  # merged whole
+    assert (record.status, record.stop_reason, record.layer) == ("completed", "stop_tool", None)
+    assert len(record.changes) == files

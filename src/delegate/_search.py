@@ -48,6 +48,9 @@ takes a whole core (many users' agents grepping at once) leaves the server's eve
 needs to answer everyone else."""
 SKIPPED_DIRS = frozenset({".git"})
 """Folders that walks step over besides the workspace's hidden ones: version control internals."""
+SEARCH_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+"""What a search process gets of our environment: what Python needs to start and import us, never
+the provider keys and database URLs (it reads files agents wrote and runs patterns they chose)."""
 
 
 class Regex(Protocol):
@@ -143,6 +146,7 @@ class _Workers:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl+C meant for us is not its to handle
+            env={name: os.environ[name] for name in SEARCH_ENV if name in os.environ},
         )
 
     def _give_back(self, worker: subprocess.Popen[bytes]) -> None:

@@ -102,3 +102,27 @@ def _children() -> list[int]:
             if int(stat.read_text().rpartition(")")[2].split()[1]) == os.getpid():
                 found.append(int(stat.parent.name))
     return found
+
+
+async def test_search_processes_get_no_provider_key_nor_database_url(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # They inherited the server's whole environment: a search process, which reads the files agents
+    # wrote and runs the patterns they chose, held the provider keys and the database's password.
+    from delegate._search import _WORKERS, _end  # pyright: ignore[reportPrivateUsage]
+
+    secrets = {"OPENAI_API_KEY": "sk-search-secret", "DELEGATE_DB": "postgresql://u:db-secret@h/db"}
+    for name, value in {**secrets, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}.items():
+        monkeypatch.setenv(name, value)
+    with _WORKERS._lock:  # pyright: ignore[reportPrivateUsage]
+        idle, _WORKERS._idle = _WORKERS._idle, []  # pyright: ignore[reportPrivateUsage]
+    for worker in idle:  # started before the keys were set: a new one must start now
+        _end(worker)
+    (workspace / "x.txt").write_text("hello\n")
+    arguments = {"pattern": "hello", "path": ".", "glob": None, "ignore_case": False, "max_results": 10}
+    assert await search(Workspace.open(workspace), "grep", arguments) == "x.txt:1: hello"
+    searchers = [pid for pid in _children() if b"delegate._search" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert searchers
+    for pid in searchers:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        assert all(value.encode() not in environ for value in secrets.values()), environ

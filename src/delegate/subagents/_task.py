@@ -433,6 +433,11 @@ class SubagentRunner:
             await work
         except asyncio.CancelledError:
             reason = self._stopped(record.id)
+            if record.status == "completed":  # it had completed (its layer settled, see `settled`): too late
+                self._finish(record, key)
+                if reason is None:
+                    raise
+                return record
             record.steps = steps_before + ctx.steps
             if layer is not None and not record.layer:
                 self._settle(record, settle(record, layer, self.workspace), layer)
@@ -458,8 +463,15 @@ class SubagentRunner:
         return record
 
     async def settled(self, record: TaskOutput, layer: Layer) -> None:
-        """Merge (or keep) the layer of a subagent that ended a stretch of work (`_overlay.settle`)."""
-        self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace), layer)
+        """Merge (or keep) the layer of a subagent that ended a stretch of work (`_overlay.settle`).
+        A merge is not cut short: a stop or a cancel that comes meanwhile waits for its end."""
+        merging = asyncio.ensure_future(asyncio.to_thread(settle, record, layer, self.workspace))
+        try:
+            event = await asyncio.shield(merging)
+        except asyncio.CancelledError:
+            self._settle(record, await merging, layer)
+            raise
+        self._settle(record, event, layer)
 
     def layer(self, record: TaskOutput, tools: Sequence[Tool], stretch: int = 1) -> Layer | None:
         """The layer of one stretch of `record`'s work (its first task, or a follow-up), as its

@@ -35,6 +35,9 @@ from .._workspace import Workspace
 
 CLOSED = (".claude", ".delegate", ".git")
 """Folders of every workspace that commands may never change (see `_sandbox.py`)."""
+PROBE_ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C"}
+"""The environment of the probes that learn what bwrap and the kernel allow: built from nothing, as
+a command's is (the server's own holds provider keys and database URLs)."""
 NO_OVERLAY = (
     "this subagent runs on a private layer (isolation: overlay, or a read-only type), and its commands "
     "need an overlay mount, which cannot be made here{why}: install bubblewrap 0.9 or later (it has "
@@ -91,7 +94,9 @@ def _unshare_overlay() -> str | None:
         lower, upper, work = (os.path.join(tmp, n) for n in ("lower", "upper", "work"))
         probe = [unshare, "--user", "--map-root-user", "--mount", "/bin/sh", "-c", _MOUNT, "sh", lower, upper, work]
         try:
-            done = subprocess.run([*probe, "/bin/true"], capture_output=True, text=True, timeout=30, check=False)
+            done = subprocess.run(
+                [*probe, "/bin/true"], capture_output=True, text=True, timeout=30, check=False, env=PROBE_ENV
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"a user namespace cannot mount one ({exc})"
         if done.returncode != 0:

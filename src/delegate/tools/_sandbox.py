@@ -52,7 +52,7 @@ from pathlib import Path
 from .._command_limits import CommandLimits
 from .._errors import ToolError
 from .._workspace import COMMAND_ENV, Workspace
-from ._overlay import CLOSED, overlay_argv
+from ._overlay import CLOSED, PROBE_ENV, overlay_argv
 
 SECRET_VARIABLES = frozenset(
     {
@@ -270,7 +270,7 @@ def _walk_unreadable(folder: str, found: list[tuple[str, bool]]) -> None:
 def _bwrap_options(bwrap: str) -> frozenset[str]:
     """The options this bwrap knows (`--size` and `--disable-userns` came with 0.8)."""
     try:
-        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30, check=False, env=PROBE_ENV)
     except (OSError, subprocess.TimeoutExpired):
         return frozenset()
     return frozenset(word for word in (done.stdout + done.stderr).split() if word.startswith("--"))
@@ -286,9 +286,7 @@ def _usable_bwrap(program: str) -> str:
         raise ToolError(INSTALL_HINT.format(why=f" ({program} is not installed)"))
     probe = [found, "--unshare-pid", "--unshare-net", *_system_mounts(), "--proc", "/proc", "--", "/bin/true"]
     try:
-        # the probe's environment holds none of the runtime's credentials, as a command's does not
-        env = {name: os.environ[name] for name in COMMAND_ENV if name in os.environ}
-        done = subprocess.run(probe, capture_output=True, timeout=30, check=False, env=env)
+        done = subprocess.run(probe, capture_output=True, timeout=30, check=False, env=PROBE_ENV)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolError(INSTALL_HINT.format(why=f" ({exc})")) from None
     if done.returncode != 0:
