@@ -263,15 +263,13 @@ def test_a_rule_approved_always_stays_approved_after_the_run_is_killed_and_resum
             )
             assert store.approvals(run.id, pending=True) == []  # b.md's write was not asked about
             assert resumed.wait(timeout=60) == 0
+            decided = [(a.arguments["path"], a.decision, a.reason) for a in store.approvals(run.id)]
     finally:
         model.release.set()
     assert (tmp_path / "a.md").exists() and (tmp_path / "b.md").exists()
     # "always" is kept in the decision's own row, stored in the statement that stores the decision:
     # no moment after it when a kill loses it (a checkpoint queued for the writer would leave one)
-    assert [(a.arguments["path"], a.decision, a.reason) for a in store.approvals(run.id)] == [
-        ("a.md", "approve", "always"),
-        ("b.md", "approve", "always"),
-    ]
+    assert decided == [("a.md", "approve", "always"), ("b.md", "approve", "always")]
 
 
 class FollowUpWrites:
@@ -327,12 +325,13 @@ def test_a_follow_up_killed_while_its_call_waits_is_not_asked_again_on_resume(
         )
         assert store.approvals(call.run_id, pending=True) == []  # the decision given was found: nobody asked again
         assert resumed.wait(timeout=60) == 0
+        decisions = [a.decision for a in store.approvals(call.run_id)]
     result = json.loads((tmp_path / "resumed.log").read_text().strip().splitlines()[-1])
     assert result["status"] == "completed"
     (record,) = result["subagents"]
     assert (record["status"], record["messages"], record["summary"]) == ("completed", 1, "wrote notes.md")
     assert model.follow_up_openings() == 1  # its answer before the wait was not asked (nor paid for) again
-    assert [a.decision for a in store.approvals(call.run_id)] == ["approve"]
+    assert decisions == ["approve"]
     assert (tmp_path / "notes.md").read_text() == "notes\n"
 
 

@@ -153,8 +153,7 @@ class Checkpoint:
 
     `kind` is `answer` (a model answer of the lead, `key` its step), `tool` (a tool result of the
     lead, `key` its tool call id) or `subagent` (a finished subagent's record, `key` the lead's
-    tool call id and the prompt's index), among others (`always`: a rule a person approved for
-    the rest of the run, `key` the rule). `data` is a JSON object.
+    tool call id and the prompt's index), among others. `data` is a JSON object.
     """
 
     run_id: str
