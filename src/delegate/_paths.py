@@ -204,7 +204,11 @@ def _enter(state: _Walk, name: str, create: MayCreate | None) -> Found | None:
         fd = os.open(name, _FOLDER, dir_fd=state.here)
     except FileNotFoundError:
         if create is None:
-            return _found(state, name, None, missing=state.todo)
+            back = _back_here(state.todo)
+            if back is None:
+                return _found(state, name, None, missing=state.todo)
+            del state.todo[back:]  # `name/..`: on from here, as a walk that makes `name` goes
+            return None
         create((*(n for n, _ in state.stack), name))
         with suppress(FileExistsError):
             os.mkdir(name, dir_fd=state.here)
@@ -226,16 +230,35 @@ def _enter(state: _Walk, name: str, create: MayCreate | None) -> Found | None:
     return None
 
 
+def _back_here(todo: list[str]) -> int | None:
+    """Where in `todo` (last component first) a walk that went into a missing folder comes back out
+    of it (`missing/..`, `missing/a/../..`): what is left after that place is walked from here, as a
+    walk that makes the folders would (a write does). None when it stays below the missing folder.
+    So a path's landing place is the same whether the walk makes folders or only looks (`create`)."""
+    depth = 1
+    for i in range(len(todo) - 1, -1, -1):
+        part = todo[i]
+        if part == "..":
+            depth -= 1
+            if depth == 0:
+                return i
+        elif part not in ("", "."):
+            depth += 1
+    return None
+
+
 def _found(state: _Walk, name: str, info: os.stat_result | None, *, missing: list[str] | None = None) -> Found:
     """The `Found` for `name` in the folder `here`; the walk's other handles are closed."""
     folder = os.dup(state.here)
     parts = tuple(n for n, _ in state.stack)
     state.close_all()
     if missing:  # a folder on the way is missing: so is the object, named in full
-        rest = [p for p in reversed(missing) if p not in ("", ".")]
-        if ".." in rest:  # `missing/../x` may well exist, but only a walk that gets there can say
-            os.close(folder)
-            raise FileNotFoundError(errno.ENOENT, "a folder on the path does not exist", name)
+        rest: list[str] = []
+        for part in reversed(missing):  # a `..` below it leaves a folder a write would make
+            if part == "..":
+                rest.pop()
+            elif part not in ("", "."):
+                rest.append(part)
         return Found(folder=folder, name=name, parts=(*parts, name, *rest), info=None, followed=state.followed)
     return Found(folder=folder, name=name, parts=(*parts, name), info=info, followed=state.followed)
 

@@ -14,7 +14,10 @@ from delegate import Extensions, Permissions, Runtime
 from tests.test_permissions import writing_subagent
 
 
-@pytest.mark.parametrize("spelling", ["absolute", "link", "dots"])
+@pytest.mark.parametrize(
+    "spelling",
+    ["absolute", "link", "dots", "new folder", "missing dots", "missing dots absolute", "new folder in link"],
+)
 def test_a_denied_folder_is_denied_by_any_spelling_of_its_path(tmp_path: Path, spelling: str) -> None:
     root = tmp_path / "ws"
     (root / "secret").mkdir(parents=True)
@@ -24,6 +27,11 @@ def test_a_denied_folder_is_denied_by_any_spelling_of_its_path(tmp_path: Path, s
         "absolute": str(root / "secret" / "key.md"),
         "link": "docs/s/key.md",
         "dots": "docs/../secret/key.md",
+        "new folder": "secret/new/key.md",
+        # a folder that does not exist yet, then `..`: the write makes the folder and climbs out of it
+        "missing dots": "missing/../docs/s/key.md",
+        "missing dots absolute": str(root / "missing" / ".." / "docs" / "s" / "key.md"),
+        "new folder in link": "docs/s/new/../key.md",
     }[spelling]
     rt = Runtime(
         model=writing_subagent(path),
@@ -32,5 +40,5 @@ def test_a_denied_folder_is_denied_by_any_spelling_of_its_path(tmp_path: Path, s
         extensions=Extensions(permissions=Permissions(deny=["Write(secret/**)"])),
     )
     result = rt.run_sync("write")
-    assert not (root / "secret" / "key.md").exists(), result.final
+    assert not (root / "secret" / "key.md").exists() and not (root / "secret" / "new").exists(), result.final
     assert "refused by the permission rule deny 'Write(secret/**)'" in result.final

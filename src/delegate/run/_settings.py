@@ -16,6 +16,7 @@ change.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from os import PathLike
@@ -148,7 +149,27 @@ def open_store(url: str | None, workspace: Path, *, create: bool = True) -> Stor
     from .._store import Store
 
     if url:
-        return Store.open(url)
+        store = Store.open(url)
+        _warn_when_in_reach(store, workspace)
+        return store
     if not create and not (workspace / ".delegate" / "delegate.db").is_file():
         return None
     return Store.for_workspace(workspace)
+
+
+def _warn_when_in_reach(store: Store, workspace: Path) -> None:
+    """Warn when the SQLite file of `store` lies in `workspace` but not in its `.delegate/`: there,
+    agents' file tools and commands can read and change it (the store holds every run, its tokens'
+    hashes and its decisions). The operator chose it, so it is said, not refused."""
+    url = store.engine.url
+    if url.get_backend_name() != "sqlite" or not url.database:
+        return
+    path, root = Path(url.database).resolve(), workspace.resolve()
+    if path.is_relative_to(root) and not path.is_relative_to(root / ".delegate"):
+        logging.getLogger("delegate").warning(
+            "warning: the store %s is inside the workspace %s, where agents' tools and commands can read and "
+            "change it: put it outside, or leave --db out (the workspace's own store lives in .delegate/, out of "
+            "their reach)",
+            path,
+            root,
+        )
