@@ -251,6 +251,21 @@ async def test_commands_see_only_allowed_variables_and_never_the_runtimes_creden
     assert "sk-secret" not in result.output and "u:p@h/db" not in result.output
 
 
+def test_naming_a_credential_with_command_env_says_it_is_left_out(tmp_path: Path) -> None:
+    """The operator who writes `--command-env OPENAI_API_KEY` is told it never reaches a command,
+    instead of finding out from a command that fails without it."""
+    from tests.cli_support import run_cli
+    from tests.durable_support import cli_env
+    from tests.loopback_openai import OpenAIServer, Reply
+
+    with OpenAIServer(lambda body: Reply(content="ok")) as server:
+        args = ["run", "hi", "--model", "openai:m", "--allow-commands", "--unsandboxed-commands"]
+        done = run_cli([*args, "--command-env", "OPENAI_API_KEY", "--command-env", "HOME"], cli_env(server.base_url))
+    assert done.returncode == 0, done.stderr
+    assert "warning: --command-env OPENAI_API_KEY: the runtime's own credentials" in done.stderr
+    assert "HOME" not in done.stderr.split("--command-env", 1)[1].split("\n")[0]
+
+
 @pytest.mark.parametrize(
     ("command", "allowed"),
     [

@@ -264,6 +264,14 @@ def command_policy(
     from .._workspace import CommandPolicy
 
     caps = CommandLimits().with_settings(limits or [])
+    from ..tools import SECRET_VARIABLES
+
+    if withheld := sorted(set(env or ()) & SECRET_VARIABLES):
+        typer.echo(
+            f"warning: --command-env {', '.join(withheld)}: the runtime's own credentials (a provider's key, the "
+            "database URL) never reach agents' commands; left out",
+            err=True,
+        )
     if unsandboxed:
         typer.echo(
             "warning: agents' commands run WITHOUT a sandbox (--unsandboxed-commands): as your own user, "

@@ -5,6 +5,7 @@ from ._files import sweep_scratch
 from ._hooked import HookSet
 from ._overlay import never_merged
 from ._permissions import Approval, ApprovalRequest, Approver, CallGuard
+from ._sandbox import SECRET_VARIABLES
 from ._shell import run_command
 from ._tool import PathParam, Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
 from ._uploads import list_uploaded_files, uploads_state
@@ -12,6 +13,7 @@ from ._uploads import list_uploaded_files, uploads_state
 __all__ = [
     "BUILTIN_TOOLS",
     "READ_ONLY_TOOLS",
+    "SECRET_VARIABLES",
     "Approval",
     "ApprovalRequest",
     "Approver",
