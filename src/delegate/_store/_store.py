@@ -650,10 +650,11 @@ class Store:
         with self.write() as conn:
             return _approvals.decide(conn, run_id, call_id, decision, reason)
 
-    def approvals(self, run_id: str, *, pending: bool = False) -> list[ApprovalRow]:
-        """A run's calls that waited for a person, in the order they asked (`pending`: only those waiting)."""
+    def approvals(self, run_id: str, *, pending: bool = False, under: str | None = None) -> list[ApprovalRow]:
+        """A run's calls that waited for a person, in the order they asked (`pending`: only those
+        waiting; `under`: only those of that call id or `<id>_...`)."""
         with self.read() as conn:
-            return _approvals.listed(conn, run_id, pending=pending)
+            return _approvals.listed(conn, run_id, pending=pending, under=under)
 
     def approval_decisions(self, run_id: str, call_ids: list[str]) -> list[ApprovalRow]:
         """Those of `call_ids` that have been decided (what a waiting run looks for at each beat)."""
