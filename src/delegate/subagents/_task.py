@@ -332,7 +332,7 @@ class SubagentRunner:
         if hooks is not None and (refused := await _refused(hooks, ctx, definition, prompt)) is not None:
             record.status, record.stop_reason, record.error = "aborted", "refused", refused  # nothing ran
             if layer is not None:
-                self._settle(record, await asyncio.to_thread(settle, record, layer, self.workspace), layer)
+                await self.settled(record, layer)
             return
         result = await (
             run_agent(spec, ctx, messages)
@@ -428,7 +428,9 @@ class SubagentRunner:
     ) -> TaskOutput:
         """Run `work` (which fills `record`), and end `record` whatever happens to it: stopped, a
         crash (its own result, never its siblings'), or cancelled with the run (raised on). Its
-        `layer`, if it writes in one and `work` did not settle it, is settled as it ends."""
+        `layer`, if it writes in one and `work` did not settle it, is settled as it ends (in a
+        thread, to its end: a cancellation meanwhile is raised once the record is finished)."""
+        again = False  # cancelled again while its layer settled
         try:
             await work
         except asyncio.CancelledError:
@@ -439,8 +441,7 @@ class SubagentRunner:
                     raise
                 return record
             record.steps = steps_before + ctx.steps
-            if layer is not None and not record.layer:
-                self._settle(record, settle(record, layer, self.workspace), layer)
+            again = layer is not None and not record.layer and await self.settled(record, layer, raising=False)
             if reason is None:
                 deadline = None if self.interrupting else passed_deadline()
                 if deadline is not None:  # the run's deadline, not a person, ended it
@@ -457,20 +458,16 @@ class SubagentRunner:
             record.status, record.stop_reason, record.steps = "error", "crash", steps_before + ctx.steps
             record.error = f"{type(exc).__name__}: {exc}"
             self.conversations.pop(record.id, None)
-            if layer is not None and not record.layer:
-                self._settle(record, settle(record, layer, self.workspace), layer)
+            again = layer is not None and not record.layer and await self.settled(record, layer, raising=False)
         self._finish(record, key)
+        if again:
+            raise asyncio.CancelledError
         return record
 
-    async def settled(self, record: TaskOutput, layer: Layer) -> None:
-        """Merge (or keep) the layer of a subagent that ended a stretch of work (`_overlay.settle`).
-        A merge is not cut short: a stop or a cancel that comes meanwhile waits for its end."""
-        if await self._settling(record, layer):
-            raise asyncio.CancelledError
-
-    async def _settling(self, record: TaskOutput, layer: Layer) -> bool:
-        """Settle `record`'s layer in a thread (a walk, diffs, a merge: never on the loop), to its
-        end and into the record whatever cancels meanwhile, however often; True if something did."""
+    async def settled(self, record: TaskOutput, layer: Layer, *, raising: bool = True) -> bool:
+        """Merge (or keep) the layer of a subagent that ended a stretch of work (`_overlay.settle`),
+        in a thread and to its end however often a stop or a cancel comes meanwhile: its record
+        settled (`workspace.merged` / `workspace.conflict` emitted), that is raised (or said: True)."""
         merging = asyncio.ensure_future(asyncio.to_thread(settle, record, layer, self.workspace))
         cancelled = False
         while not merging.done():
@@ -478,7 +475,11 @@ class SubagentRunner:
                 await asyncio.shield(merging)
             except asyncio.CancelledError:
                 cancelled = True
-        self._settle(record, merging.result(), layer)
+        add_recovered(record, self.recovered.pop(layer.agent_id, None))
+        if (event := merging.result()) is not None:
+            self.event(record, event[0], event[1])
+        if cancelled and raising:
+            raise asyncio.CancelledError
         return cancelled
 
     def layer(self, record: TaskOutput, tools: Sequence[Tool], stretch: int = 1) -> Layer | None:
@@ -486,12 +487,6 @@ class SubagentRunner:
         isolation says (None: it writes the workspace)."""
         agent = record.id if stretch == 1 else f"{record.id}-{stretch}"
         return layer_for(record.isolation, self.workspace, self.run_id, agent, tools)
-
-    def _settle(self, record: TaskOutput, event: tuple[str, dict[str, Any]] | None, layer: Layer) -> None:
-        """Emit what settling a subagent's layer said (`workspace.merged` / `workspace.conflict`)."""
-        add_recovered(record, self.recovered.pop(layer.agent_id, None))
-        if event is not None:
-            self.event(record, event[0], event[1])
 
     def _write_whole(self, record: TaskOutput, text: str) -> None:
         """Write a result too long for the lead to `RESULTS_DIR/<run>/<agent>.md`, and list that
