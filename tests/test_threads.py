@@ -171,7 +171,7 @@ async def test_a_run_in_another_workspace_is_continued_there(tmp_path: Path) -> 
     first = await here.run("One.")
     await here.aclose()
     there = Runtime(model=FunctionModel(lambda r: reply("ok")), workspace=tmp_path / "b", store=db)
-    with pytest.raises(UserError, match="continue it there"):
+    with pytest.raises(UserError, match=r"continue it there \(--workspace .*, or Runtime\(workspace=\.\.\.\)"):
         await there.run("Two.", continue_from=first.run_id)
     await there.aclose()
 

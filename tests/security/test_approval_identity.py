@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
-from delegate import Extensions, Permissions, Runtime, Store, ToolCallPart, Usage
+import pytest
+
+from delegate import Extensions, Permissions, Runtime, Store, ToolCallPart, Usage, UserError
+from delegate._permissions import ApprovalRow
+from delegate._time import utc_now
 from delegate.models import ModelRequest, ModelResponse
+from delegate.run._approvals import decide_call
 from delegate.testing import FunctionModel, call, is_lead, reply
 
 ASK_WRITE = Extensions(permissions=Permissions(ask=["Write"]))
@@ -106,3 +112,48 @@ async def test_two_subagents_giving_their_calls_the_same_id_are_each_asked_for(t
     assert result.status == "completed"
     assert (tmp_path / "notes.md").exists()
     assert not (tmp_path / "evil.md").exists()
+
+
+def _ask_at_once(store: Store, run_id: str, call_id: str) -> tuple[dict[str, ApprovalRow], list[BaseException]]:
+    """Two agents store a request under `call_id` at the same moment: what each got back, and what failed."""
+    barrier = threading.Barrier(2)
+    got: dict[str, ApprovalRow] = {}
+    failed: list[BaseException] = []
+
+    def ask(agent: str) -> None:
+        arguments = {"command": f"echo {agent}"}
+        row = ApprovalRow(
+            run_id=run_id, call_id=call_id, agent_id=agent, tool="bash", arguments=arguments, requested_at=utc_now()
+        )
+        barrier.wait()
+        try:
+            got[agent] = store.request_approval(row)
+        except BaseException as exc:  # what the call's tool would have returned to the model
+            failed.append(exc)
+
+    threads = [threading.Thread(target=ask, args=(agent,)) for agent in ("sub1", "sub2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return got, failed
+
+
+def test_two_calls_asking_under_one_id_at_once_are_both_answered(store: Store) -> None:
+    # Two subagents whose model gave their calls one id ask at the same moment. On PostgreSQL both
+    # transactions looked, found no request under that id and inserted: the second failed on the
+    # key, and its call ended in an IntegrityError instead of being asked for. Now the second gets
+    # the stored request back (another agent's: `RunApprovals` then asks under `<id>_2`).
+    run = store.create_run(prompt="p", model="m")
+    for i in range(40):
+        got, failed = _ask_at_once(store, run.id, f"call_{i}")
+        assert failed == []
+        (stored,) = [a for a in store.approvals(run.id, under=f"call_{i}") if a.call_id == f"call_{i}"]
+        assert got["sub1"].agent_id == got["sub2"].agent_id == stored.agent_id
+
+
+async def test_a_reason_of_always_is_kept_for_a_rule_approved_always(store: Store) -> None:
+    # A resumed run (and the live one, at its beat) reads "approved always for the rule" from a
+    # decision's reason: a person approving one call with the reason "always" would approve the rule.
+    with pytest.raises(UserError, match="marks a rule approved always"):
+        await decide_call(store, None, "run_x", "call_0", True, "always", False, None)

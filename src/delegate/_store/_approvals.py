@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import TypeAdapter
 from pydantic_core import from_json, to_json
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from .._errors import StoreError, UserError
@@ -64,14 +65,20 @@ def request(conn: Connection, row: ApprovalRow) -> ApprovalRow:
         "reason": row.reason,
         "decided_at": iso(row.decided_at),
     }
-    conn.execute(approvals_table.insert().values(values))
+    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(approvals_table)
+    insert = insert.values(values).on_conflict_do_nothing().returning(approvals_table.c.call_id)
+    if conn.execute(insert).first() is None:
+        # stored by another transaction since `get` looked (PostgreSQL's read committed): that one
+        return get(conn, row.run_id, row.call_id) or row
     _count(conn, row.run_id)
     return row
 
 
 def decide(conn: Connection, run_id: str, call_id: str, decision: Decision, reason: str | None) -> ApprovalRow:
     """Record the decision of a waiting call; `UserError` when there is no such call or it was
-    decided already (the first decision stands)."""
+    decided already (the first decision stands), or a decision that is neither."""
+    if decision not in DECISIONS:
+        raise UserError(f"decision {decision!r}: give approve or deny")
     found = get(conn, run_id, call_id)
     if found is None:
         raise UserError(f"run {run_id} has no call {call_id!r} waiting for a decision: `delegate runs show` lists them")
@@ -122,11 +129,14 @@ def get(conn: Connection, run_id: str, call_id: str) -> ApprovalRow | None:
     return None if row is None else decode(row)
 
 
-def listed(conn: Connection, run_id: str, *, pending: bool) -> list[ApprovalRow]:
+def listed(conn: Connection, run_id: str, *, pending: bool, under: str | None = None) -> list[ApprovalRow]:
     table = approvals_table.c
     query = sa.select(approvals_table).where(table.run_id == run_id).order_by(table.requested_at, table.call_id)
     if pending:
         query = query.where(table.decision.is_(None))
+    if under is not None:  # the id and `<id>_...` (a LIKE pattern, its own wildcards escaped)
+        like = under.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "\\_%"
+        query = query.where(sa.or_(table.call_id == under, table.call_id.like(like, escape="\\")))
     return [decode(row) for row in conn.execute(query).mappings()]
 
 

@@ -125,7 +125,7 @@ class RunApprovals:
         so `<id>` may be free now while this call's decided request is further on."""
         given, n = row.call_id, 2
         chain = re.compile(rf"{re.escape(given)}(_\d+)?")
-        for found in await asyncio.to_thread(store.approvals, row.run_id):
+        for found in await asyncio.to_thread(functools.partial(store.approvals, row.run_id, under=given)):
             if chain.fullmatch(found.call_id) and found.call_id not in self.claimed and _same_call(found, row):
                 self.claimed.add(found.call_id)
                 return found
@@ -164,7 +164,8 @@ class RunApprovals:
             return
         for row in store.approval_decisions(self.recorder.run_id, ids):
             approval = Approval(row.decision == "approve", row.reason or "")
-            loop.call_soon_threadsafe(functools.partial(self.deliver, row.call_id, approval))
+            always = row.rule if approval.approved and row.reason == ALWAYS else None
+            loop.call_soon_threadsafe(functools.partial(self.deliver, row.call_id, approval, always=always))
 
     def _row(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalRow:
         live = self.runner.live.get(ctx.agent_id) if self.runner is not None else None
@@ -240,7 +241,9 @@ async def decide_call(
         raise UserError("deciding a call needs the store of its run (store=False keeps nothing)")
     decision = "approve" if approve else "deny"
     if always and approve:
-        reason = ALWAYS  # what a resumed run reads the rule back from (`RunApprovals.load`)
+        reason = ALWAYS  # what the run, and a resumed run, read the rule back from (`poll`, `load`)
+    elif reason.strip() == ALWAYS:
+        raise UserError(f"the reason {ALWAYS!r} marks a rule approved always: give another reason for this call")
     row = await asyncio.to_thread(
         functools.partial(store.decide_approval, run_id, call_id, decision, reason or None, user_id)
     )

@@ -113,7 +113,8 @@ def continued(runtime: Runtime, run_id: str) -> tuple[RunRow, list[Message]]:
     here = str(runtime.workspace.root)
     if run.workspace is not None and run.workspace != here:
         raise UserError(
-            f"run {run_id} worked in {run.workspace}, not {here}: continue it there (--workspace {run.workspace})"
+            f"run {run_id} worked in {run.workspace}, not {here}: continue it there "
+            f"(--workspace {run.workspace}, or Runtime(workspace=...) in code)"
         )
     return run, conversation_of(store, run)
 

@@ -376,6 +376,7 @@ class RunRequest(BaseModel):
     approval_timeout: float | None = Field(
         default=None,
         gt=0,
+        allow_inf_nan=False,
         description="Seconds a call under an `ask` rule waits for a decision before it is denied (default: the "
         "server's --approval-timeout).",
     )
@@ -387,18 +388,18 @@ class RunRequest(BaseModel):
     )
 
     def limits(self, default: RunLimits) -> RunLimits:
-        """The run's limits: the operator's (`default`), with those this request names. A budget
-        or `max_parallel` the operator set is a cap: the request may lower it, never raise it."""
+        """The run's limits: the operator's (`default`), with those this request names. A budget,
+        `max_parallel` or approval timeout the operator set is a cap: the request may lower it,
+        never raise it (a call waiting for a person holds the run's place, its time not counted)."""
         capped: dict[str, float | None] = {"max_parallel": self.max_parallel, "token_budget": self.token_budget}
         capped["max_requests"] = self.max_requests
         capped["cost_budget"] = self.cost_budget
+        capped["approval_timeout"] = self.approval_timeout
         given: dict[str, float] = {}
         for name, value in capped.items():
             cap = getattr(default, name)
             if value is not None:
                 given[name] = value if cap is None else min(value, cap)
-        if self.approval_timeout is not None:
-            given["approval_timeout"] = self.approval_timeout
         return replace(default, **given)
 
     @field_validator("prompt")

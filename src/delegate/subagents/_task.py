@@ -465,13 +465,21 @@ class SubagentRunner:
     async def settled(self, record: TaskOutput, layer: Layer) -> None:
         """Merge (or keep) the layer of a subagent that ended a stretch of work (`_overlay.settle`).
         A merge is not cut short: a stop or a cancel that comes meanwhile waits for its end."""
+        if await self._settling(record, layer):
+            raise asyncio.CancelledError
+
+    async def _settling(self, record: TaskOutput, layer: Layer) -> bool:
+        """Settle `record`'s layer in a thread (a walk, diffs, a merge: never on the loop), to its
+        end and into the record whatever cancels meanwhile, however often; True if something did."""
         merging = asyncio.ensure_future(asyncio.to_thread(settle, record, layer, self.workspace))
-        try:
-            event = await asyncio.shield(merging)
-        except asyncio.CancelledError:
-            self._settle(record, await merging, layer)
-            raise
-        self._settle(record, event, layer)
+        cancelled = False
+        while not merging.done():
+            try:
+                await asyncio.shield(merging)
+            except asyncio.CancelledError:
+                cancelled = True
+        self._settle(record, merging.result(), layer)
+        return cancelled
 
     def layer(self, record: TaskOutput, tools: Sequence[Tool], stretch: int = 1) -> Layer | None:
         """The layer of one stretch of `record`'s work (its first task, or a follow-up), as its
