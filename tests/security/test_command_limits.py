@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 import os
 import resource
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ from delegate._command_limits import MIB, CommandLimits
 from delegate._errors import ToolError, UserError
 from delegate._workspace import CommandPolicy, Workspace
 from delegate.tools import run_command
-from delegate.tools._sandbox import check_disk_quota, workspace_usage
+from delegate.tools._sandbox import UNMEASURED, check_disk_quota, workspace_usage
 from delegate.tools._shell import CommandResult
 from tests.security.support import two_users
 
@@ -114,6 +117,80 @@ def test_the_workspace_usage_leaves_out_what_agents_cannot_write(tmp_path: Path)
     os.link(tmp_path / "mine.bin", tmp_path / "again.bin")
     usage = workspace_usage(capped(tmp_path))
     assert MIB <= usage < 2 * MIB  # mine.bin once, the folders themselves; not .git nor .delegate
+
+
+@contextmanager
+def deep_tree(root: Path, depth: int, size: int) -> Iterator[None]:
+    """`depth` folders one in the other under `root` (every other one with a sibling folder, so
+    that each level still has a folder to walk when the walk goes down), `size` bytes at the
+    bottom; removed afterwards a level at a time (`shutil.rmtree`, as pytest's clean-up, goes
+    by recursion, too deep for it)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for level in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            if level % 2:
+                os.mkdir("side", dir_fd=fd)
+            deeper = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = deeper
+        bottom = os.open("big.bin", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(bottom, b"x" * size)
+        os.close(bottom)
+    finally:
+        os.close(fd)
+    try:
+        yield
+    finally:
+        top, rest = root / "d", root / "rest"
+        while top.exists():
+            if (top / "d").exists():
+                (top / "d").rename(rest)
+            shutil.rmtree(top)
+            if rest.exists():
+                rest.rename(top)
+
+
+@contextmanager
+def handles_left(count: int) -> Iterator[None]:
+    """Only `count` more files can be opened by this process while the block runs (the server's
+    other threads and a walk share one table of open files)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    held: list[int] = []
+    try:
+        while True:
+            try:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+            except OSError:
+                break
+        for fd in held[-count:]:
+            os.close(fd)
+        del held[-count:]
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_deep_tree_is_measured_whole_with_few_handles(tmp_path: Path) -> None:
+    # The measure held a handle per level of the folder it walked: 1,500 levels took 1,500
+    # handles, and past the process's limit (1,024 by default) the rest of the tree was
+    # skipped, its files hidden from the quota, while the server's other threads could open
+    # nothing.
+    workspace = capped(tmp_path)
+    with deep_tree(tmp_path, 1500, 8 * MIB), handles_left(100):
+        usage = workspace_usage(workspace)
+        assert 8 * MIB <= usage < 16 * MIB  # the file at the bottom (and the 2,250 folders, where they take blocks)
+        with pytest.raises(ToolError, match="past its disk quota"):
+            check_disk_quota(workspace, 20 * MIB)
+
+
+def test_a_tree_that_cannot_be_measured_counts_as_over_the_quota(tmp_path: Path) -> None:
+    with deep_tree(tmp_path, 200, MIB), handles_left(20):
+        usage = workspace_usage(capped(tmp_path))
+    assert usage == UNMEASURED  # not the part it could reach
 
 
 def test_the_server_and_other_commands_go_on_while_one_passes_every_cap(tmp_path: Path, store: Store) -> None:

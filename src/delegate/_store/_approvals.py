@@ -76,7 +76,9 @@ def request(conn: Connection, row: ApprovalRow) -> ApprovalRow:
 
 def decide(conn: Connection, run_id: str, call_id: str, decision: Decision, reason: str | None) -> ApprovalRow:
     """Record the decision of a waiting call; `UserError` when there is no such call or it was
-    decided already (the first decision stands)."""
+    decided already (the first decision stands), or a decision that is neither."""
+    if decision not in DECISIONS:
+        raise UserError(f"decision {decision!r}: give approve or deny")
     found = get(conn, run_id, call_id)
     if found is None:
         raise UserError(f"run {run_id} has no call {call_id!r} waiting for a decision: `delegate runs show` lists them")

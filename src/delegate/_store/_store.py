@@ -643,8 +643,6 @@ class Store:
     ) -> ApprovalRow:
         """Record a person's decision on a waiting call of `user_id`'s run (any run: None); the first
         decision stands. `UserError` for an unknown run or call, or one decided already."""
-        if decision not in _approvals.DECISIONS:
-            raise UserError(f"decision {decision!r}: give approve or deny")
         if self.get_run(run_id, user_id) is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
         with self.write() as conn:
@@ -658,10 +656,8 @@ class Store:
 
     def approval_decisions(self, run_id: str, call_ids: list[str]) -> list[ApprovalRow]:
         """Those of `call_ids` that have been decided (what a waiting run looks for at each beat)."""
-        if not call_ids:
-            return []
         with self.read() as conn:
-            return _approvals.decided(conn, run_id, call_ids)
+            return _approvals.decided(conn, run_id, call_ids) if call_ids else []
 
     # -- progress: events, checkpoints and subagent records together --------------------------
 

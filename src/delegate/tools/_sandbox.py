@@ -35,6 +35,7 @@ message saying what to install, unless the operator runs them unconfined, explic
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -46,7 +47,6 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from .._command_limits import CommandLimits
@@ -418,58 +418,150 @@ _measured: dict[str, tuple[float, int]] = {}
 _measured_lock = threading.Lock()
 
 
-_LISTED = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_LISTED = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+_HANDLES_MOST = 64
+"""Folder handles the measure holds open at once, however deep the tree: past it, the shallowest
+are closed, and opened again (level by level from the nearest one still open) when a folder in
+them is still to walk."""
+_GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
+"""Why a folder fails to open when it was removed, or swapped for a link or a file, meanwhile."""
+UNMEASURED = 1 << 62
+"""The measure of a workspace that could not be walked whole (a folder that cannot be opened or
+listed, no handle left): past any quota, so that nothing in it is hidden from the quota."""
+
+
+class _Level:
+    """A folder of the path being walked: its handle (-1 while closed), its name in its parent,
+    its identity, and the folders in it still to walk."""
+
+    __slots__ = ("fd", "folders", "ident", "name", "rel")
+
+    def __init__(self, fd: int, name: str, rel: str) -> None:
+        info = os.fstat(fd)
+        self.fd, self.name, self.rel = fd, name, rel
+        self.ident = (info.st_dev, info.st_ino)
+        self.folders: list[tuple[str, str]] = []
+
+
+class _Path:
+    """The levels of the folder being walked, from the workspace root, with at most
+    `_HANDLES_MOST` handles open (the root's always)."""
+
+    def __init__(self) -> None:
+        self.levels: list[_Level] = []
+        self.held = 0
+        self.low = 1  # the levels above it (but the root) are closed
+
+    def push(self, level: _Level) -> None:
+        self.levels.append(level)
+        self.held += 1
+        self._hold_at_most()
+
+    def pop(self) -> None:
+        self._close(self.levels.pop())
+        self.low = min(self.low, max(1, len(self.levels)))
+
+    def reopen(self) -> bool:
+        """Open the deepest level's handle again, from the nearest level still open, each folder
+        on the way by its name in its parent without following a link; False when one on the
+        way is no longer the folder it was (moved, removed, swapped)."""
+        levels = self.levels
+        start = len(levels) - 1
+        while levels[start].fd < 0:
+            start -= 1
+        self.low = min(self.low, start + 1)
+        try:
+            for parent, level in zip(levels[start:], levels[start + 1 :], strict=False):
+                try:
+                    level.fd = os.open(level.name, _LISTED, dir_fd=parent.fd)
+                except OSError as error:
+                    if error.errno in _GONE:
+                        return False
+                    raise
+                self.held += 1
+                info = os.fstat(level.fd)
+                if (info.st_dev, info.st_ino) != level.ident:
+                    return False
+                self._hold_at_most()
+            return True
+        finally:
+            self._hold_at_most()
+
+    def close(self) -> None:
+        for level in self.levels:
+            self._close(level)
+
+    def _hold_at_most(self) -> None:
+        while self.held > _HANDLES_MOST:
+            while self.levels[self.low].fd < 0:
+                self.low += 1
+            self._close(self.levels[self.low])
+
+    def _close(self, level: _Level) -> None:
+        if level.fd >= 0:
+            os.close(level.fd)
+            level.fd = -1
+            self.held -= 1
 
 
 def workspace_usage(workspace: Workspace) -> int:
     """Bytes on disk of what agents can write in the workspace: everything under the root but
     its hidden and closed folders and mounts, each file counted once (hard links), by blocks
-    used (a sparse file counts what it holds). Walked by handles, each folder opened from its
-    parent's without following a link (a folder swapped for one meanwhile is not walked), one
-    handle open per level of the folder being walked."""
+    used (a sparse file counts what it holds); `UNMEASURED` when a folder in it cannot be
+    walked. Walked by handles, each folder opened from its parent's without following a link (a
+    folder swapped for one meanwhile is not walked), at most `_HANDLES_MOST` open at once."""
     skipped = {*workspace.hidden, *CLOSED, *workspace.read_only}
     seen: set[tuple[int, int]] = set()
-    total = 0
+    walk = _Path()
+    total, rel = 0, ""
     try:
-        top = os.open(workspace.root, _LISTED)
-    except OSError:
-        top = -1
-    walking = [] if top < 0 else [(top, "", _listed(top))]
-    try:
-        while walking:
-            fd, rel, entries = walking[-1]
-            entry = next(entries, None)
-            if entry is None:
-                os.close(walking.pop()[0])
+        with contextlib.suppress(FileNotFoundError):
+            walk.push(_Level(os.open(workspace.root, _LISTED & ~os.O_NOFOLLOW), "", ""))
+            total += _list(walk.levels[0], skipped, seen)
+        while walk.levels:
+            level = walk.levels[-1]
+            if not level.folders:
+                walk.pop()
                 continue
-            path = f"{rel}/{entry.name}" if rel else entry.name
+            name, rel = level.folders.pop()
+            if level.fd < 0 and not walk.reopen():
+                level.folders.clear()  # moved or removed meanwhile: what it held is no longer here
+                continue
             try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
+                sub = _Level(os.open(name, _LISTED, dir_fd=level.fd), name, rel)
+            except OSError as error:
+                if error.errno in _GONE:
+                    continue
+                raise
+            walk.push(sub)
+            total += _list(sub, skipped, seen)
+    except OSError as error:
+        _log.warning("the disk quota counts %s as full: %s cannot be measured (%s)", workspace.root, rel, error)
+        total = UNMEASURED
+    finally:
+        walk.close()
+    with _measured_lock:  # the file tools' check starts from the latest measure (see `check_disk_quota`)
+        _measured[str(workspace.root)] = (time.monotonic(), total)
+    return total
+
+
+def _list(level: _Level, skipped: set[str], seen: set[tuple[int, int]]) -> int:
+    """Bytes of the entries of `level` not seen before; its folders are kept in `level.folders`."""
+    total = 0
+    with os.scandir(level.fd) as found:
+        for entry in found:
+            path = f"{level.rel}/{entry.name}" if level.rel else entry.name
+            try:
+                info = entry.stat(follow_symlinks=False)  # by the handle, so while it is open
+            except FileNotFoundError:
                 continue
             if path in skipped or (info.st_dev, info.st_ino) in seen:
                 continue
             seen.add((info.st_dev, info.st_ino))
             total += info.st_blocks * 512
             if stat.S_ISDIR(info.st_mode):
-                with contextlib.suppress(OSError):
-                    sub = os.open(entry.name, _LISTED | os.O_NOFOLLOW, dir_fd=fd)
-                    walking.append((sub, path, _listed(sub)))
-    finally:
-        for fd, _, _ in walking:
-            os.close(fd)
-    with _measured_lock:  # the file tools' check starts from the latest measure (see `check_disk_quota`)
-        _measured[str(workspace.root)] = (time.monotonic(), total)
+                level.folders.append((entry.name, path))
     return total
-
-
-def _listed(fd: int) -> Iterator[os.DirEntry[str]]:
-    """The entries of the folder of handle `fd` (none when it cannot be listed)."""
-    try:
-        with os.scandir(fd) as found:
-            return iter(list(found))
-    except OSError:
-        return iter(())
 
 
 def disk_room(workspace: Workspace) -> int | None:

@@ -14,7 +14,8 @@ back from. Every other call, and every other mode, is let through.
 The filter is compiled by libseccomp (through `ctypes`: `libseccomp.so.2`, present wherever
 systemd is) into the BPF program bwrap loads (`--seccomp FD`); a system call of another
 architecture (a 32-bit `int 0x80`) kills the process, libseccomp's default. Where libseccomp is
-missing, `filter_program` is None and commands run without it (logged once).
+missing, `filter_program` is None and commands run without it (logged once); where libseccomp
+fails to build it, None too, logged with libseccomp's reason, and tried again for the next command.
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ _MODE_ARGUMENT = {
 """The system calls that set a file's mode, and which of their arguments holds it."""
 _REFUSED = ("openat2", "io_uring_setup")
 """System calls whose mode no filter can read: refused whole (`ENOSYS`)."""
-_NEWER = {"fchmodat2": 452}
+_NEWER = {"fchmodat2": 452, "openat2": 437, "io_uring_setup": 425}
 """Calls an older libseccomp may not know by name, by number (the same on every architecture:
-they came after the tables were unified). Linux 6.6 added `fchmodat2`."""
+they came after the tables were unified). Linux 5.1 added `io_uring_setup`, 5.6 `openat2`, 6.6
+`fchmodat2`."""
 
 
 class _Compare(ctypes.Structure):
@@ -67,9 +69,23 @@ def _errno(code: int) -> int:
     return 0x00050000 | (code & 0xFFFF)  # SCMP_ACT_ERRNO
 
 
-@functools.cache
 def filter_program() -> bytes | None:
-    """The filter, as the BPF program bwrap's `--seccomp` reads; None without libseccomp."""
+    """The filter, as the BPF program bwrap's `--seccomp` reads; None, logged with why, without
+    libseccomp or when it fails to build the filter. Its first call looks for the library
+    (`ldconfig -p`): not on an event loop."""
+    lib = _library()
+    if lib is None:
+        return None
+    try:
+        return _compiled(lib)
+    except OSError as error:
+        _log.warning("the seccomp filter cannot be built (%s): this command may make set-user-ID files", error)
+        return None
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    """libseccomp, its functions typed; None (logged) where it is not installed."""
     name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
         lib = ctypes.CDLL(name, use_errno=True)
@@ -88,28 +104,36 @@ def filter_program() -> bytes | None:
         ctypes.POINTER(_Compare),
     ]
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+@functools.cache  # a failure raises, so it is not kept: the next command tries again
+def _compiled(lib: ctypes.CDLL) -> bytes:
+    """The filter built by `lib`; `OSError` saying which step of libseccomp failed and why."""
     ctx = lib.seccomp_init(_ALLOW)
     if not ctx:
-        return None
+        raise OSError(errno.ENOMEM, "seccomp_init failed")
     try:
         for call, argument in _MODE_ARGUMENT.items():
-            number = lib.seccomp_syscall_resolve_name(call.encode())
-            if number < 0:  # not a call of this architecture (`open` on arm64), or unknown to this libseccomp
-                number = _NEWER.get(call, -1)
-            if number < 0:
+            number = _number(lib, call)
+            if number < 0:  # not a call of this architecture (`open` on arm64)
                 continue
             for bit in _SPECIAL:
                 compare = _Compare(argument, _MASKED_EQ, bit, bit)
-                if lib.seccomp_rule_add_array(ctx, _errno(errno.EPERM), number, 1, ctypes.byref(compare)) != 0:
-                    return None
+                _check(
+                    lib.seccomp_rule_add_array(ctx, _errno(errno.EPERM), number, 1, ctypes.byref(compare)),
+                    f"seccomp_rule_add_array({call})",
+                )
         for call in _REFUSED:
-            number = lib.seccomp_syscall_resolve_name(call.encode())
-            if number >= 0 and lib.seccomp_rule_add_array(ctx, _errno(errno.ENOSYS), number, 0, None) != 0:
-                return None
+            number = _number(lib, call)
+            if number >= 0:
+                _check(
+                    lib.seccomp_rule_add_array(ctx, _errno(errno.ENOSYS), number, 0, None),
+                    f"seccomp_rule_add_array({call})",
+                )
         read, write = os.pipe()
         try:
-            if lib.seccomp_export_bpf(ctx, write) != 0:
-                return None
+            _check(lib.seccomp_export_bpf(ctx, write), "seccomp_export_bpf")
             os.close(write)
             write = -1
             return _read_all(read)
@@ -121,6 +145,19 @@ def filter_program() -> bytes | None:
         lib.seccomp_release(ctx)
 
 
+def _number(lib: ctypes.CDLL, call: str) -> int:
+    """The number of system call `call` here, by libseccomp's tables or else `_NEWER`; -1 when
+    it is not a call of this architecture."""
+    number = lib.seccomp_syscall_resolve_name(call.encode())
+    return number if number >= 0 else _NEWER.get(call, -1)
+
+
+def _check(result: int, step: str) -> None:
+    """Raise `OSError` for libseccomp's `result` of `step` when it failed (a negative errno)."""
+    if result != 0:
+        raise OSError(-result, f"libseccomp failed at {step}: {os.strerror(-result)}")
+
+
 def _read_all(fd: int) -> bytes:
     chunks: list[bytes] = []
     while chunk := os.read(fd, 65536):
@@ -128,10 +165,9 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def filter_fd() -> int | None:
-    """A descriptor holding the filter, for bwrap's `--seccomp` (inheritable; the caller closes
-    it once the command started); None without libseccomp."""
-    program = filter_program()
+def filter_fd(program: bytes | None) -> int | None:
+    """A descriptor holding the filter `program` (`filter_program`'s), for bwrap's `--seccomp`
+    (inheritable; the caller closes it once the command started); None without one."""
     if program is None:
         return None
     fd = os.memfd_create("delegate-seccomp", 0)

@@ -32,7 +32,7 @@ from .._text import safe_text
 from .._workspace import Workspace
 from ._overlay import NO_OVERLAY, after_command, command_lock
 from ._sandbox import PidsCgroup, command_environment, sandbox_argv, size_text, workspace_usage
-from ._seccomp import filter_fd
+from ._seccomp import filter_fd, filter_program
 from ._tool import ToolContext, ToolReturn, tool
 
 OUTPUT_MAX_CHARS = 30_000
@@ -137,7 +137,7 @@ async def run_command(
     if workspace.commands.sandbox:
         marker = f"delegate-sandbox-started-{secrets.token_hex(8)}"
         file_size = limits.file_size if room is None else min(limits.file_size, room)
-        seccomp = filter_fd()
+        seccomp = filter_fd(await asyncio.to_thread(filter_program))  # its first call runs `ldconfig -p`
         try:
             argv = await asyncio.to_thread(
                 sandbox_argv, command, workspace, marker=marker, file_size=file_size, seccomp=seccomp
