@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from delegate import RunLimits, Runtime, Subagent, Workspace  # noqa: E402
-from delegate._layer import Layer  # noqa: E402
 from delegate.models import ModelRequest, ModelResponse  # noqa: E402
-from delegate.subagents._merge import merge_layer  # noqa: E402
 from delegate.testing import FunctionModel, call, respond  # noqa: E402
 from delegate.tools._files import _read_file, _write_file  # noqa: E402  # pyright: ignore[reportPrivateUsage]
+from delegate.workspace._layer import Layer  # noqa: E402
+from delegate.workspace._merge import merge_layer  # noqa: E402
 
 _runs = itertools.count()
 

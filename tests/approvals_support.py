@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from delegate import Store
-from delegate._permissions import ApprovalRow
+from delegate._record import ApprovalRow
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import call, is_lead, reply
 from tests.durable_support import wait_for

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delegate import Runtime, ToolError, Workspace
-from delegate._workspace import CommandPolicy
 from delegate.models import ModelRequest
 from delegate.subagents._acceptance import (
     CRITERIA_HEADER,
@@ -29,6 +28,7 @@ from delegate.subagents._acceptance import (
     snapshot_before,
 )
 from delegate.testing import FunctionModel, call, reply
+from delegate.workspace import CommandPolicy
 from tests.test_shell_tool import short_hold_grace as short_hold_grace  # a fixture
 from tests.test_subagents import is_lead, task_result
 

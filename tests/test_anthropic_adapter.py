@@ -17,11 +17,11 @@ from delegate._errors import ModelError, UserError
 from delegate._events import Event
 from delegate._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from delegate._usage import Usage
-from delegate._workspace import Workspace
 from delegate.loop import AgentSpec, run_agent
 from delegate.models import ModelRequest, RetryPolicy, ToolSpec, resolve_model
 from delegate.models._anthropic import REDACTED_PREFIX, AnthropicModel
 from delegate.tools import ToolContext, tool
+from delegate.workspace import Workspace
 
 from .loopback_anthropic import AnthropicServer, Fault, Reply, scripted
 

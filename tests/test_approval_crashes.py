@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from delegate import Extensions, Permissions, Runtime, Store, UserError
-from delegate._permissions import ApprovalRow
+from delegate._record import ApprovalRow
 from delegate._time import utc_now
 from delegate.models import ModelRequest, ModelResponse
 from delegate.run import stored_result

@@ -21,7 +21,21 @@ def test_all_is_sorted_and_names_every_public_member() -> None:
         for name in vars(delegate)
         if not name.startswith("_") and name not in {"importlib", "TYPE_CHECKING", "Any"}
     }
-    modules = {"models", "subagents", "tools", "testing", "cli", "batch", "server", "skills", "mcp", "loop", "run"}
+    modules = {
+        "models",
+        "subagents",
+        "tools",
+        "testing",
+        "cli",
+        "batch",
+        "server",
+        "skills",
+        "mcp",
+        "loop",
+        "run",
+        "workspace",
+        "permissions",
+    }
     assert public - modules <= set(delegate.__all__)
 
 

@@ -692,8 +692,7 @@ async def test_a_name_that_is_not_utf8_is_shown_with_escapes_and_can_be_given_ba
 
 
 async def test_a_write_past_the_workspaces_disk_quota_is_refused_and_writes_nothing(root: Path) -> None:
-    from delegate._command_limits import CommandLimits
-    from delegate._workspace import CommandPolicy
+    from delegate.workspace import CommandLimits, CommandPolicy
 
     policy = CommandPolicy(limits=CommandLimits(disk_quota=64 * 1024))
     ctx = ToolContext(run_id="r", agent_id="a", workspace=Workspace.open(root, commands=policy), emit=lambda e: None)

@@ -165,8 +165,8 @@ def test_an_overlay_subagent_that_writes_three_files_then_times_out_leaves_the_w
 
 @pytest.fixture
 def sandboxed() -> None:
-    from delegate.tools._overlay import _unshare_overlay  # pyright: ignore[reportPrivateUsage]
-    from delegate.tools._sandbox import _usable_bwrap  # pyright: ignore[reportPrivateUsage]
+    from delegate.workspace._overlay import _unshare_overlay  # pyright: ignore[reportPrivateUsage]
+    from delegate.workspace._sandbox import _usable_bwrap  # pyright: ignore[reportPrivateUsage]
 
     try:
         _usable_bwrap("bwrap")

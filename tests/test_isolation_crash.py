@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from delegate import Workspace
-from delegate._layer import Layer
 from delegate.subagents import recover_merges
+from delegate.workspace import Layer
 from tests.cli_support import delegate
 from tests.durable_support import cli_env, run_json
 from tests.loopback_openai import OpenAIServer, Reply
@@ -28,8 +28,8 @@ MERGER = """
 import sys
 from dataclasses import replace
 from delegate import Workspace
-from delegate._layer import Layer
-from delegate.subagents._merge import merge_layer
+from delegate.workspace import Layer
+from delegate.workspace import merge_layer
 workspace = Workspace.open(sys.argv[1])
 layer = Layer(root=workspace.root, run_id="run", agent_id="sub1")
 print("ready", flush=True)
@@ -122,9 +122,9 @@ def test_the_next_delegate_run_finishes_a_merge_that_a_kill_interrupted(tmp_path
     _prepare(root)
     layer = Layer(root=root, run_id="run", agent_id="sub1")
     workspace = replace(Workspace.open(root), layer=layer)
-    from delegate._changes import layer_changes
-    from delegate.subagents._merge import _stage  # pyright: ignore[reportPrivateUsage]
     from delegate.tools import never_merged
+    from delegate.workspace import layer_changes
+    from delegate.workspace._merge import _stage  # pyright: ignore[reportPrivateUsage]
 
     _stage(layer, layer_changes(layer, never_merged(workspace.shared)))  # journalled, then "killed"
     assert _state(root) == "none" and (layer.path / "journal.json").is_file()

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from delegate import Runtime, Store, ToolCallPart, Usage, Workspace
-from delegate._changes import layer_changes
-from delegate._layer import Layer
 from delegate._store import RunRow
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents._merge import _stage  # pyright: ignore[reportPrivateUsage]
 from delegate.testing import FunctionModel, call, is_lead, reply
 from delegate.tools import never_merged
+from delegate.workspace import Layer, layer_changes
+from delegate.workspace._merge import _stage  # pyright: ignore[reportPrivateUsage]
 from tests.cli_support import run_cli
 from tests.durable_support import cli_env, only_run, run_json, wait_for
 from tests.loopback_openai import OpenAIServer, Reply

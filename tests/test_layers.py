@@ -14,11 +14,11 @@ import pytest
 
 from delegate import CommandPolicy, Event, RunLimits, Runtime, Subagent, Workspace
 from delegate._errors import ToolError
-from delegate._layer import Layer
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from delegate.tools import ToolContext
 from delegate.tools._shell import bash
+from delegate.workspace import Layer
 
 WRITER = Subagent(
     name="writer", description="writes", tools=["write_file", "read_file"], isolation="overlay", max_steps=2

@@ -30,12 +30,12 @@ from mcp_types import (
 
 from delegate._errors import ToolError, UserError
 from delegate._messages import Message
-from delegate._workspace import Workspace
 from delegate.loop import AgentSpec, run_agent
 from delegate.mcp import MCPServerConfig, MCPTools
 from delegate.mcp._client import mcp_tool_name, result_text
 from delegate.testing import ScriptedModel, reply, respond
 from delegate.tools import Tool, ToolContext
+from delegate.workspace import Workspace
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 HAS_PROC = Path("/proc/self/cmdline").exists()

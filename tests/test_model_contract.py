@@ -376,7 +376,7 @@ async def test_credentials_in_the_base_url_reach_no_error_run_or_event(
 def test_providers_see_plain_data_not_the_workspace() -> None:
     code = (
         "import sys, delegate.models, delegate.models._openai, delegate.models._anthropic\n"
-        "print(sorted(m for m in sys.modules if m in ('delegate._workspace', 'delegate.tools')))"
+        "print(sorted(m for m in sys.modules if m in ('delegate.workspace._root', 'delegate.tools')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -26,12 +26,12 @@ from delegate import (
     ToolResultPart,
     UserError,
 )
-from delegate._workspace import Workspace
 from delegate.loop import AgentSpec, path_states, run_agent
 from delegate.models import ModelRequest, OpenAIModel, RetryPolicy, ToolSpec, resolve_model
 from delegate.models._constrained import constrained_format, mentioned_paths, parse_constrained
 from delegate.subagents._complete import COMPLETE_TOOL
 from delegate.tools import BUILTIN_TOOLS, Tool, ToolContext, tool
+from delegate.workspace import Workspace
 
 from .loopback_openai import Fault, OpenAIServer, Reply, scripted
 

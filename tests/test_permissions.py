@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from delegate import Extensions, Permissions, RunLimits, Runtime, Store, UserError
-from delegate._permissions import CallPolicy, Rule
 from delegate.models import ModelRequest, ModelResponse
+from delegate.permissions import CallPolicy, Rule
 from delegate.testing import FunctionModel, call, is_lead, reply
 
 

@@ -15,10 +15,10 @@ import pytest
 import delegate.tools._shell
 from delegate import ToolContext, ToolError, Workspace
 from delegate._messages import Message
-from delegate._workspace import CommandPolicy
 from delegate.loop import AgentSpec, run_agent
 from delegate.testing import ScriptedModel, call, reply
 from delegate.tools import BUILTIN_TOOLS, ToolReturn, builtin_tools
+from delegate.workspace import CommandPolicy
 
 bash = BUILTIN_TOOLS["bash"]
 
@@ -288,7 +288,7 @@ def test_naming_a_credential_with_command_env_says_it_is_left_out(tmp_path: Path
     ],
 )
 def test_command_rules_allow_only_lines_whose_every_command_matches(command: str, allowed: bool) -> None:
-    from delegate._command_rules import CommandRules
+    from delegate.workspace import CommandRules
 
     rules = CommandRules(allow=("git diff:*", "npm test", "npm run *"))
     assert (rules.refusal(command) is None) == allowed

@@ -9,10 +9,10 @@ import pytest
 
 from delegate import Extensions, Runtime, UserError, WorkspaceError
 from delegate._agents import Subagent
-from delegate._workspace import Workspace
 from delegate.models import ModelRequest, ModelResponse
 from delegate.skills import SkillCatalogue
 from delegate.testing import FunctionModel, call, is_lead, reply
+from delegate.workspace import Workspace
 
 
 def write(path: Path, text: str) -> None:

@@ -30,12 +30,9 @@ if TYPE_CHECKING:
     )
     from ._events import Event, EventSink
     from ._frontmatter import CatalogueWarning
-    from ._hooks import HookAnswer, HookEvent, Hooks
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-    from ._permissions import Permissions
     from ._store import Store
     from ._usage import Usage
-    from ._workspace import CommandPolicy, Workspace
     from .models import (
         AnthropicModel,
         Model,
@@ -46,9 +43,11 @@ if TYPE_CHECKING:
         RetryPolicy,
         ToolSpec,
     )
+    from .permissions import HookAnswer, HookEvent, Hooks, Permissions
     from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings, Thread
     from .subagents import Artifact, Skipped, TaskOutput
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
+    from .workspace import CommandPolicy, Workspace
 
 _WHERE = {
     "Agent": "._agents",
@@ -56,16 +55,16 @@ _WHERE = {
     "Artifact": ".subagents",
     "Catalogue": "._agents",
     "CatalogueWarning": "._frontmatter",
-    "CommandPolicy": "._workspace",
+    "CommandPolicy": ".workspace",
     "Compaction": "._config",
     "ContextOverflowError": "._errors",
     "DelegateError": "._errors",
     "Event": "._events",
     "EventSink": "._events",
     "Extensions": "._config",
-    "HookAnswer": "._hooks",
-    "HookEvent": "._hooks",
-    "Hooks": "._hooks",
+    "HookAnswer": ".permissions",
+    "HookEvent": ".permissions",
+    "Hooks": ".permissions",
     "Lead": "._agents",
     "LoopGuard": "._config",
     "LoopSettings": "._config",
@@ -79,7 +78,7 @@ _WHERE = {
     "ModelResponse": ".models",
     "OpenAIModel": ".models",
     "PathParam": ".tools",
-    "Permissions": "._permissions",
+    "Permissions": ".permissions",
     "ReasoningPart": "._messages",
     "RetryPolicy": ".models",
     "RunCancelled": "._errors",
@@ -106,7 +105,7 @@ _WHERE = {
     "ToolSpec": ".models",
     "Usage": "._usage",
     "UserError": "._errors",
-    "Workspace": "._workspace",
+    "Workspace": ".workspace",
     "WorkspaceError": "._errors",
     "tool": ".tools",
 }

@@ -27,13 +27,13 @@ from typing import Any, Literal, cast
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ._command_rules import CommandRules
 from ._empty import empty_dict, empty_list
 from ._errors import UserError
 from ._frontmatter import CatalogueWarning, Unreadable, read_front_matter
 from ._record import ResultSchema
 from .models import Model, ModelAliases
 from .tools import BUILTIN_TOOLS, READ_ONLY_TOOLS, Tool
+from .workspace import CommandRules
 
 NEVER_INHERITED = frozenset({"task", "batch_task", "batch_status", "cancel_batch"})
 """Tools a subagent does not get by inheriting its parent's set. `task` is never given at all (no

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 from ._errors import UserError
 
 if TYPE_CHECKING:
-    from ._permissions import Permissions
     from .mcp import MCPServerConfig
     from .models import Model
+    from .permissions import Permissions
 
 DEFAULT_RUN_TIMEOUT = 3600.0
 """Seconds a lead may run before it ends `timed_out` (subagents included), unless told otherwise."""

@@ -270,3 +270,58 @@ class ResultSchema:
         defs = cast(dict[str, Any], schema.pop("$defs", {}))
         schema.pop("$schema", None)
         return schema, defs
+
+
+Decision = Literal["approve", "deny"]
+DECISIONS: tuple[Decision, ...] = ("approve", "deny")
+
+
+@dataclass(kw_only=True, slots=True)
+class ApprovalRow:
+    """One call that waited (or waits) for a person: who made it, what it is, and the decision
+    (None while it waits)."""
+
+    run_id: str
+    call_id: str
+    agent_id: str
+    parent_agent_id: str | None = None
+    subagent_type: str | None = None
+    description: str | None = None
+    tool: str
+    arguments: dict[str, Any]
+    rule: str | None = None
+    requested_at: AwareDatetime
+    decision: Decision | None = None
+    reason: str | None = None
+    decided_at: AwareDatetime | None = None
+
+    def pending(self) -> dict[str, Any]:
+        """An entry of `pending_approvals` (`delegate runs show --json`, `GET /runs/{id}`)."""
+        return {
+            "call_id": self.call_id,
+            "agent_id": self.agent_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "requested_at": iso(self.requested_at),
+            "parent_agent_id": self.parent_agent_id,
+            "subagent_type": self.subagent_type,
+            "description": self.description,
+            "rule": self.rule,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """An entry of `GET /runs/{id}/approvals`: the call, and its decision (None while it waits)."""
+        return {
+            "call_id": self.call_id,
+            "agent_id": self.agent_id,
+            "parent_agent_id": self.parent_agent_id,
+            "subagent_type": self.subagent_type,
+            "description": self.description,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "rule": self.rule,
+            "requested_at": iso(self.requested_at),
+            "decision": self.decision,
+            "reason": self.reason,
+            "decided_at": iso(self.decided_at),
+        }

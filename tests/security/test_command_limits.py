@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from delegate import Store
-from delegate._command_limits import MIB, CommandLimits
 from delegate._errors import ToolError, UserError
-from delegate._workspace import CommandPolicy, Workspace
 from delegate.tools import run_command
-from delegate.tools._sandbox import UNMEASURED, check_disk_quota, workspace_usage
 from delegate.tools._shell import CommandResult
+from delegate.workspace import CommandPolicy, Workspace
+from delegate.workspace._command_limits import MIB, CommandLimits
+from delegate.workspace._sandbox import UNMEASURED, check_disk_quota, workspace_usage
 from tests.security.support import two_users
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (/usr/bin/bwrap)")

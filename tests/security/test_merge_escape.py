@@ -14,11 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from delegate import Workspace
-from delegate._changes import layer_changes
-from delegate._layer import Layer
 from delegate.subagents import recover_merges
-from delegate.subagents._merge import _stage, merge_layer  # pyright: ignore[reportPrivateUsage]
 from delegate.tools import never_merged
+from delegate.workspace import Layer, layer_changes
+from delegate.workspace._merge import _stage, merge_layer  # pyright: ignore[reportPrivateUsage]
 from tests.security.test_path_race import swapping
 
 MERGES = 300

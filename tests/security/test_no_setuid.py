@@ -22,9 +22,12 @@ from typing import Any
 
 import pytest
 
-from delegate._workspace import Workspace
-from delegate.tools import _seccomp, run_command  # pyright: ignore[reportPrivateUsage]
-from delegate.tools._sandbox import sandbox_argv
+from delegate.tools import run_command
+from delegate.workspace import (
+    Workspace,
+    _seccomp,  # pyright: ignore[reportPrivateUsage]
+    sandbox_argv,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 SPECIAL = stat.S_ISUID | stat.S_ISGID

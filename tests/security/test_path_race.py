@@ -2,7 +2,7 @@
 that leads out of it (`renameat2(RENAME_EXCHANGE)`, as an agent with `bash` can), thousands of
 times a second, while the file tools and `GET /api/v1/files` are used on paths through that
 folder. A path found by name and then used by name again lands outside in the window between;
-found from a handle on the root, it never does (`delegate._paths`)."""
+found from a handle on the root, it never does (`delegate.workspace._paths`)."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def test_the_disk_quota_measure_never_leaves_the_workspace_while_a_folder_is_swa
     # The measure walked folders by name: one swapped for a link after it was found to be a
     # folder was walked where the link led (the host's `/`, the server's store, another user's
     # folder), counting it against the user's quota and taking the server's time.
-    from delegate.tools._sandbox import workspace_usage  # pyright: ignore[reportPrivateUsage]
+    from delegate.workspace._sandbox import workspace_usage  # pyright: ignore[reportPrivateUsage]
 
     root, outside = tmp_path / "ws", tmp_path / "outside"
     racing_workspace(root, outside)

@@ -15,12 +15,12 @@ import pytest
 
 from delegate import Store
 from delegate._errors import ToolError
-from delegate._workspace import CommandPolicy, Mount, Workspace
 from delegate.skills import SkillCatalogue
 from delegate.subagents._acceptance import check_criteria, snapshot_before
 from delegate.tools import run_command
-from delegate.tools._sandbox import _unreadable, sandbox_argv  # pyright: ignore[reportPrivateUsage]
 from delegate.tools._shell import CommandResult
+from delegate.workspace import CommandPolicy, Mount, Workspace
+from delegate.workspace._sandbox import _unreadable, sandbox_argv  # pyright: ignore[reportPrivateUsage]
 from tests.security.support import two_users
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (/usr/bin/bwrap)")

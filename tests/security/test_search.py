@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from delegate import Store, ToolError, Workspace
-from delegate._search import SEARCH_NICENESS, search
+from delegate.workspace._search import SEARCH_NICENESS, search
 from tests.security.support import two_users
 
 CATASTROPHIC = "(a+)+$"
+
+SEARCH_MODULE = b"delegate.workspace._search"
 
 
 @pytest.fixture
@@ -89,7 +91,9 @@ async def test_search_processes_run_at_a_lower_priority_than_the_process_they_se
     (workspace / "x.txt").write_text("hello\n")
     arguments = {"pattern": "hello", "path": ".", "glob": None, "ignore_case": False, "max_results": 10}
     assert await search(Workspace.open(workspace), "grep", arguments) == "x.txt:1: hello"
-    searchers = [pid for pid in _children() if b"delegate._search" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    searchers = [
+        pid for pid in _children() if b"delegate.workspace._search" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
     assert searchers  # the idle search process is kept for the next search
     ours = os.getpriority(os.PRIO_PROCESS, 0)
     assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in searchers} == {min(19, ours + SEARCH_NICENESS)}
@@ -109,7 +113,7 @@ async def test_search_processes_get_no_provider_key_nor_database_url(
 ) -> None:
     # They inherited the server's whole environment: a search process, which reads the files agents
     # wrote and runs the patterns they chose, held the provider keys and the database's password.
-    from delegate._search import _WORKERS, _end  # pyright: ignore[reportPrivateUsage]
+    from delegate.workspace._search import _WORKERS, _end  # pyright: ignore[reportPrivateUsage]
 
     secrets = {"OPENAI_API_KEY": "sk-search-secret", "DELEGATE_DB": "postgresql://u:db-secret@h/db"}
     for name, value in {**secrets, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}.items():
@@ -121,7 +125,9 @@ async def test_search_processes_get_no_provider_key_nor_database_url(
     (workspace / "x.txt").write_text("hello\n")
     arguments = {"pattern": "hello", "path": ".", "glob": None, "ignore_case": False, "max_results": 10}
     assert await search(Workspace.open(workspace), "grep", arguments) == "x.txt:1: hello"
-    searchers = [pid for pid in _children() if b"delegate._search" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    searchers = [
+        pid for pid in _children() if b"delegate.workspace._search" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
     assert searchers
     for pid in searchers:
         environ = Path(f"/proc/{pid}/environ").read_bytes()

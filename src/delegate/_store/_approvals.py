@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from .._errors import StoreError, UserError
-from .._permissions import DECISIONS, ApprovalRow, Decision
+from .._record import DECISIONS, ApprovalRow, Decision
 from .._time import iso, utc_now
 from ._schema import approvals_table, runs_table
 

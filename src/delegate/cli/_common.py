@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from .._config import Extensions, LoopSettings, RunLimits
     from .._events import Event
     from .._store import Store
-    from .._workspace import CommandPolicy
     from ..run import Runtime, RuntimeSettings
+    from ..workspace import CommandPolicy
 
 _T = TypeVar("_T")
 
@@ -179,8 +179,8 @@ class OperatorFlags:
         `~/.claude`'s agents and skills (`delegate run` only; `CLAUDE_CONFIG_DIR` names another
         folder, as for Claude Code). A bad MCP config or rule is a `UserError`."""
         from .._config import Extensions
-        from .._permissions import Permissions
         from ..mcp import load_mcp_config
+        from ..permissions import Permissions
 
         project = workspace / ".mcp.json"
         config = self.mcp_config or (project if project.is_file() else None)
@@ -260,8 +260,7 @@ def command_policy(
 
     Raises `UserError` for a `--command-limit` that is not `NAME=VALUE` of a known cap.
     """
-    from .._command_limits import CommandLimits
-    from .._workspace import CommandPolicy
+    from ..workspace import CommandLimits, CommandPolicy
 
     caps = CommandLimits().with_settings(limits or [])
     from ..tools import SECRET_VARIABLES

@@ -30,7 +30,6 @@ from .._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_pa
 from .._prices import request_cost
 from .._record import EndStatus, StopReason
 from .._usage import Usage
-from .._workspace import Workspace
 from ..models import (
     FREE_CHOICES,
     MessageTally,
@@ -45,6 +44,7 @@ from ..models import (
     mentioned_paths,
 )
 from ..tools import Tool, ToolContext, ToolReturn
+from ..workspace import Workspace
 from ._deadline import Deadline, passed_deadline
 from ._fit import cut_text, fit_request
 from ._guard import LoopWatch

@@ -30,18 +30,18 @@ from pydantic_core import to_json
 
 from .._errors import UserError
 from .._events import Event, EventSink, unheard
-from .._hooks import CommandHook, HookEvent, command_hooks
-from .._permissions import ApprovalRow, CallPolicy, Permissions, read_settings
+from .._record import ApprovalRow
 from .._time import utc_now
 from ..loop import EVENT_VALUE_LIMIT, deadlines_paused
+from ..permissions import CallPolicy, CommandHook, HookEvent, Permissions, command_hooks, read_settings
 from ..tools import Approval, ApprovalRequest, HookSet, ToolContext
 
 if TYPE_CHECKING:
     from .._agents import Catalogue
     from .._store import Store
-    from .._workspace import Workspace
     from ..loop import Journal
     from ..subagents import SubagentRunner
+    from ..workspace import Workspace
     from ._recorder import Recorder
 
 NEVER_WAIT = "batch items never wait for a person (allow the call in the batch's rules: --allow RULE)"

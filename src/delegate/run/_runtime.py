@@ -21,12 +21,11 @@ from .._errors import ToolError, UserError
 from .._events import Event, EventSink
 from .._frontmatter import CatalogueWarning
 from .._messages import Message
-from .._permissions import CallPolicy
 from .._text import safe_text
-from .._workspace import CommandPolicy, Workspace
 from ..loop import AgentSpec, RunBudget
 from ..mcp import MCPTools, server_config
 from ..models import Model, ModelAliases, resolve_model
+from ..permissions import CallPolicy
 from ..skills import SkillCatalogue
 from ..subagents import (
     RunScope,
@@ -52,6 +51,7 @@ from ..tools import (
     sweep_scratch,
     uploads_state,
 )
+from ..workspace import CommandPolicy, Workspace
 from ._approvals import NEVER_WAIT, RunApprovals, build_hooks, decide_call, load_permissions, prompt_hooks
 from ._pool import inside, lead_tool_names, local_timezone, tool_pool, unknown_tools
 from ._recorder import Recorder, StoredJournal
@@ -60,11 +60,10 @@ from ._settings import open_store, user_level
 from ._threads import Thread, continued, history_of, keep_conversation, open_thread, thread_uploads
 
 if TYPE_CHECKING:
-    from .._layer import Layer
-    from .._permissions import ApprovalRow
-    from .._record import Change
+    from .._record import ApprovalRow, Change
     from .._store import Checkpoint, Store
     from ..batch import Batches
+    from ..workspace import Layer
 
 
 class Runtime:
@@ -586,7 +585,7 @@ class Runtime:
     def _prepare_workspace(self) -> tuple[str, list[tuple[Layer, list[Change]]]]:
         """What a lead's run and a batch item do first in the workspace: clear what killed writes
         left in its scratch folder (a killed `delegate run`, server or worker), finish the merges of
-        overlay subagents that a kill interrupted and sweep old layers (`subagents/_merge.py`), and
+        overlay subagents that a kill interrupted and sweep old layers (`workspace/_merge.py`), and
         read its project context. Returns the context, and the merges finished now."""
         sweep_scratch(self.workspace)
         recovered = recover_merges(self.workspace)

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Literal, overload
 
 from .._agents import Catalogue, Lead, Subagent
 from .._config import Extensions, LoopSettings, RunLimits
-from .._workspace import CommandPolicy, Workspace
 from ..models import Model, ModelAliases
 from ..skills import SkillCatalogue
+from ..workspace import CommandPolicy, Workspace
 
 if TYPE_CHECKING:
     from .._store import Store

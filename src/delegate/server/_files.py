@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from .._errors import WorkspaceError
 from .._text import safe_text
 from .._time import iso
-from .._workspace import Located, Workspace
+from ..workspace import Located, Workspace
 from ._auth import ApiError, UserId
 from ._state import app_state
 

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from .._agents import Catalogue
     from .._config import RunLimits
     from .._store import Store
-    from .._workspace import Workspace
     from ..run import Takeover
+    from ..workspace import Workspace
     from ._auth import TokenWatch
     from ._batches import BatchService
     from ._limits import Limits

@@ -27,8 +27,8 @@ from .._agents import CLAUDE_TOOL_NAMES, NAME, NEVER_GIVEN, bash_rules, map_tool
 from .._errors import UserError, WorkspaceError
 from .._frontmatter import CatalogueWarning, Unreadable, display_name, read_front_matter
 from .._messages import Message, ToolCallPart, ToolResultPart
-from .._workspace import Mount, Workspace
 from ..tools import BUILTIN_TOOLS
+from ..workspace import Mount, Workspace
 
 ALWAYS_ALLOWED = frozenset({"complete", "tool_search"})
 """Tools an active skill never takes away: the way to finish, and the way to find deferred tools."""

@@ -1,12 +1,12 @@
 """The subagent layer: the `task` tool, `complete`, snapshots, acceptance checks, prompts."""
 
+from ..workspace import recover_merges, sweep_layers
 from ._acceptance import parse_criteria
 from ._assemble import RunScope, assemble, toolset
 from ._background import BACKGROUND_TOOLS, background_tools
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
 from ._hooks import run_checked
-from ._merge import recover_merges, sweep_layers
 from ._output import Artifact, Skipped, TaskOutput, TaskStatus
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, first_sentence, type_listing
 from ._task import SubagentCall, SubagentRunner, task_tool

@@ -46,8 +46,8 @@ from typing import Literal, cast
 
 from .._empty import empty_dict
 from .._errors import ToolError, WorkspaceError
-from .._workspace import Located, Workspace
 from ..tools import run_command
+from ..workspace import Located, Workspace
 
 __all__ = [
     "CRITERIA_HEADER",

@@ -16,12 +16,12 @@ from .._agents import Lead, Subagent
 from .._config import LoopSettings, RunLimits
 from .._events import EventSink
 from .._record import ResultSchema
-from .._workspace import Workspace
 from ..loop import AgentSpec, Journal, RunBudget, ToolGate
 from ..mcp import DeferredGate, deferred_index, search_tool
 from ..models import Model
 from ..skills import SkillCatalogue
 from ..tools import CallGuard, Tool
+from ..workspace import Workspace
 from ._background import Background, BackgroundGate, names_background_tools
 from ._complete import COMPLETE_TOOL, typed_complete
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, shaped_opening

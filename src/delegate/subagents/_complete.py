@@ -20,8 +20,8 @@ from .._empty import empty_list
 from .._errors import ToolError, WorkspaceError
 from .._record import ResultSchema
 from .._time import iso
-from .._workspace import Located, Workspace
 from ..tools import PathParam, Tool, ToolContext, ToolReturn
+from ..workspace import Located, Workspace
 from ._output import Artifact, Skipped
 
 MAX_RESULT_FAILURES = 3

@@ -5,8 +5,7 @@ system prompt of the lead and of every subagent whose definition does not opt ou
 from __future__ import annotations
 
 from .._errors import ToolError, WorkspaceError
-from .._search import open_for_reading
-from .._workspace import Workspace
+from ..workspace import Workspace, open_for_reading
 
 CONTEXT_FILES = ("AGENTS.md", "CLAUDE.md", ".claude/CLAUDE.md")
 MAX_FILE_CHARS = 8_000

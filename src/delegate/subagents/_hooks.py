@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .._hooks import HookEvent
 from .._messages import Message
 from ..loop import AgentResult, AgentSpec, run_agent
+from ..permissions import HookEvent
 from ..tools import HookSet, ToolContext
 
 SENT_BACK = "A check of your work did not pass, so you are not done yet: {why}\nFix this, then finish again."

@@ -1,6 +1,6 @@
 """Which subagents run on a layer, and what happens to the layer when they end.
 
-A subagent runs on a private layer (`delegate._layer`) when its definition says `isolation:
+A subagent runs on a private layer (`delegate.workspace._layer`) when its definition says `isolation:
 overlay` or the lead's `task` call asks `isolation="overlay"`: `overlay`. A type without write
 tools (no `write_file`, no `edit_file`) runs on one too, unless its definition says `isolation:
 shared` (the built-in `bash` type, whose builds write): `read-only`; its commands run over the
@@ -19,14 +19,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._agents import Subagent
-from .._changes import layer_changes
 from .._errors import ToolError, WorkspaceError
-from .._layer import Layer
 from .._record import Change, Conflict, Isolation, Skipped, TaskOutput
-from .._workspace import Workspace
 from ..tools import Tool, never_merged
+from ..workspace import Layer, Workspace, layer_changes, merge_layer
 from ._complete import validate_paths
-from ._merge import merge_layer
 from ._output import RESULTS_DIR
 
 WRITE_TOOLS = frozenset({"write_file", "edit_file"})

@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Collection, Mapping, Sequence
 
 from .._messages import Message
-from .._workspace import Workspace
 from ..loop import path_states
 from ..models import Model, PathState, ToolChoice
+from ..workspace import Workspace
 
 LEAD_INSTRUCTIONS = """\
 You are the lead agent of a team. You work in a workspace folder shared with your subagents, using \

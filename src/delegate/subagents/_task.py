@@ -24,15 +24,15 @@ from .._agents import Catalogue, Subagent, tools_for
 from .._errors import ToolError, WorkspaceError
 from .._events import Event, unheard
 from .._frontmatter import CatalogueWarning
-from .._hooks import HookEvent
-from .._layer import Layer
 from .._messages import Message
 from .._record import Change, Isolation
 from .._usage import Usage
 from ..loop import AgentResult, AgentSpec, Journal, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, IdChoice, Model, credentials_hint, has_credentials
+from ..permissions import HookEvent
 from ..tools import HookSet, Tool, ToolContext, ToolReturn
+from ..workspace import Layer
 from ._acceptance import CRITERIA_SYSTEM_NOTE, check_criteria, frame_criteria, snapshot_before
 from ._assemble import RunScope, assemble, toolset
 from ._background import BACKGROUND_HINT, Background, Conversation

@@ -1,11 +1,10 @@
 """Tool machinery and the built-in workspace tools."""
 
+from ..workspace import SECRET_VARIABLES, never_merged
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
 from ._files import sweep_scratch
 from ._hooked import HookSet
-from ._overlay import never_merged
 from ._permissions import Approval, ApprovalRequest, Approver, CallGuard
-from ._sandbox import SECRET_VARIABLES
 from ._shell import run_command
 from ._tool import PathParam, Tool, ToolContext, ToolFunction, ToolReturn, run_blocking, tool
 from ._uploads import list_uploaded_files, uploads_state

@@ -4,7 +4,7 @@ Every path a model gives is found with `Workspace.locate` before anything touche
 absolute paths elsewhere and symlinks that lead out are refused with a `WorkspaceError`, and the
 tool then works on the handle that the walk returned (`*at` calls), never on the name again: a
 folder swapped for a symlink meanwhile cannot send a read, a write or a listing out of the
-workspace (see `delegate._paths`). Walks never descend into a symlinked folder, and a symlinked
+workspace (see `delegate.workspace._paths`). Walks never descend into a symlinked folder, and a symlinked
 file is only shown when it points inside. Paths shown back to the model are workspace-relative,
 and bytes of a name or a file that are not UTF-8 are shown as `\\xNN` (`delegate._text`).
 Every output is capped, and a note says
@@ -27,11 +27,18 @@ from typing import Annotated, BinaryIO
 from pydantic import Field
 
 from .._errors import ToolError, WorkspaceError
-from .._layer import glance
-from .._search import SNIFF_BYTES, compile_regex, looks_binary, open_for_reading, search
 from .._text import plural, safe_text
-from .._workspace import Located, Workspace
-from ._sandbox import check_disk_quota
+from ..workspace import (
+    SNIFF_BYTES,
+    Located,
+    Workspace,
+    check_disk_quota,
+    compile_regex,
+    glance,
+    looks_binary,
+    open_for_reading,
+    search,
+)
 from ._tool import PathParam, ToolContext, ToolReturn, run_blocking, tool
 
 READ_MAX_LINES = 2000
@@ -464,7 +471,7 @@ def _link_target(workspace: Workspace, path: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# find_files and grep: in a child process, with RE2 (see `delegate._search`)
+# find_files and grep: in a child process, with RE2 (see `delegate.workspace._search`)
 
 
 @tool

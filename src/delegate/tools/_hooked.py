@@ -1,4 +1,4 @@
-"""A run's hooks, put to work: Python hooks and hook commands (see `delegate._hooks`) asked in
+"""A run's hooks, put to work: Python hooks and hook commands (see `delegate.permissions._hooks`) asked in
 turn at each point they act on, their answers merged, every failure a `hook.failed` event.
 
 `HookSet` is what `CallGuard` asks before and after a call of a tool some hook matches; the
@@ -12,8 +12,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._hooks import CommandHook, HookAnswer, HookEvent, HookFunction, HookName, Hooks, Ran, call_function, run_command
-from .._permissions import CallPolicy, Verdict
+from ..permissions import (
+    CallPolicy,
+    CommandHook,
+    HookAnswer,
+    HookEvent,
+    HookFunction,
+    HookName,
+    Hooks,
+    Ran,
+    Verdict,
+    call_function,
+    run_command,
+)
 from ._tool import ToolContext, ToolReturn
 
 _PYTHON: dict[HookName, str] = {
@@ -47,7 +58,7 @@ class HookSet:
         return any(h.event in ("PreToolUse", "PostToolUse") and h.matches(tool, agent_type) for h in self.commands)
 
     def _python_matches(self, tool: str) -> bool:
-        from .._hooks import CLAUDE_NAME
+        from ..permissions import CLAUDE_NAME
 
         return not self._tools or tool in self._tools or CLAUDE_NAME.get(tool, "") in self._tools
 

@@ -1,6 +1,6 @@
 """Tools under a run's permission rules: refused, let through, or held until a person decides.
 
-`CallGuard` is one run's: its compiled rules (`delegate._permissions.CallPolicy`), who decides a
+`CallGuard` is one run's: its compiled rules (`delegate.permissions._rules.CallPolicy`), who decides a
 call under an `ask` rule (an `Approver`: the run layer's, which stores the request and waits for a
 decision durably), and its hooks. `CallGuard.tools` gives an agent its tools: those a `deny` rule
 names whole left out, those a rule or a hook may act on wrapped, every other tool as it was (a
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from .._empty import empty_dict
 from .._errors import ToolError, WorkspaceError
-from .._permissions import CallPolicy, Verdict, path_argument
+from ..permissions import CallPolicy, Verdict, path_argument
 from ._hooked import HookSet
 from ._tool import Tool, ToolContext, ToolReturn
 

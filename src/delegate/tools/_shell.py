@@ -1,7 +1,7 @@
 """The `bash` tool, and `run_command` beneath it: one shell command in the workspace root.
 
 Commands run only when the workspace allows them (`--allow-commands`), in the bubblewrap sandbox
-of `tools/_sandbox.py` (unless the operator turned it off). Each command gets its
+of `workspace/_sandbox.py` (unless the operator turned it off). Each command gets its
 own process group, so a timeout or a cancellation stops everything it started, not only the
 shell. Output (stdout and stderr together) is capped, keeping its head and its tail, where the
 errors and the summary usually are.
@@ -29,10 +29,19 @@ from pydantic import Field
 from .._empty import empty_list
 from .._errors import ToolError
 from .._text import safe_text
-from .._workspace import Workspace
-from ._overlay import NO_OVERLAY, after_command, command_lock
-from ._sandbox import PidsCgroup, command_environment, sandbox_argv, size_text, workspace_usage
-from ._seccomp import filter_fd, filter_program
+from ..workspace import (
+    NO_OVERLAY,
+    PidsCgroup,
+    Workspace,
+    after_command,
+    command_environment,
+    command_lock,
+    filter_fd,
+    filter_program,
+    sandbox_argv,
+    size_text,
+    workspace_usage,
+)
 from ._tool import ToolContext, ToolReturn, tool
 
 OUTPUT_MAX_CHARS = 30_000
@@ -121,7 +130,7 @@ async def bash(
 async def run_command(
     command: str, workspace: Workspace, *, timeout: float, max_chars: int = OUTPUT_MAX_CHARS
 ) -> CommandResult:
-    """Run `command` with /bin/sh in the workspace root, in its sandbox (see `tools/_sandbox.py`)
+    """Run `command` with /bin/sh in the workspace root, in its sandbox (see `workspace/_sandbox.py`)
     unless the operator turned that off; no process it starts outlives the call.
 
     On timeout the result says `timed_out`; on cancellation the processes are killed and the

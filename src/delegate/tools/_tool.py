@@ -30,8 +30,8 @@ from .._errors import ToolError
 from .._events import Event, EventSink, EventType, unheard
 from .._messages import Message
 from .._usage import Usage
-from .._workspace import Workspace
 from ..models import IdChoice, PathRole, ToolSpec
+from ..workspace import Workspace
 
 
 @dataclass(frozen=True, slots=True)

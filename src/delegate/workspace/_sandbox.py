@@ -49,10 +49,10 @@ import threading
 import time
 from pathlib import Path
 
-from .._command_limits import CommandLimits
 from .._errors import ToolError
-from .._workspace import COMMAND_ENV, Workspace
+from ._command_limits import CommandLimits
 from ._overlay import CLOSED, PROBE_ENV, overlay_argv
+from ._root import COMMAND_ENV, Workspace
 
 SECRET_VARIABLES = frozenset(
     {

@@ -14,9 +14,9 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from .._record import Change
 from ._layer import Layer, content_hash, is_whiteout, open_below
 from ._paths import MAX_LINKS, Found, PathEscape, PathLoop, lstat_at, walk
-from ._record import Change
 
 DIFF_MAX_CHARS = 8_000
 """The most characters of a change's diff kept in the record (the layer keeps the whole file)."""

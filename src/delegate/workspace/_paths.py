@@ -33,7 +33,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from ._empty import empty_list
+from .._empty import empty_list
 
 __all__ = ["MAX_LINKS", "Found", "MayCreate", "PathEscape", "PathLoop", "lstat_at", "open_base", "walk"]
 

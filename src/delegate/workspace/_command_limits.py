@@ -1,7 +1,7 @@
 """What one agent's command may use: processes, memory, file size, open files, CPU, `/tmp`, disk.
 
 `CommandLimits` is part of the workspace's `CommandPolicy` (`workspace.commands.limits`); the
-sandbox (`tools/_sandbox.py`) applies it to every command, and the operator sets it with
+sandbox (`workspace/_sandbox.py`) applies it to every command, and the operator sets it with
 `--command-limit NAME=VALUE` (sizes take `K`, `M`, `G`: `--command-limit memory=2G`):
 
 - `processes`: processes (and threads) a command may have at once, counted over everything it
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields, replace
 
-from ._errors import UserError
+from .._errors import UserError
 
 __all__ = ["CommandLimits"]
 

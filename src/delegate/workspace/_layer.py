@@ -2,7 +2,7 @@
 
 A `Layer` is a folder of the workspace's hidden `.delegate/` (`.delegate/layers/<run>/<agent>/`)
 whose `upper/` holds what the subagent changed, in the format of an overlayfs upper layer, so the
-file tools and the subagent's commands (bubblewrap over an overlay mount, `tools/_sandbox.py`) read
+file tools and the subagent's commands (bubblewrap over an overlay mount, `workspace/_sandbox.py`) read
 and write one and the same thing: a file there is the subagent's version of that path, a
 character device 0/0 (a whiteout) says the path is deleted, a folder marked opaque
 (`user.overlay.opaque`) hides what the workspace has below it. Everything else is read from the
@@ -14,7 +14,7 @@ deleted it, else the workspace's file. A write first copies the workspace's file
 Both walks are made from handles, the workspace's from its root (`_paths.py`), the layer's from a
 handle on `upper/` opened from the root one component at a time with `O_NOFOLLOW`, so no rename or
 symlink swapped in meanwhile sends a read or a write elsewhere. The content hash of each workspace
-file is recorded the first time the subagent sees it (`seen`): the merge (`subagents/_merge.py`)
+file is recorded the first time the subagent sees it (`seen`): the merge (`workspace/_merge.py`)
 applies its changes only where the workspace still holds what it saw.
 """
 
@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._empty import empty_dict, empty_list
-from ._errors import WorkspaceError
+from .._empty import empty_dict, empty_list
+from .._errors import WorkspaceError
 from ._paths import Found, lstat_at
 
 if TYPE_CHECKING:
-    from ._workspace import Located
+    from ._root import Located
 
 LAYERS = ".delegate/layers"
 """Where layers live in a workspace: `<run>/<agent>/` below it, hidden from agents."""
@@ -251,7 +251,7 @@ class Layer:
     def over(self, lower: Located, *, write: bool) -> Located:
         """Where the path `lower` found in the workspace is in the subagent's view (see the module's
         doc); with `write`, in the layer, the workspace's file copied up first. `lower` is consumed."""
-        from ._workspace import Located
+        from ._root import Located
 
         parts = lower.found.parts
         if not parts:

@@ -2,7 +2,7 @@
 
 Patterns (a grep regex, and the regex a glob becomes) are matched by RE2, whose time is linear in
 the text: no pattern can backtrack for hours (`(a+)+$` answers at once). The walk and the match
-run in a child process (`python -m delegate._search`) that the tool kills when its deadline
+run in a child process (`python -m delegate.workspace._search`) that the tool kills when its deadline
 passes, so neither a huge tree nor a slow disk can hold an agent, or the server's event loop,
 beyond it; the child runs at a lower priority (`SEARCH_NICENESS`), so searches cannot starve the
 server of CPU either. The child gets the workspace's view (root, hidden folders, mounts), finds
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO, Protocol, cast
 
-from ._errors import ToolError, WorkspaceError
+from .._errors import ToolError, WorkspaceError
+from .._text import safe_text
 from ._layer import Layer
-from ._text import safe_text
-from ._workspace import Located, Mount, Workspace
+from ._root import Located, Mount, Workspace
 
 FIND_MAX_RESULTS = 500
 GREP_LINE_MAX_CHARS = 500
@@ -92,7 +92,7 @@ async def search(workspace: Workspace, op: str, args: dict[str, Any], *, timeout
 
 
 class _Workers:
-    """Search processes (`python -m delegate._search`), started on demand and kept while idle.
+    """Search processes (`python -m delegate.workspace._search`), started on demand and kept while idle.
 
     Each answers one request at a time: a JSON line in, a JSON line out. A process that overruns
     its deadline is killed and forgotten; a few idle ones are kept, because starting Python costs
@@ -141,7 +141,7 @@ class _Workers:
                     return worker
                 _end(worker)
         return subprocess.Popen(
-            [sys.executable, "-m", "delegate._search"],
+            [sys.executable, "-m", "delegate.workspace._search"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

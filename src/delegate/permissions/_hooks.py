@@ -33,8 +33,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from ._empty import empty_dict
-from ._errors import UserError
+from .._empty import empty_dict
+from .._errors import UserError
 
 __all__ = ["HOOK_EVENTS", "CommandHook", "HookAnswer", "HookEvent", "Hooks", "command_hooks"]
 

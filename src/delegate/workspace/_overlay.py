@@ -27,11 +27,11 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 
-from .._changes import Folders, layer_changes
 from .._errors import ToolError
-from .._layer import Layer, content_hash
-from .._paths import PathEscape, PathLoop
-from .._workspace import Workspace
+from ._changes import Folders, layer_changes
+from ._layer import Layer, content_hash
+from ._paths import PathEscape, PathLoop
+from ._root import Workspace
 
 CLOSED = (".claude", ".delegate", ".git")
 """Folders of every workspace that commands may never change (see `_sandbox.py`)."""

@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from .._changes import Folders, layer_changes
 from .._empty import empty_list
-from .._layer import LAYERS, TRASH, Layer, content_hash, descend, open_layers, read_json, remove_tree, write_json
-from .._paths import PathEscape, PathLoop, lstat_at
 from .._record import Change, Conflict
-from .._workspace import Workspace
-from ..tools import never_merged
+from ._changes import Folders, layer_changes
+from ._layer import LAYERS, TRASH, Layer, content_hash, descend, open_layers, read_json, remove_tree, write_json
+from ._overlay import never_merged
+from ._paths import PathEscape, PathLoop, lstat_at
+from ._root import Workspace
 
 JOURNAL = "journal.json"
 _log = logging.getLogger("delegate.merge")

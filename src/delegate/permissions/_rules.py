@@ -38,19 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from pydantic import AwareDatetime
-
-from ._command_rules import command_rule_matching
-from ._empty import empty_dict
-from ._errors import UserError
-from ._time import iso
+from .._empty import empty_dict
+from .._errors import UserError
+from ..workspace._command_rules import command_rule_matching
 
 __all__ = [
-    "DECISIONS",
     "PERMISSION_MODES",
-    "ApprovalRow",
     "CallPolicy",
-    "Decision",
     "PermissionMode",
     "Permissions",
     "Rule",
@@ -63,8 +57,6 @@ __all__ = [
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
 PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
 RuleKind = Literal["allow", "ask", "deny"]
-Decision = Literal["approve", "deny"]
-DECISIONS: tuple[Decision, ...] = ("approve", "deny")
 
 SETTINGS_FILES = (".claude/settings.json", ".claude/settings.local.json", ".delegate/settings.json")
 """The settings files of the operator's folder, read in this order (their rules and hooks merged)."""
@@ -138,57 +130,6 @@ class Rule:
             key = path_argument(tool, arguments)
             return key is not None and glob is not None and glob.fullmatch(_relative(arguments[key])) is not None
         return glob is not None and any(isinstance(v, str) and glob.fullmatch(v) for v in arguments.values())
-
-
-@dataclass(kw_only=True, slots=True)
-class ApprovalRow:
-    """One call that waited (or waits) for a person: who made it, what it is, and the decision
-    (None while it waits)."""
-
-    run_id: str
-    call_id: str
-    agent_id: str
-    parent_agent_id: str | None = None
-    subagent_type: str | None = None
-    description: str | None = None
-    tool: str
-    arguments: dict[str, Any]
-    rule: str | None = None
-    requested_at: AwareDatetime
-    decision: Decision | None = None
-    reason: str | None = None
-    decided_at: AwareDatetime | None = None
-
-    def pending(self) -> dict[str, Any]:
-        """An entry of `pending_approvals` (`delegate runs show --json`, `GET /runs/{id}`)."""
-        return {
-            "call_id": self.call_id,
-            "agent_id": self.agent_id,
-            "tool": self.tool,
-            "arguments": self.arguments,
-            "requested_at": iso(self.requested_at),
-            "parent_agent_id": self.parent_agent_id,
-            "subagent_type": self.subagent_type,
-            "description": self.description,
-            "rule": self.rule,
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """An entry of `GET /runs/{id}/approvals`: the call, and its decision (None while it waits)."""
-        return {
-            "call_id": self.call_id,
-            "agent_id": self.agent_id,
-            "parent_agent_id": self.parent_agent_id,
-            "subagent_type": self.subagent_type,
-            "description": self.description,
-            "tool": self.tool,
-            "arguments": self.arguments,
-            "rule": self.rule,
-            "requested_at": iso(self.requested_at),
-            "decision": self.decision,
-            "reason": self.reason,
-            "decided_at": iso(self.decided_at),
-        }
 
 
 @dataclass(frozen=True, slots=True)

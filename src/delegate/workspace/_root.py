@@ -10,7 +10,7 @@ finds paths through `Workspace.locate` (the file tools, `complete`'s paths, acce
 search, the server's file preview), which walks them from a handle on the root and hands back a
 handle to operate on, so no rename or symlink swapped in meanwhile can send an operation
 elsewhere (see `_paths.py`); the command sandbox builds its mounts from the same fields
-(`tools/_sandbox.py`), so what an agent can reach follows from the view, in one place.
+(`workspace/_sandbox.py`), so what an agent can reach follows from the view, in one place.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from .._errors import UserError, WorkspaceError
+from .._text import unescape_bytes
 from ._command_limits import CommandLimits
 from ._command_rules import CommandRules
-from ._errors import UserError, WorkspaceError
 from ._paths import Found, MayCreate, PathEscape, PathLoop, open_base, walk
-from ._text import unescape_bytes
 
 if TYPE_CHECKING:
     from ._layer import Layer

@@ -68,7 +68,7 @@ class CommandRules:
 def command_rule_matching(rules: tuple[str, ...], command: str, *, every: bool) -> str | None:
     """Which of `rules` (written as inside `Bash(...)`) `command` matches, by the matching above:
     with `every`, each of its simple commands must match one (an `allow` rule of the permission
-    rules, see `delegate._permissions`), and a command that cannot be checked matches none;
+    rules, see `delegate.permissions._rules`), and a command that cannot be checked matches none;
     without, one simple command matching is enough (`ask`, `deny`), and a command that cannot be
     checked matches the first rule (it is asked about or refused, never let through)."""
     if not rules:

@@ -1,0 +1,60 @@
+"""The workspace: its root and the views agents get of it.
+
+Race-free paths from a handle on the root (`_paths`), copy-on-write layers and their all-or-nothing
+merges (`_layer`, `_changes`, `_merge`), search in a child process (`_search`), and the command
+sandbox (bubblewrap, seccomp, command rules and limits: `_sandbox`, `_seccomp`, `_overlay`,
+`_command_rules`, `_command_limits`). Everything outside this package imports these names only.
+"""
+
+from ._changes import layer_changes
+from ._command_limits import CommandLimits
+from ._command_rules import CommandRules, command_rule_matching
+from ._layer import Layer, glance
+from ._merge import merge_layer, recover_merges, sweep_layers
+from ._overlay import NO_OVERLAY, after_command, command_lock, never_merged
+from ._root import CommandPolicy, Located, Mount, Workspace
+from ._sandbox import (
+    SECRET_VARIABLES,
+    PidsCgroup,
+    check_disk_quota,
+    command_environment,
+    sandbox_argv,
+    size_text,
+    workspace_usage,
+)
+from ._search import SNIFF_BYTES, compile_regex, looks_binary, open_for_reading, search
+from ._seccomp import filter_fd, filter_program
+
+__all__ = [
+    "NO_OVERLAY",
+    "SECRET_VARIABLES",
+    "SNIFF_BYTES",
+    "CommandLimits",
+    "CommandPolicy",
+    "CommandRules",
+    "Layer",
+    "Located",
+    "Mount",
+    "PidsCgroup",
+    "Workspace",
+    "after_command",
+    "check_disk_quota",
+    "command_environment",
+    "command_lock",
+    "command_rule_matching",
+    "compile_regex",
+    "filter_fd",
+    "filter_program",
+    "glance",
+    "layer_changes",
+    "looks_binary",
+    "merge_layer",
+    "never_merged",
+    "open_for_reading",
+    "recover_merges",
+    "sandbox_argv",
+    "search",
+    "size_text",
+    "sweep_layers",
+    "workspace_usage",
+]
