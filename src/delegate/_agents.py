@@ -89,7 +89,9 @@ class Agent:
     must call, or a list of these for the first turns in order: a weak model then takes the steps
     of its work in their order (`["read_file", "write_file"]`). `skills=None` gives every skill,
     `[]` none. `output_schema` is the typed result it must end with: a JSON Schema, or a pydantic
-    model (what `RunResult.result` / `TaskOutput.result` then hold, validated).
+    model (what `RunResult.result` / `TaskOutput.result` then hold, validated). `compaction_model`
+    writes the summary when its conversation is compacted (spec 000's `compactionModel`; None: the
+    runtime's `Compaction.model`, else its own model).
     """
 
     instructions: str = ""
@@ -100,6 +102,8 @@ class Agent:
     skills: list[str] | None = None
     output_schema: dict[str, Any] | type[BaseModel] | None = None
     """The typed result it must deliver: a JSON Schema, or a pydantic model."""
+    compaction_model: str | Model | None = None
+    """The model that summarises its older turns when its context fills (None: the runtime's)."""
 
     @property
     def label(self) -> str:
@@ -177,7 +181,7 @@ class Subagent(Agent):
     stop_tools: list[str] = field(default_factory=empty_list)
     requires_commands: bool = False
     project_context: bool = True
-    """Whether its system prompt carries the workspace's AGENTS.md / CLAUDE.md."""
+    """Whether its system prompt carries the workspace's AGENTS.md / CLAUDE.md / ARCHITECTURE.md."""
     mcp_servers: list[str] = field(default_factory=empty_list)
     """MCP servers whose tools this type gets besides its `tools`: the runtime's, or its own."""
     mcp_inline: dict[str, dict[str, Any]] = field(default_factory=empty_dict)
@@ -221,6 +225,9 @@ class Subagent(Agent):
             "model": self.model if isinstance(self.model, str) else self.model.name,
             "written_model": self.written_model,
             "model_fallback": self.model_fallback,
+            "compaction_model": self.compaction_model
+            if self.compaction_model is None or isinstance(self.compaction_model, str)
+            else self.compaction_model.name,
             "max_steps": self.max_steps,
             "timeout": self.timeout,
             "token_budget": self.token_budget,
@@ -309,6 +316,9 @@ class _FrontMatter(BaseModel):
         default_factory=empty_list, validation_alias=AliasChoices("disallowed_tools", "disallowedTools")
     )
     model: str = "inherit"
+    compaction_model: str | None = Field(
+        default=None, validation_alias=AliasChoices("compaction_model", "compactionModel")
+    )
     max_steps: int = Field(default=30, ge=1, le=10_000, validation_alias=AliasChoices("max_steps", "maxTurns"))
     timeout: float | None = Field(default=600.0, gt=0)
     token_budget: int | None = Field(default=None, gt=0)
@@ -335,6 +345,14 @@ class _FrontMatter(BaseModel):
             value = value.strip().lower()
             return {"worktree": "overlay", "none": "shared"}.get(value, value)
         return value
+
+    @field_validator("compaction_model", mode="before")
+    @classmethod
+    def _compaction_model(cls, value: Any) -> Any:
+        """`inherit` (or nothing) is the runtime's compaction model."""
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "inherit")):
+            return None
+        return value.strip() if isinstance(value, str) else value
 
     @field_validator("tools", "skills", mode="before")
     @classmethod
@@ -402,6 +420,7 @@ def load_definition(
             tools=tools,
             disallowed_tools=disallowed,
             model=parsed.model,
+            compaction_model=parsed.compaction_model,
             max_steps=parsed.max_steps,
             timeout=parsed.timeout,
             token_budget=parsed.token_budget,
@@ -640,8 +659,9 @@ def _label(folder: Path, workspace: Path | None) -> str:
 
 
 def _resolve_model(definition: Subagent, aliases: ModelAliases, warnings: list[CatalogueWarning]) -> Subagent:
-    """`definition` with its model string resolved through `aliases`; a string that is no model is
-    a warning, and the type runs on the lead's model."""
+    """`definition` with its model strings resolved through `aliases`; a string that is no model is
+    a warning, and the type runs on the lead's model (a bad compaction model: the runtime's)."""
+    definition = _resolve_compaction_model(definition, aliases, warnings)
     if not isinstance(definition.model, str):
         return definition
     written = definition.model
@@ -654,6 +674,21 @@ def _resolve_model(definition: Subagent, aliases: ModelAliases, warnings: list[C
     if spec == written:
         return definition
     return replace(definition, model=spec, written_model=written, model_fallback=aliased)
+
+
+def _resolve_compaction_model(
+    definition: Subagent, aliases: ModelAliases, warnings: list[CatalogueWarning]
+) -> Subagent:
+    written = definition.compaction_model
+    if not isinstance(written, str):
+        return definition
+    try:
+        spec, _ = aliases.resolve(written)
+    except UserError as exc:
+        problem = CatalogueWarning(definition.source, f"compaction_model: {exc}; it compacts with the runtime's")
+        warnings.append(problem)
+        return replace(definition, compaction_model=None, warnings=[*definition.warnings, problem])
+    return definition if spec == written else replace(definition, compaction_model=spec)
 
 
 def tools_for(definition: Subagent, parent_tools: Sequence[str], available: Sequence[str]) -> list[str]:

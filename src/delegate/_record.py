@@ -78,13 +78,16 @@ ChangeOp = Literal["create", "modify", "delete"]
 
 @dataclass(kw_only=True, slots=True)
 class Artifact:
-    """A delivered file: its absolute path in the shared workspace, and what it is."""
+    """A delivered file: its absolute path in the shared workspace, and what it is. A symlink is
+    reported as itself (spec 000's `fsType: symlink`): its own path, size and time, and `target`,
+    the workspace-relative path it leads to (None for anything else)."""
 
     path: str
     size: int
     fs_type: FsType
     modified_at: str | None = None
     relative_path: str = ""
+    target: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +96,7 @@ class Artifact:
             "size": self.size,
             "fs_type": self.fs_type,
             "modified_at": self.modified_at,
+            "target": self.target,
         }
 
 

@@ -204,6 +204,8 @@ class AgentSpec:
     instead of answering, or takes the steps its work needs in their order."""
     inbox: Inbox | None = None
     """News from its background work: added before each request; an answer waits for the work."""
+    compaction_model: Model | None = None
+    """Its definition's compaction model, over the run's (`Compaction.model`); None: the run's."""
 
     offered: tuple[dict[str, Tool], list[ToolSpec]] = field(init=False, repr=False, compare=False)
     """`tools` by name, and their specs (what a turn without gates offers): made once a spec,
@@ -647,8 +649,8 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
         return False
     if spec.budget is not None and spec.budget.begin() is not None:
         return False  # the run's budget is spent: the next turn ends the agent
-    model = compaction.model or spec.model
-    room = context_window(model) if compaction.model is not None else state.window
+    model = spec.compaction_model or compaction.model or spec.model
+    room = context_window(model) if model is not spec.model else state.window
     transcript = cut_text(render_transcript(old), int((room - reply_reserve(room, None) - 200) * 2.5))
     request = ModelRequest(
         system=(

@@ -18,6 +18,7 @@ import binascii
 import contextlib
 import json
 import os
+import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -412,8 +413,15 @@ def _user_or_tool(message: Message) -> list[dict[str, Any]]:
     if rest:
         if message.role == "tool":  # a tool's image or file: only user messages can carry media
             rest = [TextPart(text="Attached by the tools above:"), *rest]
-        out.append({"role": "user", "content": _content(rest)})
+        said: dict[str, Any] = {"role": "user", "content": _content(rest)}
+        if message.role == "user" and message.name and _NAME.fullmatch(message.name):
+            said["name"] = message.name  # `parent_context_snapshot`, `task_notification`: what the message is
+        out.append(said)
     return out
+
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The names OpenAI's API takes on a message (others are left off, never sent to be refused)."""
 
 
 def _content(parts: list[Part]) -> str | list[dict[str, Any]]:

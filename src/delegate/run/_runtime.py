@@ -438,8 +438,16 @@ class Runtime:
         types = self._searchable_types() if task is not None else []
         tools = toolset(self.lead, lead_tools, scope, types)
         background = runner.background if task is not None else None
+        compactor = self.lead.compaction_model
         spec = await assemble(
-            self.lead, scope, model=lead_model, tools=tools, prompt=prompt, journal=journal, background=background
+            self.lead,
+            scope,
+            model=lead_model,
+            tools=tools,
+            prompt=prompt,
+            journal=journal,
+            background=background,
+            compaction_model=None if compactor is None else await self._model_off_loop(compactor),
         )
         failed = self._mcp_failed()
         found = [*self.catalogue.warnings, *skills.warnings]

@@ -1,21 +1,33 @@
 """Acceptance criteria: validated, framed for the subagent, and checked in code after it ends.
 
 A `task` call may carry up to 20 acceptance criteria. They are the subagent's completion
-conditions and, at the same time, the lead's basis for automatic verification. Four forms are
+conditions and, at the same time, the lead's basis for automatic verification. Five forms are
 checked deterministically here:
 
 ```
-file:<path> exists        the path exists (a regular file, a folder, anything)
+file:<path> exists        the path is a regular file (a symlink counts as what it leads to)
 file:<path> non-empty     the path is a regular file of at least one byte (by its size: never read)
+dir:<path> exists         the path is a folder
 file_written:<path>       the path is a regular file created or changed during the subagent's run
-tests_passed:<command>    <command>, run by the shell in the workspace root, exits with status 0
+tests_passed:<command>    <command>, run by the shell in the workspace root, exits with status 0 and
+                          its output carries a test runner's own summary: at least one test ran,
+                          none failed (`_test_summary.py` says which runners and how)
 ```
 
-Keywords are exact and case-sensitive (`file`, `file_written`, `tests_passed`, `exists`,
-`non-empty`); whitespace around them is free, and a path may be wrapped in one pair of quotes or
-backticks. A path is workspace-relative or absolute and must resolve, symlinks followed, under the
-workspace root or the outputs folder. A command is one line. Any other wording, and any path that
-leaves those folders, is UNVERIFIED: handed to the subagent as written, never counted as holding.
+Keywords are case-insensitive (`FILE:`, `File_Written:`, `EXISTS`, as DeerFlow reads them);
+whitespace around them is free, and a path may be wrapped in one pair of quotes or backticks. A path
+is workspace-relative, absolute, or spelt as spec 002 spells it (`/mnt/user-data/workspace/...`,
+`/mnt/user-data/outputs/...`), and must resolve, symlinks followed, under the workspace root. A
+folder, a named pipe, a socket or a device never holds a `file:` criterion (nor `file_written`): a
+deliverable is a regular file. A command is one line. Any other wording, and any path that leaves
+the workspace, is UNVERIFIED: handed to the subagent as written, never counted as holding.
+
+A `tests_passed` command is run here when the workspace allows commands and the run's permission
+rules let a `bash` call of it run without asking. Otherwise (commands not allowed, the sandbox
+cannot start here, a rule denies or asks) the subagent's own recorded run of that very command (its
+last `bash` call of it, word for word) is read instead, by the same rules, and the verdict says so;
+without one it is UNVERIFIED. An exit status of 0 with no runner's summary is UNVERIFIED, not a
+pass: `echo '12 passed'` holds nothing.
 
 The verdict vocabulary is `holds` / `does not hold` (a check ran and says so) and `UNVERIFIED`
 (no check could say). Nothing is ever called "passed".
@@ -38,7 +50,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +58,14 @@ from typing import Literal, cast
 
 from .._empty import empty_dict
 from .._errors import ToolError, WorkspaceError
+from .._messages import Message
+from .._text import plural
 from ..tools import run_command
 from ..workspace import Located, Workspace
+from ._test_summary import read_summaries
 
 __all__ = [
+    "CHECKLIST_HEAD",
     "CRITERIA_HEADER",
     "CRITERIA_SYSTEM_NOTE",
     "MAX_CRITERIA",
@@ -59,6 +75,7 @@ __all__ = [
     "Verdict",
     "VerdictResult",
     "check_criteria",
+    "checklist_count",
     "frame_criteria",
     "neutralise",
     "parse_criteria",
@@ -220,6 +237,24 @@ def render_checklist(verdicts: Sequence[Verdict | Mapping[str, object]]) -> str:
     return "\n".join(lines)
 
 
+CHECKLIST_HEAD = (
+    "Acceptance checklist (checked in code when it ended; execution evidence only: it does not validate "
+    "what the summary claims):"
+)
+"""The line over the checklist the lead reads: a verdict says what a check saw, nothing more."""
+
+
+def checklist_count(verdicts: Sequence[Verdict | Mapping[str, object]]) -> str:
+    """The line under the checklist: how many criteria hold, do not hold, and are UNVERIFIED."""
+    results = [v.result if isinstance(v, Verdict) else v.get("result") for v in verdicts]
+    holds, not_held = results.count("holds"), results.count("does not hold")
+    unverified = len(results) - holds - not_held
+    return (
+        f"Acceptance: {holds} of {plural(len(results), 'criterion', 'criteria')} hold, {not_held} does not hold, "
+        f"{unverified} UNVERIFIED"
+    )
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -227,15 +262,17 @@ def _clip(text: str, limit: int) -> str:
 # ---------------------------------------------------------------------------------------------
 # Parsing the four forms
 
-_EXISTS = re.compile(r"\s*file\s*:\s*(?P<path>\S.*?)\s+exists\s*")
-_NON_EMPTY = re.compile(r"\s*file\s*:\s*(?P<path>\S.*?)\s+non-empty\s*")
-_WRITTEN = re.compile(r"\s*file_written\s*:\s*(?P<path>\S.*?)\s*")
-_TESTS = re.compile(r"\s*tests_passed\s*:\s*(?P<command>\S.*?)\s*")
+_EXISTS = re.compile(r"\s*file\s*:\s*(?P<path>\S.*?)\s+exists\s*", re.IGNORECASE)
+_NON_EMPTY = re.compile(r"\s*file\s*:\s*(?P<path>\S.*?)\s+non-empty\s*", re.IGNORECASE)
+_DIR = re.compile(r"\s*dir\s*:\s*(?P<path>\S.*?)\s+exists\s*", re.IGNORECASE)
+_WRITTEN = re.compile(r"\s*file_written\s*:\s*(?P<path>\S.*?)\s*", re.IGNORECASE)
+_TESTS = re.compile(r"\s*tests_passed\s*:\s*(?P<command>\S.*?)\s*", re.IGNORECASE)
 
-_Form = Literal["exists", "non-empty", "written", "tests"]
+_Form = Literal["exists", "non-empty", "dir", "written", "tests"]
 _FORMS: tuple[tuple[_Form, re.Pattern[str]], ...] = (
     ("exists", _EXISTS),
     ("non-empty", _NON_EMPTY),
+    ("dir", _DIR),
     ("written", _WRITTEN),
     ("tests", _TESTS),
 )
@@ -348,6 +385,8 @@ def _state(at: Located) -> FileState:
 
 
 def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a regular file"
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISLNK(mode):
@@ -389,29 +428,48 @@ def snapshot_before(criteria: Sequence[str], workspace: Workspace) -> Baseline:
 
 
 async def check_criteria(
-    criteria: Sequence[str], workspace: Workspace, baseline: Baseline, *, command_timeout: float = 120.0
+    criteria: Sequence[str],
+    workspace: Workspace,
+    baseline: Baseline,
+    *,
+    command_timeout: float = 120.0,
+    transcript: Sequence[Message] = (),
+    refusal: Callable[[str], str | None] | None = None,
 ) -> list[Verdict]:
-    """One verdict per criterion, in order. Commands run one after another, never concurrently."""
+    """One verdict per criterion, in order. Commands run one after another, never concurrently.
+    `transcript` is the subagent's conversation (its own runs of a `tests_passed` command are read
+    when the check cannot run it); `refusal` says why the run's rules would not let a command run
+    without asking (None: they would)."""
     verdicts: list[Verdict] = []
+    runs = _Runs(transcript, refusal, command_timeout)
     for criterion in criteria:
-        verdicts.append(await _check_one(criterion, workspace, baseline, command_timeout))
+        verdicts.append(await _check_one(criterion, workspace, baseline, runs))
     return verdicts
 
 
-async def _check_one(criterion: str, workspace: Workspace, baseline: Baseline, timeout: float) -> Verdict:
+@dataclass(frozen=True, slots=True)
+class _Runs:
+    """How `tests_passed` commands are judged in one check (see `check_criteria`)."""
+
+    transcript: Sequence[Message]
+    refusal: Callable[[str], str | None] | None
+    timeout: float
+
+
+async def _check_one(criterion: str, workspace: Workspace, baseline: Baseline, runs: _Runs) -> Verdict:
     parsed = _parse(criterion)
     if parsed is None:
         return Verdict(
             criterion,
             "UNVERIFIED",
-            "not one of the forms checked in code (file:PATH exists, file:PATH non-empty, "
+            "not one of the forms checked in code (file:PATH exists, file:PATH non-empty, dir:PATH exists, "
             "file_written:PATH, tests_passed:COMMAND); judge it from the report",
             checked=False,
         )
     form, argument = parsed
     try:
         if form == "tests":
-            result, evidence = await _run_tests(argument, workspace, timeout)
+            result, evidence = await _tests(argument, workspace, runs)
         else:
             result, evidence = await asyncio.to_thread(_check_located, form, argument, workspace, baseline)
     except _Unverifiable as exc:
@@ -427,11 +485,16 @@ def _check_located(form: _Form, argument: str, workspace: Workspace, baseline: B
 def _check_path(form: _Form, path: Located, baseline: Baseline) -> tuple[VerdictResult, str]:
     info = _lstat(path)
     if info is None:
-        return "does not hold", "no such file"
-    if form == "exists":
-        return "holds", _size(info.st_size) if stat.S_ISREG(info.st_mode) else f"exists, {_kind(info.st_mode)}"
+        return "does not hold", "no such folder" if form == "dir" else "no such file"
+    if form == "dir":
+        if stat.S_ISDIR(info.st_mode):
+            return "holds", "a folder"
+        return "does not hold", f"not a folder but {_kind(info.st_mode)}"
     if not stat.S_ISREG(info.st_mode):
-        raise _Unverifiable(f"not a regular file but {_kind(info.st_mode)}", checked=True)
+        fix = f"; dir:{path.rel} exists checks a folder" if stat.S_ISDIR(info.st_mode) else ""
+        return "does not hold", f"not a regular file but {_kind(info.st_mode)}{fix}"
+    if form == "exists":
+        return "holds", _size(info.st_size)
     if form == "non-empty":
         return ("holds" if info.st_size > 0 else "does not hold"), _size(info.st_size)
     return _check_written(path, info, baseline)
@@ -458,19 +521,48 @@ def _check_written(path: Located, info: os.stat_result, baseline: Baseline) -> t
 # ---------------------------------------------------------------------------------------------
 # Running a test command
 
-_TAIL_CHARS = 4096
+_OUTPUT_CHARS = 64 * 1024
+"""Characters of a test command's output kept (its head and tail) for the runners' summaries."""
+
+
+async def _tests(command: str, workspace: Workspace, runs: _Runs) -> tuple[VerdictResult, str]:
+    """Run `command` here, or, when it cannot run here, read the subagent's own run of it."""
+    why = _cannot_run(command, workspace, runs.refusal)
+    if why is None:
+        try:
+            return await _run_tests(command, workspace, runs.timeout)
+        except _Unverifiable as exc:
+            if exc.checked:
+                raise
+            why = str(exc)
+    recorded = _recorded_run(command, runs.transcript)
+    if recorded is None:
+        raise _Unverifiable(f"{why}; and the subagent has no run of this command on record", checked=False)
+    call_id, code, output = recorded
+    source = f"not run by the check ({why}); read from the subagent's own run of it (call {call_id})"
+    try:
+        result, evidence = _judge(code, output)
+    except _Unverifiable as exc:
+        raise _Unverifiable(f"{source}: {exc}", checked=True) from None
+    return result, f"{source}: {evidence}"
+
+
+def _cannot_run(command: str, workspace: Workspace, refusal: Callable[[str], str | None] | None) -> str | None:
+    if not workspace.allow_commands:
+        return "commands are not allowed in this workspace"
+    why = refusal(command) if refusal is not None else None
+    return None if why is None else f"the run's permission rules do not let it run unasked: {why}"
 
 
 async def _run_tests(command: str, workspace: Workspace, timeout: float) -> tuple[VerdictResult, str]:
     """Run `command` with the shell in the workspace root, as the `bash` tool does: in its own
     process group, all of it killed when the command ends or times out (or the check is
-    cancelled), so no test process outlives its check. The output's tail is the evidence.
+    cancelled), so no test process outlives its check. Its exit status and the test runners'
+    summaries in its output (`_judge`) are the evidence.
     """
-    if not workspace.allow_commands:
-        raise _Unverifiable("commands are not allowed in this workspace", checked=False)
     started = time.monotonic()
     try:
-        result = await run_command(command, workspace, timeout=timeout, max_chars=_TAIL_CHARS)
+        result = await run_command(command, workspace, timeout=timeout, max_chars=_OUTPUT_CHARS)
     except OSError as exc:
         raise _Unverifiable(f"the command could not start: {exc.strerror or exc}", checked=False) from None
     except ToolError as exc:  # the sandbox cannot run here
@@ -478,12 +570,60 @@ async def _run_tests(command: str, workspace: Workspace, timeout: float) -> tupl
     elapsed = time.monotonic() - started
     if result.timed_out:
         raise _Unverifiable(f"timed out after {timeout:g} s; the command's processes were killed", checked=True)
-    code = result.exit_code
-    last = _last_line(result.output)
-    if code == 0:
-        return "holds", f"exit 0 in {elapsed:.1f} s"
-    ending = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
-    return "does not hold", f"{ending} in {elapsed:.1f} s" + (f"; output ends: {last}" if last else "")
+    return _judge(result.exit_code, result.output, f" in {elapsed:.1f} s")
+
+
+def _judge(code: int | None, output: str, took: str = "") -> tuple[VerdictResult, str]:
+    """What an exit status and an output say of a test run (see the module's docstring)."""
+    summaries = read_summaries(output)
+    said = "; ".join(f"{s.runner}: {_clip(s.line, 120)}" for s in summaries[-4:])
+    if code != 0:
+        ending = "no exit status" if code is None else f"killed by signal {-code}" if code < 0 else f"exit {code}"
+        last = _last_line(output)
+        return "does not hold", f"{ending}{took} — " + (said or (f"output ends: {last}" if last else "no output"))
+    if not summaries:
+        raise _Unverifiable(
+            f"exit 0{took}, but its output shows no test runner's summary (pytest, unittest, go test, cargo test, "
+            "jest, vitest, node --test, mocha): nothing says a test ran",
+            checked=True,
+        )
+    failed = sum(s.failed for s in summaries)
+    if failed:
+        return "does not hold", f"exit 0{took} — but {plural(failed, 'test')} failed: {said}"
+    if sum(s.ran for s in summaries) == 0:
+        return "does not hold", f"exit 0{took} — but no test ran: {said}"
+    return "holds", f"exit 0{took} — {said}"
+
+
+def _recorded_run(command: str, transcript: Sequence[Message]) -> tuple[str, int | None, str] | None:
+    """The subagent's last `bash` call of exactly `command` (whitespace aside) that has a result:
+    its call id, exit status (from the tool's `[exit code N]` line; None when it says none) and output."""
+    wanted = " ".join(command.split())
+    calls = {
+        c.id
+        for m in transcript
+        for c in m.tool_calls
+        if c.name == "bash" and " ".join(str(c.arguments.get("command", "")).split()) == wanted
+    }
+    found: tuple[str, int | None, str] | None = None
+    for message in transcript:
+        for result in message.tool_results:
+            if result.tool_call_id in calls:
+                found = (result.tool_call_id, *_exit_of(result.content))
+    return found
+
+
+_EXIT_LINE = re.compile(r"\[(?:exit code (?P<code>-?\d+)|killed by \S+ \(exit code (?P<killed>-?\d+)\))\]")
+
+
+def _exit_of(content: str) -> tuple[int | None, str]:
+    """The exit status and output of a recorded `bash` result; None when it has no `[exit code N]`
+    line (the call was refused or timed out: no status to read)."""
+    lines = content.rstrip().splitlines()
+    match = _EXIT_LINE.fullmatch(lines[-1].strip()) if lines else None
+    if match is None:
+        return None, content
+    return int(match.group("code") or match.group("killed")), "\n".join(lines[:-1])
 
 
 def _last_line(output: str) -> str:

@@ -36,7 +36,7 @@ TYPED_RESULT_NOTE = (
 class RunScope:
     """What every agent of one run shares: who runs it, where, under which limits and settings,
     with which skills and deferred tools (MCP tools behind `tool_search`), and the workspace's
-    project context (AGENTS.md / CLAUDE.md)."""
+    project context (AGENTS.md, CLAUDE.md, ARCHITECTURE.md)."""
 
     run_id: str
     user_id: str
@@ -86,8 +86,10 @@ async def assemble(
     notes: Sequence[str] = (),
     journal: Journal | None = None,
     background: Background | None = None,
+    compaction_model: Model | None = None,
 ) -> AgentSpec:
     """What the loop runs for `definition` on `prompt` in `run`, with `tools` (from `toolset`).
+    `compaction_model` is its definition's `compaction_model`, resolved.
     `notes` end its system prompt (a snapshot's, acceptance criteria's). `background` is the
     lead's background subagents: news of them comes between its turns, and their tools are
     offered once there are some (from the start when its definition names them). Under the run's
@@ -143,6 +145,7 @@ async def assemble(
         first_tool_choice=first,
         journal=journal,
         inbox=background,
+        compaction_model=compaction_model,
     )
 
 

@@ -8,7 +8,8 @@ notice of the subagents that ended since (each result in the bounded form of a `
 lead gets their results for one more turn. Its tools (`task_status`, `task_wait`, `task_stop`,
 `task_message`) are offered once the run has a background subagent (`BackgroundGate`, the same
 turn-by-turn gate that hides deferred tools), or from the start when the lead's definition names
-them. A result the lead already read through one of them is not noticed again.
+them; `task_message` also once any subagent, foreground too, completed (a follow-up continues it).
+A result the lead already read through one of them is not noticed again.
 
 A follow-up continues a completed subagent's own conversation (kept in memory, and stored in its
 subagent's row so that a resumed run can continue it too) with a new user message: one record, one id, its
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 
 BACKGROUND_TOOLS = ("task_status", "task_wait", "task_stop", "task_message")
 """The lead's tools for its background subagents and follow-ups."""
+WAITING_TOOLS = ("task_status", "task_wait", "task_stop")
+"""The background tools that need a subagent in the background (`task_message` needs a completed one)."""
 BACKGROUND_HINT = (
     "Keep working: each one's result comes to you when it ends. task_status shows where they are, "
     "task_wait waits for them, task_stop stops one, task_message sends a completed one a follow-up."
@@ -87,6 +90,12 @@ class Background:
     def open(self) -> bool:
         """Whether the lead is offered the background tools now."""
         return self.named or bool(self.tasks)
+
+    @property
+    def continuable(self) -> bool:
+        """Whether the run has a completed subagent, foreground or background, whose conversation a
+        follow-up can continue: `task_message` is offered from then on."""
+        return bool(self.runner.conversations) or bool(self.runner.saved_conversations)
 
     def start(self, agent_id: str, work: Coroutine[Any, Any, TaskOutput]) -> None:
         """Run `work` (one subagent, or a follow-up) in the background."""
@@ -241,7 +250,16 @@ class Background:
         # kept as its stretch (`<key>+<n>`) when subagents keep a journal: a resume replays what it asked
         stretch = f"{kept.key}+{record.messages + 1}" if kept.key is not None else None
         journal = runner.journal_for(stretch) if runner.journal_for is not None and stretch is not None else None
-        spec = await assemble(definition, runner.scope, model=model, tools=tools, prompt=message, journal=journal)
+        compactor = runner.compaction_model(definition)
+        spec = await assemble(
+            definition,
+            runner.scope,
+            model=model,
+            tools=tools,
+            prompt=message,
+            journal=journal,
+            compaction_model=compactor,
+        )
         spec.instructions = kept.system  # the very prompt it worked under
         layer = runner.layer(record, tools, record.messages + 2)  # an overlay subagent's follow-up: a new layer
         workspace = runner.workspace if layer is None else replace(runner.workspace, layer=layer)
@@ -393,9 +411,12 @@ class BackgroundGate:
     def visible(self, messages: list[Message], names: list[str]) -> list[str]:
         if self.background.open:
             return names
-        return [n for n in names if n not in BACKGROUND_TOOLS]
+        hidden = WAITING_TOOLS if self.background.continuable else BACKGROUND_TOOLS
+        return [n for n in names if n not in hidden]
 
     def why_hidden(self, name: str) -> str:
+        if name == "task_message":
+            return "task_message continues a completed subagent, and none has completed yet: start one with task"
         return (
             f"{name} is for subagents started in the background: start one first with task(..., run_in_background=true)"
         )

@@ -8,10 +8,12 @@ subagent ends `error` (stop reason `invalid_result`).
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import PurePosixPath
 from typing import Annotated, Any, cast
 
 from pydantic import Field
@@ -40,7 +42,9 @@ class Delivery:
 
 
 def validate_paths(workspace: Workspace, paths: Sequence[str]) -> tuple[list[Artifact], list[Skipped]]:
-    """Each path must exist, resolve under the workspace root, and not repeat."""
+    """Each path must exist, resolve under the workspace root, and not repeat. A symlink must lead
+    to something that does, and is reported as the link (a link and its target listed together
+    are two artifacts)."""
     artifacts: list[Artifact] = []
     skipped: list[Skipped] = []
     seen: set[str] = set()
@@ -52,6 +56,8 @@ def validate_paths(workspace: Workspace, paths: Sequence[str]) -> tuple[list[Art
             continue
         with at:
             artifact = _artifact(at)
+            if artifact is not None and at.followed:
+                artifact = _as_link(workspace, claimed, at, artifact)
         if artifact is None:
             skipped.append(Skipped(path=claimed, reason="does not exist"))
         elif artifact.path in seen:
@@ -63,17 +69,53 @@ def validate_paths(workspace: Workspace, paths: Sequence[str]) -> tuple[list[Art
 
 
 def _artifact(at: Located) -> Artifact | None:
-    """The artifact at a located path (a link named as such, sized as its target), None if missing."""
+    """The artifact at a located path (where a link leads), None if missing."""
     info = at.info
     if info is None:
         return None
-    kind = "symlink" if at.followed else "directory" if stat.S_ISDIR(info.st_mode) else "file"
     return Artifact(
         path=str(at.real),
         size=info.st_size,
-        fs_type=kind,
+        fs_type="directory" if stat.S_ISDIR(info.st_mode) else "file",
         modified_at=iso(datetime.fromtimestamp(info.st_mtime, UTC)),
         relative_path=at.rel,
+    )
+
+
+def _as_link(workspace: Workspace, claimed: str, target: Located, found: Artifact) -> Artifact:
+    """The artifact of `claimed` when its last name is itself a symlink (not only a folder on its
+    way): the link, with its own path, size and time, naming `found` (where it leads) as its
+    target. Its folder is walked as any path is, so the link itself lies in the view too."""
+    path = PurePosixPath(claimed)
+    if path.name in ("", ".", ".."):
+        return found
+    try:
+        folder = workspace.locate(str(path.parent))
+    except WorkspaceError:
+        return found
+    with folder:
+        if not folder.is_dir() or folder.real / path.name == target.real:
+            return found  # only a folder on the way was a link: the object is what it named
+        try:
+            fd = folder.open(os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return found
+        try:
+            info = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            info = None
+        finally:
+            os.close(fd)
+    if info is None or not stat.S_ISLNK(info.st_mode):
+        return found  # it changed meanwhile, or lies in an overlay's layer: reported as what it names
+    rel = f"{folder.rel}/{path.name}" if folder.rel != "." else path.name
+    return Artifact(
+        path=str(folder.real / path.name),
+        size=info.st_size,
+        fs_type="symlink",
+        modified_at=iso(datetime.fromtimestamp(info.st_mtime, UTC)),
+        relative_path=rel,
+        target=found.relative_path,
     )
 
 

@@ -1,13 +1,14 @@
-"""Project context: the workspace's `AGENTS.md`, `CLAUDE.md` and `.claude/CLAUDE.md`, put in the
+"""Project context: the workspace's `AGENTS.md`, `CLAUDE.md`, `.claude/CLAUDE.md` and
+`ARCHITECTURE.md` (spec 003: subagents receive the architecture context automatically), put in the
 system prompt of the lead and of every subagent whose definition does not opt out
-(`project_context: false`), bounded in size and marked as what it is."""
+(`project_context: false`), each bounded in size and marked as what it is."""
 
 from __future__ import annotations
 
 from .._errors import ToolError, WorkspaceError
 from ..workspace import Workspace, open_for_reading
 
-CONTEXT_FILES = ("AGENTS.md", "CLAUDE.md", ".claude/CLAUDE.md")
+CONTEXT_FILES = ("AGENTS.md", "CLAUDE.md", ".claude/CLAUDE.md", "ARCHITECTURE.md")
 MAX_FILE_CHARS = 8_000
 """Characters of one file kept in the prompt; the rest is left for `read_file`."""
 MAX_FILE_BYTES = 64 * 1024

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from .._record import Artifact, FsType, Skipped, Status, StopReason, TaskOutput
 from .._text import plural
-from ._acceptance import render_checklist
+from ._acceptance import CHECKLIST_HEAD, checklist_count, render_checklist
 
 __all__ = [
     "MAX_RESULT_CHARS",
@@ -55,6 +55,8 @@ def status_line(record: TaskOutput) -> str:
 
 def _artifact_line(artifact: Artifact) -> str:
     kind = "" if artifact.fs_type == "file" else f", {artifact.fs_type}"
+    if artifact.target is not None:
+        kind += f" to {artifact.target}"
     return f"- {artifact.relative_path or artifact.path} ({artifact.size:,} bytes{kind})"
 
 
@@ -78,8 +80,9 @@ def render_whole(record: TaskOutput) -> str:
         lines += [f"- {s.path}: {s.reason}" for s in record.skipped]
     lines += _layer_lines(record, None)
     if record.acceptance:
-        lines.append("Acceptance checklist:")
+        lines.append(CHECKLIST_HEAD)
         lines.append(render_checklist(record.acceptance))
+        lines.append(checklist_count(record.acceptance))
     return "\n".join(lines)
 
 
@@ -144,8 +147,9 @@ def _shortened(record: TaskOutput, whole_in: str | None) -> str:
             tail.append(f"- ... and {len(record.skipped) - _MAX_SKIPPED_LINES} more")
     tail += _layer_lines(record, _MAX_LAYER_LINES)
     if record.acceptance:
-        tail.append("Acceptance checklist:")
+        tail.append(CHECKLIST_HEAD)
         tail += [_clip(line, _MAX_VERDICT_CHARS) for line in render_checklist(record.acceptance).split("\n")]
+        tail.append(checklist_count(record.acceptance))
     fixed = len("\n".join(head + tail)) + 1
     room = MAX_RESULT_CHARS - fixed
     middle: list[str] = []

@@ -16,7 +16,10 @@ You are the lead agent of a team. You work in a workspace folder shared with you
 your tools to read and write files. For work that spans several files or several independent \
 questions, delegate with the `task` tool: each subagent starts fresh, does its part, writes its \
 results to files, and returns a short summary with the paths. Read their files when you need the \
-detail. When the work is done, answer with a concise final report."""
+detail. A subagent's summary is its own report of what it did, not a check of it: when the deliverable \
+is a file or a passing test run, give it as `acceptance_criteria` (for example "file:reports/a.md \
+non-empty", "tests_passed:pytest -q") and it is checked in code when the subagent ends. When the work \
+is done, answer with a concise final report."""
 
 SUBAGENT_INSTRUCTIONS = """\
 You are a subagent: another agent delegated one task to you. You have no access to its \
@@ -106,8 +109,12 @@ Writing the prompt: the subagent knows nothing of this conversation and cannot a
 Make each prompt self-contained: the goal, the inputs (with paths), what to write and where, the \
 format, and what not to do. A bad prompt has a vague goal, refers to "what we discussed" (the \
 subagent cannot see it), or does not say what to deliver. Parallel subagents share the workspace, so \
-give each one its own output file names. When the deliverable is a file, list it in `acceptance_criteria` (for example \
-"file:reports/a.md non-empty") and it is checked in code when the subagent ends."""
+give each one its own output file names.
+
+A subagent's result is a self-report: its summary says what it believes it did, and nothing checks \
+it. When the deliverable is a file or a test run, list it in `acceptance_criteria` (for example \
+"file:reports/a.md non-empty", "tests_passed:pytest -q") and it is checked in code when the subagent \
+ends: the result then carries an acceptance checklist of what holds."""
 
 
 MAX_INPUTS = 3

@@ -40,9 +40,9 @@ from ._complete import Delivery, validate_paths
 from ._hooks import run_checked
 from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, render_whole
 from ._overlay import add_recovered, check_asked, isolation_for, layer_for, needs_layer, settle
-from ._prompts import prompt_shaped, task_description, type_listing
+from ._prompts import prompt_shaped, task_description
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
-from ._task_args import CONTEXT_MODES, MAX_PROMPTS, validate
+from ._task_args import task_schema, validate
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -170,6 +170,20 @@ class SubagentRunner:
             self._prepared[definition.name] = prepared
             self.definitions[definition.name] = definition
         return prepared
+
+    def compaction_model(self, definition: Subagent) -> Model | None:
+        """The model that compacts `definition`'s subagents' conversations (None: the run's)."""
+        spec = definition.compaction_model
+        return None if spec is None else spec if not isinstance(spec, str) else self.model_for(spec)
+
+    def command_refusal(self, command: str) -> str | None:
+        """Why the run's permission rules would not let a `bash` call of `command` run without
+        asking (None: they would): an acceptance check then reads the subagent's own run of it."""
+        guard = self.scope.guard
+        if guard is None:
+            return None
+        verdict = guard.policy.verdict("bash", {"command": command})
+        return None if verdict.kind == "allow" else verdict.reason
 
     def new_id(self, key: str | None) -> str:
         """The id of the next subagent: `sub<n>` in call order (a reused one keeps its own)."""
@@ -343,7 +357,9 @@ class SubagentRunner:
         if layer is not None:
             await self.settled(record, layer)
         if criteria and baseline is not None:
-            verdicts = await check_criteria(criteria, self.workspace, baseline)
+            verdicts = await check_criteria(
+                criteria, self.workspace, baseline, transcript=result.messages, refusal=self.command_refusal
+            )
             record.acceptance = [asdict(v) for v in verdicts]
         await self.deliver(record, definition, spec.instructions, result, key, [])
 
@@ -374,7 +390,14 @@ class SubagentRunner:
         if spec is None:
             scope = self.scope
             spec = await assemble(
-                definition, scope, model=model, tools=tools, prompt=prompt, notes=notes, journal=journal
+                definition,
+                scope,
+                model=model,
+                tools=tools,
+                prompt=prompt,
+                notes=notes,
+                journal=journal,
+                compaction_model=self.compaction_model(definition),
             )
             if shared and not spec.gates:
                 self._specs[(definition.name, notes)] = spec
@@ -625,83 +648,7 @@ def task_tool(
     naming one says why instead of calling it unknown.
     """
     types = [(d.name, d.description) for d in catalogue.definitions.values()]
-    listing, short = type_listing(types)
-    # The prompts come before the label: models that write arguments in schema order (small ones
-    # under a grammar do) put their care into the first free text they write. A large catalogue is
-    # listed once, in the tool's description, without the enum (names are checked in code).
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "subagent_type": {
-                "type": "string",
-                **({"enum": [name for name, _ in types]} if types and not short else {}),
-                "description": (
-                    "The type of subagent to start: one of the types listed in this tool's description."
-                    if short
-                    else f"The type of subagent to start. Available types:\n{listing}"
-                ),
-            },
-            "prompt": {
-                "type": "string",
-                "description": (
-                    "Self-contained delegation: the goal, all the context it needs (it has no conversation "
-                    "history), the files to write, and scope boundaries."
-                ),
-            },
-            "prompts": {
-                "type": "array",
-                "items": {"type": "string"},
-                "maxItems": MAX_PROMPTS,
-                "description": (
-                    "One subagent per prompt, run in parallel, results in order. With `prompts`, `prompt` "
-                    "(optional) is context shared by all of them, put before each."
-                ),
-            },
-            "description": {
-                "type": "string",
-                "maxLength": 80,
-                "description": "Short label (3-7 words) for the progress view and logs. Not the task itself.",
-            },
-            "context_mode": {
-                "type": "string",
-                "enum": list(CONTEXT_MODES),
-                "default": "isolated",
-                "description": (
-                    "isolated (default): the subagent sees only its prompt. snapshot: it also gets a read-only "
-                    "copy of this conversation, for requirements or failed attempts scattered across it."
-                ),
-            },
-            "isolation": {
-                "type": "string",
-                "enum": ["overlay", "shared"],
-                "description": (
-                    "overlay: the subagent writes into a private layer over the workspace, merged all or nothing "
-                    "when it completes (a conflict if the workspace changed the same files meanwhile); use it for "
-                    "parallel subagents that may edit the same files. shared (default): it writes the workspace."
-                ),
-            },
-            "acceptance_criteria": {
-                "type": "array",
-                "items": {"type": "string", "maxLength": 500},
-                "maxItems": 20,
-                "description": (
-                    "Completion conditions, checked in code when the subagent ends where they take one of "
-                    "the forms 'file:<path> exists', 'file:<path> non-empty', 'file_written:<path>', "
-                    "'tests_passed:<command>'; any other wording is passed on as UNVERIFIED."
-                ),
-            },
-            "run_in_background": {
-                "type": "boolean",
-                "default": False,
-                "description": (
-                    "true: start the subagent(s) and return at once with their ids; keep working, and their "
-                    "results come to you as they end (or use task_wait, task_status, task_stop)."
-                ),
-            },
-        },
-        "required": ["subagent_type", "description"],
-        "additionalProperties": False,
-    }
+    schema = task_schema(types)
 
     async def run_task(ctx: ToolContext, args: dict[str, Any]) -> ToolReturn:
         definition, prompts, description, mode, criteria = validate(args, catalogue, command_types)

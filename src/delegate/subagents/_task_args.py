@@ -9,6 +9,7 @@ from typing import Any, Literal, cast
 from .._agents import Catalogue, Subagent
 from .._errors import ToolError
 from ._acceptance import parse_criteria
+from ._prompts import type_listing
 
 ContextMode = Literal["isolated", "snapshot"]
 CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "snapshot")
@@ -89,3 +90,87 @@ def _prompts(args: dict[str, Any]) -> list[str]:
             raise ToolError(f"prompts[{i}] must be a non-empty string")
         texts.append(f"{prompt.strip()}\n\n{item}" if prompt and prompt.strip() else item)
     return texts
+
+
+def task_schema(types: list[tuple[str, str]]) -> dict[str, Any]:
+    """The `task` tool's parameters over the subagent types `types` (name, description)."""
+    listing, short = type_listing(types)
+    # The prompts come before the label: models that write arguments in schema order (small ones
+    # under a grammar do) put their care into the first free text they write. A large catalogue is
+    # listed once, in the tool's description, without the enum (names are checked in code).
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "subagent_type": {
+                "type": "string",
+                **({"enum": [name for name, _ in types]} if types and not short else {}),
+                "description": (
+                    "The type of subagent to start: one of the types listed in this tool's description."
+                    if short
+                    else f"The type of subagent to start. Available types:\n{listing}"
+                ),
+            },
+            "prompt": {
+                "type": "string",
+                "description": (
+                    "Self-contained delegation: the goal, all the context it needs (it has no conversation "
+                    "history), the files to write, and scope boundaries."
+                ),
+            },
+            "prompts": {
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": MAX_PROMPTS,
+                "description": (
+                    "One subagent per prompt, run in parallel, results in order. With `prompts`, `prompt` "
+                    "(optional) is context shared by all of them, put before each."
+                ),
+            },
+            "description": {
+                "type": "string",
+                "maxLength": 80,
+                "description": "Short label (3-7 words) for the progress view and logs. Not the task itself.",
+            },
+            "context_mode": {
+                "type": "string",
+                "enum": list(CONTEXT_MODES),
+                "default": "isolated",
+                "description": (
+                    "isolated (default): the subagent sees only its prompt. snapshot: it also gets a read-only "
+                    "copy of this conversation, for requirements or failed attempts scattered across it."
+                ),
+            },
+            "isolation": {
+                "type": "string",
+                "enum": ["overlay", "shared"],
+                "description": (
+                    "overlay: the subagent writes into a private layer over the workspace, merged all or nothing "
+                    "when it completes (a conflict if the workspace changed the same files meanwhile); use it for "
+                    "parallel subagents that may edit the same files. shared (default): it writes the workspace."
+                ),
+            },
+            "acceptance_criteria": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 500},
+                "maxItems": 20,
+                "description": (
+                    "Completion conditions, checked in code when the subagent ends where they take one of "
+                    "the forms 'file:<path> exists', 'file:<path> non-empty', 'dir:<path> exists', "
+                    "'file_written:<path>', 'tests_passed:<command>' (it holds when the command exits 0 and its "
+                    "test runner reports tests run, none failed); any other wording is passed on as UNVERIFIED. "
+                    "Give the deliverables' paths here: the subagent's summary is its own report, unchecked."
+                ),
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "default": False,
+                "description": (
+                    "true: start the subagent(s) and return at once with their ids; keep working, and their "
+                    "results come to you as they end (or use task_wait, task_status, task_stop)."
+                ),
+            },
+        },
+        "required": ["subagent_type", "description"],
+        "additionalProperties": False,
+    }
+    return schema
