@@ -172,7 +172,7 @@ def snapshotting(body: dict[str, Any]) -> Reply:
 
 
 def snapshot_messages(server: OpenAIServer) -> list[dict[str, Any]]:
-    subagent = [b for b in server.requests if not is_lead(b)][0]
+    subagent = next(b for b in server.requests if not is_lead(b))
     return [m for m in subagent["messages"] if m["role"] == "user"]
 
 
@@ -236,7 +236,7 @@ def test_delegate_run_gives_subagents_the_architecture_context(tmp_path: Path) -
         run_json(
             run_cli(["run", "go", "--model", "openai:m", "--json", "--workspace", str(tmp_path)], env=cli_env(server))
         )
-    subagent = [b for b in server.requests if not is_lead(b)][0]
+    subagent = next(b for b in server.requests if not is_lead(b))
     assert "ARCH-MARKER" in system_of(subagent)
 
 
@@ -305,8 +305,17 @@ def test_delegate_run_checks_criteria_case_insensitively_and_never_passes_a_fake
 
     with OpenAIServer(responder) as server:
         done = run_cli(
-            ["run", "go", "--model", "openai:m", "--json", "--allow-commands", "--unsandboxed-commands"]
-            + ["--workspace", str(tmp_path)],
+            [
+                "run",
+                "go",
+                "--model",
+                "openai:m",
+                "--json",
+                "--allow-commands",
+                "--unsandboxed-commands",
+                "--workspace",
+                str(tmp_path),
+            ],
             env=cli_env(server),
         )
     out = run_json(done)

@@ -14,9 +14,9 @@ import pytest
 
 from delegate import Workspace
 from delegate._messages import Message, ToolCallPart, ToolResultPart
-from delegate._workspace import CommandPolicy
 from delegate.subagents._acceptance import Verdict, check_criteria, snapshot_before
 from delegate.subagents._test_summary import read_summaries
+from delegate.workspace import CommandPolicy
 
 
 @pytest.fixture
