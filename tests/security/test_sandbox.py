@@ -326,7 +326,7 @@ def test_a_tests_passed_check_holds_with_skills_installed(tmp_path: Path) -> Non
     root = (tmp_path / "ws").resolve()
     root.mkdir()
     workspace = _with_skill(root, tmp_path / "skills")
-    criterion = "tests_passed: test -f .delegate/skills/notes/SKILL.md && echo ok"
+    criterion = "tests_passed: test -f .delegate/skills/notes/SKILL.md && echo '1 passed in 0.01s'"
     [verdict] = asyncio.run(check_criteria([criterion], workspace, snapshot_before([criterion], workspace)))
     assert (verdict.result, verdict.checked) == ("holds", True), verdict
 
