@@ -645,7 +645,7 @@ async def test_tool_errors_reach_the_model_as_error_results_and_the_run_goes_on(
     outcomes = [(p.name, p.is_error, p.content) for m in result.messages for p in m.tool_results]
     assert outcomes == [
         ("write_file", False, "created notes/plan.md (9 bytes written)"),
-        ("read_file", True, f"Error: path '../../etc/passwd' is outside the workspace {str(root)!r}"),
+        ("read_file", True, "Error: path '../../etc/passwd' is outside the workspace"),
         ("edit_file", True, outcomes[2][2]),
         ("read_file", False, "     1\tstep one"),
     ]

@@ -298,6 +298,9 @@ class ApprovalRow:
     decision: Decision | None = None
     reason: str | None = None
     decided_at: AwareDatetime | None = None
+    always: bool = False
+    """Whether the person approved every later call of its rule in this run too: only the explicit
+    option says so (`always=True`, `--always`, `"always": true`), never the words of a reason."""
 
     def pending(self) -> dict[str, Any]:
         """An entry of `pending_approvals` (`delegate runs show --json`, `GET /runs/{id}`)."""
@@ -328,4 +331,5 @@ class ApprovalRow:
             "decision": self.decision,
             "reason": self.reason,
             "decided_at": iso(self.decided_at),
+            "always": self.always,
         }

@@ -152,8 +152,27 @@ def test_two_calls_asking_under_one_id_at_once_are_both_answered(store: Store) -
         assert got["sub1"].agent_id == got["sub2"].agent_id == stored.agent_id
 
 
-async def test_a_reason_of_always_is_kept_for_a_rule_approved_always(store: Store) -> None:
-    # A resumed run (and the live one, at its beat) reads "approved always for the rule" from a
-    # decision's reason: a person approving one call with the reason "always" would approve the rule.
-    with pytest.raises(UserError, match="marks a rule approved always"):
-        await decide_call(store, None, "run_x", "call_0", True, "always", False, None)
+async def test_the_words_always_in_a_reason_approve_one_call_and_only_the_option_the_rule(store: Store) -> None:
+    # A resumed run (and the live one, at its beat) reads "approved always for the rule" from the
+    # decision's own `always`, which only the explicit option sets: the reason "always" (over HTTP,
+    # or `runs approve --reason always`) used to approve the rule for the rest of the run.
+    run = store.create_run(prompt="p", model="m")
+    for n in range(2):
+        arguments = {"path": f"{n}.md", "content": "x"}
+        store.request_approval(
+            ApprovalRow(
+                run_id=run.id,
+                call_id=f"call_{n}",
+                agent_id="sub1",
+                tool="write_file",
+                arguments=arguments,
+                rule="Write",
+                requested_at=utc_now(),
+            )
+        )
+    worded = await decide_call(store, None, run.id, "call_0", True, "always", False, None)
+    meant = await decide_call(store, None, run.id, "call_1", True, "", True, None)
+    assert (worded.reason, worded.always) == ("always", False)
+    assert (meant.reason, meant.always) == ("always", True)
+    with pytest.raises(UserError, match="only an approval can be given always"):
+        store.decide_approval(run.id, "call_9", "deny", always=True)

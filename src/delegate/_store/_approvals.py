@@ -64,6 +64,7 @@ def request(conn: Connection, row: ApprovalRow) -> ApprovalRow:
         "decision": row.decision,
         "reason": row.reason,
         "decided_at": iso(row.decided_at),
+        "always": row.always,
     }
     insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(approvals_table)
     insert = insert.values(values).on_conflict_do_nothing().returning(approvals_table.c.call_id)
@@ -74,11 +75,16 @@ def request(conn: Connection, row: ApprovalRow) -> ApprovalRow:
     return row
 
 
-def decide(conn: Connection, run_id: str, call_id: str, decision: Decision, reason: str | None) -> ApprovalRow:
-    """Record the decision of a waiting call; `UserError` when there is no such call or it was
-    decided already (the first decision stands), or a decision that is neither."""
+def decide(
+    conn: Connection, run_id: str, call_id: str, decision: Decision, reason: str | None, always: bool = False
+) -> ApprovalRow:
+    """Record the decision of a waiting call (`always`: an approval of its rule's later calls too);
+    `UserError` when there is no such call or it was decided already (the first decision stands),
+    or a decision that is neither, or a denial `always`."""
     if decision not in DECISIONS:
         raise UserError(f"decision {decision!r}: give approve or deny")
+    if always and decision != "approve":
+        raise UserError("only an approval can be given always (for the rest of the run's calls of its rule)")
     found = get(conn, run_id, call_id)
     if found is None:
         raise UserError(f"run {run_id} has no call {call_id!r} waiting for a decision: `delegate runs show` lists them")
@@ -87,12 +93,13 @@ def decide(conn: Connection, run_id: str, call_id: str, decision: Decision, reas
     now = utc_now()
     table = approvals_table.c
     update = approvals_table.update().where(table.run_id == run_id, table.call_id == call_id, table.decision.is_(None))
-    if conn.execute(update.values(decision=decision, reason=reason, decided_at=iso(now))).rowcount != 1:
+    values = {"decision": decision, "reason": reason, "decided_at": iso(now), "always": always}
+    if conn.execute(update.values(values)).rowcount != 1:
         # decided (or closed) by another transaction since it was read (PostgreSQL's read committed)
         stored = get(conn, run_id, call_id)
         raise UserError(f"call {call_id} of run {run_id} was decided already ({stored and stored.decision})")
     _count(conn, run_id)
-    found.decision, found.reason, found.decided_at = decision, reason, now
+    found.decision, found.reason, found.decided_at, found.always = decision, reason, now, always
     return found
 
 

@@ -301,6 +301,13 @@ def _waiting_column() -> sa.Column[Any]:
     return sa.Column("waiting", sa.Integer, nullable=False, server_default="0")
 
 
+def _always_column() -> sa.Column[Any]:
+    """The column migration core.0017 adds to `approvals`: whether the decision approved the rest of
+    the run's calls of its rule too. Before, the reason "always" said so, and any person's reason
+    could: `"reason": "always"` over HTTP approved the rule for the rest of the run without a word."""
+    return sa.Column("always", sa.Boolean, nullable=False, server_default=sa.false())
+
+
 def _approvals_table(metadata: sa.MetaData) -> sa.Table:
     """Calls that wait for a person (an `ask` permission rule), and the decisions given: one row a
     call, `decision` NULL while it waits, then `approve` or `deny`. The decision is stored before
@@ -347,6 +354,7 @@ for _column in [*_isolation_columns(), *_record_columns, _conversation_column()]
     subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
 approvals_table = _approvals_table(_metadata)
+approvals_table.append_column(_always_column())
 migrations_table = sa.Table(
     "migrations",
     sa.MetaData(),
@@ -473,6 +481,17 @@ def _m0010_background(conn: Connection) -> None:
             )
 
 
+def _m0017_approval_always(conn: Connection) -> None:
+    """`approvals.always`, set where the stored reason marked the rule approved always (what the
+    runs stored until now read their rules back from), so a run interrupted before keeps them."""
+    column = _always_column()
+    kind = column.type.compile(conn.dialect)
+    conn.exec_driver_sql(f"ALTER TABLE approvals ADD COLUMN always {kind} NOT NULL DEFAULT FALSE")
+    rows = sa.table("approvals", sa.column("decision"), sa.column("reason"), sa.column("always"))
+    marked = sa.and_(rows.c.decision == "approve", rows.c.reason == "always")
+    conn.execute(rows.update().where(marked).values(always=True))
+
+
 def _m0013_cost(conn: Connection) -> None:
     """A usage stored before costs were kept (no `cost_usd`) reads an unknown cost (null) when it
     made a request, not a cost of nothing: the runs', the subagents' and the lead's recorded
@@ -573,4 +592,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0014_lead_result", _m0014_lead_result),
     Migration("core.0015_run_limits", _m0015_run_limits),
     Migration("core.0016_subagent_conversations", _m0016_subagent_conversations),
+    Migration("core.0017_approval_always", _m0017_approval_always),
 )

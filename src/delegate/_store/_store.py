@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
 import secrets
 import sqlite3
 import uuid
@@ -75,6 +73,7 @@ from ._schema import (
     subagents_table,
     users_table,
 )
+from ._stops import ask_stop, check_agent_id, stop_requests
 from ._threads import ThreadSummary, already_continued, continuable, latest_run, thread_rows, threads_of
 
 _MIGRATION_LOCK = 0x64656C6567617465  # "delegate" in ASCII: the PostgreSQL advisory lock key
@@ -84,25 +83,6 @@ _RECORD = [c for c in subagents_table.c if c.name != "conversation"]
 """A subagent row's columns but its conversation: what a record is read from."""
 _KEPT_CONVERSATION = [subagents_table.c[n] for n in ("id", "type", "key", "messages", "conversation")]
 """What `conversation_checkpoint` reads of a subagent row."""
-
-_AGENT_ID = re.compile(r"sub[0-9]{1,9}")
-"""What a subagent's id looks like (`sub1`, `sub2`, ...)."""
-
-
-def _stop_requests(text: str) -> dict[str, str | None]:
-    """The `stop_requests` column read back: agent id to reason, anything else left out."""
-    try:
-        found: object = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(found, dict):
-        return {}
-    asked: dict[str, str | None] = {}
-    for agent, reason in found.items():  # pyright: ignore[reportUnknownVariableType]
-        if isinstance(agent, str) and (reason is None or isinstance(reason, str)):
-            asked[agent] = reason
-    return asked
-
 
 _FINISH_TEXT = (
     "UPDATE runs SET status = :status, final = :final, usage = :usage, error = :error, completed_at = :completed_at,"
@@ -517,7 +497,7 @@ class Store:
                 row = conn.execute(sa.select(runs.cancel_requested, runs.stop_requests).where(runs.id == run_id)).one()
                 cancel = bool(row.cancel_requested)
                 if row.stop_requests is not None:
-                    stops = _stop_requests(row.stop_requests)
+                    stops = stop_requests(row.stop_requests)
                     conn.execute(runs_table.update().where(runs.id == run_id).values(stop_requests=None))
         return held, cancel, stops
 
@@ -525,26 +505,15 @@ class Store:
         """Ask the process running a run to stop one of its subagents (foreground or background),
         from any process: its owner stops it at its next heartbeat, and the lead gets its result
         (`cancelled`, stop reason `stopped`, `reason`). `UserError` if the run is unknown (or
-        another user's), not running, or the subagent already ended."""
+        another user's), not running, or the subagent already ended or never started."""
         run = self.get_run(run_id, user_id)
         if run is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
         if run.status not in LIVE_STATUSES:
             raise UserError(f"run {run_id} is {run.status}, not running: it has no subagent to stop")
-        if not _AGENT_ID.fullmatch(agent_id):
-            raise UserError(
-                f"{agent_id!r} is not a subagent id: use one such as sub3 (`delegate runs show {run_id}` lists them)"
-            )
-        subagents = subagents_table.c
+        check_agent_id(run_id, agent_id)
         with self.write() as conn:
-            status = conn.scalar(sa.select(subagents.status).where(subagents.id == f"{run_id}/{agent_id}"))
-            if status is not None and status != "running":
-                raise UserError(f"subagent {agent_id} of run {run_id} already ended ({status}): nothing to stop")
-            held = conn.scalar(sa.select(runs_table.c.stop_requests).where(runs_table.c.id == run_id))
-            asked = _stop_requests(held) if held is not None else {}
-            asked[agent_id] = reason
-            update = runs_table.update().where(runs_table.c.id == run_id, runs_table.c.status == "running")
-            conn.execute(update.values(stop_requests=json.dumps(asked)))
+            ask_stop(conn, run_id, agent_id, reason)
         return run
 
     def release_run(self, run_id: str, owner: str, usage: Usage | None = None) -> bool:
@@ -639,14 +608,21 @@ class Store:
             return _approvals.request(conn, row)
 
     def decide_approval(
-        self, run_id: str, call_id: str, decision: Decision, reason: str | None = None, user_id: str | None = None
+        self,
+        run_id: str,
+        call_id: str,
+        decision: Decision,
+        reason: str | None = None,
+        user_id: str | None = None,
+        *,
+        always: bool = False,
     ) -> ApprovalRow:
-        """Record a person's decision on a waiting call of `user_id`'s run (any run: None); the first
-        decision stands. `UserError` for an unknown run or call, or one decided already."""
+        """Record a person's decision on a waiting call of `user_id`'s run (any run: None), the first
+        standing; `always` approves its rule's later calls too. `UserError`: no such run or call."""
         if self.get_run(run_id, user_id) is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
         with self.write() as conn:
-            return _approvals.decide(conn, run_id, call_id, decision, reason)
+            return _approvals.decide(conn, run_id, call_id, decision, reason, always)
 
     def approvals(self, run_id: str, *, pending: bool = False, under: str | None = None) -> list[ApprovalRow]:
         """A run's calls that waited for a person, in the order they asked (`pending`: only those

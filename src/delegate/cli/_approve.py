@@ -43,12 +43,17 @@ def runs_approve(
     reason: Annotated[
         str | None, typer.Option("--reason", help="Why: given to the model with a denial, kept with the decision.")
     ] = None,
+    always: Annotated[
+        bool, typer.Option("--always", help="Approve the run's later calls of the same rules too, without asking.")
+    ] = False,
     workspace: Workspace = Path("."),
     db: Db = None,
 ) -> None:
     """Approve (or --deny) calls of a run that wait for a person, from any process on the run's store."""
     if bool(call_ids) == every:
         fail("name the calls to decide (CALL_ID ...), or --all for every call that waits (not both)")
+    if always and deny:
+        fail("--always approves a rule for the rest of the run: it cannot go with --deny")
     store = open_store(workspace, db)
     run = store.get_run(run_id)
     if run is None:
@@ -58,8 +63,9 @@ def runs_approve(
         fail(f"run {run_id} ({run.status}) has no call waiting for a decision")
     decision = "deny" if deny else "approve"
     for call_id in ids:
-        row = store.decide_approval(run_id, call_id, decision, reason)
-        typer.echo(f"{call_id} ({row.tool}): {decision}d" + (f" ({reason})" if reason else ""))
+        row = store.decide_approval(run_id, call_id, decision, reason, always=always)
+        said = ("denied" if deny else "approved") + (f" ({reason})" if reason else "")
+        typer.echo(f"{call_id} ({row.tool}): {said}" + (f"; every later call of {row.rule} too" if always else ""))
 
 
 def ask_inline(runtime: Runtime) -> Callable[[Console, Event], Awaitable[None]]:

@@ -573,9 +573,10 @@ async def _call_tool(
         returned = await _invoke(call, tools, ctx)
         part = ToolResultPart(tool_call_id=call.id, name=call.name, content=returned.content, keep=returned.keep)
     except ToolError as exc:
-        part = ToolResultPart(tool_call_id=call.id, name=call.name, content=f"Error: {exc}", is_error=True)
+        message = f"Error: {ctx.workspace.shown(str(exc))}"
+        part = ToolResultPart(tool_call_id=call.id, name=call.name, content=message, is_error=True)
     except Exception as exc:  # a tool's crash is the model's to handle, never the loop's
-        message = f"Error: tool {call.name} failed: {type(exc).__name__}: {exc}"
+        message = f"Error: tool {call.name} failed: {type(exc).__name__}: {ctx.workspace.shown(str(exc))}"
         part = ToolResultPart(tool_call_id=call.id, name=call.name, content=message, is_error=True)
     # Whatever the tool (built-in, `@tool`, MCP) or its error put in it, the result is valid UTF-8:
     # a file name's byte 0xff reads `\xff`, never a lone surrogate no provider can send.

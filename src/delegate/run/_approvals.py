@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 NEVER_WAIT = "batch items never wait for a person (allow the call in the batch's rules: --allow RULE)"
 """Why a batch item's call under an `ask` rule is refused."""
 ALWAYS = "always"
-"""The reason recorded for a call approved "always for this rule in this run", and for the calls
-of that rule approved after it: a resumed run reads its rules from them (`RunApprovals.load`)."""
+"""The reason recorded for the calls of a rule approved always, approved without asking (and for
+the call it was given on, when the person gave no other). Only a row's `always` marks the rule:
+a resumed run reads its rules from those (`RunApprovals.load`), never from a reason's words."""
 
 
 class RunApprovals:
@@ -80,7 +81,7 @@ class RunApprovals:
     def load(self, rows: Sequence[ApprovalRow]) -> None:
         """Take in the rules a person approved "always" in the interrupted run being resumed (its
         stored calls: each such decision is stored with the call it was given on, in one statement)."""
-        always = (r.rule for r in rows if r.decision == "approve" and r.reason == ALWAYS)
+        always = (r.rule for r in rows if r.decision == "approve" and r.always)
         self.always.update(rule for rule in always if rule is not None)
 
     async def decide(self, ctx: ToolContext, request: ApprovalRequest) -> Approval:
@@ -88,7 +89,7 @@ class RunApprovals:
         row = self._row(ctx, request)
         store = self.recorder.store
         if request.rule is not None and request.rule in self.always:
-            row.decision, row.reason, row.decided_at = "approve", ALWAYS, utc_now()
+            row.decision, row.reason, row.decided_at, row.always = "approve", ALWAYS, utc_now(), True
         if store is not None:
             row = await self._stored(store, row)
         if row.decision is not None:  # decided before (a resumed run, or "always"): nobody is asked again
@@ -164,7 +165,7 @@ class RunApprovals:
             return
         for row in store.approval_decisions(self.recorder.run_id, ids):
             approval = Approval(row.decision == "approve", row.reason or "")
-            always = row.rule if approval.approved and row.reason == ALWAYS else None
+            always = row.rule if approval.approved and row.always else None
             loop.call_soon_threadsafe(functools.partial(self.deliver, row.call_id, approval, always=always))
 
     def _row(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalRow:
@@ -240,13 +241,10 @@ async def decide_call(
     if store is None:
         raise UserError("deciding a call needs the store of its run (store=False keeps nothing)")
     decision = "approve" if approve else "deny"
-    if always and approve:
-        reason = ALWAYS  # what the run, and a resumed run, read the rule back from (`poll`, `load`)
-    elif reason.strip() == ALWAYS:
-        raise UserError(f"the reason {ALWAYS!r} marks a rule approved always: give another reason for this call")
-    row = await asyncio.to_thread(
-        functools.partial(store.decide_approval, run_id, call_id, decision, reason or None, user_id)
-    )
+    if always and approve and not reason:
+        reason = ALWAYS
+    decide = functools.partial(store.decide_approval, always=always and approve)
+    row = await asyncio.to_thread(decide, run_id, call_id, decision, reason or None, user_id)
     if live is not None:
         live.deliver(call_id, Approval(approve, reason), always=row.rule if always else None)
     return row

@@ -522,7 +522,8 @@ class Runtime:
                 raise
             return cancelled  # cancelled from another process, or the run was taken over
         except Exception as exc:  # a bug or the store failing: the run still ends, truthfully
-            await recorder.finish("error", "", ctx.usage + runner.usage, f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {ctx.workspace.shown(str(exc))}"
+            await recorder.finish("error", "", ctx.usage + runner.usage, error)
             raise
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
             schema = self.lead.output_schema

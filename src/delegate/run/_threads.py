@@ -112,6 +112,8 @@ def continued(runtime: Runtime, run_id: str) -> tuple[RunRow, list[Message]]:
         raise UserError(why)
     here = str(runtime.workspace.root)
     if run.workspace is not None and run.workspace != here:
+        if runtime.user_id is not None:  # a served user's: the folders are the servers', not theirs to see
+            raise UserError(f"run {run_id} worked in another workspace than this server's: continue it there")
         raise UserError(
             f"run {run_id} worked in {run.workspace}, not {here}: continue it there "
             f"(--workspace {run.workspace}, or Runtime(workspace=...) in code)"

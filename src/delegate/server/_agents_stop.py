@@ -24,6 +24,9 @@ router = APIRouter(prefix="/api/v1", tags=["runs"])
 AppStore = Annotated[Store, Depends(app_store)]
 MAX_REASON = 500
 """The most characters of a stop's reason kept."""
+UNSTORED_WAIT = 0.25
+"""Seconds a stop of a subagent the store has not seen start waits before it looks again (a run's
+recorder writes what happened at most 0.05 s later, under load a little more)."""
 
 
 class StopRequest(BaseModel):
@@ -49,9 +52,22 @@ async def stop_agent(
     if await asyncio.to_thread(store.get_run, run_id, user_id) is None:
         raise ApiError(404, "not_found", f"no run {run_id!r}: list yours with GET /api/v1/runs")
     try:
-        await asyncio.to_thread(store.request_stop, run_id, agent_id, reason, user_id)
+        try:
+            await asyncio.to_thread(store.request_stop, run_id, agent_id, reason, user_id)
+        except UserError as exc:
+            if not str(exc).startswith("no subagent"):
+                raise
+            # Its start may not be stored yet (a run's events reach the store within a flush of
+            # being shown live): look once more after one.
+            await asyncio.sleep(UNSTORED_WAIT)
+            await asyncio.to_thread(store.request_stop, run_id, agent_id, reason, user_id)
     except UserError as exc:
-        status, code = (400, "bad_request") if "not a subagent id" in str(exc) else (409, "not_running")
-        raise ApiError(status, code, str(exc)) from None
+        message = str(exc)
+        status, code = (409, "not_running")
+        if "not a subagent id" in message:
+            status, code = (400, "bad_request")
+        elif message.startswith("no subagent"):
+            status, code = (404, "not_found")
+        raise ApiError(status, code, message) from None
     answer: dict[str, Any] = {"run_id": run_id, "agent_id": agent_id, "stop_requested": True, "reason": reason}
     return JSONResponse(answer, 202)

@@ -9,6 +9,7 @@ heartbeat and the call goes on, or reaches the model as a denial with the reason
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends
@@ -31,6 +32,11 @@ class DecisionRequest(BaseModel):
 
     decision: Literal["approve", "deny"]
     reason: str | None = Field(default=None, max_length=4000)
+    always: bool = Field(
+        default=False,
+        description="With approve: approve the run's later calls of the same rule too, without asking. Only this "
+        "says so: a reason's words never do.",
+    )
 
 
 @router.get("/runs/{run_id}/approvals")
@@ -50,12 +56,17 @@ async def decide(
     user_id: UserId,
     store: AppStore,
 ) -> dict[str, Any]:
-    """Approve or deny a call that waits: 404 for another user's run or an unknown call, 409 for
-    a call decided already (the first decision stands)."""
+    """Approve or deny a call that waits (`always`: its rule's later calls too): 404 for another
+    user's run or an unknown call, 409 for a call decided already (the first decision stands),
+    422 for a denial `always`."""
     if await asyncio.to_thread(store.get_run, run_id, user_id) is None:
         raise _no_run(run_id)
+    if body.always and body.decision != "approve":
+        message = "always: only an approval can be given always (deny each call)"
+        raise ApiError(422, "invalid_request", message, problems=[message])
+    decide = functools.partial(store.decide_approval, always=body.always)
     try:
-        row = await asyncio.to_thread(store.decide_approval, run_id, call_id, body.decision, body.reason, user_id)
+        row = await asyncio.to_thread(decide, run_id, call_id, body.decision, body.reason, user_id)
     except UserError as exc:
         if "decided already" in str(exc):
             raise ApiError(409, "decided", str(exc)) from None

@@ -150,13 +150,16 @@ class RunManager:
         check_prompt(prompt, self.limits.max_prompt_chars, "prompt")
         self.ready(model)
         cap = self.limits.max_live_runs_per_user
-        going = self._starting[user_id] + sum(1 for live in self.live.values() if live.user_id == user_id)
-        if going >= cap:
+        starting = self._starting[user_id]
+        running = sum(1 for live in self.live.values() if live.user_id == user_id)
+        if starting + running >= cap:
+            # Whose cap it is, and what fills it, as counted: the caller's runs live in this server
+            # (resumed ones too) and those of its requests still being set up.
             raise ApiError(
                 429,
                 "too_many_runs",
-                f"you have {going} runs going, the most this server allows at once ({cap}): wait for one to "
-                "end, or cancel one (POST /api/v1/runs/{id}/cancel)",
+                f"your runs on this server are at its cap of {cap} per user: {running} running, {starting} "
+                "starting; wait for one to end, or cancel one (POST /api/v1/runs/{id}/cancel)",
                 retry_after=5,
             )
         self._starting[user_id] += 1  # counted from here, so requests that arrive together are capped too
@@ -211,13 +214,20 @@ class RunManager:
         `UserError` if it is not interrupted, or another process took it first."""
         if run_id in self.live:
             raise UserError(f"run {run_id} is already running in this server")
-        run = await asyncio.to_thread(self.store.get_run, run_id, user_id)
-        if run is None:
-            raise UserError(f"no run {run_id!r}: list yours with GET /api/v1/runs")
-        runtime = self.build(user_id, run.model)
-        live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop(), runtime=runtime)
-        live.base = run.event_count
+        # Taken here before anything is awaited: a second resume of the same run (two requests at
+        # once, or the takeover's) is refused at once instead of replacing this one in `live`,
+        # where its end would then drop the winner (a stop of the server would miss it).
+        live = LiveRun(run_id=run_id, user_id=user_id, loop=asyncio.get_running_loop())
         self.live[run_id] = live
+        try:
+            run = await asyncio.to_thread(self.store.get_run, run_id, user_id)
+            if run is None:
+                raise UserError(f"no run {run_id!r}: list yours with GET /api/v1/runs")
+            live.runtime = runtime = await asyncio.to_thread(self.build, user_id, run.model)
+        except BaseException:
+            self._drop(live)
+            raise
+        live.base = run.event_count
         go = runtime.resume(run_id, sinks=[live.emit])
         live.task = asyncio.create_task(self._drive(live, runtime, go), name=f"delegate-resume-{run_id}")
         await live.started.wait()
@@ -234,12 +244,19 @@ class RunManager:
             if not live.events:
                 raise  # it never started: `start` raises this to the caller
             _log.exception("run %s crashed", live.run_id)
-            await self._record_crash(live, f"{type(exc).__name__}: {exc}")
+            shown = runtime.workspace.shown(str(exc))  # the log above has the server's paths; the user, theirs
+            await self._record_crash(live, f"{type(exc).__name__}: {shown}")
         finally:
             with contextlib.suppress(Exception):
                 await runtime.aclose()
             live.finish()
-            self.live.pop(live.run_id, None)
+            self._drop(live)
+
+    def _drop(self, live: LiveRun) -> None:
+        """`live` is no longer going here; another `LiveRun` of the same id (a resume that came
+        after it ended) stays."""
+        if self.live.get(live.run_id) is live:
+            del self.live[live.run_id]
 
     async def _record_crash(self, live: LiveRun, error: str) -> None:
         """A run that crashed outside the agent loop (the store failing, say) still ends, for readers."""

@@ -479,7 +479,7 @@ class SubagentRunner:
             self.conversations.pop(record.id, None)
         except Exception as exc:  # a crash of this subagent is its own result, never its siblings'
             record.status, record.stop_reason, record.steps = "error", "crash", steps_before + ctx.steps
-            record.error = f"{type(exc).__name__}: {exc}"
+            record.error = f"{type(exc).__name__}: {self.workspace.shown(str(exc))}"
             self.conversations.pop(record.id, None)
             again = layer is not None and not record.layer and await self.settled(record, layer, raising=False)
         self._finish(record, key)

@@ -250,7 +250,7 @@ class Workspace:
         try:
             return walk(fd, base, rel.split("/"), create=create)
         except PathEscape:
-            raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}") from None
+            raise WorkspaceError(f"path {text!r} is outside the workspace") from None
         except PathLoop:
             raise WorkspaceError(f"path {text!r} cannot be resolved: it goes through a symlink loop") from None
         except NotADirectoryError:
@@ -260,6 +260,16 @@ class Workspace:
             raise WorkspaceError(f"path {text!r} cannot be resolved: {exc.strerror or exc}") from None
         finally:
             os.close(fd)
+
+    def shown(self, text: str) -> str:
+        """`text` (an error's message) with the workspace's folders written as its agents name them:
+        relative to the root, mounts at their places. The real folders are the server's (under
+        `delegate serve`, `.delegate/users/<user id>/` of its own folder): not for a model or an
+        HTTP user to see, and no use to them."""
+        for mount in self.mounts:
+            text = _replace_folder(text, str(mount.source), mount.at)
+        root = str(self.root)
+        return _replace_folder(text, root, ".") if root != "/" else text
 
     def relative(self, path: Path) -> str:
         """`path` (a real path from `resolve`) as the workspace-relative spelling shown to models."""
@@ -291,13 +301,13 @@ class Workspace:
             if candidate != self.root and not candidate.is_relative_to(self.root):  # textually
                 real = Path(os.path.realpath(candidate))
                 if real != self.root and not real.is_relative_to(self.root):
-                    raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
+                    raise WorkspaceError(f"path {text!r} is outside the workspace")
                 candidate = real  # an absolute path through a link to the root (/tmp -> /private/tmp)
             candidate = candidate.relative_to(self.root)
         rel = candidate.as_posix() or "."
         lexical = posixpath.normpath(rel)
         if lexical == ".." or lexical.startswith("../"):
-            raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
+            raise WorkspaceError(f"path {text!r} is outside the workspace")
         return rel, lexical
 
     def _mount_of(self, rel: str) -> Mount | None:
@@ -323,3 +333,11 @@ def _expand_home(text: str) -> str:
         return str(Path(text).expanduser())
     except RuntimeError:  # no home folder for that user
         return text
+
+
+def _replace_folder(text: str, folder: str, at: str) -> str:
+    """`text` with `folder` and the paths under it written from `at` (`.`: relative)."""
+    if folder not in text:
+        return text
+    text = text.replace(folder + "/", "" if at == "." else at + "/")
+    return text.replace(folder, at)
