@@ -79,9 +79,9 @@ CommandLimit = Annotated[
         "--command-limit",
         rich_help_panel=COMMANDS,
         metavar="NAME=VALUE",
-        help="A cap of each agent's command (repeat for more): processes=512, memory=4G (each process), "
-        "file_size=1G, open_files=1024, cpu_seconds=600 (each process), tmp_size=512M, disk_quota=10G "
-        "(the workspace; 0: none). See docs/security.md.",
+        help="A cap of each agent's command (repeat for more): processes=512, memory=4G (all its processes "
+        "together, where a memory cgroup can be made), file_size=1G, open_files=1024, cpu_seconds=600 (each "
+        "process), tmp_size=512M, shm_size=64M, disk_quota=10G (the workspace; 0: none). See docs/security.md.",
     ),
 ]
 Unsandboxed = Annotated[

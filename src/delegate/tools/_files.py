@@ -37,6 +37,7 @@ from ..workspace import (
     glance,
     looks_binary,
     open_for_reading,
+    refuse_repository_head,
     search,
 )
 from ._tool import PathParam, ToolContext, ToolReturn, run_blocking, tool
@@ -293,6 +294,7 @@ def _replace_atomically(at: Located, data: bytes, workspace: Workspace) -> None:
     never lands in a file that merely shares the name.
     """
     rel = safe_text(at.rel)
+    refuse_repository_head(at.rel, data)
     check_disk_quota(workspace, len(data))
     mode: int | None = None
     info = at.found.stat()

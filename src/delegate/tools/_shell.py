@@ -31,7 +31,8 @@ from .._errors import ToolError
 from .._text import safe_text
 from ..workspace import (
     NO_OVERLAY,
-    PidsCgroup,
+    CommandCgroup,
+    Repositories,
     Workspace,
     after_command,
     command_environment,
@@ -49,6 +50,9 @@ HOLD_GRACE = 2.0
 """Seconds that background processes may keep the output open after the shell has exited."""
 SETTLE = 2.0
 """Seconds to wait for the processes to be gone after they were killed."""
+MEMORY_LOOK = 0.2
+"""Seconds between two looks at whether the kernel killed one of a command's processes for passing
+the memory cap (then the rest of the command is killed with it)."""
 DISK_LOOK = 0.5
 """Seconds between two looks at the workspace's size while a command runs (at least: a look
 that takes long is followed by a pause 20 times as long, so watching costs at most 5% of a core)."""
@@ -67,6 +71,8 @@ class CommandResult:
     """Whether the command itself ran (False: its sandbox failed to start it)."""
     over_quota: bool = False
     """Whether it was killed for growing the workspace past its disk quota."""
+    over_memory: bool = False
+    """Whether it was killed for holding more memory than its cap, its processes together."""
     notes: list[str] = field(default_factory=empty_list)
     """What the command's caps did to it, one line each (process starts refused, a CPU cap hit,
     the disk quota passed)."""
@@ -138,9 +144,10 @@ async def run_command(
     Raises `ToolError` when the sandbox cannot run here (saying what to install).
     """
     limits = workspace.commands.limits
-    usage = await asyncio.to_thread(workspace_usage, workspace) if limits.disk_quota else 0
+    repositories = Repositories()
+    usage = await asyncio.to_thread(workspace_usage, workspace, repositories)
     room = max(0, limits.disk_quota - usage) if limits.disk_quota else None
-    cgroup: PidsCgroup | None = None
+    cgroup: CommandCgroup | None = None
     marker = ""
     seccomp: int | None = None
     if workspace.commands.sandbox:
@@ -149,14 +156,20 @@ async def run_command(
         seccomp = filter_fd(await asyncio.to_thread(filter_program))  # its first call runs `ldconfig -p`
         try:
             argv = await asyncio.to_thread(
-                sandbox_argv, command, workspace, marker=marker, file_size=file_size, seccomp=seccomp
+                sandbox_argv,
+                command,
+                workspace,
+                marker=marker,
+                file_size=file_size,
+                seccomp=seccomp,
+                repositories=repositories,
             )
         except BaseException:
             if seccomp is not None:
                 os.close(seccomp)
             raise
         env: dict[str, str] = {}  # bwrap builds the command's environment itself (--clearenv, --setenv)
-        cgroup = await asyncio.to_thread(PidsCgroup.create, limits.processes)
+        cgroup = await asyncio.to_thread(CommandCgroup.create, limits)
         if cgroup is not None:
             argv = cgroup.wrap(argv)
     else:
@@ -170,6 +183,7 @@ async def run_command(
         collector = _Collector(max_chars, marker.encode())
         result = await _run(argv, env, workspace, timeout, collector, cgroup, grown, seccomp)
         result.notes += _cap_notes(result, workspace, room, cgroup)
+        result.notes += await asyncio.to_thread(_remove_repositories, workspace, repositories)
     finally:
         if seccomp is not None:
             os.close(seccomp)
@@ -187,7 +201,7 @@ async def _run(
     workspace: Workspace,
     timeout: float,
     collector: _Collector,
-    cgroup: PidsCgroup | None,
+    cgroup: CommandCgroup | None,
     grown: int | None,
     seccomp: int | None = None,
 ) -> CommandResult:
@@ -216,8 +230,10 @@ async def _run(
         raise
     group = transport.get_pid()
     timed_out = stopped_background = False
-    over_quota = asyncio.Event()
-    watcher = None if grown is None else asyncio.ensure_future(_watch_disk(workspace, grown, group, cgroup, over_quota))
+    over_quota, over_memory = asyncio.Event(), asyncio.Event()
+    watchers = [] if cgroup is None else [asyncio.ensure_future(_watch_memory(group, cgroup, over_memory))]
+    if grown is not None:
+        watchers.append(asyncio.ensure_future(_watch_disk(workspace, grown, group, cgroup, over_quota)))
     try:
         try:
             async with asyncio.timeout(timeout):
@@ -232,7 +248,7 @@ async def _run(
         await _stop(group, collector, cgroup)
         raise
     finally:
-        if watcher is not None:
+        for watcher in watchers:
             watcher.cancel()
         exit_code = transport.get_returncode()
         transport.close()  # closes our end of the pipe, even if an escaped process still holds theirs
@@ -244,11 +260,12 @@ async def _run(
         stopped_background=stopped_background,
         started=collector.started,
         over_quota=over_quota.is_set(),
+        over_memory=over_memory.is_set() or (cgroup is not None and cgroup.oom_kills() > 0),
     )
 
 
 async def _watch_disk(
-    workspace: Workspace, most: int, group: int, cgroup: PidsCgroup | None, over: asyncio.Event
+    workspace: Workspace, most: int, group: int, cgroup: CommandCgroup | None, over: asyncio.Event
 ) -> None:
     """Look at the workspace's size while the command runs; past `most` bytes, kill the command."""
     while True:
@@ -263,7 +280,36 @@ async def _watch_disk(
         await asyncio.sleep(max(DISK_LOOK, 20 * (time.monotonic() - began)))
 
 
-def _cap_notes(result: CommandResult, workspace: Workspace, room: int | None, cgroup: PidsCgroup | None) -> list[str]:
+def _remove_repositories(workspace: Workspace, before: Repositories) -> list[str]:
+    """Remove the git repositories the command made in the workspace (see `Repositories`); a
+    note saying which, if any. A command on a layer wrote into the layer, never merged there."""
+    if workspace.layer is not None:
+        return []
+    after = Repositories(keep=frozenset(before.found))
+    workspace_usage(workspace, after)
+    if not after.removed:
+        return []
+    shown = ", ".join(after.removed[:10]) + (f" and {len(after.removed) - 10} more" if len(after.removed) > 10 else "")
+    return [
+        f"[removed what the command made a git repository ({shown}): agents may not make or change one in "
+        "the workspace, since the operator's git would run its configuration; make a scratch repository "
+        "under /tmp instead]"
+    ]
+
+
+async def _watch_memory(group: int, cgroup: CommandCgroup, over: asyncio.Event) -> None:
+    """Kill the whole command once the kernel killed one of its processes at the memory cap (under
+    cgroup v1 it kills one; v2 kills them all itself, `memory.oom.group`)."""
+    while not cgroup.oom_kills():  # a read of one small cgroup file: no need for a thread
+        await asyncio.sleep(MEMORY_LOOK)
+    over.set()
+    _kill_group(group)
+    await asyncio.to_thread(cgroup.kill)
+
+
+def _cap_notes(
+    result: CommandResult, workspace: Workspace, room: int | None, cgroup: CommandCgroup | None
+) -> list[str]:
     limits = workspace.commands.limits
     quota = size_text(limits.disk_quota)
     notes: list[str] = []
@@ -274,6 +320,11 @@ def _cap_notes(result: CommandResult, workspace: Workspace, room: int | None, cg
         )
     elif room == 0:
         notes.append(f"[the workspace is at its disk quota of {quota}: no file could grow; delete files to make room]")
+    if result.over_memory:
+        notes.append(
+            f"[the command was killed: its processes together passed the memory cap of {size_text(limits.memory)} "
+            "(what they hold, and what is written in /tmp and /dev/shm); use less memory at once]"
+        )
     refused = cgroup.refused() if cgroup is not None else 0
     if refused:
         notes.append(
@@ -374,7 +425,7 @@ def _kill_group(group: int) -> None:
         os.killpg(group, signal.SIGKILL)
 
 
-async def _stop(group: int, collector: _Collector, cgroup: PidsCgroup | None) -> None:
+async def _stop(group: int, collector: _Collector, cgroup: CommandCgroup | None) -> None:
     """Kill the command's process group (and all of its cgroup, where it has one), and give the
     output a moment to reach its end.
 

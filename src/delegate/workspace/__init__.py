@@ -6,16 +6,17 @@ sandbox (bubblewrap, seccomp, command rules and limits: `_sandbox`, `_seccomp`, 
 `_command_rules`, `_command_limits`). Everything outside this package imports these names only.
 """
 
+from ._cgroup import CommandCgroup
 from ._changes import layer_changes
 from ._command_limits import CommandLimits
 from ._command_rules import CommandRules, command_rule_matching
 from ._layer import Layer, glance
 from ._merge import merge_layer, recover_merges, sweep_layers
 from ._overlay import NO_OVERLAY, after_command, command_lock, never_merged
-from ._root import CommandPolicy, Located, Mount, Workspace
+from ._root import CommandPolicy, Located, Mount, Workspace, in_repository, refuse_repository_head
 from ._sandbox import (
     SECRET_VARIABLES,
-    PidsCgroup,
+    Repositories,
     check_disk_quota,
     command_environment,
     sandbox_argv,
@@ -29,13 +30,14 @@ __all__ = [
     "NO_OVERLAY",
     "SECRET_VARIABLES",
     "SNIFF_BYTES",
+    "CommandCgroup",
     "CommandLimits",
     "CommandPolicy",
     "CommandRules",
     "Layer",
     "Located",
     "Mount",
-    "PidsCgroup",
+    "Repositories",
     "Workspace",
     "after_command",
     "check_disk_quota",
@@ -46,12 +48,14 @@ __all__ = [
     "filter_fd",
     "filter_program",
     "glance",
+    "in_repository",
     "layer_changes",
     "looks_binary",
     "merge_layer",
     "never_merged",
     "open_for_reading",
     "recover_merges",
+    "refuse_repository_head",
     "sandbox_argv",
     "search",
     "size_text",

@@ -7,11 +7,14 @@ sandbox (`workspace/_sandbox.py`) applies it to every command, and the operator 
 - `processes`: processes (and threads) a command may have at once, counted over everything it
   starts (a pids cgroup where one can be made, else `RLIMIT_NPROC`, which binds only a server not
   run as root: see docs/security.md);
-- `memory`: the address space of each process (`RLIMIT_AS`): an allocation past it fails;
+- `memory`: what a command holds in memory, all its processes together, its `/tmp` and `/dev/shm`
+  among it (a memory cgroup where one can be made: past it the whole command is stopped), and the
+  address space of each process (`RLIMIT_AS`: an allocation past it fails);
 - `file_size`: the largest file a process may write (`RLIMIT_FSIZE`);
 - `open_files`: file descriptors of each process (`RLIMIT_NOFILE`);
 - `cpu_seconds`: CPU time of each process (`RLIMIT_CPU`), then it is killed (`SIGXCPU`);
 - `tmp_size`: the size of the command's own `/tmp` (a tmpfs);
+- `shm_size`: the size of its `/dev/shm` (a tmpfs: POSIX shared memory and semaphores);
 - `disk_quota`: what the agents' part of the workspace may hold, in bytes (0: no quota). A
   command starts with its file size capped at what is left; one that grows the workspace past the
   quota is killed, and the file tools refuse a write past it.
@@ -29,7 +32,7 @@ __all__ = ["CommandLimits"]
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 _SIZE = re.compile(r"(?P<number>\d+)\s*(?P<unit>[KMGT]?)(?:i?B)?", re.IGNORECASE)
 _UNITS = {"": 1, "K": KIB, "M": MIB, "G": GIB, "T": 1 << 40}
-_SIZES = frozenset({"memory", "file_size", "tmp_size", "disk_quota"})
+_SIZES = frozenset({"memory", "file_size", "tmp_size", "shm_size", "disk_quota"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,7 +42,8 @@ class CommandLimits:
     processes: int = 512
     """Processes and threads one command may have at once."""
     memory: int = 4 * GIB
-    """Bytes of address space of each process of a command (4 GiB)."""
+    """Bytes of memory a command holds, all its processes and its tmpfs together where a memory
+    cgroup can be made, and of address space of each of its processes (4 GiB)."""
     file_size: int = 1 * GIB
     """Bytes of the largest file a command may write (1 GiB)."""
     open_files: int = 1024
@@ -48,6 +52,8 @@ class CommandLimits:
     """CPU seconds of each process."""
     tmp_size: int = 512 * MIB
     """Bytes a command's `/tmp` may hold (512 MiB)."""
+    shm_size: int = 64 * MIB
+    """Bytes a command's `/dev/shm` may hold (64 MiB, as a container's by default)."""
     disk_quota: int = 10 * GIB
     """Bytes the agents' part of a workspace may hold (10 GiB; 0: no quota)."""
 

@@ -31,7 +31,7 @@ from .._errors import ToolError
 from ._changes import Folders, layer_changes
 from ._layer import Layer, content_hash
 from ._paths import PathEscape, PathLoop
-from ._root import Workspace
+from ._root import Workspace, in_repository
 
 CLOSED = (".claude", ".delegate", ".git")
 """Folders of every workspace that commands may never change (see `_sandbox.py`)."""
@@ -50,9 +50,10 @@ _locks: dict[int, asyncio.Lock] = {}
 
 def never_merged(workspace: Workspace) -> Callable[[str], bool]:
     """Whether a path of a layer is one a merge never applies: in a hidden or read-only folder of
-    the view, or a closed one (the mount points a command's sandbox makes there)."""
+    the view, or a closed one (the mount points a command's sandbox makes there), or a `.git`
+    anywhere (no repository is agents' to make or change)."""
     closed = (*workspace.hidden, *workspace.read_only, *CLOSED)
-    return lambda rel: any(rel == c or rel.startswith(c + "/") for c in closed)
+    return lambda rel: in_repository(rel) or any(rel == c or rel.startswith(c + "/") for c in closed)
 
 
 def command_lock(layer: Layer) -> asyncio.Lock:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import stat
 from collections.abc import Callable
 from contextlib import suppress
@@ -237,7 +238,7 @@ class Workspace:
                 if self._mount_of(inside) is None:  # a real path under a mount's place is not the mount
                     raise WorkspaceError(f"path {text!r} is not part of the workspace: {inside} is internal state")
                 raise WorkspaceError(f"path {text!r} goes through a link into internal state; use {inside}")
-            if write and any(_under_rel(inside, r) for r in self.read_only):
+            if write and (any(_under_rel(inside, r) for r in self.read_only) or in_repository(inside)):
                 raise WorkspaceError(f"{inside} is read-only: {_why_read_only(inside)}")
 
         return refuse
@@ -320,9 +321,44 @@ def _under_rel(rel: str, prefix: str) -> bool:
 
 
 def _why_read_only(rel: str) -> str:
-    if _under_rel(rel, ".git"):
-        return "agents may read the repository's .git but never change it"
+    if in_repository(rel):
+        return (
+            "agents may read a .git, anywhere in the workspace, but never make or change one (the operator's "
+            "git runs its configuration); make a scratch repository under /tmp with a command instead"
+        )
     return "it is a definition, skill or setting that runs load"
+
+
+def in_repository(rel: str) -> bool:
+    """Whether a path of the view is, or lies in, a `.git` (at any depth: a nested repository's
+    configuration runs for the operator's `git status` in its folder as the top one's does)."""
+    return any(is_git_name(part) for part in rel.split("/"))
+
+
+def is_git_name(name: str) -> bool:
+    """Whether git takes an entry of this name for a repository: `.git` (in any case, as on a
+    file system that folds it), a folder or a file (`gitdir: ...`, pointing anywhere)."""
+    return name.casefold() == ".git"
+
+
+_HEAD = re.compile(rb"ref:\s*refs/|[0-9a-fA-F]{40}")
+
+
+def names_a_ref(head: bytes) -> bool:
+    """Whether `head`, the text of a file named `HEAD`, makes git take its folder for a (bare)
+    repository (git's `validate_headref`: `ref: refs/...`, or a commit id)."""
+    return _HEAD.match(head) is not None
+
+
+def refuse_repository_head(rel: str, data: bytes) -> None:
+    """Refuse (`WorkspaceError`) writing `data` at `rel` when it is a `HEAD` that would make its
+    folder a git repository (see `names_a_ref`)."""
+    if rel.rsplit("/", 1)[-1] == "HEAD" and names_a_ref(data[:255]):
+        raise WorkspaceError(
+            f"{rel} was not written: a HEAD naming a ref makes its folder a git repository, whose configuration "
+            "the operator's git would run; agents may not make one (make a scratch repository under /tmp "
+            "with a command instead)"
+        )
 
 
 def _expand_home(text: str) -> str:

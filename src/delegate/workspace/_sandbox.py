@@ -12,7 +12,7 @@ from scratch:
   read-only folder, since a command runs with the server's user id and a server run as root
   would read them all (see `_unreadable`; `/etc` is looked at for every command);
 - a fresh `/proc` (of the new PID namespace: the server's processes are not in it), a minimal
-  `/dev` and an empty `/tmp` of `tmp_size` bytes;
+  read-only `/dev` with a `/dev/shm` of `shm_size` bytes, and an empty `/tmp` of `tmp_size` bytes;
 - the workspace's root, at its own path, the only writable mount;
 - over it, exactly as the file tools see it (`Workspace`), and closed whatever the view says
   (`view_mounts`): an empty folder over each hidden folder (`.delegate/`), the mounts bound
@@ -24,8 +24,10 @@ operator names, plus `HOME` set to the workspace root. The model providers' keys
 URL are never passed, even when named. Every capability is dropped (bwrap keeps them for a caller
 of uid 0 unless told), in a user namespace that cannot make another, and the command gets a new
 session, so it cannot push input to a terminal. Each command runs within the workspace's
-`CommandLimits`: rlimits set by `prlimit` inside the sandbox, a pids cgroup (`PidsCgroup`) where
-one can be made, and the disk quota (`workspace_usage`, watched by `run_command`).
+`CommandLimits`: rlimits set by `prlimit` inside the sandbox, a cgroup (`_cgroup.CommandCgroup`:
+processes, and memory as a whole) where one can be made, sized tmpfs (`/tmp`, `/dev/shm`; `/dev`
+and the sandbox's own root read-only), and the disk quota (`workspace_usage`, watched by
+`run_command`).
 
 Where bwrap is missing or cannot run (no user namespaces, say), commands are refused with a
 message saying what to install, unless the operator runs them unconfined, explicitly
@@ -40,9 +42,7 @@ import functools
 import logging
 import os
 import resource
-import secrets
 import shutil
-import signal
 import stat
 import subprocess
 import threading
@@ -52,7 +52,7 @@ from pathlib import Path
 from .._errors import ToolError
 from ._command_limits import CommandLimits
 from ._overlay import CLOSED, PROBE_ENV, overlay_argv
-from ._root import COMMAND_ENV, Workspace
+from ._root import COMMAND_ENV, Workspace, is_git_name, names_a_ref
 
 SECRET_VARIABLES = frozenset(
     {
@@ -85,12 +85,18 @@ def command_environment(workspace: Workspace) -> dict[str, str]:
 
 
 def sandbox_argv(
-    command: str, workspace: Workspace, *, marker: str = "", file_size: int | None = None, seccomp: int | None = None
+    command: str,
+    workspace: Workspace,
+    *,
+    marker: str = "",
+    file_size: int | None = None,
+    seccomp: int | None = None,
+    repositories: Repositories | None = None,
 ) -> list[str]:
     """The bwrap command line that runs `command` with /bin/sh in the workspace's sandbox, within
     the workspace's `CommandLimits` (`file_size`, when given, in place of the limits' own), under
     the seccomp filter held by the descriptor `seccomp` (`_seccomp.filter_fd`; the caller passes
-    it to the process).
+    it to the process), with the git `repositories` found in the workspace read-only.
 
     With a `marker`, the sandbox prints it on a line of its own once it is set up, before the
     command runs: output without it means the sandbox itself failed. Raises `ToolError` (saying
@@ -109,15 +115,27 @@ def sandbox_argv(
     if seccomp is not None:
         argv += ["--seccomp", str(seccomp)]
     argv += _system_mounts()
-    argv += ["--proc", "/proc", "--dev", "/dev"]
-    if "--size" in _bwrap_options(bwrap):
-        argv += ["--size", str(limits.tmp_size)]
-    argv += ["--tmpfs", "/tmp", *view_mounts(workspace, root_mount)]
+    argv += ["--proc", "/proc", *_tmpfs_mounts(limits, sized="--size" in _bwrap_options(bwrap))]
+    argv += view_mounts(workspace, root_mount)
+    argv += [*(repositories.mounts(root) if repositories is not None else []), "--remount-ro", "/"]
     argv += ["--chdir", root, "--clearenv"]
     for name, value in command_environment(workspace).items():
         argv += ["--setenv", name, value]
     shell = f"printf '%s\\n' {marker}; exec /bin/sh -c \"$0\"" if marker else 'exec /bin/sh -c "$0"'
     return [*prefix, *argv, "--", *_rlimits(limits, file_size), "/bin/sh", "-c", shell, command]
+
+
+def _tmpfs_mounts(limits: CommandLimits, *, sized: bool) -> list[str]:
+    """`/dev`, `/dev/shm` and `/tmp`: the only tmpfs a command may write, each of a set size.
+
+    bwrap's `/dev` is a tmpfs of no size (half the machine's RAM): it is made read-only once
+    `/dev/shm`, a sized tmpfs of its own, is mounted in it (its device nodes are mounts of their
+    own, and stay usable). A bwrap with no `--size` (before 0.8) cannot size a tmpfs: `/dev/shm` is
+    then left read-only (and `/tmp` unsized, as before). The sandbox's root, a tmpfs bwrap makes,
+    is made read-only last (`sandbox_argv`)."""
+    shm = ["--size", str(limits.shm_size), "--tmpfs", "/dev/shm"] if sized else []  # else read-only with /dev
+    tmp = ["--size", str(limits.tmp_size), "--tmpfs", "/tmp"] if sized else ["--tmpfs", "/tmp"]
+    return ["--dev", "/dev", *shm, "--remount-ro", "/dev", *tmp]
 
 
 def view_mounts(workspace: Workspace, root_mount: list[str] | None = None) -> list[str]:
@@ -295,116 +313,7 @@ def _usable_bwrap(program: str) -> str:
     return found
 
 
-# ---------------------------------------------------------------------------------------------
-# Counting a command's processes: a pids cgroup of its own
-
-CGROUP_FOLDER = "delegate-commands"
 _log = logging.getLogger("delegate.sandbox")
-
-
-class PidsCgroup:
-    """A pids cgroup for one command: at most `limit` processes and threads at once, counted over
-    everything the command starts whatever its user, and a list of them all to kill at the end.
-
-    `RLIMIT_NPROC` counts the processes of a user id, and never binds a server run as root (the
-    kernel exempts uid 0, in a user namespace too): for root, this cgroup is what caps processes.
-    The command joins it before bwrap starts (`wrap`), so nothing it forks is outside it.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    @classmethod
-    def create(cls, limit: int) -> PidsCgroup | None:
-        """A new cgroup capped at `limit`, or None where no pids cgroup can be made here."""
-        base = _cgroup_base()
-        if base is None:
-            return None
-        path = os.path.join(base, f"{os.getpid()}-{secrets.token_hex(6)}")
-        try:
-            os.mkdir(path)
-            Path(path, "pids.max").write_text(str(limit))
-        except OSError as exc:
-            _log.warning("could not make a pids cgroup for a command (%s): its processes are not capped", exc)
-            with contextlib.suppress(OSError):
-                os.rmdir(path)
-            return None
-        return cls(path)
-
-    def wrap(self, argv: list[str]) -> list[str]:
-        """`argv`, started by a shell that first moves itself into this cgroup."""
-        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(self.path, "cgroup.procs"), *argv]
-
-    def refused(self) -> int:
-        """How many forks the cap refused."""
-        try:
-            events = Path(self.path, "pids.events").read_text().split()
-        except OSError:
-            return 0
-        return int(events[1]) if len(events) >= 2 and events[0] == "max" and events[1].isdigit() else 0
-
-    def kill(self) -> None:
-        """SIGKILL every process in the cgroup, even one that left the command's process group."""
-        try:
-            pids = Path(self.path, "cgroup.procs").read_text().split()
-        except OSError:
-            return
-        for pid in pids:
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)
-
-    def remove(self) -> None:
-        """Kill what is left and remove the cgroup (an emptied cgroup goes at once; give its
-        processes a moment to be reaped, then leave it to the next server start)."""
-        for _ in range(50):
-            self.kill()
-            try:
-                os.rmdir(self.path)
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)  # its killed processes are still being reaped
-            else:
-                return
-        _log.warning("a command's cgroup %s could not be removed: processes are left in it", self.path)
-
-
-@functools.cache
-def _cgroup_base() -> str | None:
-    """Where this server makes its commands' pids cgroups: under the cgroup v2 root when it
-    hands out the pids controller, else the v1 pids hierarchy; None where neither can be written
-    (a server not run as root, a container's read-only /sys/fs/cgroup). Empty cgroups left by an
-    earlier server are removed."""
-    candidates: list[tuple[str, bool]] = []
-    unified = Path("/sys/fs/cgroup/cgroup.subtree_control")
-    with contextlib.suppress(OSError):
-        if "pids" in unified.read_text().split():
-            candidates.append(("/sys/fs/cgroup", True))
-    if Path("/sys/fs/cgroup/pids/cgroup.procs").exists():
-        candidates.append(("/sys/fs/cgroup/pids", False))
-    for hierarchy, v2 in candidates:
-        base = os.path.join(hierarchy, CGROUP_FOLDER)
-        try:
-            os.makedirs(base, exist_ok=True)
-            if v2:
-                Path(base, "cgroup.subtree_control").write_text("+pids")
-            probe = PidsCgroup(os.path.join(base, f"probe-{os.getpid()}"))
-            os.makedirs(probe.path, exist_ok=True)
-            Path(probe.path, "pids.max").write_text("max")
-            os.rmdir(probe.path)
-        except OSError:
-            continue
-        for stale in os.listdir(base):
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(base, stale))  # fails for one that still has processes
-        return base
-    if os.geteuid() == 0:
-        _log.warning(
-            "no pids cgroup can be made here (/sys/fs/cgroup): the number of processes of commands is "
-            "not capped, since RLIMIT_NPROC does not bind root; run the server as another user, or "
-            "give it a writable cgroup"
-        )
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -504,12 +413,13 @@ class _Path:
             self.held -= 1
 
 
-def workspace_usage(workspace: Workspace) -> int:
+def workspace_usage(workspace: Workspace, repositories: Repositories | None = None) -> int:
     """Bytes on disk of what agents can write in the workspace: everything under the root but
     its hidden and closed folders and mounts, each file counted once (hard links), by blocks
     used (a sparse file counts what it holds); `UNMEASURED` when a folder in it cannot be
     walked. Walked by handles, each folder opened from its parent's without following a link (a
-    folder swapped for one meanwhile is not walked), at most `_HANDLES_MOST` open at once."""
+    folder swapped for one meanwhile is not walked), at most `_HANDLES_MOST` open at once.
+    `repositories`, when given, is told of each entry on the way (the same walk finds them)."""
     skipped = {*workspace.hidden, *CLOSED, *workspace.read_only}
     seen: set[tuple[int, int]] = set()
     walk = _Path()
@@ -517,7 +427,7 @@ def workspace_usage(workspace: Workspace) -> int:
     try:
         with contextlib.suppress(FileNotFoundError):
             walk.push(_Level(os.open(workspace.root, _LISTED & ~os.O_NOFOLLOW), "", ""))
-            total += _list(walk.levels[0], skipped, seen)
+            total += _list(walk.levels[0], skipped, seen, repositories)
         while walk.levels:
             level = walk.levels[-1]
             if not level.folders:
@@ -534,7 +444,7 @@ def workspace_usage(workspace: Workspace) -> int:
                     continue
                 raise
             walk.push(sub)
-            total += _list(sub, skipped, seen)
+            total += _list(sub, skipped, seen, repositories)
     except OSError as error:
         _log.warning("the disk quota counts %s as full: %s cannot be measured (%s)", workspace.root, rel, error)
         total = UNMEASURED
@@ -545,7 +455,9 @@ def workspace_usage(workspace: Workspace) -> int:
     return total
 
 
-def _list(level: _Level, skipped: set[str], seen: set[tuple[int, int]]) -> int:
+def _list(
+    level: _Level, skipped: set[str], seen: set[tuple[int, int]], repositories: Repositories | None = None
+) -> int:
     """Bytes of the entries of `level` not seen before; its folders are kept in `level.folders`."""
     total = 0
     with os.scandir(level.fd) as found:
@@ -557,11 +469,93 @@ def _list(level: _Level, skipped: set[str], seen: set[tuple[int, int]]) -> int:
                 continue
             if path in skipped or (info.st_dev, info.st_ino) in seen:
                 continue
+            if repositories is not None and not repositories.visit(level.fd, level.ident, level.rel, entry.name, info):
+                continue  # removed
             seen.add((info.st_dev, info.st_ino))
             total += info.st_blocks * 512
             if stat.S_ISDIR(info.st_mode):
                 level.folders.append((entry.name, path))
     return total
+
+
+# ---------------------------------------------------------------------------------------------
+# Git repositories in a workspace
+
+
+class Repositories:
+    """The git repositories a walk of the workspace met (`workspace_usage(..., repositories)`),
+    by identity: each entry named `.git` (a folder, a file `gitdir: ...` pointing anywhere, a
+    link), and each folder git would take for a bare repository (one holding a `HEAD` that names
+    a ref or a commit: git's own test, `is_git_directory`, also wants `objects` and `refs`, which
+    may be named by a `commondir` file; a `HEAD` alone is taken for enough).
+
+    The operator's `git`, run in a folder below one of them, runs its configuration
+    (`core.fsmonitor`, `core.pager`, aliases, hooks) as the operator. So the repositories found
+    before a command are bound read-only in its sandbox (`mounts`), and with `keep` (those found
+    before it) the walk after it removes any other: a `.git` whole, a bare repository's `HEAD`
+    (so that it is a plain folder again), each from a handle on the folder that holds it."""
+
+    def __init__(self, keep: frozenset[tuple[int, int]] | None = None) -> None:
+        self.found: dict[tuple[int, int], str] = {}
+        self.removed: list[str] = []
+        self.keep = keep
+
+    def visit(self, folder: int, ident: tuple[int, int], rel: str, name: str, info: os.stat_result) -> bool:
+        """Note the entry `name` of the folder `rel` (its handle `folder`, its identity `ident`);
+        False when it was removed (a repository made since `keep` was found)."""
+        path = f"{rel}/{name}" if rel else name
+        if is_git_name(name):
+            found, where = (info.st_dev, info.st_ino), path
+        elif name == "HEAD" and _names_a_ref(folder, name, info):
+            found, where = ident, rel or "."
+        else:
+            return True
+        if self.keep is None or found in self.keep:
+            self.found[found] = where
+            return True
+        try:
+            if stat.S_ISDIR(info.st_mode) and name != "HEAD":
+                shutil.rmtree(name, dir_fd=folder)
+            else:
+                os.unlink(name, dir_fd=folder)
+        except OSError as error:
+            _log.warning("a git repository an agent made at %s could not be removed: %s", where, error)
+            self.found[found] = where
+            return True
+        self.removed.append(where)
+        return False
+
+    def mounts(self, root: str) -> list[str]:
+        """The bwrap arguments that bind each repository found read-only (one inside another is
+        left to the outer one: every `.git` holds a `HEAD`)."""
+        argv: list[str] = []
+        bound: list[str] = []
+        for rel in sorted(self.found.values()):
+            if rel == "." or any(_under(rel, outer) for outer in bound):  # the root: its .git is closed
+                continue
+            bound.append(rel)
+            path = os.path.normpath(os.path.join(root, rel))
+            argv += ["--ro-bind", path, path]
+        return argv
+
+
+def _names_a_ref(folder: int, name: str, info: os.stat_result) -> bool:
+    """Whether the `HEAD` named `name` in `folder` is one git accepts (`validate_headref`): a link
+    to `refs/...`, or a file starting `ref: refs/` or with a commit id."""
+    try:
+        if stat.S_ISLNK(info.st_mode):
+            return os.readlink(name, dir_fd=folder).startswith("refs/")
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        return False
+    try:
+        return names_a_ref(os.read(fd, 255))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def disk_room(workspace: Workspace) -> int | None:
