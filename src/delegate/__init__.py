@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings, Thread
     from .subagents import Artifact, Skipped, TaskOutput
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
+    from .workflows import ScriptLimits, Workflow
     from .workspace import CommandPolicy, Workspace
 
 _WHERE = {
@@ -88,6 +89,7 @@ _WHERE = {
     "Runtime": ".run",
     "RuntimeFactory": ".run",
     "RuntimeSettings": ".run",
+    "ScriptLimits": ".workflows",
     "Skipped": ".subagents",
     "Store": "._store",
     "StoreBusyError": "._errors",
@@ -106,6 +108,7 @@ _WHERE = {
     "Usage": "._usage",
     "UserError": "._errors",
     "Workspace": ".workspace",
+    "Workflow": ".workflows",
     "WorkspaceError": "._errors",
     "tool": ".tools",
 }
@@ -159,6 +162,7 @@ __all__ = [
     "Runtime",
     "RuntimeFactory",
     "RuntimeSettings",
+    "ScriptLimits",
     "Skipped",
     "Store",
     "StoreBusyError",
@@ -176,6 +180,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "UserError",
+    "Workflow",
     "Workspace",
     "WorkspaceError",
     "tool",

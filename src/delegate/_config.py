@@ -93,6 +93,8 @@ class RunLimits:
     max_subagents: int | None = 100
     layers_kept: float = 86_400.0
     approval_timeout: float | None = None
+    workflow_agents: int | None = 1000
+    """Agents one workflow may start in all (its own cap: `max_subagents` is the lead's)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Every limit by name: what the store keeps with a run, so its resume runs under them."""
@@ -115,7 +117,7 @@ class RunLimits:
         at = self.approval_timeout
         if at is not None and (isinstance(at, bool) or not at > 0):
             raise UserError(f"RunLimits approval_timeout={at!r}: give positive seconds, or None to wait for a decision")
-        for name in ("token_budget", "max_requests", "max_parallel", "max_subagents"):
+        for name in ("token_budget", "max_requests", "max_parallel", "max_subagents", "workflow_agents"):
             _whole("RunLimits", name, getattr(self, name))
 
 

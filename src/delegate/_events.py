@@ -43,6 +43,10 @@ EventType = Literal[
     "approval.decided",
     "hook.failed",
     "hook.acted",
+    "workflow.started",
+    "workflow.phase",
+    "workflow.log",
+    "workflow.completed",
 ]
 
 

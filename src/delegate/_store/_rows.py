@@ -81,6 +81,9 @@ class RunRow:
     """The thread the run belongs to: the id of its first run (its own id when it continues none)."""
     previous_run_id: str | None = None
     """The run this one continues (None: it starts its thread)."""
+    workflow: dict[str, Any] | None = None
+    """The workflow the run is (`Workflow.to_dict`: its script, description and args), run again
+    from its journal on a resume; None: the run is the lead's."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run's line of a listing (see `RunSummary.to_dict`); its whole JSON is
@@ -270,6 +273,7 @@ def run_values(run: RunRow) -> dict[str, Any]:
     values["warnings"] = json_text([safe_text(w) for w in run.warnings]) if run.warnings else None
     values["result"] = None if run.result is None else json_text(run.result)
     values["limits"] = None if run.limits is None else json_text(run.limits)
+    values["workflow"] = None if run.workflow is None else json_text(run.workflow)
     return values
 
 
@@ -429,7 +433,7 @@ def decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRo
     """A stored run; one stored `running` whose owner is gone reads `interrupted` (`seen`: what
     was found of each owner so far in this listing, see `owner_alive`)."""
     values = {**row, "warnings": row["warnings"] or "[]"}
-    optional = tuple(c for c in ("uploaded_files", "result", "limits") if row[c] is not None)
+    optional = tuple(c for c in ("uploaded_files", "result", "limits", "workflow") if row[c] is not None)
     json_columns = ("usage", "warnings", *optional)
     run = _decode(_run_row, values, "runs", json_columns)
     run.status = live_status(run, utc_now(), seen)

@@ -227,6 +227,12 @@ def _limits_column() -> sa.Column[Any]:
     return sa.Column("limits", sa.Text)
 
 
+def _workflow_column() -> sa.Column[Any]:
+    """The column migration core.0018 adds to `runs`: the workflow the run is (JSON: its script,
+    description and args; NULL: the run is the lead's), what its resume runs again."""
+    return sa.Column("workflow", sa.Text)
+
+
 def _event_pack_column() -> sa.Column[Any]:
     """The column migration core.0006 adds to `events`: how many events the row holds. A row of
     one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
@@ -344,6 +350,7 @@ for _column in [
     _limits_column(),
     _waiting_column(),
     *_stop_columns,
+    _workflow_column(),
 ]:
     runs_table.append_column(_column)
 sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
@@ -564,6 +571,11 @@ def _m0016_subagent_conversations(conn: Connection) -> None:
         conn.execute(checkpoints.delete().where(checkpoints.c.id.in_(moved[start : start + 500])))
 
 
+def _m0018_workflows(conn: Connection) -> None:
+    column = _workflow_column()
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
 SYSTEM = "system"
 """The kind of the checkpoint that keeps a subagent's system prompt once a run (key: `system_key`)."""
 
@@ -593,4 +605,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0015_run_limits", _m0015_run_limits),
     Migration("core.0016_subagent_conversations", _m0016_subagent_conversations),
     Migration("core.0017_approval_always", _m0017_approval_always),
+    Migration("core.0018_workflows", _m0018_workflows),
 )

@@ -315,11 +315,12 @@ class Store:
         limits: dict[str, Any] | None = None,
         warnings: Sequence[str] = (),
         previous_run_id: str | None = None,
+        workflow: dict[str, Any] | None = None,
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
         process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
-        `uploaded_files` and `limits` (its `RunLimits.to_dict`) are kept for the run's resume; `warnings` are
-        what was wrong as it started (`RunRow.warnings`).
+        `uploaded_files`, `limits` (its `RunLimits.to_dict`) and a `workflow` are kept for the run's
+        resume; `warnings` are what was wrong as it started (`RunRow.warnings`).
 
         With `previous_run_id` the run continues that run (of `user_id`), in its thread: `UserError`
         if there is no such run, if it has not ended, or if another run continued it first (exactly
@@ -342,6 +343,7 @@ class Store:
             warnings=list(warnings),
             thread_id=new_id,
             previous_run_id=previous_run_id,
+            workflow=workflow,
         )
         try:
             with self.write() as conn:
@@ -415,9 +417,7 @@ class Store:
 
     def get_run(self, run_id: str, user_id: str | None = None) -> RunRow | None:
         """The run, or None if there is none, or if `user_id` is given and the run is another user's.
-
-        A `running` run whose owner is gone reads `interrupted`.
-        """
+        A `running` run whose owner is gone reads `interrupted`."""
         query = sa.select(runs_table).where(runs_table.c.id == run_id)
         if user_id is not None:
             query = query.where(runs_table.c.user_id == user_id)

@@ -9,13 +9,15 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
 from .._agents import NEVER_GIVEN, Catalogue, Lead, Subagent
 from .._errors import UserError
 from .._frontmatter import CatalogueWarning
+from ..mcp import MCPTools, server_config
 from ..tools import BUILTIN_TOOLS, Tool, builtin_tools
 
-__all__ = ["inside", "lead_tool_names", "local_timezone", "tool_pool", "unknown_tools"]
+__all__ = ["inline_servers", "inside", "lead_tool_names", "local_timezone", "mcp_failed", "tool_pool", "unknown_tools"]
 
 
 def tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool) -> dict[str, Tool]:
@@ -85,3 +87,38 @@ def inside(root: Path, *folders: Sequence[str | PathLike[str]]) -> list[str]:
 def local_timezone() -> str:
     name = datetime.now(UTC).astimezone().tzname()
     return name or time.tzname[0] or "UTC"
+
+
+def mcp_failed(mcp: MCPTools | None, own: Mapping[str, MCPTools]) -> list[dict[str, Any]]:
+    """The MCP servers the last loads left out, as `mcp.server_failed` data: `server`, `reason`,
+    `type` (the subagent type whose own server it is; None: the runtime's, for every agent),
+    and `warning`, the line the run's `warnings` and the CLI show."""
+    found: list[dict[str, Any]] = []
+    groups = [(None, mcp), *own.items()]
+    for type_name, servers in groups:
+        for server, reason in (servers.failed if servers is not None else {}).items():
+            without = (
+                "the run goes on without its tools"
+                if type_name is None
+                else f"type {type_name!r} runs without its tools"
+            )
+            found.append({"server": server, "reason": reason, "type": type_name, "warning": f"{reason}; {without}"})
+    return found
+
+
+def inline_servers(
+    catalogue: Catalogue, workspaces: Sequence[Path]
+) -> tuple[dict[str, MCPTools], list[CatalogueWarning]]:
+    """The MCP servers definitions define inline, per type, and what is wrong with those that
+    cannot be used (catalogue warnings: the type runs without them)."""
+    found: dict[str, MCPTools] = {}
+    problems: list[CatalogueWarning] = []
+    for definition in catalogue.definitions.values():
+        if not definition.mcp_inline:
+            continue
+        try:
+            configs = [server_config(n, e, definition.source) for n, e in definition.mcp_inline.items()]
+            found[definition.name] = MCPTools(configs, workspaces=workspaces)
+        except UserError as exc:
+            problems.append(CatalogueWarning(definition.source, f"{exc}; it runs without these servers"))
+    return found, problems

@@ -42,8 +42,10 @@ from ..models import ModelResponse
 
 if TYPE_CHECKING:
     from .._store import Checkpoint, KeptConversation, Store
+    from ..subagents import SubagentRunner
+    from ..tools import ToolContext
 
-__all__ = ["REPLAYED_NEVER", "Recorder", "StoredJournal"]
+__all__ = ["REPLAYED_NEVER", "Recorder", "StoredJournal", "beat_for"]
 
 _log = logging.getLogger("delegate.recorder")
 
@@ -476,3 +478,17 @@ class _SubagentJournal:
     def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
         if call.name != "complete":
             self._record("tool", f"{self.key}/{call.id}", result)
+
+
+async def beat_for(runner: SubagentRunner, recorder: Recorder, ctx: ToolContext, interval: float) -> None:
+    """Tell the recorder the usage so far (stored with its lease's beats) and, every `interval`,
+    emit each live subagent's heartbeat event."""
+    beat = min(interval, recorder.heartbeat)
+    waited = 0.0
+    while True:
+        await asyncio.sleep(beat)
+        recorder.usage = ctx.usage + runner.usage
+        waited += beat
+        if waited >= interval:
+            waited = 0.0
+            runner.heartbeat()

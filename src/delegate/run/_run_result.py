@@ -16,6 +16,7 @@ from .._record import Status, StopReason
 from .._usage import Usage
 from ..loop import EVENT_VALUE_LIMIT, AgentResult
 from ..subagents import Delivery, TaskOutput
+from ..workflows import WORKFLOW
 
 if TYPE_CHECKING:
     from .._store import RunRow, Store
@@ -61,6 +62,11 @@ class RunResult:
     """The thread the run belongs to: the id of its first run (None: this run's own id)."""
     previous_run_id: str | None = None
     """The run this one continues (`Runtime.run(continue_from=...)`); None: it starts its thread."""
+    workflow: dict[str, Any] | None = None
+    """A run that is a workflow: its record (`status` of the script, `value`, the count `line`,
+    `counts`, `phases`, `agents`; see docs/workflows.md). None: the run is the lead's, or the
+    workflow has not ended. `status` "completed" says the script ran to its end, never that the
+    agents' criteria hold: `counts` says that."""
 
     def raise_for_status(self) -> RunResult:
         """This result if the run completed; else raise `RunCancelled` (it was cancelled) or
@@ -83,20 +89,24 @@ class RunResult:
         which `stored_run` (HTTP, export) and a listing's line (`RunSummary.to_dict`) extend or
         cut, keeping these keys and their order (`result` last, only when the lead has a typed one)."""
         typed = self.result_data()
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "final": self.final,
-            "stop_reason": self.stop_reason,
-            "error": self.error,
-            "steps": self.steps,
-            "usage": self.usage.to_dict(),
-            "subagents": [s.to_dict() for s in self.subagents],
-            "warnings": list(self.warnings),
-            "pending_approvals": list(self.pending_approvals),
-            "thread_id": self.thread_id or self.run_id,
-            "previous_run_id": self.previous_run_id,
-        } | ({"result": typed} if typed is not None else {})
+        return (
+            {
+                "run_id": self.run_id,
+                "status": self.status,
+                "final": self.final,
+                "stop_reason": self.stop_reason,
+                "error": self.error,
+                "steps": self.steps,
+                "usage": self.usage.to_dict(),
+                "subagents": [s.to_dict() for s in self.subagents],
+                "warnings": list(self.warnings),
+                "pending_approvals": list(self.pending_approvals),
+                "thread_id": self.thread_id or self.run_id,
+                "previous_run_id": self.previous_run_id,
+            }
+            | ({"workflow": self.workflow} if self.workflow is not None else {})
+            | ({"result": typed} if typed is not None else {})
+        )
 
 
 def stored_result(store: Store, run_id: str, user_id: str | None = None) -> RunResult | None:
@@ -122,7 +132,16 @@ def _stored_result(store: Store, run: RunRow) -> RunResult:
         result=run.result,
         thread_id=run.thread_id,
         previous_run_id=run.previous_run_id,
+        workflow=_workflow_record(store, run),
     )
+
+
+def _workflow_record(store: Store, run: RunRow) -> dict[str, Any] | None:
+    """The record of a run that is a workflow, once its script ended (see `RunResult.workflow`)."""
+    if run.workflow is None:
+        return None
+    kept = [c.data for c in store.checkpoints(run.id) if c.kind == WORKFLOW and c.key == "run"]
+    return kept[-1] if kept else None
 
 
 def stored_run(store: Store, run_id: str, user_id: str | None = None) -> tuple[RunRow, dict[str, Any]] | None:

@@ -8,7 +8,7 @@ import contextlib
 import functools
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from os import PathLike
 from pathlib import Path
@@ -22,8 +22,8 @@ from .._events import Event, EventSink
 from .._frontmatter import CatalogueWarning
 from .._messages import Message
 from .._text import safe_text
-from ..loop import AgentSpec, RunBudget
-from ..mcp import MCPTools, server_config
+from ..loop import AgentResult, AgentSpec, RunBudget
+from ..mcp import MCPTools
 from ..models import Model, ModelAliases, resolve_model
 from ..permissions import CallPolicy
 from ..skills import SkillCatalogue
@@ -51,10 +51,11 @@ from ..tools import (
     sweep_scratch,
     uploads_state,
 )
+from ..workflows import WORKFLOW, Workflow, WorkflowHost, drive
 from ..workspace import CommandPolicy, Workspace
 from ._approvals import NEVER_WAIT, RunApprovals, build_hooks, decide_call, load_permissions, prompt_hooks
-from ._pool import inside, lead_tool_names, local_timezone, tool_pool, unknown_tools
-from ._recorder import Recorder, StoredJournal
+from ._pool import inline_servers, inside, lead_tool_names, local_timezone, mcp_failed, tool_pool, unknown_tools
+from ._recorder import Recorder, StoredJournal, beat_for
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
 from ._settings import open_store, user_level
 from ._threads import Thread, continued, history_of, keep_conversation, open_thread, thread_uploads
@@ -297,8 +298,10 @@ class Runtime:
         uploaded_files: list[dict[str, Any]] | None = None,
         limits: RunLimits | None = None,
         continue_from: str | None = None,
+        workflow: Workflow | str | None = None,
     ) -> RunResult:
-        """Run the lead agent on `prompt` to its final answer.
+        """Run the lead agent on `prompt` to its final answer; or run a `workflow` (a `Workflow`, a
+        script; `prompt` says what it is for) instead of the lead: see docs/workflows.md.
 
         `limits` are this run's, instead of the runtime's (`replace(runtime.limits, token_budget=...)`
         changes one of them).
@@ -312,6 +315,10 @@ class Runtime:
         and these (see `delegate.run._threads`). `UserError` if that run is unknown (or another
         user's), has not ended (`running`, `waiting`, `interrupted`), or was continued already.
         """
+        workflow = Workflow(script=workflow, description=prompt) if isinstance(workflow, str) else workflow
+        if workflow is not None and continue_from is not None:
+            raise UserError("a workflow starts a thread of its own: drop continue_from")
+        prompt = prompt or (workflow.title if workflow is not None else "")
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         prompt = safe_text(prompt)  # an argument `delegate run $'\xff'` holds a lone surrogate
@@ -343,12 +350,15 @@ class Runtime:
                         limits=limits.to_dict(),
                         warnings=warnings,
                         previous_run_id=continue_from,
+                        workflow=workflow.to_dict() if workflow is not None else None,
                     )
                 )
                 thread_id[0] = row.thread_id or run_id
             return []
 
-        result = await self._lead(prompt, run_id, recorder, lead_model, uploaded_files, begin, limits, history)
+        result = await self._lead(
+            prompt, run_id, recorder, lead_model, uploaded_files, begin, limits, history, workflow
+        )
         result.thread_id, result.previous_run_id = thread_id[0], continue_from
         return result
 
@@ -364,8 +374,10 @@ class Runtime:
         sinks: Iterable[EventSink] = (),
         model: str | Model | None = None,
         limits: RunLimits | None = None,
+        workflow: Workflow | None = None,
     ) -> RunResult:
-        """Continue an interrupted run (its process died) from its checkpoints.
+        """Continue an interrupted run (its process died) from its checkpoints (a workflow: its
+        script, or a changed `workflow`, again, answered from its journal).
 
         The lead's answers and tool results recorded before are replayed, not asked or run again;
         subagents that finished are reused, the others start afresh; usage counts each answer
@@ -393,7 +405,12 @@ class Runtime:
         limits = limits or self.limits.over(run.limits or {})
         previous = run.previous_run_id
         history = await asyncio.to_thread(history_of, store, previous) if previous is not None else []
-        result = await self._lead(run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history)
+        if workflow is not None and run.workflow is None:
+            raise UserError(f"run {run_id} is not a workflow: resume it without one")
+        workflow = workflow or (Workflow.from_dict(run.workflow) if run.workflow is not None else None)
+        result = await self._lead(
+            run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history, workflow
+        )
         result.thread_id, result.previous_run_id = run.thread_id, previous
         return result
 
@@ -407,10 +424,12 @@ class Runtime:
         begin: Callable[[list[str]], Awaitable[list[Checkpoint]]],
         limits: RunLimits,
         history: Sequence[Message] = (),
+        workflow: Workflow | None = None,
     ) -> RunResult:
-        """Build the lead, then `begin` (record the run with its warnings, or claim it and read its
-        checkpoints), then run it under `limits`, after `history` (the conversation of the run it
-        continues): nothing is recorded for a lead that cannot be built."""
+        """Build the lead (or a `workflow`'s host, which runs instead), then `begin` (record the
+        run with its warnings, or claim it and read its checkpoints), then run it under `limits`,
+        after `history` (the conversation of the run it continues): nothing is recorded for a lead
+        that cannot be built."""
         journal = StoredJournal(recorder)
         skills = await asyncio.to_thread(self._skills)
         context, recovered = await asyncio.to_thread(self._prepare_workspace)
@@ -431,24 +450,7 @@ class Runtime:
         if approvals is not None:
             keep = self._policy.ask and recorder.store is not None  # subagents may wait: a resume replays them
             self._approvals[run_id] = approvals.attach(runner, journal.scoped if keep else None)
-        task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
-        if task is not None:
-            lead_tools += [task, *background_tools(runner.background)]
-        lead_tools += await asyncio.to_thread(self._batch_tools, lead_model, prompt)
-        types = self._searchable_types() if task is not None else []
-        tools = toolset(self.lead, lead_tools, scope, types)
-        background = runner.background if task is not None else None
-        compactor = self.lead.compaction_model
-        spec = await assemble(
-            self.lead,
-            scope,
-            model=lead_model,
-            tools=tools,
-            prompt=prompt,
-            journal=journal,
-            background=background,
-            compaction_model=None if compactor is None else await self._model_off_loop(compactor),
-        )
+        spec = await self._lead_spec(runner, scope, lead_model, lead_tools, prompt, journal) if not workflow else None
         failed = self._mcp_failed()
         found = [*self.catalogue.warnings, *skills.warnings]
         checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
@@ -475,22 +477,68 @@ class Runtime:
         for data in failed:
             recorder.emit(Event(type="mcp.server_failed", run_id=run_id, agent_id="lead", data=data))
         warnings = [*(str(w) for w in found), *(f["warning"] for f in failed)]
+        if spec is None:
+            assert workflow is not None
+            return await self._workflow(workflow, ctx, recorder, runner, warnings)
         opening = [*history, *([slash] if slash else []), Message.user(prompt)]
-        return await self._drive(spec, ctx, opening, recorder, runner, warnings)
+        lead = runner.background.outlast(run_checked(spec, ctx, opening, self.hooks, None))
+        return await self._drive(lead, ctx, opening, recorder, runner, warnings, spec.instructions)
+
+    async def _workflow(
+        self, workflow: Workflow, ctx: ToolContext, recorder: Recorder, runner: SubagentRunner, warnings: list[str]
+    ) -> RunResult:
+        """Run a run that is a workflow: its script, over the run's subagents (see docs/workflows.md)."""
+        cap = runner.scope.limits.workflow_agents
+        host = WorkflowHost(runner, ctx, self._delegable(), prefix="", cap=cap, emit=runner.emit)
+        plan = drive(workflow, host, functools.partial(recorder.checkpoint, WORKFLOW, "run"))
+        result = await self._drive(plan, ctx, [], recorder, runner, warnings, None)
+        result.workflow = host.record
+        return result
+
+    async def _lead_spec(
+        self,
+        runner: SubagentRunner,
+        scope: RunScope,
+        lead_model: Model,
+        lead_tools: list[Tool],
+        prompt: str,
+        journal: StoredJournal,
+    ) -> AgentSpec:
+        """The lead's spec: its tools (delegation and batches with them), system prompt and model."""
+        task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
+        if task is not None:
+            lead_tools += [task, *background_tools(runner.background)]
+        lead_tools += await asyncio.to_thread(self._batch_tools, lead_model, prompt)
+        types = [(d.name, d.description) for d in self._delegable().definitions.values()] if task is not None else []
+        tools = toolset(self.lead, lead_tools, scope, types if type_listing(types)[1] else [])  # for tool_search
+        background = runner.background if task is not None else None
+        compactor = self.lead.compaction_model
+        return await assemble(
+            self.lead,
+            scope,
+            model=lead_model,
+            tools=tools,
+            prompt=prompt,
+            journal=journal,
+            background=background,
+            compaction_model=None if compactor is None else await self._model_off_loop(compactor),
+        )
 
     async def _drive(
         self,
-        spec: AgentSpec,
+        work: Coroutine[Any, Any, AgentResult],
         ctx: ToolContext,
         messages: list[Message],
         recorder: Recorder,
         runner: SubagentRunner,
         warnings: list[str],
+        instructions: str | None,
     ) -> RunResult:
-        """Run the lead to its end, or until it is stopped: cancelled (by our caller, or from
-        another process), taken over by another process, or interrupted (see `interrupt`)."""
+        """Run the lead (or a workflow) to its end, or until it is stopped: cancelled (by our
+        caller, or from another process), taken over by another process, or interrupted (see
+        `interrupt`)."""
         run_id = ctx.run_id
-        agent = asyncio.create_task(runner.background.outlast(run_checked(spec, ctx, messages, self.hooks, None)))
+        agent = asyncio.create_task(work)
         stopped: list[str] = []
 
         def stop(why: str) -> None:
@@ -502,7 +550,7 @@ class Runtime:
         recorder.on_stop = stop
         recorder.on_stop_agent = runner.background.stop_from_outside
         self._stops[run_id] = stop
-        beat = asyncio.create_task(_heartbeat(runner, recorder, ctx, self.loop.heartbeat_interval))
+        beat = asyncio.create_task(beat_for(runner, recorder, ctx, self.loop.heartbeat_interval))
         try:
             result = await agent
         except asyncio.CancelledError:
@@ -516,7 +564,7 @@ class Runtime:
                 return await release_interrupted(
                     recorder, replace(cancelled, status="interrupted", stop_reason="interrupted")
                 )
-            keep_conversation(recorder, cancelled.messages or messages, spec.instructions)
+            keep_conversation(recorder, cancelled.messages or messages, instructions or "")
             await record_end(recorder, cancelled)
             if not stopped:
                 raise
@@ -528,7 +576,7 @@ class Runtime:
         else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
             schema = self.lead.output_schema
             outcome = run_result(run_id, result, runner, warnings, schema if isinstance(schema, type) else None)
-            keep_conversation(recorder, outcome.messages, spec.instructions)
+            keep_conversation(recorder, outcome.messages, instructions or "")
             await record_end(recorder, outcome)
             return outcome
         finally:
@@ -677,16 +725,7 @@ class Runtime:
 
     def _inline_servers(self) -> dict[str, MCPTools]:
         """The servers definitions define inline, per type; a bad entry is a catalogue warning."""
-        found: dict[str, MCPTools] = {}
-        problems: list[CatalogueWarning] = []
-        for definition in self.catalogue.definitions.values():
-            if not definition.mcp_inline:
-                continue
-            try:
-                configs = [server_config(n, e, definition.source) for n, e in definition.mcp_inline.items()]
-                found[definition.name] = MCPTools(configs, workspaces=self.mcp_workspaces)
-            except UserError as exc:
-                problems.append(CatalogueWarning(definition.source, f"{exc}; it runs without these servers"))
+        found, problems = inline_servers(self.catalogue, self.mcp_workspaces)
         self.catalogue = self.catalogue.with_warnings(problems)
         return found
 
@@ -713,32 +752,13 @@ class Runtime:
         return self.catalogue.visible(allow_commands=self.workspace.allow_commands, permitted=self.lead.subagents)
 
     def _mcp_failed(self) -> list[dict[str, Any]]:
-        """The MCP servers the last loads left out, as `mcp.server_failed` data: `server`, `reason`,
-        `type` (the subagent type whose own server it is; None: the runtime's, for every agent),
-        and `warning`, the line the run's `warnings` and the CLI show."""
-        found: list[dict[str, Any]] = []
-        groups = [(None, self.mcp), *self._own_mcp.items()]
-        for type_name, servers in groups:
-            for server, reason in (servers.failed if servers is not None else {}).items():
-                without = (
-                    "the run goes on without its tools"
-                    if type_name is None
-                    else f"type {type_name!r} runs without its tools"
-                )
-                found.append({"server": server, "reason": reason, "type": type_name, "warning": f"{reason}; {without}"})
-        return found
+        return mcp_failed(self.mcp, self._own_mcp)
 
     def _task_tool(self, runner: SubagentRunner) -> Tool:
         allow = self.workspace.allow_commands
         visible = self._delegable()
         hidden = [] if allow else [d.name for d in self.catalogue.definitions.values() if d.requires_commands]
         return task_tool(runner, visible, max_parallel=runner.scope.limits.max_parallel, command_types=hidden)
-
-    def _searchable_types(self) -> list[tuple[str, str]]:
-        """The lead's types, for `tool_search`, when the `task` tool shortens their descriptions."""
-        visible = self._delegable()
-        types = [(d.name, d.description) for d in visible.definitions.values()]
-        return types if type_listing(types)[1] else []
 
     @property
     def batches(self) -> Batches | None:
@@ -777,17 +797,3 @@ _ASKS_FOR_BATCH = re.compile(r"\bbatch", re.IGNORECASE)
 def _fan(sinks: list[EventSink], event: Event) -> None:
     for sink in sinks:
         sink(event)
-
-
-async def _heartbeat(runner: SubagentRunner, recorder: Recorder, ctx: ToolContext, interval: float) -> None:
-    """Tell the recorder the usage so far (stored with its lease's beats) and, every `interval`,
-    emit each live subagent's heartbeat event."""
-    beat = min(interval, recorder.heartbeat)
-    waited = 0.0
-    while True:
-        await asyncio.sleep(beat)
-        recorder.usage = ctx.usage + runner.usage
-        waited += beat
-        if waited >= interval:
-            waited = 0.0
-            runner.heartbeat()

@@ -42,7 +42,7 @@ from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, kept, read, rend
 from ._overlay import add_recovered, check_asked, isolation_for, layer_for, needs_layer, settle
 from ._prompts import prompt_shaped, task_description
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE, build_snapshot
-from ._task_args import task_schema, validate
+from ._task_args import Kind, kind, task_schema, validate
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -121,9 +121,9 @@ class SubagentRunner:
         parallel = run.limits.max_parallel
         self._semaphore = asyncio.Semaphore(parallel) if parallel else None
         self._ids = itertools.count(1)
-        self._prepared: dict[str, tuple[list[Tool], Model]] = {}
-        self._isolations: dict[tuple[str, str | None], tuple[Isolation, bool]] = {}
-        self._specs: dict[tuple[str, tuple[str, ...]], AgentSpec] = {}
+        self._prepared: dict[Kind, tuple[list[Tool], Model]] = {}
+        self._isolations: dict[tuple[Kind, str | None], tuple[Isolation, bool]] = {}
+        self._specs: dict[tuple[Kind, tuple[str, ...]], AgentSpec] = {}
 
     @property
     def usage(self) -> Usage:
@@ -141,10 +141,10 @@ class SubagentRunner:
         """Put what the agent's loop ended with into `record`."""
         _fill(record, result)
 
-    def reserve(self, count: int) -> int:
+    def reserve(self, count: int, *, capped: bool = True) -> int:
         """Count `count` subagents against the run's total, or refuse them all; return the `seq`
-        of the first (the lead's calls reserve in the order it made them)."""
-        if self.max_total is not None and self.started + count > self.max_total:
+        of the first (the lead's calls reserve in the order it made them; a workflow's, uncapped, its own)."""
+        if capped and self.max_total is not None and self.started + count > self.max_total:
             left = max(0, self.max_total - self.started)
             raise ToolError(
                 f"this run may start at most {self.max_total} subagents and has started {self.started}; "
@@ -155,7 +155,7 @@ class SubagentRunner:
 
     def prepare(self, definition: Subagent) -> tuple[list[Tool], Model]:
         """The tools and model of `definition`'s subagents; a `ToolError` if it cannot run."""
-        prepared = self._prepared.get(definition.name)
+        prepared = self._prepared.get(kind(definition))
         if prepared is None:
             inherited = [n for n in self.parent_tools if not getattr(self.tools.get(n), "talks_to_user", False)]
             names = tools_for(definition, inherited, list(self.tools))
@@ -167,7 +167,7 @@ class SubagentRunner:
                         f"(its tools: {', '.join([*names, 'complete'])}); fix its definition"
                     )
             prepared = (toolset(definition, tools, self.scope), self._model(definition))
-            self._prepared[definition.name] = prepared
+            self._prepared[kind(definition)] = prepared
             self.definitions[definition.name] = definition
         return prepared
 
@@ -366,10 +366,10 @@ class SubagentRunner:
     def _isolation(self, definition: Subagent, tools: list[Tool], asked: str | None) -> tuple[Isolation, bool]:
         """How `definition`'s subagents run when the lead asked for `asked` (`isolation_for`), and
         whether that needs a layer (`needs_layer`): decided once a type, not once a subagent."""
-        found = self._isolations.get((definition.name, asked))
+        found = self._isolations.get((kind(definition), asked))
         if found is None:
             isolation = isolation_for(definition, tools, asked)
-            found = self._isolations[(definition.name, asked)] = (isolation, needs_layer(isolation, tools))
+            found = self._isolations[(kind(definition), asked)] = (isolation, needs_layer(isolation, tools))
         return found
 
     async def _spec(
@@ -386,7 +386,7 @@ class SubagentRunner:
         follows one agent's conversation) and its opening does not depend on its prompt: then
         assembled once and shared (the loop does not change a spec)."""
         shared = journal is None and not prompt_shaped(model, definition.first_tool_choice)
-        spec = self._specs.get((definition.name, notes)) if shared else None
+        spec = self._specs.get((kind(definition), notes)) if shared else None
         if spec is None:
             scope = self.scope
             spec = await assemble(
@@ -400,7 +400,7 @@ class SubagentRunner:
                 compaction_model=self.compaction_model(definition),
             )
             if shared and not spec.gates:
-                self._specs[(definition.name, notes)] = spec
+                self._specs[(kind(definition), notes)] = spec
         return spec
 
     def context(

@@ -174,3 +174,13 @@ def task_schema(types: list[tuple[str, str]]) -> dict[str, Any]:
         "additionalProperties": False,
     }
     return schema
+
+
+Kind = tuple[str, int]
+
+
+def kind(definition: Subagent) -> Kind:
+    """What the runner prepares once: a definition, by its name and identity (a workflow's agent
+    with its own model or schema runs a definition derived from its type's, of the same name;
+    the catalogue's definitions and the derived ones live as long as the run)."""
+    return definition.name, id(definition)

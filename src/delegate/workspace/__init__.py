@@ -23,7 +23,7 @@ from ._sandbox import (
     size_text,
     workspace_usage,
 )
-from ._search import SNIFF_BYTES, compile_regex, looks_binary, open_for_reading, search
+from ._search import SNIFF_BYTES, compile_regex, find_files, looks_binary, open_for_reading, search
 from ._seccomp import filter_fd, filter_program
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "compile_regex",
     "filter_fd",
     "filter_program",
+    "find_files",
     "glance",
     "in_repository",
     "layer_changes",
