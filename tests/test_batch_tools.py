@@ -80,3 +80,39 @@ def test_the_tools_describe_their_caps_and_required_fields(batches: Batches) -> 
     assert "1-1000" in schema["properties"]["max_running_items"]["description"]
     item = schema["$defs"]["BatchItemArg"]
     assert item["required"] == ["key", "prompt"] and item["additionalProperties"] is False
+
+
+def test_a_repeated_model_call_id_submits_one_batch_for_the_same_call_and_another_for_a_new_one(
+    tmp_path: Path,
+) -> None:
+    # The loop gives a repeated tool call id a name of its own (`call_7_2`); the batch's idempotency
+    # key followed the new name, so the model repeating its batch_task under the same id submitted
+    # the batch twice (it returned the first one before the renaming).
+    from dataclasses import replace
+
+    from delegate import Lead, Runtime, Store
+    from delegate._messages import ToolCallPart
+    from delegate.models import ModelRequest, ModelResponse
+    from delegate.testing import FunctionModel, call, reply
+
+    arguments = {"title": "t", "subagent_type": "general-purpose", "items": items(2)}
+    other = {"title": "u", "subagent_type": "general-purpose", "items": items(3)}
+    answers = [arguments, arguments, other]
+
+    def same_id(response: ModelResponse) -> ModelResponse:
+        (part,) = response.parts
+        assert isinstance(part, ToolCallPart)
+        return replace(response, parts=[replace(part, id="call_7")])
+
+    def model(request: ModelRequest) -> ModelResponse:
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        return same_id(call("batch_task", **answers[turn])) if turn < len(answers) else reply("submitted")
+
+    with Store.for_workspace(tmp_path) as store:
+        rt = Runtime(model=FunctionModel(model), workspace=tmp_path, lead=Lead(tools=["batch_task"]), store=store)
+        result = rt.run_sync("run a batch of READMEs")
+        submitted = sorted((b.title, b.total) for b in Batches(store).list_batches("default"))
+    results = [p.content for m in result.messages for p in m.tool_results]
+    assert submitted == [("t", 2), ("u", 3)]  # the repeated call once, the new call under the same id too
+    assert "was already accepted for this tool call" in results[1]
+    assert "accepted with 3 items" in results[2]

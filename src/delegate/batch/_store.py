@@ -30,6 +30,7 @@ from ._model import (
     Batch,
     BatchItem,
     BatchNotFoundError,
+    BatchSpec,
     BatchStateError,
     BatchStatus,
     ItemInput,
@@ -148,11 +149,16 @@ class Batches:
         run_id: str | None = None,
         tool_call_id: str | None = None,
         known_types: Iterable[str] | None = None,
+        model_call_id: str | None = None,
     ) -> Submission:
         """Validate, then store the batch and all its items in one transaction.
 
         Raises `BatchValidationError` (nothing stored) listing every problem. Resubmitting with the
-        same `run_id` and `tool_call_id` returns the existing batch with `created=False`.
+        same `run_id` and `tool_call_id` returns the existing batch with `created=False`, and so
+        does a call whose `model_call_id` (the id the model gave it, when the loop renamed a
+        repeated one: `tool_call_id` is then `<id>_<n>`) names a batch of the run with the same
+        title, type and items: the model repeated its call. Another submission under a repeated id
+        is a call of its own, stored under `tool_call_id`.
         """
         if run_id is not None and tool_call_id is not None:
             existing = self._by_tool_call(user_id, run_id, tool_call_id)
@@ -168,6 +174,10 @@ class Batches:
             known_types=None if known_types is None else set(known_types),
             model=model,
         )
+        if run_id is not None and model_call_id not in (None, tool_call_id):
+            repeated = self._repeated(user_id, run_id, model_call_id, spec)
+            if repeated is not None:
+                return Submission(batch=repeated, created=False)
         batch_id = uuid.uuid4().hex[:16]
         now = iso(utc_now())
         rows = [
@@ -213,6 +223,20 @@ class Batches:
             return Submission(batch=existing, created=False)
         self._notify(batch_id)
         return Submission(batch=self.get(user_id, batch_id), created=True)
+
+    def _repeated(self, user_id: str, run_id: str, model_call_id: str, spec: BatchSpec) -> Batch | None:
+        """The batch of the run stored under `model_call_id` when it is `spec` again (its title,
+        type and items, in order): a model call repeated under its id."""
+        found = self._by_tool_call(user_id, run_id, model_call_id)
+        if found is None or (found.title, found.subagent_type) != (spec.title, spec.subagent_type):
+            return None
+        if found.total != len(spec.items):
+            return None
+        query = sa.select(ITEMS.c.key, ITEMS.c.prompt, ITEMS.c.criteria).where(ITEMS.c.batch_id == found.id)
+        with self.store.read() as conn:
+            stored = [tuple(row) for row in conn.execute(query.order_by(ITEMS.c.seq))]
+        given = [(i.key, i.prompt, dump_list(i.acceptance_criteria)) for i in spec.items]
+        return found if stored == given else None
 
     def _by_tool_call(self, user_id: str, run_id: str, tool_call_id: str) -> Batch | None:
         query = sa.select(BATCHES).where(

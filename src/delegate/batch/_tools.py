@@ -81,6 +81,7 @@ def batch_tools(
             max_running_items=max_running_items,
             run_id=ctx.run_id,
             tool_call_id=ctx.tool_call_id,
+            model_call_id=ctx.model_call_id,
             known_types=types,
             model=model,
         )

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
 from .._config import Compaction, LoopSettings, RunLimits
-from .._empty import empty_set
+from .._empty import empty_dict, empty_set
 from .._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from .._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
 from .._prices import request_cost
@@ -279,6 +280,8 @@ class _State:
     """The ids of this turn's calls whose tools said they changed something."""
     call_ids: set[str] = field(default_factory=empty_set)
     """Every tool call id the conversation has held, compacted turns included (see `_own_ids`)."""
+    given_ids: dict[str, str] = field(default_factory=empty_dict)
+    """The id the model gave each call `_own_ids` renamed, by its own id."""
 
     def end(self, status: EndStatus, reason: StopReason, **extra: object) -> AgentResult:
         return AgentResult(
@@ -476,7 +479,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     budget = spec.budget
     recorded = journal.answer(step) if journal is not None else None
     if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
-        response = _own_ids(_safe(recorded), state.call_ids)
+        response = _own_ids(_safe(recorded), state.call_ids, state.given_ids)
         if budget is not None:
             budget.requests += 1  # but it was a request of this run, and counts against its budget
     else:
@@ -484,7 +487,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
             raise _BudgetSpent(spent)
         if ctx.heard:
             ctx.event("model.request", {"step": step, "messages": len(request.messages)}, detail=request)
-        response = _own_ids(_safe(await _complete(spec.model, request, state.usage)), state.call_ids)
+        response = _own_ids(_safe(await _complete(spec.model, request, state.usage)), state.call_ids, state.given_ids)
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
@@ -514,18 +517,28 @@ def _safe(response: ModelResponse) -> ModelResponse:
     return response if parts is response.parts else replace(response, parts=parts)
 
 
-def _own_ids(response: ModelResponse, seen: set[str]) -> ModelResponse:
+_RENAMED = re.compile(r"(.+)_[0-9]+")
+"""A call id `_own_ids` may have given: `<id>_<n>`."""
+
+
+def _own_ids(response: ModelResponse, seen: set[str], renamed: dict[str, str]) -> ModelResponse:
     """The answer with an id of its own for each tool call: the model chooses them, and may give
     two calls one id (an empty one, `call_0` each turn, or on purpose). A call's id is what its
     result, its checkpoint and a person's decision on it are bound to, so one that `seen` (the ids
     the agent's conversation has held) holds already becomes `<id>_<n>`; the ids given are added to
-    `seen`. Applied to a recorded answer too: it was recorded with its own ids, and comes out the same."""
+    `seen`, and each renamed call's given id to `renamed`. Applied to a recorded answer too: it was
+    recorded with its own ids, and comes out the same (a recorded `<id>_<n>` whose `<id>` the
+    conversation held is taken for a renamed call of `<id>`)."""
     calls = response.tool_calls
     if not calls:
         return response
     ids = [c.id for c in calls]
     if all(ids) and len(set(ids)) == len(ids) and seen.isdisjoint(ids):
-        seen.update(ids)
+        for own in ids:
+            base = _RENAMED.fullmatch(own)
+            if base is not None and base[1] in seen:
+                renamed[own] = base[1]
+            seen.add(own)
         return response
     parts = list(response.parts)
     for i, part in enumerate(parts):
@@ -537,6 +550,7 @@ def _own_ids(response: ModelResponse, seen: set[str]) -> ModelResponse:
             seen.add(own)
             if own != part.id:
                 parts[i] = replace(part, id=own)
+                renamed[own] = part.id
     return replace(response, parts=parts)
 
 
@@ -549,9 +563,9 @@ async def _next_step(
         return Final(response.text)
     ctx.conversation = state.messages
     if len(calls) == 1:
-        outcomes = [await _call_tool(calls[0], tools, ctx, journal)]
+        outcomes = [await _call_tool(calls[0], tools, ctx, journal, state.given_ids)]
     else:
-        outcomes = await asyncio.gather(*(_call_tool(call, tools, ctx, journal) for call in calls))
+        outcomes = await asyncio.gather(*(_call_tool(call, tools, ctx, journal, state.given_ids) for call in calls))
     state.messages.append(Message(role="tool", parts=[part for part, _ in outcomes]))
     state.progressed = {part.tool_call_id for part, returned in outcomes if returned is not None and returned.progress}
     for part, returned in outcomes:
@@ -561,7 +575,11 @@ async def _next_step(
 
 
 async def _call_tool(
-    call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext, journal: Journal | None = None
+    call: ToolCallPart,
+    tools: dict[str, Tool],
+    ctx: ToolContext,
+    journal: Journal | None = None,
+    given_ids: dict[str, str] | None = None,
 ) -> tuple[ToolResultPart, ToolReturn | None]:
     recorded = journal.tool_result(call) if journal is not None else None
     if recorded is not None:  # it ran before the run was interrupted: not run again
@@ -570,7 +588,7 @@ async def _call_tool(
         ctx.event("tool.started", {"name": call.name, "arguments": capped(call.arguments)}, tool_call_id=call.id)
     returned: ToolReturn | None = None
     try:
-        returned = await _invoke(call, tools, ctx)
+        returned = await _invoke(call, tools, ctx, given_ids.get(call.id) if given_ids else None)
         part = ToolResultPart(tool_call_id=call.id, name=call.name, content=returned.content, keep=returned.keep)
     except ToolError as exc:
         message = f"Error: {ctx.workspace.shown(str(exc))}"
@@ -621,7 +639,7 @@ def capped(arguments: dict[str, Any], limit: int = EVENT_VALUE_LIMIT) -> dict[st
     return out
 
 
-async def _invoke(call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext) -> ToolReturn:
+async def _invoke(call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext, given: str | None) -> ToolReturn:
     found = tools.get(call.name)
     if found is None:
         raise ToolError(f"there is no tool named {call.name!r}; available tools: {', '.join(sorted(tools))}")
@@ -630,7 +648,7 @@ async def _invoke(call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext) 
             f"the arguments of {call.name} were not a valid JSON object ({call.raw_arguments[:200]!r}); "
             "call it again with a JSON object that matches its schema"
         )
-    return await found.run(ctx.for_call(call.id), call.arguments)
+    return await found.run(ctx.for_call(call.id, given), call.arguments)
 
 
 async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:

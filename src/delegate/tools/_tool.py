@@ -71,6 +71,9 @@ class ToolContext:
     steps: int = 0
     """The agent's turns so far (kept, like `usage`, when it is cancelled)."""
     tool_call_id: str | None = None
+    model_call_id: str | None = None
+    """The id the model gave the call: `tool_call_id` unless the model repeated an id, which the
+    loop then names `<id>_<n>` (what a tool that is idempotent per model call keys on)."""
     conversation: list[Message] = field(default_factory=empty_list)
     """The agent's messages as of the current turn (read by `task` for snapshots)."""
     uploaded_files: list[dict[str, Any]] | None = None
@@ -89,11 +92,13 @@ class ToolContext:
             # tool_call_id, data, ts, detail
             self.emit(Event(type, self.run_id, self.agent_id, self.parent_agent_id, tool_call_id, data, time(), detail))
 
-    def for_call(self, tool_call_id: str) -> ToolContext:
-        """A shallow copy that knows which tool call it serves (calls of one turn run concurrently)."""
+    def for_call(self, tool_call_id: str, model_call_id: str | None = None) -> ToolContext:
+        """A shallow copy that knows which tool call it serves (calls of one turn run concurrently),
+        and the id the model gave it (default: the same)."""
         copy = ToolContext.__new__(ToolContext)
         copy.__dict__.update(self.__dict__)
         copy.tool_call_id = tool_call_id
+        copy.model_call_id = model_call_id or tool_call_id
         return copy
 
 
