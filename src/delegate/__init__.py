@@ -31,12 +31,15 @@ if TYPE_CHECKING:
     from ._events import Event, EventSink
     from ._frontmatter import CatalogueWarning
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+    from ._record import Artifact, Skipped, Status, StopReason, TaskOutput
     from ._store import Store
     from ._usage import Usage
+    from .mcp import MCPServerConfig
     from .models import (
         AnthropicModel,
         Model,
         ModelAliases,
+        ModelProfile,
         ModelRequest,
         ModelResponse,
         OpenAIModel,
@@ -45,17 +48,17 @@ if TYPE_CHECKING:
     )
     from .permissions import HookAnswer, HookEvent, Hooks, Permissions
     from .run import RunResult, Runtime, RuntimeFactory, RuntimeSettings, Thread
-    from .subagents import Artifact, Skipped, TaskOutput
     from .tools import PathParam, Tool, ToolContext, ToolReturn, tool
     from .workflows import ScriptLimits, Workflow
-    from .workspace import CommandPolicy, Workspace
+    from .workspace import CommandLimits, CommandPolicy, Workspace
 
 _WHERE = {
     "Agent": "._agents",
     "AnthropicModel": ".models",
-    "Artifact": ".subagents",
+    "Artifact": "._record",
     "Catalogue": "._agents",
     "CatalogueWarning": "._frontmatter",
+    "CommandLimits": ".workspace",
     "CommandPolicy": ".workspace",
     "Compaction": "._config",
     "ContextOverflowError": "._errors",
@@ -69,12 +72,14 @@ _WHERE = {
     "Lead": "._agents",
     "LoopGuard": "._config",
     "LoopSettings": "._config",
+    "MCPServerConfig": ".mcp",
     "MediaPart": "._messages",
     "Message": "._messages",
     "Model": ".models",
     "ModelAliases": ".models",
     "ModelError": "._errors",
     "ModelOutputError": "._errors",
+    "ModelProfile": ".models",
     "ModelRequest": ".models",
     "ModelResponse": ".models",
     "OpenAIModel": ".models",
@@ -90,12 +95,14 @@ _WHERE = {
     "RuntimeFactory": ".run",
     "RuntimeSettings": ".run",
     "ScriptLimits": ".workflows",
-    "Skipped": ".subagents",
+    "Skipped": "._record",
+    "Status": "._record",
+    "StopReason": "._record",
     "Store": "._store",
     "StoreBusyError": "._errors",
     "StoreError": "._errors",
     "Subagent": "._agents",
-    "TaskOutput": ".subagents",
+    "TaskOutput": "._record",
     "TextPart": "._messages",
     "Thread": ".run",
     "Tool": ".tools",
@@ -129,6 +136,7 @@ __all__ = [
     "Artifact",
     "Catalogue",
     "CatalogueWarning",
+    "CommandLimits",
     "CommandPolicy",
     "Compaction",
     "ContextOverflowError",
@@ -142,12 +150,14 @@ __all__ = [
     "Lead",
     "LoopGuard",
     "LoopSettings",
+    "MCPServerConfig",
     "MediaPart",
     "Message",
     "Model",
     "ModelAliases",
     "ModelError",
     "ModelOutputError",
+    "ModelProfile",
     "ModelRequest",
     "ModelResponse",
     "OpenAIModel",
@@ -164,6 +174,8 @@ __all__ = [
     "RuntimeSettings",
     "ScriptLimits",
     "Skipped",
+    "Status",
+    "StopReason",
     "Store",
     "StoreBusyError",
     "StoreError",

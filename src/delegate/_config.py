@@ -29,6 +29,12 @@ if TYPE_CHECKING:
     from .models import Model
     from .permissions import Permissions
 
+LOCAL_USER = "default"
+"""The user of the command line and the Python API: it works in the workspace itself (a user of
+`delegate serve` works in a folder of its own)."""
+CANCEL_WAIT = 10.0
+"""How long a cancellation asked from another process (`delegate runs cancel`,
+`POST /runs/{id}/cancel`) waits for the run to record that it was cancelled."""
 DEFAULT_RUN_TIMEOUT = 3600.0
 """Seconds a lead may run before it ends `timed_out` (subagents included), unless told otherwise."""
 

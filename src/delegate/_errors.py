@@ -1,4 +1,4 @@
-"""The errors of delegate, in three families.
+"""The errors of delegate: one base, and a family for each party that can act on the error.
 
 ```
 DelegateError
@@ -18,10 +18,18 @@ DelegateError
 │   │                     read back (changed outside delegate, or corrupt).
 │   ├── StoreBusyError    another process held its write lock past the wait; nothing was written.
 │   └── BatchStoreError   a batch's row cannot be read back (`delegate.batch`).
-└── UserError             misconfiguration or bad input; the message says how to fix it.
-    ├── WorkspaceError    a path leaves the workspace root (also a ToolError for the model).
-    └── BatchNotFoundError, BatchStateError, BatchValidationError   (`delegate.batch`)
+├── UserError             misconfiguration or bad input; the message says how to fix it
+│   │                     (a missing extra too: `require_extra`).
+│   ├── WorkspaceError    a path leaves the workspace root (also a ToolError for the model).
+│   └── BatchNotFoundError, BatchStateError, BatchValidationError   (`delegate.batch`)
+└── ApiError              an HTTP answer with an error status, a code and a message
+    │                     (`delegate.server`; only the server raises it).
+    └── BodyRefused       a request body past the server's cap, or one that stalled (413, 408).
 ```
+
+Who acts on each: the model (`ToolError`), the provider's operator (`ModelError`), the caller of a
+run (`RunError`), whoever runs the database (`StoreError`), the user (`UserError`), and an HTTP
+client (`ApiError`).
 
 The command line turns a `UserError` or a `StoreError` into one line on stderr and exit code 2
 (`--debug` shows the traceback); a bug of delegate is the only traceback a user can meet.
@@ -96,3 +104,13 @@ class UserError(DelegateError):
 
 class WorkspaceError(UserError, ToolError):
     """A path that leaves the workspace root, or cannot be used inside it."""
+
+
+def require_extra(module: str, extra: str, what: str) -> None:
+    """Raise a `UserError` that names the extra to install when `module` is not installed: a lean
+    `pip install delegate` has the CLI and the Python API on SQLite with OpenAI-compatible models,
+    and the rest comes with extras. Looks the module up without importing it."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise UserError(f"{what} needs the '{extra}' extra: pip install 'delegate[{extra}]'")

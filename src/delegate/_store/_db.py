@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from .._errors import StoreBusyError, StoreError, UserError
+from .._errors import StoreBusyError, StoreError, UserError, require_extra
 from ._rows import EVENT_COLUMNS, SUBAGENT_COLUMNS
 from ._schema import claim_event_numbers, events_table, subagents_table
 
@@ -47,6 +47,7 @@ def engine_url(url: str | os.PathLike[str]) -> sa.URL:
         ) from None
     backend = parsed.get_backend_name()
     if backend in ("postgresql", "postgres"):
+        require_extra("psycopg", "postgres", "a PostgreSQL store")
         return parsed.set(drivername="postgresql+psycopg")
     if backend != "sqlite":
         shown = parsed.render_as_string(hide_password=True)

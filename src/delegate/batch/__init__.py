@@ -63,6 +63,8 @@ beside it); with a `postgresql://` store, DBOS uses the same database, and any n
 The lead's tools: `batch_tools(batches, known_types=...)` gives `batch_task`, `batch_status` and
 `cancel_batch`. A runtime that offers them should also give subagent types for batch items no
 `list_uploaded_files` tool.
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
 from ._engine import BatchWorker, ItemRunner, RunnerFactory, system_database_url

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
+from .._config import LOCAL_USER
 from .._text import plural
 from ._common import (
-    LOCAL_USER,
     Db,
     OperatorFlags,
     Workspace,

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-LOCAL_USER = "default"
-"""The command line's user (`delegate.run.LOCAL_USER`, without importing it for --help)."""
 
 Workspace = Annotated[
     Path, typer.Option("--workspace", "-w", help="The workspace folder (default: the current folder).")

@@ -178,10 +178,10 @@ def _copy_samples(workspace: Path) -> list[str]:
 
 
 def _run_batch(workspace: Path, prompts: dict[str, str], runtime: Runtime) -> Batch:
+    from .._config import LOCAL_USER
     from ..batch import Batches
     from ..run import open_store
     from ._batch import run_to_end
-    from ._common import LOCAL_USER
 
     items = [
         {

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .._config import CANCEL_WAIT
 from .._record import LIVE_STATUSES, STATUSES
 from .._text import plural
 from .._usage import cost_text, usage_line
@@ -33,8 +34,6 @@ runs_app = typer.Typer(help="Runs of the lead agent, as the store has them.", no
 
 RunId = Annotated[str, typer.Argument(help="The run's id.")]
 LatestRunId = Annotated[str | None, typer.Argument(help="The run's id (default: the latest run).")]
-CANCEL_WAIT = 10.0
-"""How long `delegate runs cancel` waits for a running run to record its cancellation."""
 FOLLOW_INTERVAL = 0.2
 """How often `delegate runs events --follow` looks for new events in the store."""
 TEXT_DATA = 160

@@ -73,8 +73,10 @@ def serve(
     Each user works in a folder of its own, <workspace>/.delegate/users/<user id>/ (docs/http.md).
     """
     from .._config import RunLimits
-    from .._errors import UserError
+    from .._errors import UserError, require_extra
 
+    require_extra("fastapi", "serve", "delegate serve")
+    require_extra("uvicorn", "serve", "delegate serve")
     checked_workspace(workspace)
     chosen = default_model(model, what="runs that name no model")
     sock = _bind(host, port)

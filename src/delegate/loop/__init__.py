@@ -2,6 +2,8 @@
 it (`_loop.py`), the guard that ends an agent going round in circles (`_guard.py`), and the cut that
 makes a request fit the model's context window (`_fit.py`). The lead and every subagent run here;
 what they run is built by `delegate.subagents` (`assemble`) from the settings in `delegate._config`.
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
 from ._deadline import Deadline, passed_deadline

@@ -1,4 +1,7 @@
-"""MCP servers' tools, and deferred tools an agent loads with `tool_search`."""
+"""MCP servers' tools, and deferred tools an agent loads with `tool_search`.
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
+"""
 
 from ._client import MCPServerConfig, MCPTools
 from ._config import load_mcp_config, server_config

@@ -2,6 +2,8 @@
 
 Provider SDKs are imported only when a model of theirs is built (or `OpenAIModel` and
 `AnthropicModel` are first named), so `import delegate` stays fast.
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .. import _lazy
-from .._errors import UserError
+from .._errors import UserError, require_extra
 from .._prices import Pricing
 from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
 from ._base import (
@@ -123,6 +125,7 @@ def resolve_model(spec: str | Model | None) -> Model:
     if provider == "anthropic":
         if not name:
             raise UserError("model 'anthropic:' needs a model name, for example 'anthropic:claude-sonnet-4-5'")
+        require_extra("anthropic", "anthropic", f"model {spec!r}")
         from ._anthropic import AnthropicModel
 
         return AnthropicModel(name)

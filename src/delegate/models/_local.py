@@ -334,7 +334,7 @@ def _start(weights: Path, context: int) -> _Running:
         xllamacpp: Any = importlib.import_module("xllamacpp")  # untyped, and optional
     except ImportError as exc:
         raise UserError(
-            f"the local model needs the xllamacpp package ({exc}): pip install xllamacpp. {_USE_A_REAL_MODEL}"
+            f"the local model needs the 'local' extra ({exc}): pip install 'delegate[local]'. {_USE_A_REAL_MODEL}"
         ) from exc
     params = xllamacpp.CommonParams()
     params.model.path = str(weights)

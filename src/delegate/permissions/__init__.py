@@ -1,6 +1,9 @@
 """Who decides a call: permission rules in Claude Code's syntax (`_rules`: allow, ask, deny,
 `permissionMode`, the settings files) and hooks (`_hooks`: Python functions and Claude Code hook
-commands). The records of calls that waited for a person are plain data (`delegate._record`)."""
+commands). The records of calls that waited for a person are plain data (`delegate._record`).
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
+"""
 
 from ._hooks import (
     CLAUDE_NAME,

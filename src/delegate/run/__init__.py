@@ -7,6 +7,8 @@ followed page by page (`_follow.py`); and runs whose process died are taken over
 
 Names are imported on first use, as in `delegate` itself: `delegate runs show` reads a stored run
 without loading the runtime.
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
 from typing import TYPE_CHECKING

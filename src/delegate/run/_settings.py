@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 
 from .._agents import Catalogue, Lead, Subagent
-from .._config import Extensions, LoopSettings, RunLimits
+from .._config import LOCAL_USER, Extensions, LoopSettings, RunLimits
 from ..models import Model, ModelAliases
 from ..skills import SkillCatalogue
 from ..workspace import CommandPolicy, Workspace
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from .._store import Store
     from ._runtime import Runtime
 
-LOCAL_USER = "default"
-"""The user of the command line: it works in the workspace itself."""
 USERS_FOLDER = Path(".delegate") / "users"
 """Where, under the workspace, each other user's own workspace is."""
 

@@ -10,6 +10,8 @@ runtime = RuntimeSettings(workspace="./ws", model="openai:gpt-4.1-mini")
 app = create_app(ServerSettings(runtime=runtime, limits=Limits()))
 uvicorn.Server(uvicorn_config(app)).run()     # with the header and idle timeouts of `limits`
 ```
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
 from ._app import ModelFactory, ServerSettings, create_app

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
+from .._errors import DelegateError
 from .._store import Store
 from .._text import safe_json
 from ._state import app_state
@@ -40,7 +41,7 @@ REVOKE_POLL = 1.0
 """How often a server checks the tokens of its open event streams (a revoked one ends its streams)."""
 
 
-class ApiError(Exception):
+class ApiError(DelegateError):
     """An error the API answers with: an HTTP status, a short code, and a message that says what to do.
 
     `retry_after` (seconds) becomes a `Retry-After` header, for errors that pass with time.

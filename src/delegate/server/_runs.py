@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import to_json
 
-from .._config import RunLimits
+from .._config import CANCEL_WAIT, RunLimits
 from .._empty import empty_list
 from .._errors import UserError
 from .._events import Event
@@ -44,8 +44,6 @@ _log = logging.getLogger("delegate.server")
 
 POLL_INTERVAL = 0.5
 """How often a follower of a run that is not live here looks for new events in the store."""
-CANCEL_WAIT = 10.0
-"""How long `POST /runs/{id}/cancel` waits for the run to record its cancellation."""
 
 
 @dataclass(eq=False)

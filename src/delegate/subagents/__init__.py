@@ -1,4 +1,7 @@
-"""The subagent layer: the `task` tool, `complete`, snapshots, acceptance checks, prompts."""
+"""The subagent layer: the `task` tool, `complete`, snapshots, acceptance checks, prompts.
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
+"""
 
 from ..workspace import recover_merges, sweep_layers
 from ._acceptance import parse_criteria

@@ -1,4 +1,7 @@
-"""Tool machinery and the built-in workspace tools."""
+"""Tool machinery and the built-in workspace tools.
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
+"""
 
 from ..workspace import SECRET_VARIABLES, never_merged
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools

@@ -4,6 +4,8 @@ Race-free paths from a handle on the root (`_paths`), copy-on-write layers and t
 merges (`_layer`, `_changes`, `_merge`), search in a child process (`_search`), and the command
 sandbox (bubblewrap, seccomp, command rules and limits: `_sandbox`, `_seccomp`, `_overlay`,
 `_command_rules`, `_command_limits`). Everything outside this package imports these names only.
+
+Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
 from ._cgroup import CommandCgroup
