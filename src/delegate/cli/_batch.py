@@ -27,6 +27,7 @@ from ._common import (
     open_store,
     operator_flags,
     read_store,
+    tune_collector,
 )
 
 if TYPE_CHECKING:
@@ -192,6 +193,7 @@ def submit(
         fail(str(exc))
     batch = submission.batch
     if not detach:
+        tune_collector()
         batch = asyncio.run(run_to_end(batches, batch, settings.factory(store=False)))
         typer.echo(batch.render(), err=True)
     else:
@@ -399,4 +401,5 @@ def worker(
                 takeover.cancel()
                 await runs.close()
 
+    tune_collector()
     asyncio.run(serve())

@@ -13,7 +13,15 @@ from typing import Annotated
 
 import typer
 
-from ._common import OperatorFlags, checked_workspace, default_model, fail, operator_flags, store_option
+from ._common import (
+    OperatorFlags,
+    checked_workspace,
+    default_model,
+    fail,
+    operator_flags,
+    store_option,
+    tune_collector,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -112,6 +120,7 @@ def serve(
         typer.echo(f"Runs use {default} unless a request names a model.", err=True)
     typer.echo("Sign in with a token from `delegate users add NAME`.", err=True)
     config = uvicorn_config(app, timeout_graceful_shutdown=5)
+    tune_collector()
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl+C once it has shut down
         uvicorn.Server(config).run(sockets=[sock])
 
