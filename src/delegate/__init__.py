@@ -15,6 +15,7 @@ from . import _lazy
 if TYPE_CHECKING:
     from ._agents import Agent, Catalogue, Lead, Subagent
     from ._config import Compaction, Extensions, LoopGuard, LoopSettings, RunLimits
+    from ._engine import EngineSettings
     from ._errors import (
         ContextOverflowError,
         DelegateError,
@@ -63,6 +64,7 @@ _WHERE = {
     "Compaction": "._config",
     "ContextOverflowError": "._errors",
     "DelegateError": "._errors",
+    "EngineSettings": "._engine",
     "Event": "._events",
     "EventSink": "._events",
     "Extensions": "._config",
@@ -141,6 +143,7 @@ __all__ = [
     "Compaction",
     "ContextOverflowError",
     "DelegateError",
+    "EngineSettings",
     "Event",
     "EventSink",
     "Extensions",

@@ -67,7 +67,7 @@ The lead's tools: `batch_tools(batches, known_types=...)` gives `batch_task`, `b
 Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
-from ._engine import BatchWorker, ItemRunner, RunnerFactory, system_database_url
+from ._engine import BatchWorker, ItemRunner, RunnerFactory, run_attempt, system_database_url
 from ._migrations import BATCH_MIGRATIONS
 from ._model import (
     DEFAULT_MAX_ATTEMPTS,
@@ -91,8 +91,8 @@ from ._model import (
     loads_json,
     repeated_fields,
 )
-from ._queue import ServeInfo
-from ._store import Batches, BatchStoreError
+from ._queue import AttemptResult, ClaimedItem, ServeInfo, WorkQueue
+from ._store import BatchEngine, Batches, BatchStoreError
 from ._tools import batch_tools
 
 __all__ = [
@@ -106,7 +106,9 @@ __all__ = [
     "MAX_ITEMS",
     "MAX_LIVE_ITEMS",
     "MAX_RUNNING_ITEMS",
+    "AttemptResult",
     "Batch",
+    "BatchEngine",
     "BatchItem",
     "BatchNotFoundError",
     "BatchStateError",
@@ -115,14 +117,17 @@ __all__ = [
     "BatchValidationError",
     "BatchWorker",
     "Batches",
+    "ClaimedItem",
     "ItemInput",
     "ItemRunner",
     "ItemStatus",
     "RunnerFactory",
     "ServeInfo",
     "Submission",
+    "WorkQueue",
     "batch_tools",
     "loads_json",
     "repeated_fields",
+    "run_attempt",
     "system_database_url",
 ]

@@ -387,34 +387,15 @@ class BatchWorker:
     # -- running items --------------------------------------------------------------------------
 
     async def _run_item(self, serving: _Serving, item: ClaimedItem) -> None:
-        info = serving.info
         current = asyncio.current_task()
         try:
-            record = await serving.runner.run_task(
-                subagent_type=info.subagent_type,
-                prompt=item.prompt,
-                description=f"{info.title} [{item.key}]"[:200],
-                acceptance_criteria=item.acceptance_criteria,
-                run_id=info.run_id or f"batch-{info.id}",
-                user_id=info.user_id,
-                tool_call_id=f"batch:{info.id}:{item.key}:{item.attempt}",
-                token_budget=item.token_budget,
-                max_requests=item.max_requests,
-            )
-            if isinstance(record, TaskOutput):  # pyright: ignore[reportUnnecessaryIsInstance] - a user's runner
-                result = AttemptResult(item_id=item.id, attempt=item.attempt, record=record)
-            else:  # no attempt can mend that runner
-                result = _failed(item, f"the runner gave back a {type(record).__name__}, not a TaskOutput", retry=False)
+            result = await run_attempt(serving.runner, serving.info, item)
         except asyncio.CancelledError:
             # Cancelled batch (already recorded) or a stopping worker (the item is given back).
             self._in_flight -= 1
             if current is not None:
                 serving.tasks.discard(current)
             raise
-        except UserError as exc:  # an unknown type, bad criteria: no attempt can mend that
-            result = _failed(item, str(exc), retry=False)
-        except Exception as exc:  # the runner's crash is this attempt's failure, never the worker's
-            result = _failed(item, f"{type(exc).__name__}: {exc}")
         self._done.append(_Done(serving=serving, item=item, result=result))
         if current is not None:
             serving.tasks.discard(current)
@@ -522,6 +503,35 @@ class BatchWorker:
             self._emit(
                 Event(type=type, run_id=info.run_id or f"batch-{info.id}", agent_id=f"batch:{info.id}", data=data)
             )
+
+
+async def run_attempt(runner: ItemRunner, info: ServeInfo, item: ClaimedItem) -> AttemptResult:
+    """Run one attempt of an item as its batch's subagent, and say how it ended (what a worker
+    then stores): its record, or why it has none. Every engine's worker runs items through this.
+
+    The runner's crash is this attempt's failure (retried), never the worker's; a `UserError` (an
+    unknown type, bad criteria) fails the item at once: no attempt can mend it. A cancellation
+    (the batch was cancelled, the worker is stopping) goes through.
+    """
+    try:
+        record = await runner.run_task(
+            subagent_type=info.subagent_type,
+            prompt=item.prompt,
+            description=f"{info.title} [{item.key}]"[:200],
+            acceptance_criteria=item.acceptance_criteria,
+            run_id=info.run_id or f"batch-{info.id}",
+            user_id=info.user_id,
+            tool_call_id=f"batch:{info.id}:{item.key}:{item.attempt}",
+            token_budget=item.token_budget,
+            max_requests=item.max_requests,
+        )
+    except UserError as exc:
+        return _failed(item, str(exc), retry=False)
+    except Exception as exc:
+        return _failed(item, f"{type(exc).__name__}: {exc}")
+    if isinstance(record, TaskOutput):  # pyright: ignore[reportUnnecessaryIsInstance] - a user's runner
+        return AttemptResult(item_id=item.id, attempt=item.attempt, record=record)
+    return _failed(item, f"the runner gave back a {type(record).__name__}, not a TaskOutput", retry=False)
 
 
 def _unstorable(done: _Done, exc: BaseException) -> _Done:

@@ -30,7 +30,7 @@ def _batch_tables_0001(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Ta
         sa.Column("max_live", sa.Integer, nullable=False),
         sa.Column("max_attempts", sa.Integer, nullable=False),
         sa.Column("state", text, nullable=False),
-        # Bumped by resume and retry, so a worker starts a fresh serving session (DBOS workflow).
+        # Bumped by resume and retry, so a worker starts a fresh serving session.
         sa.Column("epoch", sa.Integer, nullable=False, server_default="0"),
         sa.Column("item_count", sa.Integer, nullable=False),
         sa.Column("created_at", text, nullable=False),
@@ -306,10 +306,17 @@ def _m0004_item_usage_totals(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE batch_items RENAME COLUMN usage TO total_usage")
 
 
+def _m0005_batch_engine(conn: Connection) -> None:
+    """`batches.engine`: which engine serves the batch. NULL (every batch before) is the embedded
+    engine's in-process workers; `temporal` is served by Temporal workflows, never by those workers."""
+    conn.exec_driver_sql("ALTER TABLE batches ADD COLUMN engine TEXT")
+
+
 BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("batch.0001_tables", _m0001_tables),
     Migration("batch.0002_item_results", _m0002_item_results),
     Migration("batch.0003_item_records", _m0003_item_records),
     Migration("batch.0004_item_usage_totals", _m0004_item_usage_totals),
+    Migration("batch.0005_batch_engine", _m0005_batch_engine),
 )
 """Our steps for `Store.migrate`; `Batches(store)` applies them."""

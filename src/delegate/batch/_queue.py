@@ -51,6 +51,7 @@ from ._store import (
     OPEN,
     STATE,
     WORKERS,
+    BatchEngine,
     Batches,
     BatchState,
     StoredStatus,
@@ -90,12 +91,13 @@ class ServeInfo:
 class Claim:
     """The answer to a claim: items to start now, and what the batch is doing.
 
-    `state` is `finished` once no item is queued, waiting or running. `next_due` is when the
+    `state` is `finished` once no item is queued, waiting or running; `superseded` when the claim
+    named an epoch the batch has left (a resume or retry started a newer session). `next_due` is when the
     earliest retry this worker holds may start (None when it holds none).
     """
 
     items: list[ClaimedItem]
-    state: BatchState | Literal["finished", "missing"]
+    state: BatchState | Literal["finished", "missing", "superseded"]
     next_due: datetime | None = None
     newly_finished: bool = False
 
@@ -172,10 +174,12 @@ class WorkQueue:
             self.batches._notify(batch_id)  # pyright: ignore[reportPrivateUsage]
         return dead
 
-    def serving(self) -> list[tuple[str, int]]:
-        """`(batch id, epoch)` of every batch a worker should serve: active and not yet finished."""
+    def serving(self, engine: BatchEngine | None = None) -> list[tuple[str, int]]:
+        """`(batch id, epoch)` of every batch a worker of `engine` (None: the embedded one) should
+        serve: active, not yet finished, and stored for that engine."""
+        of_engine = BATCHES.c.engine.is_(None) if engine is None else BATCHES.c.engine == engine
         query = sa.select(BATCHES.c.id, BATCHES.c.epoch).where(
-            BATCHES.c.state == "active", BATCHES.c.finished_at.is_(None)
+            BATCHES.c.state == "active", BATCHES.c.finished_at.is_(None), of_engine
         )
         with self.store.read() as conn:
             return [(row.id, row.epoch) for row in conn.execute(query)]
@@ -185,12 +189,16 @@ class WorkQueue:
             row = conn.execute(sa.select(*_SERVE_COLUMNS).where(BATCHES.c.id == batch_id)).mappings().first()
         return None if row is None else ServeInfo(**row)
 
-    def claim(self, batch_id: str, worker_id: str, room: int, ttl: float) -> Claim:
+    def claim(
+        self, batch_id: str, worker_id: str, room: int, ttl: float, *, shared: bool = True, epoch: int | None = None
+    ) -> Claim:
         """Start up to `room` items: first this worker's retries that are due, then queued items.
 
         One transaction, holding the batch row's lock while it counts, so the caps are exact. A
         worker takes at most its share of `max_running_items`: an equal part for each live worker
         (heartbeat within `ttl`) that has free slots, so workers sharing a batch share its items.
+        `shared=False` is for the one claimer of a batch (its Temporal workflow): no share. With
+        `epoch`, a batch that has moved on to another epoch answers `superseded` and starts nothing.
         """
         now = utc_now()
         now_text = iso(now)
@@ -201,6 +209,8 @@ class WorkQueue:
             state = STATE.validate_python(row.state)
             if state == "cancelled":
                 return Claim(items=[], state=state)
+            if epoch is not None and row.epoch != epoch:
+                return Claim(items=[], state="superseded")
             counts = stored_counts(conn, batch_id, OPEN)
             if not counts:
                 newly = False
@@ -218,7 +228,8 @@ class WorkQueue:
             if state != "active" or room <= 0:
                 return Claim(items=[], state=state, next_due=next_due)
             running, waiting = counts.get("running", 0), counts.get("waiting", 0)
-            slots = min(room, row.max_running - running, _share(conn, batch_id, worker_id, row.max_running, ttl))
+            share = _share(conn, batch_id, worker_id, row.max_running, ttl) if shared else room
+            slots = min(room, row.max_running - running, share)
             if slots <= 0:
                 return Claim(items=[], state=state, next_due=next_due)
             due_now = (ITEMS.c.not_before.is_(None)) | (ITEMS.c.not_before <= now_text)
@@ -306,6 +317,66 @@ class WorkQueue:
             if updates:
                 conn.execute(_STORE_RESULT, updates)
         return outcome
+
+    def held(self, item_id: int, owner: str, attempt: int) -> ClaimedItem | None:
+        """The item as claimed, while `owner` still runs its `attempt`; None once it does not (its
+        result is stored, its batch was cancelled): then there is nothing left to run."""
+        columns = (
+            ITEMS.c.id,
+            ITEMS.c.key,
+            ITEMS.c.prompt,
+            ITEMS.c.criteria,
+            ITEMS.c.token_budget,
+            ITEMS.c.max_requests,
+        )
+        query = sa.select(*columns).where(
+            ITEMS.c.id == item_id,
+            ITEMS.c.status == "running",
+            ITEMS.c.lease_owner == owner,
+            ITEMS.c.attempts == attempt,
+        )
+        with self.store.read() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        return ClaimedItem(
+            id=row.id,
+            key=row.key,
+            prompt=row.prompt,
+            acceptance_criteria=load_json(CRITERIA, row.criteria),
+            attempt=attempt,
+            token_budget=row.token_budget,
+            max_requests=row.max_requests,
+        )
+
+    def interrupted(self, item_id: int, owner: str, attempt: int) -> bool:
+        """Count one interruption of an attempt whose worker stopped while running it (it runs
+        again from the start); False when that made `MAX_INTERRUPTIONS` and failed the item (or it
+        is no longer this attempt's to run)."""
+        held = (
+            ITEMS.c.id == item_id,
+            ITEMS.c.status == "running",
+            ITEMS.c.lease_owner == owner,
+            ITEMS.c.attempts == attempt,
+        )
+        with self.store.write() as conn:
+            failed = conn.execute(
+                ITEMS.update()
+                .where(*held, ITEMS.c.interruptions + 1 >= MAX_INTERRUPTIONS)
+                .values(
+                    status="failed",
+                    lease_owner=None,
+                    interruptions=ITEMS.c.interruptions + 1,
+                    finished_at=iso(utc_now()),
+                    outcome="error",
+                    error=f"its worker stopped while running it {MAX_INTERRUPTIONS} times; not run again",
+                )
+            ).rowcount
+            if failed:
+                return False
+            return (
+                conn.execute(ITEMS.update().where(*held).values(interruptions=ITEMS.c.interruptions + 1)).rowcount == 1
+            )
 
     def release_waiting(self, batch_id: str, worker_id: str) -> None:
         """Give back this worker's retries of a paused batch: queued again, their backoff kept."""

@@ -42,6 +42,9 @@ from ._model import (
 BatchState = Literal["active", "paused", "cancelled"]
 """What the owner asked for. The status shown (`BatchStatus`) also depends on the items' counts."""
 
+BatchEngine = Literal["temporal"]
+"""The engine a batch is stored for, when it is not the embedded one (NULL)."""
+
 StoredStatus = Literal["queued", "waiting", "running", "succeeded", "failed", "cancelled"]
 OPEN: tuple[StoredStatus, ...] = ("queued", "waiting", "running")
 CLAIMED: tuple[StoredStatus, ...] = ("waiting", "running")
@@ -73,11 +76,13 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
         sa.Column("max_live", sa.Integer, nullable=False),
         sa.Column("max_attempts", sa.Integer, nullable=False),
         sa.Column("state", text, nullable=False),
-        # Bumped by resume and retry, so a worker starts a fresh serving session (DBOS workflow).
+        # Bumped by resume and retry, so a worker starts a fresh serving session.
         sa.Column("epoch", sa.Integer, nullable=False, server_default="0"),
         sa.Column("item_count", sa.Integer, nullable=False),
         sa.Column("created_at", text, nullable=False),
         sa.Column("finished_at", text, nullable=True),
+        # Which engine serves it: NULL, the embedded one (`BatchWorker`); `temporal` (batch.0005).
+        sa.Column("engine", text, nullable=True),
         sa.UniqueConstraint("user_id", "run_id", "tool_call_id", name="batches_tool_call"),
         sa.Index("batches_by_user", "user_id", "created_at"),
         sa.Index("batches_by_state", "state", "finished_at"),
@@ -117,10 +122,13 @@ class Batches:
 
     Thread-safe, like the store. `listeners` are called with a batch id after each change made in
     this process (submit, pause, resume, cancel, retry), so an in-process worker wakes at once.
+    `engine` is stored with every batch submitted here: None (the embedded engine's workers serve
+    it) or `temporal` (Temporal workflows serve it; see `delegate.engine`).
     """
 
-    def __init__(self, store: Store, *, migrate: bool = True) -> None:
+    def __init__(self, store: Store, *, migrate: bool = True, engine: BatchEngine | None = None) -> None:
         self.store = store
+        self.engine: BatchEngine | None = engine
         self.listeners: list[Listener] = []
         if migrate:
             store.migrate(BATCH_MIGRATIONS)
@@ -208,6 +216,7 @@ class Batches:
             "state": "active",
             "item_count": len(rows),
             "created_at": now,
+            "engine": self.engine,
         }
         try:
             with self.store.write() as conn:

@@ -10,7 +10,7 @@ import asyncio
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
@@ -20,6 +20,7 @@ from .._config import LOCAL_USER
 from .._text import plural
 from ._common import (
     Db,
+    EngineOption,
     OperatorFlags,
     Workspace,
     default_model,
@@ -29,10 +30,12 @@ from ._common import (
     read_store,
     tune_collector,
 )
+from ._worker import serve_worker
 
 if TYPE_CHECKING:
+    from .._engine import EngineSettings
     from .._events import Event
-    from ..batch import Batch, Batches, BatchWorker
+    from ..batch import Batch, BatchEngine, Batches, BatchWorker
     from ..run import Runtime, RuntimeFactory, RuntimeSettings
 
 T = TypeVar("T")
@@ -56,9 +59,12 @@ WorkerModel = Annotated[
 ]
 
 
-def open_batches(workspace: Path, db: str | None, *, read_only: bool = False) -> Batches:
-    """The batches of the store; `read_only` (status, items, export) creates no store where it is
-    run: a workspace without one has no batch to show (exit 2)."""
+def open_batches(
+    workspace: Path, db: str | None, *, read_only: bool = False, engine: BatchEngine | None = None
+) -> Batches:
+    """The batches of the store, submitting for `engine` (None: the embedded one); `read_only`
+    (status, items, export) creates no store where it is run: a workspace without one has no batch
+    to show (exit 2)."""
     from ..batch import Batches
 
     if read_only:
@@ -66,7 +72,7 @@ def open_batches(workspace: Path, db: str | None, *, read_only: bool = False) ->
         if store is None:
             fail("no batches yet: submit one with `delegate batch submit FILE.jsonl --type T`")
         return Batches(store)
-    return Batches(open_store(workspace, db))
+    return Batches(open_store(workspace, db), engine=engine)
 
 
 def guarded(action: Callable[[], T]) -> T:
@@ -174,7 +180,8 @@ def submit(
     except UserError as exc:
         fail(str(exc))
     known = catalogue.visible(allow_commands=flags.allow_commands).names()
-    batches = open_batches(workspace, db)
+    engine = settings.engine
+    batches = open_batches(workspace, db, engine="temporal" if engine.temporal else None)
     try:
         submission = batches.submit(
             LOCAL_USER,
@@ -192,7 +199,15 @@ def submit(
     except UserError as exc:
         fail(str(exc))
     batch = submission.batch
-    if not detach:
+    if engine.temporal:
+        batch = asyncio.run(on_temporal(engine, batches, batch, wait=not detach))
+        if not detach:
+            typer.echo(batch.render(), err=True)
+        else:
+            typer.echo(
+                f"Batch {batch.id} stored with {plural(batch.total, 'item')}; workers of {engine} run it.", err=True
+            )
+    elif not detach:
         tune_collector()
         batch = asyncio.run(run_to_end(batches, batch, settings.factory(store=False)))
         typer.echo(batch.render(), err=True)
@@ -244,25 +259,71 @@ class LeadBatches:
 
 
 async def run_to_end(batches: Batches, batch: Batch, factory: RuntimeFactory) -> Batch:
+    """Run the batch in this process (the embedded engine) with a progress bar, to its end."""
+    from ..batch import BatchWorker
+
+    async with BatchWorker(batches, factory) as worker:
+        return await _progress(batches, batch, worker.wait(LOCAL_USER, batch.id))
+
+
+async def on_temporal(engine: EngineSettings, batches: Batches, batch: Batch, *, wait: bool) -> Batch:
+    """Start the batch's execution on Temporal; with `wait`, show its progress until it ends
+    (`delegate worker` processes run its items)."""
+    from ..batch import WorkQueue
+    from ..engine.temporal import TemporalEngine
+
+    connected = await TemporalEngine.connect(engine)
+    info = await asyncio.to_thread(WorkQueue(batches).serve_info, batch.id)
+    if info is not None:
+        await connected.start_batch(batch.id, info.epoch)
+    if not wait:
+        return batch
+    return await _progress(batches, batch, _until_done(batches, batch.id))
+
+
+async def _until_done(batches: Batches, batch_id: str) -> Batch:
+    while True:
+        batch = await asyncio.to_thread(batches.get, LOCAL_USER, batch_id)
+        if batch.done:
+            return batch
+        await asyncio.sleep(0.25)
+
+
+async def _progress(batches: Batches, batch: Batch, done: Coroutine[Any, Any, Batch]) -> Batch:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ..batch import BatchWorker
 
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, TextColumn("{task.fields[counts]}"), console=console, transient=False) as bar:
         task = bar.add_task(batch.title, total=batch.total, counts="")
-        async with BatchWorker(batches, factory) as worker:
-            waiting = asyncio.create_task(worker.wait(LOCAL_USER, batch.id))
-            while not waiting.done():
-                current = await asyncio.to_thread(batches.get, LOCAL_USER, batch.id)
-                bar.update(task, completed=_ended(current), counts=_counts(current))
-                await asyncio.wait({waiting}, timeout=0.25)
-            waiting.result()
+        waiting = asyncio.create_task(done)
+        while not waiting.done():
+            current = await asyncio.to_thread(batches.get, LOCAL_USER, batch.id)
+            bar.update(task, completed=_ended(current), counts=_counts(current))
+            await asyncio.wait({waiting}, timeout=0.25)
+        waiting.result()
         final = await asyncio.to_thread(batches.get, LOCAL_USER, batch.id)
         bar.update(task, completed=_ended(final), counts=_counts(final))
     return final
+
+
+def tell_engine(engine: str | None, batches: Batches, batch_id: str) -> None:
+    """After a change made here, wake the batch's execution on Temporal (`--engine`, or
+    DELEGATE_ENGINE), or start the one a resume or retry needs; without it, a worker finds the
+    change at its next look at the store."""
+    from .._engine import EngineSettings
+
+    settings = EngineSettings.parse(engine)
+    if settings.temporal:
+        asyncio.run(_tell(settings, batches, batch_id))
+
+
+async def _tell(settings: EngineSettings, batches: Batches, batch_id: str) -> None:
+    from ..engine.temporal import TemporalEngine, notifier
+
+    connected = await TemporalEngine.connect(settings)
+    await notifier(connected, batches, asyncio.get_running_loop()).changed(batch_id)
 
 
 def _ended(batch: Batch) -> int:
@@ -306,24 +367,30 @@ def items(
 
 
 @batch_app.command()
-def pause(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None) -> None:
+def pause(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None, engine: EngineOption = None) -> None:
     """No new items start; running ones finish."""
     batches = open_batches(workspace, db)
-    typer.echo(guarded(lambda: batches.pause(LOCAL_USER, batch_id)).render())
+    changed = guarded(lambda: batches.pause(LOCAL_USER, batch_id))
+    tell_engine(engine, batches, batch_id)
+    typer.echo(changed.render())
 
 
 @batch_app.command()
-def resume(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None) -> None:
+def resume(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None, engine: EngineOption = None) -> None:
     """Let a paused batch start items again (a worker runs them)."""
     batches = open_batches(workspace, db)
-    typer.echo(guarded(lambda: batches.resume(LOCAL_USER, batch_id)).render())
+    changed = guarded(lambda: batches.resume(LOCAL_USER, batch_id))
+    tell_engine(engine, batches, batch_id)
+    typer.echo(changed.render())
 
 
 @batch_app.command()
-def cancel(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None) -> None:
+def cancel(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None, engine: EngineOption = None) -> None:
     """Cancel for good: queued items never start, running ones are stopped, even across restarts."""
     batches = open_batches(workspace, db)
-    typer.echo(guarded(lambda: batches.cancel(LOCAL_USER, batch_id)).render())
+    changed = guarded(lambda: batches.cancel(LOCAL_USER, batch_id))
+    tell_engine(engine, batches, batch_id)
+    typer.echo(changed.render())
 
 
 @batch_app.command()
@@ -332,10 +399,13 @@ def retry(
     key: Annotated[str | None, typer.Option("--key", help="Retry this failed item only.")] = None,
     workspace: Workspace = Path("."),
     db: Db = None,
+    engine: EngineOption = None,
 ) -> None:
     """Queue failed items again: all of them, or one with --key."""
     batches = open_batches(workspace, db)
     count = guarded(lambda: batches.retry(LOCAL_USER, batch_id, key))
+    if count:
+        tell_engine(engine, batches, batch_id)
     typer.echo(f"{plural(count, 'item')} queued again; a worker runs {'it' if count == 1 else 'them'}.")
 
 
@@ -375,31 +445,5 @@ def worker(
 ) -> None:
     """Run queued and interrupted items of every batch, here or on any machine sharing the database,
     until stopped (Ctrl-C or SIGTERM). Runs of `delegate serve` whose process died are taken over
-    too, as a server does (at start, then every 5 s)."""
-    import signal
-
-    from ..batch import BatchWorker
-    from ..run import Takeover
-
-    batches = open_batches(workspace, db)
-    model = default_model(model, what="batches that name no model")
-    settings = settings_or_fail(workspace, flags, model=model)
-    factory = settings.factory(store=False)
-    runs = Takeover.here(batches.store, settings.factory(store=batches.store))
-
-    async def serve() -> None:
-        async with BatchWorker(batches, factory, concurrency=concurrency) as running:
-            loop = asyncio.get_running_loop()
-            stopping: list[asyncio.Task[None]] = []
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, lambda: stopping.append(asyncio.create_task(running.stop())))
-            takeover = asyncio.create_task(runs.watch(), name="delegate-run-takeover")
-            typer.echo("Batch worker running; Ctrl-C stops it (interrupted items run again later).", err=True)
-            try:
-                await running.serve_forever()
-            finally:
-                takeover.cancel()
-                await runs.close()
-
-    tune_collector()
-    asyncio.run(serve())
+    too, as a server does (at start, then every 5 s). The same as `delegate worker`."""
+    serve_worker(model=model, concurrency=concurrency, name=None, workspace=workspace, db=db, flags=flags)

@@ -124,6 +124,17 @@ Deny = Annotated[
         help="A permission rule whose calls are refused; a tool named whole is not offered (repeat for more).",
     ),
 ]
+EngineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        envvar="DELEGATE_ENGINE",
+        metavar="URL",
+        help="Where the work executes: embedded (this process, the default) or temporal://HOST:PORT, optionally "
+        "/NAMESPACE "
+        "(workers started with `delegate worker` run it). See docs/scale-out.md.",
+    ),
+]
 MaxRepeatedFailures = Annotated[
     int,
     typer.Option(
@@ -162,6 +173,7 @@ class OperatorFlags:
     allow: Allow = None
     ask: Ask = None
     deny: Deny = None
+    engine: EngineOption = None
 
     def loop(self) -> LoopSettings:
         """`--context-window`, `--max-repeated-failures` and `--max-idle-steps` (0 switches a rule off)."""
@@ -213,6 +225,7 @@ class OperatorFlags:
         a `UserError` for a bad MCP config."""
         from .._agents import Lead
         from .._config import RunLimits
+        from .._engine import EngineSettings
         from ..run import RuntimeSettings
 
         return RuntimeSettings(
@@ -223,6 +236,7 @@ class OperatorFlags:
             loop=self.loop(),
             extensions=self.extensions(workspace, user_level=user_level),
             commands=self.commands(),
+            engine=EngineSettings.parse(self.engine),
         )
 
 

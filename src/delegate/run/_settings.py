@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 from .._agents import Catalogue, Lead, Subagent
 from .._config import LOCAL_USER, Extensions, LoopSettings, RunLimits
+from .._engine import EngineSettings
 from ..models import Model, ModelAliases
 from ..skills import SkillCatalogue
 from ..workspace import CommandPolicy, Workspace
@@ -44,7 +45,8 @@ class RuntimeSettings:
     `model` is the default model (a request or a batch may name another). `lead` is the lead's
     definition and `subagents` the types given in code (the demo's). `limits`, `loop` and
     `extensions` are every run's (see `delegate._config`). `commands` lets agents run shell
-    commands under that policy (None: no commands).
+    commands under that policy (None: no commands). `engine` is where the work executes: embedded
+    (in this process, the default) or on Temporal (see `delegate.engine`).
     """
 
     workspace: str | PathLike[str] = "."
@@ -55,6 +57,7 @@ class RuntimeSettings:
     loop: LoopSettings = field(default_factory=LoopSettings)
     extensions: Extensions = field(default_factory=Extensions)
     commands: CommandPolicy | None = None
+    engine: EngineSettings = field(default_factory=EngineSettings)
 
     @property
     def root(self) -> Path:
