@@ -14,6 +14,7 @@ Everything else is kept as it is.
 from __future__ import annotations
 
 import codecs
+import json
 import re
 from typing import Any, cast
 
@@ -120,6 +121,29 @@ def _escaped(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_escaped(v) for v in cast(list[Any], value)]
     return value
+
+
+_INVISIBLE = re.compile(
+    "[\u0080-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e0fff]"
+)
+
+
+def shown_arguments(arguments: Any) -> str:
+    """A call's arguments as a person is shown them to decide on it: JSON, indented, whole, with
+    each character that prints nothing or reorders the text around it (zero-width ones, the
+    bidirectional overrides, tag characters, C1 controls) written as `\\uNNNN`, so nothing in them
+    can hide or disguise the rest (`json` writes the C0 controls, escape included, so itself)."""
+    text = json.dumps(arguments, ensure_ascii=False, indent=2)
+    return _INVISIBLE.sub(lambda found: "\\u" + "\\u".join(f"{u:04x}" for u in _utf16(found.group())), text)
+
+
+def _utf16(char: str) -> list[int]:
+    code = ord(char)
+    if code < 0x10000:
+        return [code]
+    code -= 0x10000
+    return [0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)]
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:

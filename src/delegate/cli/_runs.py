@@ -21,7 +21,7 @@ import typer
 
 from .._config import CANCEL_WAIT
 from .._record import LIVE_STATUSES, STATUSES
-from .._text import plural
+from .._text import plural, shown_arguments
 from .._usage import cost_text, usage_line
 from ._common import Db, Workspace, fail, open_store, read_store
 
@@ -146,9 +146,11 @@ def runs_show(
     if result.status in ("running", "waiting"):  # what `delegate runs stop` takes: not recorded until they end
         for agent_id, data in _running_subagents(store, run_id, {sub.id for sub in result.subagents}):
             typer.echo(f"  {agent_id} [running] {data.get('type')}: {data.get('description')}")
-    for call in result.pending_approvals:  # what `delegate runs approve` takes
+    for call in result.pending_approvals:  # what `delegate runs approve` takes, with what it would decide
         rule = f" (rule {call['rule']})" if call.get("rule") else ""
+        text = shown_arguments(call.get("arguments") or {})
         typer.echo(f"  waiting for a person: {call['call_id']} {call['agent_id']} {call['tool']}{rule}")
+        typer.echo(f"    arguments ({len(text):,} characters): " + text.replace("\n", "\n    "))
     if result.pending_approvals:
         typer.echo(f"decide with `delegate runs approve {result.run_id} CALL_ID ...` or `--all` (`--deny` to refuse)")
     if result.final:

@@ -31,6 +31,24 @@ const Approvals = (() => {
     if (!pending.length && shown === "waiting") setStatus("running");
   }
 
+  // Characters of arguments shown at once: past it the box scrolls, and Approve waits until the
+  // person has scrolled to the end (a long command once hid `touch PWNED` past the part shown).
+  const SEEN_AT_ONCE = 2000;
+  // What prints nothing or reorders the text around it (zero-width, bidirectional overrides, tag
+  // characters, C1 controls): shown as \uNNNN, as on the terminal (delegate._text.shown_arguments).
+  const INVISIBLE =
+    /[\u0080-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb]|[\udb40-\udb43][\udc00-\udfff]/g;
+
+  function shownArguments(args) {
+    const text = JSON.stringify(args ?? {}, null, 2);
+    const escaped = (c) =>
+      c
+        .split("")
+        .map((u) => `\\u${u.charCodeAt(0).toString(16).padStart(4, "0")}`)
+        .join("");
+    return text.replace(INVISIBLE, escaped);
+  }
+
   function card(row) {
     const reason = el("input", {
       type: "text",
@@ -39,8 +57,28 @@ const Approvals = (() => {
       "aria-label": "Reason",
     });
     const who = row.subagent_type ? `${row.agent_id} (${row.subagent_type}: ${row.description || ""})` : row.agent_id;
+    const text = shownArguments(row.arguments);
+    const approve = el("button", {
+      type: "button",
+      class: "approve",
+      text: "Approve",
+      onclick: () => decide(row, "approve", ""),
+    });
+    const args = el("pre", { class: "approval-arguments", text });
+    const count = el("p", { class: "muted approval-size", text: `arguments: ${fmt.format(text.length)} characters` });
+    if (text.length > SEEN_AT_ONCE) {
+      approve.disabled = true;
+      approve.title = "Scroll through all of the arguments first";
+      count.textContent += " (scroll to their end to approve)";
+      args.addEventListener("scroll", () => {
+        if (args.scrollTop + args.clientHeight >= args.scrollHeight - 2) {
+          approve.disabled = false;
+          approve.title = "";
+        }
+      });
+    }
     const buttons = [
-      el("button", { type: "button", class: "approve", text: "Approve", onclick: () => decide(row, "approve", "") }),
+      approve,
       el("button", { type: "button", class: "deny", text: "Deny", onclick: () => decide(row, "deny", reason.value) }),
     ];
     return el(
@@ -52,7 +90,8 @@ const Approvals = (() => {
         el("strong", { class: "mono", text: row.tool }),
         el("span", { class: "muted", text: ` asked by ${who}${row.rule ? ` · rule ${row.rule}` : ""}` }),
       ),
-      el("pre", { class: "approval-arguments", text: bounded(JSON.stringify(row.arguments, null, 2), ARG_CHARS) }),
+      count,
+      args,
       el("div", { class: "actions" }, reason, ...buttons),
     );
   }
