@@ -100,6 +100,13 @@ fi
 # `delegate chat` and the inline approval prompt are tested on a real terminal, driven by tmux.
 [ -x /usr/bin/tmux ] || apt_install tmux
 
+# The official filesystem MCP server, started at the workspace root by tests/security/test_mcp_state.py
+# (installed now, so that no test needs the network).
+if command -v npm >/dev/null 2>&1 && [ ! -x .venv/mcp-node/node_modules/.bin/mcp-server-filesystem ]; then
+  npm install --silent --no-audit --no-fund --prefix .venv/mcp-node @modelcontextprotocol/server-filesystem@2026.8.31 \
+    || echo "npm could not install the filesystem MCP server: its test will be skipped." >&2
+fi
+
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/pyright --pythonpath .venv/bin/python src/delegate

@@ -7,9 +7,12 @@ Chat Completions server."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from delegate import Extensions, Runtime, Store
 from delegate._events import Event
@@ -109,7 +112,14 @@ def lister(name: str, *args: str, cwd: Path | None = None) -> MCPServerConfig:
     return MCPServerConfig(name, command=[sys.executable, str(SERVER), *args], cwd=cwd)
 
 
-async def test_an_mcp_server_given_the_workspace_root_is_never_started_and_one_given_a_subfolder_is(
+NO_BWRAP = pytest.mark.skipif(
+    Path("/usr/bin/bwrap").exists() or shutil.which("bwrap") is not None,
+    reason="bwrap runs here: servers start with .delegate hidden (tests/security/test_mcp_state.py)",
+)
+
+
+@NO_BWRAP
+async def test_where_bwrap_cannot_run_a_server_given_the_workspace_root_is_never_started_and_one_given_a_subfolder_is(
     tmp_path: Path,
 ) -> None:
     workspace = tmp_path / "ws"
@@ -148,3 +158,32 @@ async def test_an_mcp_server_given_the_workspace_root_is_never_started_and_one_g
     assert "is inside a .delegate folder" in failed["inside"]
     assert all("is not started" in why and "give it a folder inside the workspace" in why for why in failed.values())
     assert len(result.warnings) == 4
+
+
+@pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (/usr/bin/bwrap)")
+async def test_a_server_given_the_workspace_root_or_a_folder_above_starts_and_finds_delegate_empty(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "docs").mkdir(parents=True)
+    (workspace / "docs" / "a.md").write_text("notes\n")
+    Store.for_workspace(workspace).close()  # .delegate/ with the store in it
+
+    model = ScriptedModel(
+        [call("mcp__root__list_root"), call("mcp__inside__list_root"), call("mcp__above__list_root"), reply("done")]
+    )
+    configs = [
+        lister("root", "--root=.", cwd=workspace),
+        lister("above", "--root", str(tmp_path)),
+        lister("inside", "--root", str(workspace / ".delegate")),
+    ]
+    async with Runtime(
+        model=model, workspace=workspace, extensions=Extensions(mcp_servers=configs, tool_search=False)
+    ) as runtime:
+        result = await runtime.run("list the folders")
+
+    assert result.status == "completed" and result.warnings == []
+    root, inside, above = (model.requests[n].messages[-1].tool_results[0] for n in (1, 2, 3))
+    assert root.content.split() == [".delegate", "docs"] and not root.is_error
+    assert (inside.content, inside.is_error) == ("", False)  # the store is not there for it
+    assert above.content.split() == ["ws"]

@@ -36,6 +36,7 @@ import json
 import logging
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from .._errors import ToolError, UserError
 from ..tools import Tool, ToolContext, ToolReturn
+from ..workspace import state_hidden_argv
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -191,6 +193,9 @@ class MCPTools:
                 raise UserError(f"two MCP servers are named {server.name!r}; give each server its own name")
             seen.add(server.name)
         self._connections: dict[asyncio.AbstractEventLoop, dict[str, _Connection]] = {}
+        self._view: list[str] | None = None
+        """The bwrap prefix that starts each stdio server with `.delegate/` out of its reach
+        (`state_hidden_argv`); None until `load`, or where bwrap cannot run (then `exposed_state`)."""
         self.failed: dict[str, str] = {}
         """The servers the last `load` left out, by name: why each could not be used."""
 
@@ -205,7 +210,11 @@ class MCPTools:
         (also logged, at INFO). So is one that would be given internal state (`exposed_state`),
         never started.
         """
-        failed = {s.name: why for s in self.servers if (why := exposed_state(s, self.workspaces)) is not None}
+        if self._view is None and self.workspaces and any(s.command is not None for s in self.servers):
+            self._view = await asyncio.to_thread(_state_hidden, self.workspaces)
+        failed: dict[str, str] = {}
+        if self._view is None:
+            failed = {s.name: why for s in self.servers if (why := exposed_state(s, self.workspaces)) is not None}
         started = [s for s in self.servers if s.name not in failed]
         listings = await asyncio.gather(*(self._server_tools(s) for s in started), return_exceptions=True)
         tools: list[Tool] = []
@@ -300,8 +309,22 @@ class MCPTools:
         held = self._connections.setdefault(loop, {})
         connection = held.get(server.name)
         if connection is None or connection.retired:
-            connection = held[server.name] = _Connection(server)
+            connection = held[server.name] = _Connection(server, self._view)
         return connection
+
+
+def _state_hidden(workspaces: list[Path]) -> list[str] | None:
+    """The bwrap prefix that hides the workspaces' `.delegate/` from a stdio server, or None (said
+    in the log) where bwrap cannot run here: servers are then refused as `exposed_state` says."""
+    try:
+        return state_hidden_argv(workspaces)
+    except ToolError as exc:
+        logger.warning(
+            "MCP servers run outside any sandbox (%s): one given the workspace's root, or a folder above it, "
+            "is not started",
+            exc,
+        )
+        return None
 
 
 HIDDEN = ".delegate"
@@ -360,9 +383,10 @@ class _Connection:
     background task that owns the exit stack lets any other task of the loop use and close it.
     """
 
-    def __init__(self, server: MCPServerConfig) -> None:
+    def __init__(self, server: MCPServerConfig, view: list[str] | None = None) -> None:
         loop = asyncio.get_running_loop()
         self.server = server
+        self.view = view
         self._ready: asyncio.Future[Client] = loop.create_future()
         self._stop = asyncio.Event()
         self._task = loop.create_task(self._own(), name=f"delegate: MCP server {server.name}")
@@ -404,7 +428,7 @@ class _Connection:
     async def _open(self, stack: AsyncExitStack, errlog: TextIO | None) -> Client:
         from mcp import Client
 
-        transport = await _transport(self.server, stack, errlog)
+        transport = await _transport(self.server, stack, errlog, self.view)
         try:
             async with asyncio.timeout(self.server.connect_timeout):
                 return await stack.enter_async_context(Client(transport))
@@ -422,11 +446,19 @@ async def _import_mcp() -> None:
         raise UserError(f"MCP servers need the mcp package ({exc}): pip install 'delegate[mcp]'") from exc
 
 
-async def _transport(server: MCPServerConfig, stack: AsyncExitStack, errlog: TextIO | None) -> Transport:
+async def _transport(
+    server: MCPServerConfig, stack: AsyncExitStack, errlog: TextIO | None, view: list[str] | None = None
+) -> Transport:
+    """How to reach `server`: a stdio server is started (in `view`, a bwrap prefix, when given)."""
     if server.command is not None:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        program, *args = server.command
+        program = server.command[0]
+        if server.cwd is not None and "/" in program:
+            program = str(Path(server.cwd).expanduser() / program)
+        if view and shutil.which(program, path=(server.env or {}).get("PATH")) is None:
+            raise FileNotFoundError(server.command[0])  # said as such, not as bwrap's failure to run it
+        program, *args = [*view, *server.command] if view else server.command
         params = StdioServerParameters(command=program, args=args, env=server.env, cwd=server.cwd)
         return stdio_client(params, errlog=errlog) if errlog is not None else stdio_client(params)
     assert server.url is not None

@@ -23,6 +23,7 @@ from ._sandbox import (
     command_environment,
     sandbox_argv,
     size_text,
+    state_hidden_argv,
     workspace_usage,
 )
 from ._search import SNIFF_BYTES, compile_regex, find_files, looks_binary, open_for_reading, search
@@ -62,6 +63,7 @@ __all__ = [
     "sandbox_argv",
     "search",
     "size_text",
+    "state_hidden_argv",
     "sweep_layers",
     "workspace_usage",
 ]

@@ -182,6 +182,28 @@ def view_mounts(workspace: Workspace, root_mount: list[str] | None = None) -> li
     return argv
 
 
+def state_hidden_argv(roots: list[Path], bwrap: str = "bwrap") -> list[str]:
+    """The bwrap command line prefix (up to `--`) that runs a program, an MCP server, as the
+    operator's own, with everything the operator's user may reach (the network, `npx`'s cache, its
+    home) but the hidden folders of the workspaces `roots`: each `.delegate` covered by an empty
+    read-only folder, a workspace inside another's `.delegate` (a user's, under `delegate serve`)
+    bound back over the cover with its own `.delegate` covered. In PID namespace of its own with a
+    fresh `/proc` (the server's processes, and through them its view, are out of sight), with no
+    capability (it cannot unmount a cover). Raises `ToolError` where bwrap cannot run."""
+    bwrap = _usable_bwrap(bwrap)
+    argv = [bwrap, "--die-with-parent", "--unshare-pid", "--cap-drop", "ALL", "--dev-bind", "/", "/", "--proc", "/proc"]
+    covers: list[str] = []
+    for root in sorted({str(r) for r in roots}, key=len):
+        if any(root == c or root.startswith(c + "/") for c in covers):
+            argv += ["--bind", root, root]
+        cover = os.path.join(root, ".delegate")
+        argv += ["--tmpfs", cover]
+        covers.append(cover)
+    for cover in reversed(covers):
+        argv += ["--remount-ro", cover]
+    return [*argv, "--"]
+
+
 def _under(rel: str, prefix: str) -> bool:
     return rel == prefix or rel.startswith(prefix + "/")
 
