@@ -642,8 +642,10 @@ class Store:
         events: Sequence[Event] = (),
         checkpoints: Sequence[Checkpoint] = (),
         subagents: Sequence[tuple[str, TaskOutput, str | None, KeptConversation | None]] = (),
+        usage: tuple[str, str, Usage] | None = None,
     ) -> None:
         """Store a run's progress in one transaction: what a run's recorder writes as it goes.
+        `usage` is `(run_id, owner, usage so far)`: stored while `owner` holds the running run.
         `subagents` are `(run_id, record, key, conversation)`: a finished subagent with a `key` is
         kept for a resume (its record is its checkpoint, see `checkpoints`), and one that completed
         keeps its conversation in the same row (its system prompt once a run: `system_rows`).
@@ -662,6 +664,11 @@ class Store:
                 insert_rows(conn, checkpoints_table, CHECKPOINT_COLUMNS, checkpoint_rows, conflict="nothing")
             if subagent_rows:
                 upsert_subagents(conn, subagent_rows)
+            if usage is not None:
+                run_id, owner, spent = usage
+                held = runs_table.c
+                update = runs_table.update().where(held.id == run_id, held.owner == owner, held.status == "running")
+                conn.execute(update.values(usage=usage_adapter.dump_json(spent).decode()))
 
     def checkpoints(self, run_id: str) -> list[Checkpoint]:
         """A run's checkpoints: its lead's answers and tool results in the order they were

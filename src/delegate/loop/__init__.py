@@ -6,6 +6,7 @@ what they run is built by `delegate.subagents` (`assemble`) from the settings in
 Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
+from ._budget import RunBudget
 from ._deadline import Deadline, passed_deadline
 from ._guard import DEFAULT_ADVICE, LoopWatch
 from ._loop import (
@@ -14,7 +15,6 @@ from ._loop import (
     AgentSpec,
     Inbox,
     Journal,
-    RunBudget,
     ToolGate,
     opening_choices,
     path_states,

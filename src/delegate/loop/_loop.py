@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
 
-from .._config import Compaction, LoopSettings, RunLimits
+from .._config import Compaction, LoopSettings
 from .._empty import empty_dict, empty_set
 from .._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from .._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
@@ -46,74 +46,10 @@ from ..models import (
 )
 from ..tools import Tool, ToolContext, ToolReturn
 from ..workspace import Workspace
+from ._budget import NOTHING, Reserve, RunBudget, reserve_for
 from ._deadline import Deadline, passed_deadline
 from ._fit import cut_text, fit_request
 from ._guard import LoopWatch
-
-
-@dataclass(kw_only=True)
-class RunBudget:
-    """What a whole run may spend, the lead and every subagent together: `token_budget` tokens
-    (input and output), `max_requests` model requests and `cost_budget` US dollars (priced by
-    `genai-prices`). Once one is spent no new model request starts; requests already under way
-    finish (and count). Under a cost budget, an answer from a model without a price spends it
-    all: what the run spends can no longer be known, and a guess could overspend."""
-
-    token_budget: int | None = None
-    max_requests: int | None = None
-    cost_budget: float | None = None
-    tokens: int = 0
-    requests: int = 0
-    cost: float = 0.0
-    unpriced: str | None = None
-    """The model of an answer that had no price, under a cost budget."""
-
-    @staticmethod
-    def problems(token_budget: object, max_requests: object) -> list[str]:
-        """What is wrong with these limits (each None, or a whole number of at least 1)."""
-        found: list[str] = []
-        for name, value in (("token_budget", token_budget), ("max_requests", max_requests)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                found.append(f"{name} is {value!r}; use a whole number of at least 1 (or leave it out for no limit)")
-        return found
-
-    @classmethod
-    def of(cls, limits: RunLimits) -> RunBudget | None:
-        """The budget of a run with these limits (None when they set none)."""
-        if limits.token_budget is None and limits.max_requests is None and limits.cost_budget is None:
-            return None
-        return cls(token_budget=limits.token_budget, max_requests=limits.max_requests, cost_budget=limits.cost_budget)
-
-    def spend(self, usage: Usage, model: str = "") -> None:
-        """Count what an answer (or a reused subagent) spent."""
-        self.tokens += usage.total_tokens
-        if usage.cost_usd is not None:
-            self.cost += usage.cost_usd
-        elif self.cost_budget is not None and usage.requests:
-            self.unpriced = self.unpriced or model or "a model"
-
-    def begin(self) -> StopReason | None:
-        """Count a model request about to start, or start none and say which budget is spent."""
-        if self.token_budget is not None and self.tokens >= self.token_budget:
-            return "run_token_budget"
-        if self.max_requests is not None and self.requests >= self.max_requests:
-            return "run_max_requests"
-        if self.cost_budget is not None and (self.unpriced is not None or self.cost >= self.cost_budget):
-            return "run_cost_budget"
-        self.requests += 1
-        return None
-
-    def why(self, reason: StopReason) -> str:
-        if reason == "run_token_budget":
-            return f"the run spent its token budget ({self.tokens:,} of {self.token_budget:,} tokens, token_budget)"
-        if reason == "run_cost_budget" and self.unpriced is not None:
-            return (
-                f"the run cannot keep to its cost budget: {self.unpriced} has no price in genai-prices "
-                "(give every agent a priced model, or use --token-budget instead)"
-            )
-        if reason == "run_cost_budget":
-            return f"the run spent its cost budget (${self.cost:.4f} of ${self.cost_budget:g}, cost_budget)"
-        return f"the run made the {self.max_requests:,} model requests its budget allows (max_requests)"
 
 
 class _BudgetSpent(Exception):
@@ -453,15 +389,28 @@ def _final(state: _State, text: str) -> AgentResult:
     return state.end("completed", "final_answer")
 
 
-async def _complete(model: Model, request: ModelRequest, usage: Usage) -> ModelResponse:
+async def _complete(
+    model: Model,
+    request: ModelRequest,
+    usage: Usage,
+    budget: RunBudget | None = None,
+    reserve: Reserve = NOTHING,
+) -> ModelResponse:
     """`model`'s answer to `request`, its usage priced (`Usage.cost_usd`, from the table its
     profile names; None without one). A request cut off by a timeout or a cancel still counts in
     `usage`, as one request whose tokens are unknown (`Usage.requests_without_usage`): the
-    provider may have billed it, and no answer says for how much, so no token is made up."""
+    provider may have billed it, and no answer says for how much, so no token is made up, and
+    its cost (so the agent's and the run's) is unknown, never $0.00."""
     try:
         response = await model.complete(request)
     except asyncio.CancelledError:
-        usage.add(Usage(requests=1, requests_without_usage=1))
+        usage.add(Usage(requests=1, requests_without_usage=1, cost_usd=None))
+        if budget is not None:
+            budget.cut(reserve)
+        raise
+    except BaseException:
+        if budget is not None:
+            budget.release(reserve)
         raise
     pricing = model.profile.pricing
     spent = response.usage  # the answer's own: priced in place (two copies cost a fan-out 4 µs a subagent)
@@ -478,21 +427,25 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     journal = spec.journal
     budget = spec.budget
     recorded = journal.answer(step) if journal is not None else None
+    reserve = NOTHING
     if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
         response = _own_ids(_safe(recorded), state.call_ids, state.given_ids)
         if budget is not None:
             budget.requests += 1  # but it was a request of this run, and counts against its budget
     else:
-        if budget is not None and (spent := budget.begin()) is not None:
+        reserve = reserve_for(budget, spec.model, state.context_tokens)
+        if budget is not None and (spent := budget.begin(reserve)) is not None:
             raise _BudgetSpent(spent)
         if ctx.heard:
             ctx.event("model.request", {"step": step, "messages": len(request.messages)}, detail=request)
-        response = _own_ids(_safe(await _complete(spec.model, request, state.usage)), state.call_ids, state.given_ids)
+        response = _own_ids(
+            _safe(await _complete(spec.model, request, state.usage, budget, reserve)), state.call_ids, state.given_ids
+        )
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
     if budget is not None:
-        budget.spend(response.usage, spec.model.name)
+        budget.spend(response.usage, spec.model.name, reserve)
     state.context_tokens = response.context_tokens or response.usage.input_tokens + response.usage.output_tokens
     if response.text:
         state.last_text = response.text

@@ -137,7 +137,11 @@ class Recorder:
         self.run_id = ""
         self.owner = new_owner()
         self.usage = Usage()
-        """The run's usage so far, as of the last heartbeat of the loop: stored with each beat."""
+        """The run's usage so far: as the loop last told it (`beat_for`, once a beat), and each
+        model answer since (`emit`, on the same thread: none is counted twice). Stored with the
+        write of that answer's event, so a run killed at any moment reads what it spent up to its
+        last answer (it read 0 tokens when killed within its first second)."""
+        self._usage_written: Usage | None = None
         self.heartbeat = heartbeat or RUN_HEARTBEAT
         self.on_stop: Callable[[str], None] | None = None
         """Called on the event loop with `cancel` (asked from elsewhere) or `lost` (another process
@@ -169,6 +173,8 @@ class Recorder:
         return self.emit if self.store is not None or self.sinks else unheard
 
     def emit(self, event: Event) -> None:
+        if event.type == "model.response" and isinstance(event.detail, ModelResponse):
+            self.usage = self.usage + event.detail.usage
         if self.sinks:
             event = event.safe()  # a tool's or a model's lone surrogate reaches no sink (see `Event.safe`)
         else:  # only the store hears it: its writer makes the text safe as it writes (`json_text`,
@@ -310,10 +316,11 @@ class Recorder:
                     waiting.append(item.done)
                 else:
                     checkpoints.append(item)
-            if events or checkpoints or subagents:
+            usage = self.usage if self.usage is not self._usage_written else None
+            if events or checkpoints or subagents or usage is not None:
                 last_write = time.monotonic()
                 with _quick_switch:
-                    self._write(events, checkpoints, subagents)
+                    self._write(events, checkpoints, subagents, usage)
             if waiting:
                 self._tell_written(waiting)
             if not (events or checkpoints or subagents or waiting) and stopping:
@@ -329,10 +336,14 @@ class Recorder:
             with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits any more
                 loop.call_soon_threadsafe(_settle, done)
 
-    def _write(self, events: list[Event], checkpoints: list[Checkpoint], subagents: list[_Subagent]) -> None:
+    def _write(
+        self, events: list[Event], checkpoints: list[Checkpoint], subagents: list[_Subagent], usage: Usage | None
+    ) -> None:
         assert self.store is not None
+        spent = None if usage is None else (self.run_id, self.owner, usage)
         try:
-            self.store.record(events, checkpoints, subagents)
+            self.store.record(events, checkpoints, subagents, spent)
+            self._usage_written = usage or self._usage_written
             return
         except Exception as exc:
             _log.warning(
@@ -481,8 +492,8 @@ class _SubagentJournal:
 
 
 async def beat_for(runner: SubagentRunner, recorder: Recorder, ctx: ToolContext, interval: float) -> None:
-    """Tell the recorder the usage so far (stored with its lease's beats) and, every `interval`,
-    emit each live subagent's heartbeat event."""
+    """Tell the recorder the usage so far (stored with its next write: see `Recorder.usage`) and,
+    every `interval`, emit each live subagent's heartbeat event."""
     beat = min(interval, recorder.heartbeat)
     waited = 0.0
     while True:
