@@ -71,7 +71,7 @@ async def test_a_cost_budget_with_four_parallel_subagents_is_passed_by_no_more_t
     bound = PARALLEL * _price(GROWTH, OUTPUT)
     spent = result.usage.cost_usd
     assert spent is not None
-    assert (result.status, result.stop_reason) == ("aborted", "run_cost_budget")
+    assert {s.stop_reason for s in result.subagents} == {"run_cost_budget"}  # the budget ended them
     assert spent <= budget + bound, f"${spent:.4f} spent of ${budget}: past the bound ${bound:.4f}"
     answers = [e for e in events if e.type == "model.response"]
     assert sum(e.data["usage"]["cost_usd"] for e in answers) == pytest.approx(spent, rel=1e-12)  # each counted
