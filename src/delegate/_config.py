@@ -20,6 +20,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from os import PathLike
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ._errors import UserError
@@ -166,7 +167,9 @@ class Extensions:
     `Permissions`, merged with those of the operator's settings files: see docs/approvals.md).
     `user_level`: the operator's user-level folder, read as Claude Code reads `~/.claude`: its
     `agents/` and `skills/` come first, every other source shadowing them by name (`delegate run`
-    gives `~/.claude`; `delegate serve` never does). None: none.
+    gives `~/.claude`; `delegate serve` never does). None: none. `outputs`: the folder, inside
+    the workspace, where agents write what they deliver (spec 002's outputs directory, spelt
+    `/mnt/user-data/outputs` too; made when a run starts, and named in every agent's prompt).
     """
 
     agents_dirs: Sequence[str | PathLike[str]] = ()
@@ -179,8 +182,21 @@ class Extensions:
     shared: str | PathLike[str] | None = None
     user_level: str | PathLike[str] | None = None
     permissions: Permissions | None = None
+    outputs: str | PathLike[str] = "outputs"
 
     def __post_init__(self) -> None:
+        try:
+            outputs: PurePosixPath | None = PurePosixPath(os.fspath(self.outputs))
+        except TypeError:  # not a path at all
+            outputs = None
+        if outputs is None or outputs.is_absolute() or not outputs.parts or ".." in outputs.parts:
+            raise UserError(
+                f"Extensions outputs={self.outputs!r}: give a folder inside the workspace, relative to it "
+                "(default 'outputs')"
+            )
+        if outputs.parts[0] in (".delegate", ".claude", ".git"):
+            raise UserError(f"Extensions outputs={self.outputs!r}: agents cannot write in {outputs.parts[0]}/")
+        object.__setattr__(self, "outputs", outputs.as_posix())
         for name in ("agents_dirs", "skills_dirs", "mcp_servers"):
             value = getattr(self, name)
             if isinstance(value, (str, PathLike)):

@@ -135,6 +135,14 @@ EngineOption = Annotated[
         "(workers started with `delegate worker` run it). See docs/scale-out.md.",
     ),
 ]
+Outputs = Annotated[
+    str,
+    typer.Option(
+        "--outputs",
+        metavar="DIR",
+        help="The folder, inside the workspace, where agents write what they deliver (/mnt/user-data/outputs).",
+    ),
+]
 MaxRepeatedFailures = Annotated[
     int,
     typer.Option(
@@ -174,6 +182,7 @@ class OperatorFlags:
     ask: Ask = None
     deny: Deny = None
     engine: EngineOption = None
+    outputs: Outputs = "outputs"
 
     def loop(self) -> LoopSettings:
         """`--context-window`, `--max-repeated-failures` and `--max-idle-steps` (0 switches a rule off)."""
@@ -203,6 +212,7 @@ class OperatorFlags:
             user_level=home if user_level and home.is_dir() else None,
             model_aliases=self.model_alias or (),
             permissions=Permissions(allow=self.allow or (), ask=self.ask or (), deny=self.deny or ()),
+            outputs=self.outputs,
         )
 
     def commands(self) -> CommandPolicy | None:

@@ -78,7 +78,8 @@ class RuntimeSettings:
     def workspace_view(self, user_id: str | None) -> Workspace:
         """The view of the files a user's agents work in (without the skills a run mounts): what
         the server lets that user read back, such as the files its subagents delivered."""
-        return Workspace(root=self.user_root(user_id) or self.root, commands=self.commands or CommandPolicy())
+        root = self.user_root(user_id) or self.root
+        return Workspace(root=root, commands=self.commands or CommandPolicy(), outputs=Path(self.extensions.outputs))
 
     def catalogue(self, user_id: str | None = None) -> Catalogue:
         """The subagent types a user's runs can start (the operator's, shadowed by the user's own),

@@ -318,7 +318,7 @@ def _locate(text: str, workspace: Workspace) -> Located:
     if outputs is not None and "\x00" not in text:
         base = outputs if outputs.is_absolute() else workspace.root / outputs
         folder = Workspace(root=Path(os.path.realpath(base)), hidden=())
-        candidate = Path(text).expanduser()
+        candidate = Path(workspace.user_data(text)).expanduser()
         absolute = candidate if candidate.is_absolute() else workspace.root / candidate
         with suppress(WorkspaceError):
             return folder.locate(absolute)

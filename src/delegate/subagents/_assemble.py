@@ -24,7 +24,7 @@ from ..tools import CallGuard, Tool
 from ..workspace import Workspace
 from ._background import Background, BackgroundGate, names_background_tools
 from ._complete import COMPLETE_TOOL, typed_complete
-from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, shaped_opening
+from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, outputs_note, shaped_opening
 
 TYPED_RESULT_NOTE = (
     "Your task has a typed result: call `complete` with `result` in exactly the shape its schema "
@@ -114,15 +114,17 @@ async def assemble(
         model, run.workspace, prompt, names, definition.first_tool_choice, finish=finish
     )
     lead = isinstance(definition, Lead)
+    outputs = run.workspace.outputs
+    where = outputs_note(outputs.as_posix()) if outputs is not None and not outputs.is_absolute() else ""
     if lead:
-        head = [LEAD_INSTRUCTIONS, definition.instructions, run.project_context]
+        head = [LEAD_INSTRUCTIONS, where, definition.instructions, run.project_context]
     else:
         own = (
             f"Instructions for the {definition.name} agent:\n{definition.instructions}"
             if definition.instructions
             else ""
         )
-        head = [SUBAGENT_INSTRUCTIONS, run.project_context if definition.project_context else "", own]
+        head = [SUBAGENT_INSTRUCTIONS, where, run.project_context if definition.project_context else "", own]
     parts = [
         *head,
         run.skills.index(definition.skills),

@@ -31,6 +31,16 @@ summary and the paths of the files you wrote; that ends your work. If the task c
 `complete` with a summary that says why."""
 
 
+def outputs_note(outputs: str) -> str:
+    """The line of every agent's system prompt that names the run's outputs folder (spec 002)."""
+    return (
+        f"Outputs folder: write the files you deliver (reports, results, anything meant for the user) into "
+        f"`{outputs}/`, and give their paths in your report. Paths may also be spelt `/mnt/user-data/workspace/...` "
+        f"(the workspace) and `/mnt/user-data/outputs/...` (the outputs folder) in file tools, `complete` and "
+        "acceptance criteria; shell commands take workspace-relative paths."
+    )
+
+
 FULL_LISTING_CHARS = 6_000
 """A catalogue whose listing fits in this many characters is shown with full descriptions."""
 SHORT_LISTING_CHARS = 19_000

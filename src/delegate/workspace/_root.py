@@ -41,6 +41,10 @@ READ_ONLY = (".claude", ".git")
 skills and settings that runs load; `.git` holds configuration that the operator's own git runs
 (`core.fsmonitor`, hooks, `core.pager`, aliases: a command for whoever runs `git status` next)."""
 COMMAND_ENV = ("PATH", "HOME", "LANG", "TERM")
+USER_DATA = "/mnt/user-data"
+"""Spec 002's spelling of the shared folders: `/mnt/user-data/workspace/...` is the workspace and
+`/mnt/user-data/outputs/...` its outputs folder, in every path an agent gives a file tool,
+`complete` or an acceptance criterion (`Workspace.locate`)."""
 """The environment variables a command gets from ours, besides those the operator names."""
 
 
@@ -122,8 +126,9 @@ class Workspace:
     """The root folder shared by a lead agent and all its subagents, as agents see it.
 
     `allow_commands` switches on the `bash` tool and command-running acceptance checks, run as
-    `commands` says. `outputs` is an optional second folder, under the root, where deliverables are
-    expected. `hidden`, `read_only` and `mounts` shape the view (see the module's docstring).
+    `commands` says. `outputs` is the folder where deliverables are expected (relative to the root,
+    or absolute): spec 002's `/mnt/user-data/outputs` names it, and `/mnt/user-data/workspace` the
+    root. `hidden`, `read_only` and `mounts` shape the view (see the module's docstring).
     `layer`, for an overlay subagent, is where its writes land: it reads them over the shared
     files, and nothing it does changes the root until its layer is merged (`_layer.py`).
     """
@@ -221,6 +226,16 @@ class Workspace:
         located = Located(found=found, rel=inside, real=self.root.joinpath(*found.parts))
         return located if self.layer is None else self.layer.over(located, write=write)
 
+    def make_outputs(self) -> None:
+        """Make the outputs folder when it is missing (walked from the root as any write is: a link
+        an agent put in its place leads nowhere the view does not). A folder it cannot make is left
+        to the first write into it, which says why."""
+        if self.outputs is None:
+            return
+        inside = posixpath.join(os.fspath(self.outputs), ".keep")  # looked at, never made: its folders are
+        with suppress(WorkspaceError, OSError), self.locate(inside, write=True, create=True):
+            pass
+
     def resolve(self, path: str | os.PathLike[str], *, write: bool = False) -> Path:
         """The real path of `path`, checked as `locate` checks it: a name for records and
         comparisons only. Never open or change what it returns by name (that is the race
@@ -295,9 +310,22 @@ class Workspace:
         )
         return names if names and (rel == "." or any(_under_rel(rel, h) for h in self.hidden)) else None
 
+    def user_data(self, text: str) -> str:
+        """`text` with spec 002's `/mnt/user-data/workspace` or `/mnt/user-data/outputs` prefix
+        replaced by the folder it names (workspace-relative); any other path as it is."""
+        for folder, into in (("workspace", "."), ("outputs", self.outputs)):
+            prefix = f"{USER_DATA}/{folder}"
+            if text != prefix and not text.startswith(prefix + "/"):
+                continue
+            if into is None:
+                raise WorkspaceError(f"path {text!r}: this workspace has no outputs folder")
+            rest = text[len(prefix) :].lstrip("/")
+            return posixpath.join(os.fspath(into), rest) if rest else os.fspath(into)
+        return text
+
     def _view_path(self, text: str) -> tuple[str, str]:
         """`text` relative to the root (absolute paths must lie inside it), as given and normalised."""
-        candidate = Path(_expand_home(text))
+        candidate = Path(_expand_home(self.user_data(text)))
         if candidate.is_absolute():
             if candidate != self.root and not candidate.is_relative_to(self.root):  # textually
                 real = Path(os.path.realpath(candidate))
