@@ -115,11 +115,8 @@ class Runtime:
         ext = self.extensions
         opened = Workspace.open(workspace, allow_commands=commands is not None, commands=commands, create=True)
         self._shared = Path(ext.shared).expanduser().resolve() if ext.shared is not None else None
-        self.workspace = replace(
-            opened,
-            read_only=(*opened.read_only, *inside(opened.root, ext.agents_dirs, ext.skills_dirs)),
-            outputs=Path(ext.outputs),
-        )
+        read_only = (*opened.read_only, *inside(opened.root, ext.agents_dirs, ext.skills_dirs))
+        self.workspace = replace(opened, read_only=read_only, outputs=Path(ext.outputs))
         """The agents' view of the workspace: see `Workspace` (definition folders inside it are read-only)."""
         self._model_spec = model
         self._models: dict[str, Model] = {}
@@ -643,9 +640,8 @@ class Runtime:
 
     def _prepare_workspace(self) -> tuple[str, list[tuple[Layer, list[Change]]]]:
         """What a lead's run and a batch item do first in the workspace: clear what killed writes
-        left in its scratch folder (a killed `delegate run`, server or worker), make its outputs
-        folder when it is missing, finish the merges of overlay subagents that a kill interrupted and
-        sweep old layers (`workspace/_merge.py`), and
+        left in its scratch folder (a killed `delegate run`, server or worker), make its outputs folder,
+        finish the merges that a kill interrupted and sweep old layers (`workspace/_merge.py`), and
         read its project context. Returns the context, and the merges finished now."""
         sweep_scratch(self.workspace)
         self.workspace.make_outputs()
