@@ -131,7 +131,7 @@ async def worker(
     batches: Batches, runner: Any, *, looks: QueueLooks | None = None, **options: Any
 ) -> AsyncIterator[BatchWorker]:
     """A started worker over `batches` (its looks at the queue counted in `looks`, if given)."""
-    settings = FAST | {"system_schema": dbos_schema(batches)} | options
+    settings = FAST | options
     built = BatchWorker(batches, runner, **settings)
     if looks is not None:
         looks.watch(built)
@@ -188,24 +188,12 @@ async def until(condition: Callable[[], bool], *, timeout: float = 60.0) -> None
             await asyncio.sleep(0.01)
 
 
-def dbos_schema(batches: Batches) -> str:
-    """DBOS's schema: one per test on PostgreSQL (beside the test's own schema), unused on SQLite."""
-    options = batches.store.engine.url.query.get("options", "")
-    assert isinstance(options, str)
-    return f"{options.removeprefix('-csearch_path=')}_dbos" if options else "dbos"
-
-
 @pytest.fixture(name="batches")
-def batches_fixture(store_url: str, request: pytest.FixtureRequest) -> Iterator[Batches]:
+def batches_fixture(store_url: str) -> Iterator[Batches]:
     """`Batches` over a fresh store on each backend (the shared `store_url` fixture)."""
     store = Store.open(store_url)
-    opened = Batches(store)
-    yield opened
+    yield Batches(store)
     store.close()
-    if store_url.startswith("postgresql"):
-        admin: sa.Engine = request.getfixturevalue("pg_admin")
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {dbos_schema(opened)} CASCADE")
 
 
 def count_rows(store: Store) -> tuple[int, int]:
@@ -218,9 +206,9 @@ def count_rows(store: Store) -> tuple[int, int]:
 WORKER_SCRIPT = Path(__file__).with_name("batch_worker_process.py")
 
 
-def worker_command(store_url: str, schema: str, log: Path, delay: float, *extra: str) -> list[str]:
+def worker_command(store_url: str, log: Path, delay: float, *extra: str) -> list[str]:
     """The command line of a worker in its own process (see batch_worker_process.py)."""
-    return [sys.executable, str(WORKER_SCRIPT), store_url, schema, str(log), str(delay), *extra]
+    return [sys.executable, str(WORKER_SCRIPT), store_url, str(log), str(delay), *extra]
 
 
 def subprocess_env() -> dict[str, str]:

@@ -1,6 +1,6 @@
 """A batch worker in a process of its own, for the crash and scale-out tests.
 
-    python batch_worker_process.py STORE_URL DBOS_SCHEMA LOG DELAY [CONCURRENCY [FAIL]]
+    python batch_worker_process.py STORE_URL LOG DELAY [CONCURRENCY [FAIL]]
 
 Serves every batch in the store until SIGTERM. Each item sleeps DELAY seconds; the log gets one
 line when an item starts and one when it ends (`start|end <pid> <key> <attempt> <monotonic time>`),
@@ -49,9 +49,9 @@ class LoggingRunner:
 
 
 async def main() -> None:
-    url, schema, log, delay = sys.argv[1:5]
-    concurrency = int(sys.argv[5]) if len(sys.argv) > 5 else 500
-    fail = int(sys.argv[6]) if len(sys.argv) > 6 else 0
+    url, log, delay = sys.argv[1:4]
+    concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 500
+    fail = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     batches = Batches(Store.open(url))
     worker = BatchWorker(
         batches,
@@ -61,7 +61,6 @@ async def main() -> None:
         concurrency=concurrency,
         poll_interval=0.05,
         heartbeat_ttl=3.0,
-        system_schema=schema,
     )
     await worker.start()
     loop = asyncio.get_running_loop()

@@ -21,7 +21,6 @@ from delegate.batch._store import ITEMS
 from .batch_support import (
     USER,
     batches_fixture,  # noqa: F401  (the `batches` fixture)
-    dbos_schema,
     items,
     subprocess_env,
     worker_command,
@@ -34,7 +33,7 @@ class Workers:
     """Starts worker processes and kills them; remembers when each one was killed."""
 
     def __init__(self, store_url: str, batches: Batches, log: Path, delay: float) -> None:
-        self.args = (store_url, dbos_schema(batches), log, delay)
+        self.args = (store_url, log, delay)
         self.processes: list[subprocess.Popen[str]] = []
         self.killed: dict[int, float] = {}
 
@@ -119,7 +118,7 @@ def progress(log: Path, pid: int) -> tuple[int, int]:
 def test_a_worker_killed_with_sigkill_again_and_again_loses_nothing_and_stores_each_result_once(
     batches: Batches, workers: Workers
 ) -> None:
-    log = workers.args[2]
+    log = workers.args[1]
     sub = batches.submit(USER, subagent_type="t", items=items(300), max_running_items=20, max_live_items=30)
     batch_id = sub.batch.id
     for kills in range(3):
@@ -144,7 +143,7 @@ def test_a_worker_killed_with_sigkill_again_and_again_loses_nothing_and_stores_e
 
 
 def test_two_workers_share_one_batch_within_its_caps(batches: Batches, workers: Workers) -> None:
-    log = workers.args[2]
+    log = workers.args[1]
     first, second = workers.start(), workers.start()
     sub = batches.submit(USER, subagent_type="t", items=items(200), max_running_items=12, max_live_items=12)
     wait_until(lambda: batches.get(USER, sub.batch.id).done)
@@ -174,7 +173,7 @@ def test_a_kill_between_attempts_neither_loses_nor_double_counts_what_they_spent
     of digits of an item's total counts how often attempt n was counted. Workers are killed while
     attempts run and retries wait; every attempt whose failure or success was stored is counted
     once, none that stored nothing is."""
-    log = workers.args[2]
+    log = workers.args[1]
     sub = batches.submit(USER, subagent_type="t", items=items(60), max_running_items=10, max_live_items=60)
     batch_id = sub.batch.id
     for kills in range(2):

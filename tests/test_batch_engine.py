@@ -1,7 +1,7 @@
 """The batch engine against each backend (a SQLite file; PostgreSQL when DELEGATE_TEST_PG is set).
 
 One contract suite: every test takes `batches` (parametrized over the backends), runs a real
-`BatchWorker` (DBOS included) with a runner that sleeps, and checks what a user would see.
+`BatchWorker` with a runner that sleeps, and checks what a user would see.
 """
 
 from __future__ import annotations

@@ -17,8 +17,17 @@ from tests.cli_support import scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTRAS_ONLY = ("fastapi", "uvicorn", "anthropic", "mcp", "xllamacpp", "opentelemetry.sdk")
-"""Not psycopg yet: DBOS, a core dependency of the batch workers until it goes, brings it."""
+EXTRAS_ONLY = (
+    "fastapi",
+    "uvicorn",
+    "anthropic",
+    "mcp",
+    "xllamacpp",
+    "opentelemetry.sdk",
+    "psycopg",
+    "temporalio",
+    "dbos",
+)
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +88,6 @@ def test_serve_without_its_extra_says_which_extra_to_install(lean_venv: Path, tm
 
 
 def test_a_postgresql_store_without_its_extra_says_which_extra_to_install(lean_venv: Path, tmp_path: Path) -> None:
-    has = subprocess.run([str(lean_venv / "bin" / "python"), "-c", "import psycopg"], capture_output=True)
-    if has.returncode == 0:
-        pytest.skip("DBOS, a core dependency of the batch workers until it goes, brings psycopg")
     done = lean_delegate(
         lean_venv, "runs", "list", "--db", "postgresql://nobody@127.0.0.1:1/x", "--workspace", str(tmp_path)
     )
@@ -96,3 +102,9 @@ def test_an_anthropic_model_without_its_extra_says_which_extra_to_install(lean_v
     )
     assert done.returncode == 2
     assert "pip install 'delegate[anthropic]'" in done.stderr
+
+
+def test_the_temporal_engine_without_its_extra_says_which_extra_to_install(lean_venv: Path, tmp_path: Path) -> None:
+    done = lean_delegate(lean_venv, "worker", "--engine", "temporal://127.0.0.1:7233", "--workspace", str(tmp_path))
+    assert done.returncode == 2
+    assert "pip install 'delegate[temporal]'" in done.stderr

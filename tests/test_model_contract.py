@@ -48,7 +48,7 @@ from delegate.tools import BUILTIN_TOOLS
 from tests.cli_support import scrubbed_env
 
 from . import loopback_anthropic, loopback_openai
-from .batch_support import FAST, batches_fixture, dbos_schema, finished  # noqa: F401
+from .batch_support import FAST, batches_fixture, finished  # noqa: F401
 from .loopback_misbehaviour import Html
 
 FASTEST = RetryPolicy(attempts=3, base_delay=0.001, max_delay=0.005)
@@ -292,7 +292,7 @@ async def test_a_batch_item_whose_answers_are_cut_fails_after_its_attempts(batch
         sub = batches.submit(
             "alice", subagent_type="general-purpose", items=[{"key": "a", "prompt": "Say hi."}], max_attempts=2
         )
-        settings = FAST | {"system_schema": dbos_schema(batches)}
+        settings = FAST
         async with BatchWorker(batches, runtime, **settings) as worker:
             batch = await finished(worker, sub.batch.id, user="alice")
         await runtime.aclose()
@@ -346,7 +346,7 @@ async def test_credentials_in_the_base_url_reach_no_error_run_or_event(
             stored = store.get_run(result.run_id)
             stored_events = store.events(result.run_id)
             sub = batches.submit("alice", subagent_type="general-purpose", items=[{"key": "a", "prompt": "Say hi."}])
-            settings = FAST | {"system_schema": dbos_schema(batches)}
+            settings = FAST
             async with BatchWorker(batches, runtime, **settings) as worker:
                 await finished(worker, sub.batch.id, user="alice")
             await runtime.aclose()

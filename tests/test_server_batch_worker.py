@@ -1,4 +1,4 @@
-"""Batches submitted over HTTP run in the server's own worker (DBOS on the workspace's SQLite store)."""
+"""Batches submitted over HTTP run in the server's own worker (on the workspace's SQLite store)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from delegate import Store
 from delegate.batch import Batch, Batches
 from delegate.engine import EngineSettings
 
-from .batch_support import FAST, USER, Runner, dbos_schema, items
+from .batch_support import FAST, USER, Runner, items
 from .batch_support import worker as embedded_worker
 from .temporal_support import batch_done, temporal_fixture, temporal_worker, waits_for  # noqa: F401
 
@@ -28,7 +28,7 @@ async def serving(
     """`Batches` for `engine` over the store, and a worker of that engine running its items."""
     if engine == "embedded":
         batches = Batches(Store.open(store_url))
-        async with embedded_worker(batches, runner, system_schema=dbos_schema(batches)):
+        async with embedded_worker(batches, runner):
             yield batches
         return
     settings: EngineSettings = request.getfixturevalue("temporal")

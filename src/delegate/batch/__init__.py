@@ -56,9 +56,9 @@ machine) loses nothing: its items run again from the start elsewhere once its he
 Events (`BatchWorker(emit=...)`): `batch.item` for each stored attempt (`batch_id`, `key`, `status`,
 `attempt`, `retrying`) and `batch.completed`, with `run_id` the submitting run (or `batch-<id>`).
 
-Databases: SQLite by default (the store's file, with DBOS's system tables in `dbos.sqlite`
-beside it); with a `postgresql://` store, DBOS uses the same database, and any number of
-`BatchWorker`s on any number of machines share the work. One `BatchWorker` per process.
+Databases: SQLite by default (the store's file); with a `postgresql://` store, any number of
+`BatchWorker`s share the work. For more than one machine, batches run on Temporal (`Batches(store,
+engine="temporal")`, served by `delegate.engine.temporal.TemporalWorker`; see docs/scale-out.md).
 
 The lead's tools: `batch_tools(batches, known_types=...)` gives `batch_task`, `batch_status` and
 `cancel_batch`. A runtime that offers them should also give subagent types for batch items no
@@ -67,7 +67,7 @@ The lead's tools: `batch_tools(batches, known_types=...)` gives `batch_task`, `b
 Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
-from ._engine import BatchWorker, ItemRunner, RunnerFactory, run_attempt, system_database_url
+from ._engine import BatchWorker, ItemRunner, RunnerFactory, run_attempt
 from ._migrations import BATCH_MIGRATIONS
 from ._model import (
     DEFAULT_MAX_ATTEMPTS,
@@ -129,5 +129,4 @@ __all__ = [
     "loads_json",
     "repeated_fields",
     "run_attempt",
-    "system_database_url",
 ]

@@ -1,40 +1,20 @@
-"""The batch worker: claims items from our tables and runs them, inside DBOS workflows.
+"""The batch worker of the embedded engine: claims items from our tables and runs them.
 
-This is the only module that imports `dbos`, and it imports it lazily (about 0.3 s), when a worker
-starts. DBOS keeps one global instance per process (dbos-transact-py #542), so this module owns it:
-one `BatchWorker` per process launches DBOS (on the worker's event loop, so DBOS runs our workflows
-there), and stopping it destroys DBOS and gives the loop back the default executor DBOS replaced.
+Each batch a worker serves is one serving session, an asyncio task: it claims items from
+`batch_items` with leases (see `_queue.py`) and runs them as asyncio tasks. Claims and results are
+batched (one transaction claims up to the free slots, one stores every result that finished
+meanwhile), so the engine costs a fraction of a millisecond per item. `max_running_items` and
+`max_live_items` are checked in the claim transaction under the batch row's lock, on SQLite and
+PostgreSQL alike. A killed worker's items are released by any other worker as soon as its heartbeat
+lapses (at once, on the same machine, when its process is gone), and run again from the start.
+Workers are woken in-process when a result is stored or a batch changes, and poll the database only
+for changes made by other processes (`poll_interval`).
 
-Why one DBOS workflow per (batch, worker) session, and not one per item
------------------------------------------------------------------------
-A worker runs each batch it serves as one durable DBOS workflow, `delegate.batch.serve`, whose id
-names the worker and the batch (`delegate-batch:<worker>:<batch>:<epoch>`). Inside it, items are
-claimed from `batch_items` with leases (see `_store.py`) and run as plain asyncio tasks. We chose
-this over one DBOS workflow per item because:
-
-- Cost: DBOS spends about 6-9 ms of CPU per workflow it starts (two system-database writes and
-  their serialisation), measured here; our claim and result cost a fraction of a millisecond per
-  item because both are batched (one transaction claims up to the free slots, one stores every
-  result that finished meanwhile). A 5,000-item batch costs DBOS one workflow per worker.
-- Exact caps across processes: `max_running_items` and `max_live_items` are checked in the claim
-  transaction under the batch row's lock, on SQLite and PostgreSQL alike; no queue setting has to
-  be kept in step with each batch's caps.
-- Failover: DBOS recovers a workflow only on an executor with the same id; a killed worker's items
-  are released by any other worker as soon as its heartbeat lapses (at once, on the same machine,
-  when its process is gone), and run again from the start.
-- Latency: DBOS queues are polled (1 s by default), which kept a batch of 20 ms items at 29
-  running. Our workers are woken in-process when a result is stored or a batch changes, and poll
-  the database only for changes made by other processes (`poll_interval`).
-
-- Escapes: in DBOS 3.4, recovery and `resume_workflow` without `queue_name` re-enqueue a workflow on
-  DBOS's internal queue, outside its own queue's concurrency limit (`_recovery.py`,
-  `SystemDatabase.resume_workflows`), and `register_queue` needs a launched DBOS. Caps kept in our
-  claim transaction do not depend on any of that.
-
-What DBOS gives us: the durable record of every serving session (PENDING while it runs, SUCCESS with
-why it ended: finished, paused, cancelled, stopped), recovery of a session when a worker with a
-stable `name` restarts, and its tooling to list and inspect them. What our tables give: the items,
-their leases, caps, results, verdicts and counts, which the CLI, API and UI read directly.
+This engine needs no server: it is for one machine (the submitting process, or `delegate worker`
+processes beside it). For more machines, batches run on Temporal (`delegate.engine`), which claims
+and stores through the same `WorkQueue`. (Before, each serving session ran inside a DBOS workflow
+that did no work of its own: DBOS recovers a workflow only on an executor of the same id, so the
+leases above did the recovering, and it left `dbos.sqlite` in every workspace. It is gone.)
 
 Item outcomes: `completed` -> succeeded. `error`, `timed_out`, `aborted`, `cancelled` (by the
 runner itself), or an exception from the runner -> the attempt failed: retried after a backoff
@@ -50,16 +30,11 @@ import contextlib
 import functools
 import os
 import socket
-import threading
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
-
-import sqlalchemy as sa
 
 from .._empty import empty_set
 from .._errors import UserError
@@ -104,14 +79,6 @@ closed (`aclose()`, if it has one) when that session ends, so a worker that serv
 batches holds runners only for those it serves now."""
 
 
-def system_database_url(store_url: sa.URL) -> str:
-    """Where DBOS keeps its tables: `dbos.sqlite` beside a SQLite store; the same PostgreSQL database."""
-    if store_url.get_backend_name() == "sqlite":
-        assert store_url.database
-        return f"sqlite:///{Path(store_url.database).parent / 'dbos.sqlite'}"
-    return store_url.render_as_string(hide_password=False)
-
-
 @dataclass(eq=False)
 class _Serving:
     info: ServeInfo
@@ -127,11 +94,6 @@ class _Done:
     result: AttemptResult
 
 
-_process_lock = threading.Lock()
-_active: BatchWorker | None = None
-_serve_workflow: Callable[[str, int], Coroutine[Any, Any, str]] | None = None
-
-
 class BatchWorker:
     """Runs the items of every active batch in the store, until stopped.
 
@@ -143,10 +105,7 @@ class BatchWorker:
 
     `concurrency` caps the items this process runs at once, over all batches (each batch's own
     caps hold across all workers). `heartbeat_ttl` is how long a silent worker keeps its claims.
-    `name` is the DBOS executor id: give a stable one (`delegate batch worker --name`) so DBOS
-    recognises the worker's sessions after a restart; the default is unique to the process.
-    `system_database` and `system_schema` say where DBOS keeps its tables (see
-    `system_database_url`); PostgreSQL only uses the schema.
+    `name` names the worker in the store's `batch_workers` (default: host and process id).
     """
 
     def __init__(
@@ -160,8 +119,6 @@ class BatchWorker:
         poll_interval: float = 0.5,
         retry_delay: float = 2.0,
         max_retry_delay: float = 60.0,
-        system_database: str | None = None,
-        system_schema: str = "dbos",
         emit: EventSink | None = None,
     ) -> None:
         if concurrency < 1:
@@ -177,8 +134,6 @@ class BatchWorker:
         self.poll_interval = poll_interval
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
-        self.system_database = system_database or system_database_url(batches.store.engine.url)
-        self.system_schema = system_schema
         self._emit = emit
         self.worker_id = ""
         self._host = _host_identity()
@@ -194,8 +149,6 @@ class BatchWorker:
         self._stopped = asyncio.Event()
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._default_executor: object = None
-        self._session_count = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -207,21 +160,9 @@ class BatchWorker:
         await self.stop()
 
     async def start(self) -> None:
-        """Register, launch DBOS (on this event loop), release dead workers' items, start serving."""
-        global _active
-        with _process_lock:
-            if _active is not None:
-                raise UserError("a batch worker is already running in this process: stop it first")
-            _active = self
-        try:
-            self.worker_id = await self._call(self.queue.register_worker, self.name, self._host, os.getpid())
-            self._default_executor = getattr(asyncio.get_running_loop(), "_default_executor", None)
-            _launch_dbos(self.system_database, self.system_schema, self.name)
-            await self._sweep()
-        except BaseException:
-            with _process_lock:
-                _active = None
-            raise
+        """Register, release dead workers' items, start serving."""
+        self.worker_id = await self._call(self.queue.register_worker, self.name, self._host, os.getpid())
+        await self._sweep()
         self._started = True
         self._loop = asyncio.get_running_loop()
         self.batches.listeners.append(self._on_change)
@@ -233,8 +174,7 @@ class BatchWorker:
 
     async def stop(self) -> None:
         """Stop cleanly: running items are interrupted and given back to the queue (not counted as
-        failures), results already finished are stored, DBOS is shut down."""
-        global _active
+        failures), results already finished are stored."""
         if not self._started or self._stopping:
             return
         self._stopping = True
@@ -256,11 +196,7 @@ class BatchWorker:
         try:
             await self._call(self.queue.unregister_worker, self.worker_id)
         finally:
-            await self._call(_destroy_dbos)
             self._db.shutdown(wait=True)
-            _give_back_default_executor(asyncio.get_running_loop(), self._default_executor)
-            with _process_lock:
-                _active = None
             self._stopped.set()
 
     async def serve_forever(self) -> None:
@@ -311,11 +247,9 @@ class BatchWorker:
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
 
     async def _session(self, batch_id: str, epoch: int) -> None:
-        """Run `_serve` as a DBOS workflow and wait for it to end."""
+        """Serve the batch (`_serve`) until it needs nothing more here."""
         try:
-            self._session_count += 1
-            session = f"delegate-batch:{self.worker_id}:{batch_id}:{epoch}:{self._session_count}"
-            await _start_serve(session, batch_id, epoch)
+            await self._serve(batch_id, epoch)
         except Exception as exc:
             _log(f"batch {batch_id}: serving session failed: {type(exc).__name__}: {exc}")
         finally:
@@ -551,79 +485,3 @@ def _log(message: str) -> None:
     import logging
 
     logging.getLogger("delegate.batch").warning(message)
-
-
-# -- DBOS, kept in one place ---------------------------------------------------------------------
-
-
-def _workflow() -> Callable[[str, int], Coroutine[Any, Any, str]]:
-    """Register `delegate.batch.serve` with DBOS once per process, before the first launch."""
-    global _serve_workflow
-    if _serve_workflow is None:
-        from dbos import DBOS
-
-        async def serve(batch_id: str, epoch: int) -> str:
-            worker = _active
-            if worker is None:
-                return "no worker"
-            return await worker._serve(batch_id, epoch)  # pyright: ignore[reportPrivateUsage]
-
-        _serve_workflow = DBOS.workflow(name="delegate.batch.serve")(serve)
-    return _serve_workflow
-
-
-def _give_back_default_executor(loop: asyncio.AbstractEventLoop, own: object) -> None:
-    """DBOS made its executor (now shut down) the loop's default one: give asyncio's loop back its
-    own, and uvloop's (which keeps its own out of reach) a new one."""
-    if isinstance(loop, asyncio.BaseEventLoop):
-        setattr(loop, "_default_executor", own)  # noqa: B010
-    else:
-        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
-
-
-def _launch_dbos(system_database: str, schema: str, executor_id: str) -> None:
-    """Create and launch this process's DBOS. Called on the worker's event loop, so DBOS runs our
-    workflows there (and not on a loop of its own)."""
-    from dbos import DBOS, DBOSConfig
-
-    _workflow()
-    config: DBOSConfig = {
-        "name": "delegate",
-        "system_database_url": system_database,
-        "dbos_system_schema": schema,
-        "executor_id": executor_id,
-        # How often DBOS's notification thread polls SQLite; it also bounds how long stopping takes.
-        "notification_listener_polling_interval_sec": 0.2,
-        # Fixed: a serving session means the same thing in every version of this code, so any
-        # version may recover it. DBOS would otherwise derive a version from the source.
-        "application_version": "delegate-batch-1",
-        "log_level": "WARNING",
-    }
-    started = time.perf_counter()
-    DBOS(config=config)
-    try:
-        DBOS.launch()
-    except BaseException:
-        DBOS.destroy()
-        raise
-    _log_debug(f"DBOS launched in {time.perf_counter() - started:.2f}s")
-
-
-def _destroy_dbos() -> None:
-    from dbos import DBOS
-
-    DBOS.destroy()
-
-
-async def _start_serve(workflow_id: str, batch_id: str, epoch: int) -> str:
-    from dbos import DBOS, SetWorkflowID
-
-    with SetWorkflowID(workflow_id):
-        handle = await DBOS.start_workflow_async(_workflow(), batch_id, epoch)
-    return await handle.get_result()
-
-
-def _log_debug(message: str) -> None:
-    import logging
-
-    logging.getLogger("delegate.batch").debug(message)

@@ -1,7 +1,7 @@
 """`delegate batch submit|status|items|pause|resume|cancel|retry|export|worker`.
 
 The CLI acts as the local user (`default`), the same owner the lead's `batch_task` uses in
-`delegate run`. Everything here imports the batch layer (and DBOS) lazily, inside the commands.
+`delegate run`. Everything here imports the batch layer lazily, inside the commands.
 """
 
 from __future__ import annotations
