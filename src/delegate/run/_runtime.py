@@ -393,6 +393,17 @@ class Runtime:
         run = await asyncio.to_thread(store.get_run, run_id, self.user_id)
         if run is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
+        here = str(self.workspace.root)
+        if run.workspace is not None and run.workspace != here:
+            # Its files (finished subagents' work, its layers) are in its own folder: run here, it
+            # would go on without them and write where nobody looks. A server or worker that cannot
+            # reach that folder leaves the run to one that can (the takeover logs this reason).
+            where = "another workspace than this server's" if self.user_id is not None else run.workspace
+            raise UserError(
+                f"run {run_id} works in {where}, not {here if self.user_id is None else 'here'}: resume it "
+                "where its files are (--workspace of that folder; servers sharing one store share their folder: "
+                "docs/http.md)"
+            )
         lead_model = await self._model_off_loop(model or self._model_spec or run.model)
 
         async def begin(warnings: list[str]) -> list[Checkpoint]:
