@@ -12,7 +12,7 @@ import pytest
 
 from delegate import RunLimits, Runtime, UserError
 from delegate.models import ModelRequest, ModelResponse
-from delegate.testing import call
+from delegate.testing import FunctionModel, call, is_lead, reply
 from delegate.workflows import ScriptLimits, Workflow
 from tests.workflow_support import MAP_REVIEW_MERGE, by_task, files_args, summary_of, task_of
 
@@ -131,8 +131,6 @@ async def test_a_schema_typed_agent_is_retried_then_its_result_validated(ws: Pat
         attempts.append(result)
         return call("complete", summary="priced", result=result)
 
-    from delegate.testing import FunctionModel
-
     script = (
         'r = agent("price the mug", schema={"type": "object", "properties": {"price": {"type": "number"}}, '
         '"required": ["price"]})\nr["result"]'
@@ -200,8 +198,6 @@ async def test_a_killed_workflow_resumes_answering_finished_agents_from_its_jour
             await release.wait()
         return call("complete", summary=f"did {task}")
 
-    from delegate.testing import FunctionModel
-
     script = "a = parallel(['quick ' + str(i) for i in range(5)] + ['slow'])\nlen([x for x in a if x])"
     model = FunctionModel(respond)
     store = str(ws.parent / "store.db")
@@ -236,8 +232,6 @@ async def test_a_changed_script_replays_its_unchanged_prefix_and_says_where_it_d
             await release.wait()
         return call("complete", summary=f"did {task}")
 
-    from delegate.testing import FunctionModel
-
     rt = Runtime(model=FunctionModel(respond), workspace=ws, store=str(ws.parent / "store.db"))
     going = asyncio.create_task(rt.run("", workflow='agent("one")\nagent("two")\nagent("three")'))
     while "three" not in asked:
@@ -256,3 +250,43 @@ async def test_a_changed_script_replays_its_unchanged_prefix_and_says_where_it_d
     assert again.status == "completed"
     assert asked == ["TWO", "three"]  # the prefix before the change was answered from the journal
     assert again.workflow["diverged_at_line"] == 2
+
+
+async def test_the_lead_runs_a_workflow_and_sees_its_value_beside_the_count_line(ws: Path) -> None:
+    seen: list[str] = []
+    script = 'r = parallel([call("a", acceptance=["file:README.md exists"]), call("b")])\n[x["summary"] for x in r]'
+
+    async def respond(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            results = [p for m in request.messages if m.role == "tool" for p in m.parts]
+            if not results:
+                return call("workflow", script=script, description="two agents")
+            seen.append(str(getattr(results[-1], "content", "")))
+            return reply("done")
+        return call("complete", summary=f"did {task_of(request)}")
+
+    async with Runtime(model=FunctionModel(respond), workspace=ws) as rt:
+        result = await rt.run("summarise a and b")
+
+    assert result.status == "completed" and result.final == "done"
+    line = "2 agents: 2 completed, 1 with every criterion holding, 0 with a criterion not holding, 0 failed"
+    assert seen[0].startswith(line) and '"did b"' in seen[0]
+    assert [s.description for s in result.subagents] == ["a", "b"]
+
+
+async def test_agents_of_a_workflow_cannot_start_one(ws: Path) -> None:
+    tools: list[list[str]] = []
+
+    async def respond(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            tools.append([t.name for t in request.tools])
+            done = any(m.role == "tool" for m in request.messages)
+            return reply("done") if done else call("workflow", script='agent("x")', description="one")
+        tools.append([t.name for t in request.tools])
+        return call("complete", summary="ok")
+
+    async with Runtime(model=FunctionModel(respond), workspace=ws) as rt:
+        await rt.run("go")
+
+    assert "workflow" in tools[0]
+    assert all("workflow" not in names and "task" not in names for names in tools[1:-1])

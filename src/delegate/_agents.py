@@ -69,7 +69,7 @@ PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", 
 PERMISSION_MODES: tuple[str, ...] = ("default", "acceptEdits", "bypassPermissions", "plan", "dontAsk")
 
 
-LEAD_ONLY_TOOLS = ("task", "batch_task", "task_status", "task_wait", "task_stop", "task_message")
+LEAD_ONLY_TOOLS = ("task", "batch_task", "task_status", "task_wait", "task_stop", "task_message", "workflow")
 """What a lead's `tools` may name besides tools: the `task` tool (delegation), the batch tools
 (`batch_task`, with `batch_status` and `cancel_batch`), and the tools of background subagents and
 follow-ups (naming one offers them all from the first turn; without, they come with `task` once a

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import sys
+from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -39,6 +40,7 @@ from ._common import (
     run_until_done,
     store_option,
 )
+from ._workflow import WorkflowArgs, WorkflowFile, parse_args, read_script, workflow_app
 
 if TYPE_CHECKING:
     from .._config import RunLimits
@@ -74,6 +76,7 @@ def _options(
 
 users_app = typer.Typer(help="Users of the HTTP API.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
+app.add_typer(workflow_app, name="workflow")
 
 
 MODEL, LIMITS, OUT = "Model", "Limits", "Output and history"
@@ -173,22 +176,22 @@ def run(
         bool, typer.Option("--json", help="Print one JSON object with the result.", rich_help_panel=OUT)
     ] = False,
     db: Db = None,
+    workflow_file: WorkflowFile = None,
+    workflow_args: WorkflowArgs = None,
     *,
     flags: OperatorFlags,
 ) -> None:
-    """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run)."""
+    """Run the lead agent on PROMPT to its final answer (or `--resume RUN_ID` an interrupted run,
+    or `--workflow FILE` a plan written as a script, PROMPT saying what it is for)."""
     prompt, continue_id = continue_order(continue_thread, prompt, continue_id)
-    prompt = _stdin_prompt(prompt, resume)
-    if (prompt is None) == (resume is None):
-        fail(
-            "give a PROMPT (or `-` to read it from stdin), or --resume RUN_ID to continue an interrupted run (not both)"
-        )
+    script = read_script(workflow_file) if workflow_file is not None else None
+    prompt = _checked_inputs(prompt, script, resume)
     check_continue(continue_thread, continue_id, resume)
-    if prompt is not None:  # a new run (a resumed one keeps its model)
-        checked_text(prompt, "the prompt")
+    if prompt is not None or script is not None:  # a new run (a resumed one keeps its model)
         model, timeout = _model_and_timeout(model, timeout)
     from .._agents import Lead
     from .._config import DEFAULT_RUN_TIMEOUT, RunLimits
+    from ..workflows import Workflow
 
     limits = RunLimits(
         timeout=DEFAULT_RUN_TIMEOUT if timeout is None else timeout,
@@ -226,6 +229,9 @@ def run(
                 given["cost_budget"] = cost_budget
                 given = {name: value for name, value in given.items() if value is not None}
                 result = await runtime.resume(resume, sinks=sinks, limits=await resumed_limits(runtime, resume, given))
+            elif script is not None:
+                plan = Workflow(script=script, description=prompt or "", args=parse_args(workflow_args or []))
+                result = await runtime.run(prompt or "", sinks=sinks, continue_from=continue_from, workflow=plan)
             else:
                 assert prompt is not None
                 result = await runtime.run(prompt, sinks=sinks, continue_from=continue_from)
@@ -248,6 +254,80 @@ def run(
     except KeyboardInterrupt:
         fail("cancelled", 1)
     report(result, as_json=as_json, printed=live, detached=batches if detach_batches else [])
+
+
+@workflow_app.command("run")
+@operator_flags
+def workflow_run(
+    file: Annotated[str, typer.Argument(help="The workflow script; `-` reads it from stdin; or a shipped one's name.")],
+    description: Annotated[
+        str | None, typer.Option("--description", "-d", help="What the workflow is for (the run's prompt).")
+    ] = None,
+    workflow_args: WorkflowArgs = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="provider:name, e.g. openai:gpt-4.1-mini", rich_help_panel=MODEL)
+    ] = None,
+    workspace: Workspace = Path("."),
+    max_parallel: Annotated[
+        int, typer.Option("--max-parallel", min=1, help="Agents running at once.", rich_help_panel=LIMITS)
+    ] = 16,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=0.001, help="Seconds the run may take.", rich_help_panel=LIMITS)
+    ] = None,
+    token_budget: Annotated[
+        int | None,
+        typer.Option("--token-budget", min=1, help="Tokens all its agents may spend.", rich_help_panel=LIMITS),
+    ] = None,
+    cost_budget: Annotated[
+        float | None,
+        typer.Option(
+            "--cost-budget", min=0.000001, help="US dollars all its agents may spend.", rich_help_panel=LIMITS
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object with the result.", rich_help_panel=OUT)
+    ] = False,
+    db: Db = None,
+    *,
+    flags: OperatorFlags,
+) -> None:
+    """Run a workflow: a plan written as a Python script whose agent() calls are subagents
+    (`delegate run --resume RUN_ID` continues one that was interrupted)."""
+    run(
+        prompt=description,
+        continue_id=None,
+        model=model,
+        workspace=workspace,
+        continue_thread=False,
+        max_parallel=max_parallel,
+        subagent_model=None,
+        max_steps=50,
+        timeout=timeout,
+        resume=None,
+        detach_batches=False,
+        token_budget=token_budget,
+        max_requests=None,
+        cost_budget=cost_budget,
+        approval_timeout=None,
+        as_json=as_json,
+        db=db,
+        workflow_file=file,
+        workflow_args=workflow_args,
+        **{f.name: getattr(flags, f.name) for f in fields(flags)},
+    )
+
+
+def _checked_inputs(prompt: str | None, script: str | None, resume: str | None) -> str | None:
+    """The prompt of `delegate run` (None: none), after checking that it, a workflow's `script`
+    or `resume` says what to run."""
+    prompt = _stdin_prompt(prompt, resume) if script is None or prompt == "-" else prompt
+    if (prompt is None and script is None) == (resume is None):
+        fail(
+            "give a PROMPT (or `-` to read it from stdin), or --resume RUN_ID to continue an interrupted run (not both)"
+        )
+    if prompt is not None:
+        checked_text(prompt, "the prompt")
+    return prompt
 
 
 def _stdin_prompt(prompt: str | None, resume: str | None) -> str | None:

@@ -122,10 +122,11 @@ class _QuickSwitch:
 
 _quick_switch = _QuickSwitch()
 
-REPLAYED_NEVER = frozenset({"task", "task_status", "task_wait", "task_stop", "task_message"})
+REPLAYED_NEVER = frozenset({"task", "task_status", "task_wait", "task_stop", "task_message", "workflow"})
 """Tools whose results are not replayed on resume: `task` runs again, and its finished subagents
 are reused (unfinished ones start afresh); the background tools run again on what the resumed
-run has (a finished follow-up is reused by its call's id, a stop stops the restarted subagent)."""
+run has (a finished follow-up is reused by its call's id, a stop stops the restarted subagent);
+`workflow` runs its script again, its finished agents answered from their journal."""
 
 
 class Recorder:

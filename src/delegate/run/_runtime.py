@@ -51,7 +51,7 @@ from ..tools import (
     sweep_scratch,
     uploads_state,
 )
-from ..workflows import WORKFLOW, Workflow, WorkflowHost, drive
+from ..workflows import WORKFLOW, Workflow, WorkflowHost, drive, workflow_tool
 from ..workspace import CommandPolicy, Workspace
 from ._approvals import NEVER_WAIT, RunApprovals, build_hooks, decide_call, load_permissions, prompt_hooks
 from ._pool import inline_servers, inside, lead_tool_names, local_timezone, mcp_failed, tool_pool, unknown_tools
@@ -146,8 +146,9 @@ class Runtime:
         self.mcp_workspaces = [self.workspace.root, *([self._shared] if self._shared is not None else [])]
         """Folders no MCP server may be given (their `.delegate/` would be in its reach: see `exposed_state`)."""
         self.mcp = MCPTools(ext.mcp_servers, workspaces=self.mcp_workspaces) if ext.mcp_servers else None
-        self._own_mcp = self._inline_servers()
+        self._own_mcp, problems = inline_servers(self.catalogue, self.mcp_workspaces)
         """Per type, the MCP servers its definition defines inline (started at a run's start)."""
+        self.catalogue = self.catalogue.with_warnings(problems)
         self._own_mcp_tools: list[Tool] | None = None
         """The MCP servers' tools: loaded on first use; deferred behind `tool_search` when it is on,
         with the `auto_promote` that best match a task loaded from its first turn."""
@@ -518,6 +519,9 @@ class Runtime:
         task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
         if task is not None:
             lead_tools += [task, *background_tools(runner.background)]
+        if task is not None and self._offers("workflow") is not False:  # workflows: plans in code, see docs
+            keep = functools.partial(journal.recorder.checkpoint, WORKFLOW)
+            lead_tools.append(workflow_tool(runner, self._delegable(), cap=scope.limits.workflow_agents, keep=keep))
         lead_tools += await asyncio.to_thread(self._batch_tools, lead_model, prompt)
         types = [(d.name, d.description) for d in self._delegable().definitions.values()] if task is not None else []
         tools = toolset(self.lead, lead_tools, scope, types if type_listing(types)[1] else [])  # for tool_search
@@ -733,12 +737,6 @@ class Runtime:
             model_for=self.model_for,
             uploaded_files=parent.uploaded_files,
         )
-
-    def _inline_servers(self) -> dict[str, MCPTools]:
-        """The servers definitions define inline, per type; a bad entry is a catalogue warning."""
-        found, problems = inline_servers(self.catalogue, self.mcp_workspaces)
-        self.catalogue = self.catalogue.with_warnings(problems)
-        return found
 
     async def _load_own_mcp(self) -> list[Tool]:
         """The tools of the types' own servers, listed once; a server that cannot be used is left

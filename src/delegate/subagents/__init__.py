@@ -10,7 +10,7 @@ from ._background import BACKGROUND_TOOLS, background_tools
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
 from ._hooks import run_checked
-from ._output import Artifact, Skipped, TaskOutput, TaskStatus
+from ._output import MAX_RESULT_CHARS, Artifact, Skipped, TaskOutput, TaskStatus
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, first_sentence, type_listing
 from ._task import SubagentCall, SubagentRunner, task_tool
 
@@ -18,6 +18,7 @@ __all__ = [
     "BACKGROUND_TOOLS",
     "COMPLETE_TOOL",
     "LEAD_INSTRUCTIONS",
+    "MAX_RESULT_CHARS",
     "SUBAGENT_INSTRUCTIONS",
     "Artifact",
     "Delivery",

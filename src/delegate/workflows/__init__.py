@@ -9,6 +9,7 @@ from ._host import AGENT_OPTIONS, WorkflowHost
 from ._journal import Journal
 from ._outcome import Outcome, agent_result, count_line, verdict_of
 from ._sandbox import ScriptError, ScriptLimits, run_script
+from ._tool import WORKFLOW_GUIDE, workflow_tool
 from ._workflow import Workflow, drive, render
 
 WORKFLOW = "workflow"
@@ -18,6 +19,7 @@ workflow; the lead's tool call id for one the lead started)."""
 __all__ = [
     "AGENT_OPTIONS",
     "WORKFLOW",
+    "WORKFLOW_GUIDE",
     "Journal",
     "Outcome",
     "ScriptError",
@@ -30,4 +32,5 @@ __all__ = [
     "render",
     "run_script",
     "verdict_of",
+    "workflow_tool",
 ]
