@@ -84,6 +84,7 @@ def test_run_help_groups_its_options_into_panels() -> None:
         "Model",
         "Limits",
         "Output and history",
+        "Workflow",
         "Agents, skills and MCP",
         "Commands",
         "The loop",
