@@ -18,7 +18,8 @@ from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from delegate.tools import ToolContext
 from delegate.tools._shell import bash
-from delegate.workspace import Layer
+from delegate.workspace import CommandLimits, Layer
+from delegate.workspace._command_limits import MIB
 
 WRITER = Subagent(
     name="writer", description="writes", tools=["write_file", "read_file"], isolation="overlay", max_steps=2
@@ -149,3 +150,36 @@ async def test_a_follow_up_of_an_overlay_subagent_writes_in_a_layer_of_its_own_m
     assert writes_seen == {"first.txt": False, "second.txt": False}
     assert (tmp_path / "first.txt").is_file() and (tmp_path / "second.txt").is_file()
     assert [(c.path, c.op) for c in record.changes] == [("second.txt", "create")]
+
+
+QUOTA = CommandLimits(disk_quota=2 * MIB)
+
+
+def test_a_layer_s_pending_writes_count_toward_the_disk_quota_of_the_file_tools(tmp_path: Path) -> None:
+    from delegate.tools._files import _write_file  # pyright: ignore[reportPrivateUsage]
+
+    workspace = Workspace.open(tmp_path, commands=CommandPolicy(limits=QUOTA))
+    layer = Layer(root=workspace.root, run_id="r", agent_id="sub1")
+    layer.upper.mkdir(parents=True)
+    (layer.upper / "big.bin").write_bytes(b"x" * (3 * MIB // 2))  # what a command wrote in the layer
+    with pytest.raises(ToolError, match="disk quota"):
+        _write_file(replace(workspace, layer=layer), "more.bin", "y" * MIB)
+    assert not (layer.upper / "more.bin").exists()
+
+
+async def test_an_overlay_merge_that_would_pass_the_disk_quota_applies_nothing_and_says_so(tmp_path: Path) -> None:
+    async def subagent(request: ModelRequest) -> ModelResponse:
+        if len(request.messages) == 1:
+            return respond([("write_file", {"path": f"big{n}.txt", "content": "z" * (MIB // 2)}) for n in range(3)])
+        (tmp_path / "user.bin").write_bytes(b"u" * MIB)  # the workspace grew meanwhile
+        return call("complete", summary="wrote three")
+
+    writer = replace(WRITER, max_steps=5)
+    policy = CommandPolicy(limits=QUOTA, sandbox=False)
+    rt = Runtime(model=_lead_then(subagent), workspace=tmp_path, commands=policy, subagents=[writer], store=False)
+    result = await rt.run("go")
+    (record,) = result.subagents
+    assert not list(tmp_path.glob("big*.txt"))  # nothing of the layer reached the workspace
+    assert record.layer is not None and len(list((tmp_path / record.layer / "upper").glob("big*"))) == 3
+    assert record.conflicts and all("disk quota" in c.reason for c in record.conflicts)
+    assert not (tmp_path / "subagent-results").exists()  # its versions are not copied out past the quota

@@ -107,7 +107,12 @@ def settle(record: TaskOutput, layer: Layer, workspace: Workspace) -> tuple[str,
             return None
         return "workspace.merged", {"changes": [c.to_dict() | {"diff": None} for c in outcome.changes]}
     record.layer = layer.rel
-    record.conflicts = [_with_version(c, layer, shared, record) for c in outcome.conflicts]
+    # past the quota, its versions stay in its layer (copying them out would pass it too)
+    record.conflicts = (
+        outcome.conflicts
+        if outcome.over_quota
+        else [_with_version(c, layer, shared, record) for c in outcome.conflicts]
+    )
     _unmerged_artifacts(record, shared)
     data = {"conflicts": [c.to_dict() for c in record.conflicts], "layer": layer.rel}
     return "workspace.conflict", data

@@ -457,6 +457,11 @@ class Layer:
             os.close(up)
         return sorted([*kept, *(n for n, info in mine.items() if not is_whiteout(info))])
 
+    def pending_bytes(self) -> int:
+        """Bytes the layer would add to the workspace if merged (its files' and links' sizes,
+        counted whole even where they replace a file: the disk quota counts them up front)."""
+        return sum(info.st_size for _, info, _, _ in self.entries() if not stat.S_ISDIR(info.st_mode))
+
     def entries(self) -> Iterator[tuple[str, os.stat_result, bool, int]]:
         """Every entry of `upper` below the root, parents first: its view path, its `lstat`,
         whether it is a folder marked opaque, and a handle on the folder that holds it (valid until

@@ -43,6 +43,7 @@ from ._layer import LAYERS, TRASH, Layer, content_hash, descend, open_layers, re
 from ._overlay import never_merged
 from ._paths import PathEscape, PathLoop, lstat_at
 from ._root import Workspace
+from ._sandbox import merge_over_quota
 
 JOURNAL = "journal.json"
 _log = logging.getLogger("delegate.merge")
@@ -55,6 +56,9 @@ class MergeOutcome:
 
     changes: list[Change] = field(default_factory=empty_list)
     conflicts: list[Conflict] = field(default_factory=empty_list)
+    over_quota: bool = False
+    """Whether it was refused because it would take the workspace past its disk quota (each
+    change is then a conflict saying so)."""
 
     @property
     def merged(self) -> bool:
@@ -75,6 +79,11 @@ def merge_layer(workspace: Workspace, layer: Layer) -> MergeOutcome:
         if conflicts:
             layer.describe(status="conflict", conflicts=[c.to_dict() for c in conflicts])
             return MergeOutcome(changes=changes, conflicts=conflicts)
+        over = merge_over_quota(shared, layer)
+        if over is not None:
+            conflicts = [Conflict(path=c.path, reason=over) for c in changes]
+            layer.describe(status="conflict", conflicts=[c.to_dict() for c in conflicts])
+            return MergeOutcome(changes=changes, conflicts=conflicts, over_quota=True)
         plan = _stage(layer, changes)
         refused = apply_plan(shared, layer, plan)
         layer.remove()

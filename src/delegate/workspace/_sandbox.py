@@ -51,6 +51,7 @@ from pathlib import Path
 
 from .._errors import ToolError
 from ._command_limits import CommandLimits
+from ._layer import Layer
 from ._overlay import CLOSED, PROBE_ENV, overlay_argv
 from ._root import COMMAND_ENV, Workspace, is_git_name, names_a_ref
 
@@ -589,7 +590,8 @@ def disk_room(workspace: Workspace) -> int | None:
 
 def check_disk_quota(workspace: Workspace, adding: int) -> None:
     """Refuse (`ToolError`) a write of `adding` bytes that would take the workspace past its
-    disk quota: the file tools call this before they write. The workspace is measured at most
+    disk quota: the file tools call this before they write. In an overlay subagent's view the
+    bytes waiting in its layer count as written (`Layer.pending_bytes`). The workspace is measured at most
     every `USAGE_KEPT` seconds (or by the last command's own measure); the writes accepted in
     between are counted as they are made."""
     quota = workspace.commands.limits.disk_quota
@@ -602,14 +604,30 @@ def check_disk_quota(workspace: Workspace, adding: int) -> None:
         workspace_usage(workspace)
         with _measured_lock:
             seen = _measured[key]
-    room = max(0, quota - seen[1])
-    with _measured_lock:
-        _measured[key] = (seen[0], seen[1] + (adding if adding <= room else 0))
+    pending = 0 if workspace.layer is None else workspace.layer.pending_bytes()
+    room = max(0, quota - seen[1] - pending)
+    if workspace.layer is None:  # a layer's writes are counted from the layer itself (`pending`)
+        with _measured_lock:
+            _measured[key] = (seen[0], seen[1] + (adding if adding <= room else 0))
     if adding > room:
         raise ToolError(
             f"the write was refused: it would take the workspace past its disk quota of {size_text(quota)} "
             f"({size_text(room)} left); delete files you no longer need to make room"
         )
+
+
+def merge_over_quota(workspace: Workspace, layer: Layer) -> str | None:
+    """Why merging `layer` would take `workspace` past its disk quota, or None when it fits."""
+    quota = workspace.commands.limits.disk_quota
+    if quota == 0:
+        return None
+    adding, usage = layer.pending_bytes(), workspace_usage(workspace)
+    if usage + adding <= quota:
+        return None
+    return (
+        f"not merged: it would take the workspace past its disk quota of {size_text(quota)} "
+        f"({size_text(usage)} used, the layer adds {size_text(adding)}); delete files to make room"
+    )
 
 
 def size_text(size: int) -> str:
