@@ -3,7 +3,6 @@ map-review-merge script they run at scale."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -43,19 +42,20 @@ def finished(request: ModelRequest) -> bool:
     return any(m.role == "tool" for m in request.messages)
 
 
-def by_task(
-    answer: Callable[[str], ModelResponse | str], *, latency: float = 0.0, gate: asyncio.Event | None = None
-) -> FunctionModel:
-    """A model whose every subagent completes with what `answer(task)` says (a response, or a
-    summary); `gate` holds each answer until it is set."""
+def answering(answer: Callable[[str], ModelResponse | str]) -> Callable[[ModelRequest], ModelResponse]:
+    """A fake model's answer function: every subagent completes with what `answer(task)` says (a
+    response, or a summary)."""
 
-    async def respond(request: ModelRequest) -> ModelResponse:
-        if gate is not None:
-            await gate.wait()
+    def respond(request: ModelRequest) -> ModelResponse:
         given = answer(task_of(request))
         return call("complete", summary=given) if isinstance(given, str) else given
 
-    return FunctionModel(respond, latency=latency)
+    return respond
+
+
+def by_task(answer: Callable[[str], ModelResponse | str], *, latency: float = 0.0) -> FunctionModel:
+    """A fake model over `answering(answer)`."""
+    return FunctionModel(answering(answer), latency=latency)
 
 
 def summary_of(task: str) -> ModelResponse | str:
@@ -73,4 +73,4 @@ def files_args(n: int, missing_every: int = 25) -> dict[str, Any]:
     return {"files": files, "check": check}
 
 
-__all__ = ["MAP_REVIEW_MERGE", "by_task", "files_args", "finished", "reply", "summary_of", "task_of"]
+__all__ = ["MAP_REVIEW_MERGE", "answering", "by_task", "files_args", "finished", "reply", "summary_of", "task_of"]

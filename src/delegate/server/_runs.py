@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_json
 
 from .._config import CANCEL_WAIT, RunLimits
@@ -33,6 +33,7 @@ from .._record import LIVE_STATUSES, Status
 from .._store import Store
 from ..models import LOCAL_FILE_REFUSED, names_a_local_file
 from ..run import Runtime, RuntimeFactory, stored_events, stored_run
+from ..workflows import Workflow
 from ._auth import ApiError, Token, Tokens, UserId, app_store, unknown_token
 from ._body import body_schema, json_body
 from ._limits import Limits
@@ -136,16 +137,18 @@ class RunManager:
         limits: RunLimits,
         uploaded_files: list[dict[str, Any]] | None = None,
         continue_from: str | None = None,
+        workflow: Workflow | None = None,
     ) -> str:
-        """Start a run in the background (continuing the run `continue_from`, when given); return
-        its id once the run is recorded in the store.
+        """Start a run in the background (continuing the run `continue_from`, or running a
+        `workflow` instead of the lead, when given); return its id once the run is recorded.
 
         Raises `UserError` for a bad model or setting, before anything is stored, and `ApiError`
         for a prompt past the limit, a user with too many live runs, or a model not ready yet.
         """
-        if not prompt.strip():
+        if not prompt.strip() and workflow is None:
             raise UserError("the prompt is empty: say what the agent should do")
         check_prompt(prompt, self.limits.max_prompt_chars, "prompt")
+        check_prompt(workflow.script if workflow is not None else "", self.limits.max_prompt_chars, "workflow")
         self.ready(model)
         cap = self.limits.max_live_runs_per_user
         starting = self._starting[user_id]
@@ -162,7 +165,7 @@ class RunManager:
             )
         self._starting[user_id] += 1  # counted from here, so requests that arrive together are capped too
         try:
-            return await self._start(user_id, prompt, model, limits, uploaded_files, continue_from)
+            return await self._start(user_id, prompt, model, limits, uploaded_files, continue_from, workflow)
         finally:
             self._starting[user_id] -= 1
             if not self._starting[user_id]:
@@ -176,6 +179,7 @@ class RunManager:
         limits: RunLimits,
         uploaded_files: list[dict[str, Any]] | None,
         continue_from: str | None = None,
+        workflow: Workflow | None = None,
     ) -> str:
         if model is not None and names_a_local_file(model):  # a file of the server's: not for a user to name
             raise UserError(LOCAL_FILE_REFUSED)
@@ -196,6 +200,7 @@ class RunManager:
             uploaded_files=uploaded_files,
             limits=limits,
             continue_from=continue_from,
+            workflow=workflow,
         )
         live.task = asyncio.create_task(self._drive(live, runtime, go), name=f"delegate-run-{run_id}")
         # The runtime records the run before its first event; answer only then, so that the id we
@@ -377,7 +382,11 @@ class RunRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    prompt: str = Field(description="What the lead agent should do.")
+    prompt: str = Field(default="", description="What the lead agent should do (with `workflow`: what it is for).")
+    workflow: str | None = Field(
+        default=None, min_length=1, description="A workflow script to run instead of the lead (docs/workflows.md)."
+    )
+    args: dict[str, Any] | None = Field(default=None, description="The workflow's `args` (JSON data).")
     model: str | None = Field(default=None, description="provider:name; the server's default if omitted.")
     max_parallel: int | None = Field(default=None, ge=1, le=1000, description="Subagents running at once.")
     uploaded_files: list[UploadedFile] | None = Field(
@@ -417,12 +426,17 @@ class RunRequest(BaseModel):
                 given[name] = value if cap is None else min(value, cap)
         return replace(default, **given)
 
-    @field_validator("prompt")
-    @classmethod
-    def _prompt_not_empty(cls, value: str) -> str:
-        if not value.strip():
+    @model_validator(mode="after")
+    def _prompt_not_empty(self) -> RunRequest:
+        if not self.prompt.strip() and self.workflow is None:
             raise ValueError("the prompt is empty: say what the agent should do")
-        return value
+        return self
+
+    def planned(self) -> Workflow | None:
+        """The workflow this request runs (None: the lead)."""
+        if self.workflow is None:
+            return None
+        return Workflow(script=self.workflow, description=self.prompt, args=self.args or {})
 
 
 async def _manager(request: Request) -> RunManager:
@@ -444,7 +458,7 @@ async def start_run(
     if body.continue_from is not None:
         run_id = await continue_thread(runs, user_id, body.prompt, body.model, limits, uploads, body.continue_from)
     else:
-        run_id = await runs.start(user_id, body.prompt, body.model, limits, uploads)
+        run_id = await runs.start(user_id, body.prompt, body.model, limits, uploads, workflow=body.planned())
     return JSONResponse({"run_id": run_id, "status": "running"}, 202, headers={"Location": f"/api/v1/runs/{run_id}"})
 
 
