@@ -61,8 +61,8 @@ def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path) -> 
     catalogue = Catalogue.build(workspace=workspace)
     reviewer = catalogue.definitions["code-reviewer"]
     assert reviewer.description.endswith("maintainability. Continues on an indented line, as people write it.")
-    assert reviewer.tools == ["read_file", "grep", "find_files", "bash"]
-    assert reviewer.unavailable_tools == ["WebFetch", "WebSearch", "TodoWrite"]
+    assert reviewer.tools == ["read_file", "grep", "find_files", "bash", "todo_write"]  # TodoWrite is served
+    assert reviewer.unavailable_tools == ["WebFetch", "WebSearch"]
     assert reviewer.disallowed_tools == ["write_file", "edit_file"]
     assert (reviewer.max_steps, reviewer.skills, reviewer.mcp_servers) == (12, ["pdf"], ["docs"])
     assert (reviewer.model, reviewer.written_model) == (
@@ -72,7 +72,7 @@ def test_every_claude_field_is_mapped_or_named_in_a_warning(workspace: Path) -> 
     assert reviewer.permission_mode == "acceptEdits"
     assert reviewer.command_rules.to_dict() == {"allow": ["git diff:*"], "deny": []}
     assert set(reasons(catalogue, "code-reviewer.md")) >= {
-        "tool(s) delegate cannot serve: WebFetch, WebSearch, TodoWrite; it runs without them",
+        "tool(s) delegate cannot serve: WebFetch, WebSearch; it runs without them",
     }
     assert not any("Bash" in reason for reason in reasons(catalogue, "code-reviewer.md"))
     architect = catalogue.definitions["architect"]  # permissionMode: plan means read-only tools
@@ -227,8 +227,8 @@ def test_agents_show_prints_a_definition_as_resolved(workspace: Path) -> None:
     assert done.returncode == 0, done.stderr
     row = json.loads(done.stdout)
     assert row["source"] == ".claude/agents/code-reviewer.md"
-    assert row["tools"] == ["read_file", "grep", "find_files", "bash"]
-    assert row["unavailable_tools"] == ["WebFetch", "WebSearch", "TodoWrite"]
+    assert row["tools"] == ["read_file", "grep", "find_files", "bash", "todo_write"]
+    assert row["unavailable_tools"] == ["WebFetch", "WebSearch"]
     assert (row["max_steps"], row["timeout"]) == (12, 600.0)
     assert row["command_rules"] == {"allow": ["git diff:*"], "deny": []}
     assert len(row["warnings"]) == 2

@@ -82,12 +82,17 @@ async def test_subagents_see_only_their_prompt_and_never_get_task(tmp_path: Path
 
 
 async def test_explore_is_read_only_by_its_tool_set(tmp_path: Path) -> None:
+    """Spec 003: a read-only subagent has read, grep, find files, list dir, todo, memory read and
+    memory search; never write, edit, bash nor memory write."""
     model = delegating(
         dict(subagent_type="explore", description="look", prompt="find x"), call("complete", summary="found")
     )
-    await runtime(tmp_path, model).run("go")
+    await runtime(tmp_path, model, store=f"sqlite:///{tmp_path / 'store.db'}").run("go")
     sub = next(r for r in model.requests if not is_lead(r))
-    assert sorted(t.name for t in sub.tools) == ["complete", "find_files", "grep", "list_dir", "read_file"]
+    assert sorted(t.name for t in sub.tools) == [
+        "complete", "find_files", "grep", "list_dir", "memory_read", "memory_search", "read_file", "todo_read",
+        "todo_write",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -35,10 +35,22 @@ from .models import Model, ModelAliases
 from .tools import BUILTIN_TOOLS, READ_ONLY_TOOLS, Tool
 from .workspace import CommandRules
 
-NEVER_INHERITED = frozenset({"task", "batch_task", "batch_status", "cancel_batch"})
+NEVER_INHERITED = frozenset({"task", "batch_task", "batch_status", "cancel_batch", "memory_write"})
 """Tools a subagent does not get by inheriting its parent's set. `task` is never given at all (no
-nesting). Tools that talk to the user (`Tool.talks_to_user`) are not inherited either, whatever
-their name: the caller leaves them out of `parent_tools`."""
+nesting); `memory_write` only to a type that names it or has a `memory:` scope. Tools that talk to
+the user (`Tool.talks_to_user`) are not inherited either, whatever their name: the caller leaves
+them out of `parent_tools`."""
+
+MEMORY_READING = ("memory_read", "memory_search")
+"""The memory tools every agent gets by default: they read the notes its user sees."""
+TODO_TOOLS = ("todo_write", "todo_read")
+"""Each agent's own todo list (a subagent's starts empty: never its lead's)."""
+MEMORY_TOOLS = (*MEMORY_READING, "memory_write", *TODO_TOOLS)
+"""The tools a run makes for memory and todos (see `delegate.memory`)."""
+WRITE_TOOLS = frozenset({"write_file", "edit_file"})
+"""The file tools that write: a type with none of them (and not `isolation: shared`) is read-only,
+and is never given `memory_write`."""
+MemoryScope = Literal["user", "project", "local"]
 
 NEVER_GIVEN = frozenset({"task", "batch_task", "batch_status", "cancel_batch"})
 
@@ -52,11 +64,13 @@ CLAUDE_TOOL_NAMES = {
     "LS": "list_dir",
     "Bash": "bash",
     "AskUserQuestion": "ask_user",
+    "TodoWrite": "todo_write",
+    "TodoRead": "todo_read",
 }
 """Claude Code's tool names and the built-in tools that serve them."""
 
 CLAUDE_UNSERVED = frozenset({
-    "WebFetch", "WebSearch", "TodoWrite", "TodoRead", "NotebookEdit", "NotebookRead", "Task", "Agent",
+    "WebFetch", "WebSearch", "NotebookEdit", "NotebookRead", "Task", "Agent",
     "BashOutput", "KillShell", "KillBash", "SlashCommand", "ExitPlanMode", "Skill", "ListMcpResourcesTool",
     "ReadMcpResourceTool",
 })  # fmt: skip
@@ -69,11 +83,14 @@ PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", 
 PERMISSION_MODES: tuple[str, ...] = ("default", "acceptEdits", "bypassPermissions", "plan", "dontAsk")
 
 
-LEAD_ONLY_TOOLS = ("task", "batch_task", "task_status", "task_wait", "task_stop", "task_message", "workflow")
+LEAD_ONLY_TOOLS = (
+    *("task", "batch_task", "task_status", "task_wait", "task_stop", "task_message", "workflow"),
+    *MEMORY_TOOLS,
+)
 """What a lead's `tools` may name besides tools: the `task` tool (delegation), the batch tools
 (`batch_task`, with `batch_status` and `cancel_batch`), and the tools of background subagents and
 follow-ups (naming one offers them all from the first turn; without, they come with `task` once a
-subagent runs in the background)."""
+subagent runs in the background), and the memory and todo tools each run makes."""
 
 
 @dataclass(kw_only=True)
@@ -204,6 +221,11 @@ class Subagent(Agent):
     warnings: list[CatalogueWarning] = field(default_factory=empty_list)
     source: str = "code"
     """Where it came from: `builtin`, `code`, or its file relative to the folder it came from."""
+    memory: MemoryScope | None = None
+    """Claude Code's `memory:` field: the type keeps notes of its own (`user`: its user's, in every
+    workspace; `project`: the workspace's, for every user; `local`: its user's in this workspace),
+    gets `memory_read`, `memory_search` and (unless read-only) `memory_write`, and finds its latest
+    notes in its system prompt. None: it reads the notes its user sees, as every agent does."""
     isolation: Literal["overlay", "shared"] | None = None
     """`overlay`: it writes into a private layer, merged all or nothing when it completes (see
     `docs/isolation.md`). `shared`: it writes the workspace itself, even without write tools (a
@@ -242,6 +264,7 @@ class Subagent(Agent):
             if self.output_schema is None
             else ResultSchema(self.output_schema, self.label).schema,
             "isolation": self.isolation,
+            "memory": self.memory,
             "extra": self.extra,
             "warnings": [w.to_dict() for w in self.warnings],
             "source": self.source,
@@ -257,6 +280,15 @@ class Subagent(Agent):
             raise UserError(f"subagent {self.name!r}: timeout must be positive seconds")
         if self.isolation not in (None, "overlay", "shared"):
             raise UserError(f"subagent {self.name!r}: isolation={self.isolation!r}; give 'overlay', 'shared' or None")
+        if self.memory not in (None, "user", "project", "local"):
+            raise UserError(f"subagent {self.name!r}: memory={self.memory!r}; give 'user', 'project', 'local' or None")
+
+    @property
+    def read_only(self) -> bool:
+        """Whether its named tools write no file (and it is not `isolation: shared`): such a type
+        is never given `memory_write`. A type that inherits is not read-only."""
+        names = self.tool_names
+        return names is not None and not WRITE_TOOLS.intersection(names) and self.isolation != "shared"
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -281,14 +313,14 @@ BUILTIN_SUBAGENTS: tuple[Subagent, ...] = (
             "You are read-only. Investigate with read_file, grep, find_files and list_dir; answer the "
             "question precisely, citing paths and line numbers."
         ),
-        tools=list(READ_ONLY_TOOLS),
+        tools=[*READ_ONLY_TOOLS, *MEMORY_READING, *TODO_TOOLS],
         source="builtin",
     ),
     Subagent(
         name="bash",
         description="Command runner: runs shell commands in the workspace (builds, tests, git) and reports.",
         instructions="Run the commands needed for the task, check their exit codes, and report what happened.",
-        tools=["bash", "read_file", "list_dir"],
+        tools=["bash", "read_file", "list_dir", *MEMORY_READING, *TODO_TOOLS],
         requires_commands=True,
         source="builtin",
         isolation="shared",  # its builds and tests write: it has no write tools, and is not read-only
@@ -336,6 +368,16 @@ class _FrontMatter(BaseModel):
     hooks: dict[str, Any] | None = None
     color: str | None = None  # Claude Code's colour in its UI; accepted and ignored
     isolation: Literal["overlay", "shared"] | None = None
+    memory: MemoryScope | None = None
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> Any:
+        """Claude Code writes the scope in lower case; `none` (or nothing) is no memory of its own."""
+        if isinstance(value, str):
+            value = value.strip().lower()
+            return None if value in ("", "none") else value
+        return value
 
     @field_validator("isolation", mode="before")
     @classmethod
@@ -434,6 +476,7 @@ def load_definition(
             permission_mode=parsed.permission_mode,
             hooks=(parsed.hooks or {}) if hooks else {},
             isolation=parsed.isolation,
+            memory=parsed.memory,
             command_rules=CommandRules(allow=allow, deny=deny),
             unavailable_tools=unavailable,
             extra=extra,
@@ -531,7 +574,8 @@ def map_tools(
         if base != written and not _BASH_RULE.fullmatch(written.strip()):
             warnings.append(CatalogueWarning(shown, f"tool {written!r}: the pattern is not enforced; it gets {base}"))
         mapped = CLAUDE_TOOL_NAMES.get(base, base)
-        if base in CLAUDE_UNSERVED or (claude and mapped not in BUILTIN_TOOLS and not base.startswith("mcp__")):
+        served = mapped in BUILTIN_TOOLS or mapped in MEMORY_TOOLS or base.startswith("mcp__")
+        if base in CLAUDE_UNSERVED or (claude and not served):
             unavailable.append(base)
         elif mapped not in tools:
             tools.append(mapped)
@@ -694,8 +738,10 @@ def _resolve_compaction_model(
 def tools_for(definition: Subagent, parent_tools: Sequence[str], available: Sequence[str]) -> list[str]:
     """The tool names a subagent of `definition` gets (before `complete` is added).
 
-    Inherited sets drop `task` and the batch tools (`parent_tools` holds no tool that talks to the
-    user); an explicit list may name a tool that talks to the user, never `task`. The tools of the
+    Inherited sets drop `task`, the batch tools and `memory_write` (`parent_tools` holds no tool
+    that talks to the user); an explicit list may name a tool that talks to the user, never `task`.
+    A type with a `memory:` scope gets the memory tools, as Claude Code gives such a type the file
+    tools to keep its memory with; a read-only type never gets `memory_write`. The tools of the
     MCP servers it names in `mcp_servers` are added. Names not `available` are dropped.
     """
     own = definition.tool_names
@@ -703,6 +749,10 @@ def tools_for(definition: Subagent, parent_tools: Sequence[str], available: Sequ
         names = [n for n in parent_tools if n not in NEVER_INHERITED]
     else:
         names = [n for n in own if n not in NEVER_GIVEN]
+    if definition.memory is not None:
+        names += [*MEMORY_READING, "memory_write"]
+    if definition.read_only:
+        names = [n for n in names if n != "memory_write"]
     for server in definition.mcp_servers:
         names += [n for n in available if n.startswith(f"mcp__{server}__")]
     denied = set(definition.disallowed_tools)

@@ -47,6 +47,8 @@ EventType = Literal[
     "workflow.phase",
     "workflow.log",
     "workflow.completed",
+    "todo.updated",
+    "memory.written",
 ]
 
 

@@ -11,13 +11,21 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from .._agents import NEVER_GIVEN, Catalogue, Lead, Subagent
+from .._agents import MEMORY_TOOLS, NEVER_GIVEN, Catalogue, Lead, Subagent
 from .._errors import UserError
 from .._frontmatter import CatalogueWarning
 from ..mcp import MCPTools, server_config
 from ..tools import BUILTIN_TOOLS, Tool, builtin_tools
 
-__all__ = ["inline_servers", "inside", "lead_tool_names", "local_timezone", "mcp_failed", "tool_pool", "unknown_tools"]
+__all__ = [
+    "inline_servers",
+    "inside",
+    "lead_tool_names",
+    "local_timezone",
+    "mcp_failed",
+    "tool_pool",
+    "unknown_tools",
+]
 
 
 def tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool) -> dict[str, Tool]:
@@ -34,9 +42,9 @@ def tool_pool(lead: Lead, subagents: Sequence[Subagent], *, allow_commands: bool
     return pool | given
 
 
-PER_RUN_TOOLS = frozenset({"complete", "tool_search", "list_uploaded_files"})
+PER_RUN_TOOLS = frozenset({"complete", "tool_search", "list_uploaded_files", *MEMORY_TOOLS})
 """Tools a definition may name that no pool holds: each run makes them (`complete`, `tool_search`
-with deferred tools, `list_uploaded_files` with uploads)."""
+with deferred tools, `list_uploaded_files` with uploads, the memory and todo tools)."""
 
 
 def unknown_tools(catalogue: Catalogue, pool: Mapping[str, Tool]) -> list[CatalogueWarning]:

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from .._empty import empty_list
+from .._empty import empty_dict, empty_list
 from .._errors import RunCancelled, RunError
 from .._events import Event
 from .._messages import Message
 from .._record import Status, StopReason
 from .._usage import Usage
 from ..loop import EVENT_VALUE_LIMIT, AgentResult
+from ..memory import todos_json
 from ..subagents import Delivery, TaskOutput
 from ..workflows import WORKFLOW
 
@@ -67,6 +68,8 @@ class RunResult:
     `counts`, `phases`, `agents`; see docs/workflows.md). None: the run is the lead's, or the
     workflow has not ended. `status` "completed" says the script ran to its end, never that the
     agents' criteria hold: `counts` says that."""
+    todos: dict[str, list[dict[str, str]]] = field(default_factory=empty_dict)
+    """Each agent's todo list as it left it (`todo_write`), by agent id: the lead's is `lead`."""
 
     def raise_for_status(self) -> RunResult:
         """This result if the run completed; else raise `RunCancelled` (it was cancelled) or
@@ -105,6 +108,7 @@ class RunResult:
                 "previous_run_id": self.previous_run_id,
             }
             | ({"workflow": self.workflow} if self.workflow is not None else {})
+            | ({"todos": self.todos} if self.todos else {})
             | ({"result": typed} if typed is not None else {})
         )
 
@@ -117,6 +121,8 @@ def stored_result(store: Store, run_id: str, user_id: str | None = None) -> RunR
 
 
 def _stored_result(store: Store, run: RunRow) -> RunResult:
+    from ..memory import TodoStore  # the database's side of memory: loaded with the store
+
     return RunResult(
         run_id=run.id,
         status=run.status,
@@ -133,6 +139,7 @@ def _stored_result(store: Store, run: RunRow) -> RunResult:
         thread_id=run.thread_id,
         previous_run_id=run.previous_run_id,
         workflow=_workflow_record(store, run),
+        todos=todos_json(TodoStore(store).of_run(run.id)),
     )
 
 
@@ -197,6 +204,7 @@ def run_result(
         messages=lead.messages,
         warnings=warnings,
         result=result,
+        todos=todos_json(runner.scope.memory.todos) if runner.scope.memory is not None else {},
     )
 
 

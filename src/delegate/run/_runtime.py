@@ -24,6 +24,7 @@ from .._messages import Message
 from .._text import safe_text
 from ..loop import AgentResult, AgentSpec, RunBudget
 from ..mcp import MCPTools
+from ..memory import RunMemory
 from ..models import Model, ModelAliases, resolve_model
 from ..permissions import CallPolicy
 from ..skills import SkillCatalogue
@@ -54,6 +55,7 @@ from ..tools import (
 from ..workflows import WORKFLOW, Workflow, WorkflowHost, drive, workflow_tool
 from ..workspace import CommandPolicy, Workspace
 from ._approvals import NEVER_WAIT, RunApprovals, build_hooks, decide_call, load_permissions, prompt_hooks
+from ._memory import run_memory, run_skills
 from ._pool import inline_servers, inside, lead_tool_names, local_timezone, mcp_failed, tool_pool, unknown_tools
 from ._recorder import Recorder, StoredJournal, beat_for
 from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
@@ -448,10 +450,11 @@ class Runtime:
         own = await self._load_own_mcp()
         approvals = RunApprovals(recorder, limits.approval_timeout) if self._may_guard else None
         guard = CallGuard(self._policy, approvals, self.hooks) if approvals is not None else None
-        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context, guard)
+        memory = await asyncio.to_thread(run_memory, run_id, self.user_id, self.workspace.root, recorder.store)
+        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context, guard, memory)
         ctx = self._context(scope, "lead")
         ctx.uploaded_files = uploads_state(uploaded_files)
-        lead_tools = [self.tools[name] for name in self._lead_tools] + mcp_tools
+        lead_tools = [self.tools[name] for name in self._lead_tools] + mcp_tools + memory.for_lead(self.lead.tool_names)
         if ctx.uploaded_files is not None:
             lead_tools.append(list_uploaded_files)
         runner = self._runner(scope, ctx, lead_model, [t.name for t in lead_tools], mcp_tools, own)
@@ -665,15 +668,8 @@ class Runtime:
         return project_context(self.workspace), recovered
 
     def _skills(self) -> SkillCatalogue:
-        """The skills of a run: the operator's, shadowed by the workspace's own when it is a user's."""
-        user = user_level(self.extensions)
-        if self._shared is None:
-            return SkillCatalogue.build(self.workspace.root, dirs=self._skills_dirs, user=user)
-        return SkillCatalogue.build(self._shared, dirs=self._skills_dirs, own=self.workspace.root, user=user)
-
-    @property
-    def _skills_dirs(self) -> list[Path]:
-        return [Path(d) for d in self.extensions.skills_dirs]
+        """The skills of a run (see `run_skills`)."""
+        return run_skills(self.extensions, self.workspace.root, self._shared, self.store, self.user_id)
 
     def _scope(
         self,
@@ -685,6 +681,7 @@ class Runtime:
         mcp_tools: list[Tool],
         context: str,
         guard: CallGuard | None = None,
+        memory: RunMemory | None = None,
     ) -> RunScope:
         """What every agent of one run (or batch item) shares."""
         ext = self.extensions
@@ -702,6 +699,7 @@ class Runtime:
             auto_promote=ext.auto_promote,
             project_context=context,
             guard=guard,
+            memory=memory,
         )
 
     def _context(self, scope: RunScope, agent_id: str) -> ToolContext:
@@ -730,7 +728,7 @@ class Runtime:
             pool[list_uploaded_files.name] = list_uploaded_files
         return SubagentRunner(
             scope,
-            tools=pool | {t.name: t for t in [*mcp_tools, *own_tools]},
+            tools=pool | (scope.memory.tools() if scope.memory else {}) | {t.name: t for t in [*mcp_tools, *own_tools]},
             parent_tools=parent_tools,
             parent_model=model,
             subagent_model=self.model_for(spec) if spec else None,

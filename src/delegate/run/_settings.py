@@ -95,9 +95,14 @@ class RuntimeSettings:
             aliases=ModelAliases.load(self.root, ext.model_aliases),
             user=user_level(ext),
         )
+        return found.with_warnings(self.skills(user_id).warnings)
+
+    def skills(self, user_id: str | None = None) -> SkillCatalogue:
+        """A user's skills (the operator's, shadowed by the user's own), each whether enabled or
+        not (`delegate skills list`, `GET /skills`), with the warnings of the files read."""
+        ext = self.extensions
         dirs = [Path(d) for d in ext.skills_dirs]
-        skills = SkillCatalogue.build(self.root, dirs=dirs, own=own, user=user_level(ext))
-        return found.with_warnings(skills.warnings)
+        return SkillCatalogue.build(self.root, dirs=dirs, own=self.user_root(user_id), user=user_level(ext))
 
     def build(
         self, *, user_id: str | None = None, model: str | Model | None = None, store: Store | str | bool | None = None

@@ -49,6 +49,7 @@ from ._batches import router as batches_router
 from ._calls import router as calls_router
 from ._files import router as files_router
 from ._limits import BodyLimit, Limits
+from ._memory import router as memory_router
 from ._readiness import ModelReadiness
 from ._runs import RunManager
 from ._runs import router as runs_router
@@ -168,6 +169,7 @@ def create_app(
         batches=batches,
         tokens=tokens,
         catalogue=catalogue,
+        skills=operator.skills,
         workspace_for=operator.workspace_view,
         allow_commands=operator.allow_commands,
         limits=settings.limits,
@@ -183,6 +185,7 @@ def create_app(
     app.include_router(batches_router)
     app.include_router(files_router)
     app.include_router(threads_router)
+    app.include_router(memory_router)
     page = string.Template((_HERE / "templates" / "index.html").read_text(encoding="utf-8"))
     html = page.substitute(version=settings.version or "0")
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from .._config import RunLimits
     from .._store import Store
     from ..run import Takeover
+    from ..skills import SkillCatalogue
     from ..workspace import Workspace
     from ._auth import TokenWatch
     from ._batches import BatchService
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 class AppState:
     """One app's state: nothing is shared between two apps.
 
-    `catalogue` gives a user's subagent catalogue, `workspace_for` the view of a user's files;
+    `catalogue` gives a user's subagent catalogue, `skills` its skills (enabled or not),
+    `workspace_for` the view of a user's files;
     `tokens` watches the tokens of open event streams;
     `takeover` resumes the interrupted runs of servers that died; `limits` is what one client may
     cost, `run_limits` what a run may spend unless its request names other limits.
@@ -36,6 +38,7 @@ class AppState:
     batches: BatchService
     tokens: TokenWatch
     catalogue: Callable[[str | None], Catalogue]
+    skills: Callable[[str | None], SkillCatalogue]
     workspace_for: Callable[[str | None], Workspace]
     allow_commands: bool
     limits: Limits

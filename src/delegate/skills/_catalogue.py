@@ -18,7 +18,7 @@ what it can find and activate (None: every skill, []: none); it does not hide fi
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -70,12 +70,19 @@ class SkillCatalogue:
 
     @classmethod
     def build(
-        cls, root: Path, *, dirs: Sequence[str | Path] = (), own: Path | None = None, user: Path | None = None
+        cls,
+        root: Path,
+        *,
+        dirs: Sequence[str | Path] = (),
+        own: Path | None = None,
+        user: Path | None = None,
+        disabled: Collection[str] = (),
     ) -> SkillCatalogue:
         """Read every source in order (later ones shadow earlier ones): `user`'s `skills/` (the
         operator's `~/.claude`), `root`'s folders, `dirs`, then `own`'s. A `SKILL.md` that cannot
         be read is skipped with a warning naming it (relative to its folder, never by the server's
-        path); a missing `dirs` folder is a `UserError`."""
+        path); a missing `dirs` folder is a `UserError`. The skills named in `disabled` (after
+        shadowing: the name the user sees) are left out (see `_enabled.py`)."""
         sources: list[tuple[Path, bool, Path]] = [(user / "skills", True, user)] if user is not None else []
         sources += [(root / ".claude" / "skills", True, root), (root / ".delegate" / "skills", False, root)]
         for folder in dirs:
@@ -94,7 +101,7 @@ class SkillCatalogue:
                     warnings.append(exc.warning)
                     continue
                 skills[skill.name] = skill
-        return cls(skills, warnings)
+        return cls({name: s for name, s in skills.items() if name not in disabled}, warnings)
 
     def mounts(self) -> list[Mount]:
         """Where agents see the skills: each one's folder, read-only, at `.delegate/skills/<name>`."""

@@ -18,6 +18,7 @@ from .._events import EventSink
 from .._record import ResultSchema
 from ..loop import AgentSpec, Journal, RunBudget, ToolGate
 from ..mcp import DeferredGate, deferred_index, search_tool
+from ..memory import RunMemory
 from ..models import Model
 from ..skills import SkillCatalogue
 from ..tools import CallGuard, Tool
@@ -54,6 +55,8 @@ class RunScope:
     project_context: str = ""
     guard: CallGuard | None = None
     """The run's permission rules, approver and hooks (None: every call runs as it is)."""
+    memory: RunMemory | None = None
+    """The run's notes and todo lists, and their tools (None: a batch item's, which has neither)."""
 
 
 def toolset(
@@ -62,7 +65,7 @@ def toolset(
     """`tools` made whole for `definition`: `tool_search` when some are deferred (or `types` are
     subagent types to find), its stop tools marked, and `complete` last (a subagent's always, the
     lead's when it has a typed result)."""
-    whole = list(tools)
+    whole = list(tools) if run.memory is None else run.memory.bind(definition, list(tools))
     deferred = [t for t in whole if t.name in run.deferred]
     if deferred or types:
         whole.append(search_tool(deferred, types))
@@ -127,6 +130,7 @@ async def assemble(
         head = [SUBAGENT_INSTRUCTIONS, where, run.project_context if definition.project_context else "", own]
     parts = [
         *head,
+        await run.memory.prompt(definition) if run.memory is not None else "",
         run.skills.index(definition.skills),
         deferred_index(t.name for t in deferred) if deferred else "",
         steps,

@@ -1,0 +1,119 @@
+"""Todo lists (`todo_write`, `todo_read`): each agent its own, a subagent's starting empty (spec
+000: a subagent does not inherit its lead's todos), shown in the live tree and `runs show`, and
+kept through a resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from delegate import Runtime, Store
+from delegate.cli._render import RunView
+from delegate.memory import TodoStore
+from delegate.models import ModelRequest, ModelResponse
+from delegate.testing import FunctionModel, call, is_lead, reply
+from tests.cli_support import delegate, run_cli
+from tests.durable_support import cli_env, wait_for
+from tests.loopback_openai import OpenAIServer, Reply
+
+PLAN = [
+    {"content": "read the code", "status": "completed"},
+    {"content": "write the report", "status": "in_progress"},
+    {"content": "check the links", "status": "pending"},
+]
+
+
+def planning(request: ModelRequest) -> ModelResponse:
+    """The lead writes its plan, delegates, then answers; the subagent reads its own list first,
+    then writes one of its own, then completes with what it read."""
+    done = [r for m in request.messages for r in m.tool_results]
+    if is_lead(request):
+        if not done:
+            return call("todo_write", todos=PLAN)
+        if len(done) == 1:
+            return call("task", subagent_type="general-purpose", description="links", prompt="check the links")
+        return reply("done")
+    if not done:
+        return call("todo_read")
+    if len(done) == 1:
+        return call("todo_write", todos=[{"content": "open each link", "status": "in_progress"}])
+    return call("complete", summary=done[0].content)
+
+
+async def test_a_subagent_gets_its_own_empty_todo_list_never_its_leads(tmp_path: Path) -> None:
+    view = RunView()
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    result = await Runtime(model=FunctionModel(planning), workspace=tmp_path / "ws", store=db, sinks=[view]).run("go")
+    [record] = result.subagents
+    assert record.summary == "Your todo list is empty."
+    assert result.todos == {"lead": PLAN, "sub1": [{"content": "open each link", "status": "in_progress"}]}
+    console = Console(width=120, record=True)
+    console.print(view.render())
+    lines = console.export_text().splitlines()
+    assert [line.strip("│├└─ ") for line in lines[1:4]] == [
+        "[x] read the code",
+        "[>] write the report",
+        "[ ] check the links",
+    ]
+    assert lines[5].strip("│├└─ ") == "[>] open each link"  # under its subagent's line
+    shown = run_cli(["runs", "show", result.run_id, "--workspace", str(tmp_path / "ws"), "--db", db])
+    assert "todos of lead (1/3 completed):\n    [x] read the code\n    [>] write the report" in shown.stdout
+    as_json = json.loads(run_cli(["runs", "show", "--json", "--workspace", str(tmp_path / "ws"), "--db", db]).stdout)
+    assert as_json["todos"]["lead"] == PLAN
+
+
+async def test_a_bad_todo_list_is_an_error_the_model_reads(tmp_path: Path) -> None:
+    turns = iter([call("todo_write", todos=[{"content": "x", "status": "doing"}]), reply("ok")])
+    model = FunctionModel(lambda request: next(turns))
+    result = await Runtime(model=model, workspace=tmp_path, store=False).run("go")
+    refused = model.requests[1].messages[-1].tool_results[0]
+    assert refused.is_error and "status is one of pending, in_progress, completed, not 'doing'" in refused.content
+    assert result.todos == {}
+
+
+HOLD = threading.Event()
+"""The lead's turn after its plan waits for this: the test kills the run meanwhile."""
+
+
+def held(body: dict[str, Any]) -> Reply:
+    turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    if turns == 0:
+        return Reply(tool_calls=[("todo_write", {"todos": PLAN})])
+    if turns == 1:
+        HOLD.wait(60)
+        return Reply(tool_calls=[("todo_read", {})])
+    return Reply(content="My plan: " + str(body["messages"][-1]["content"]))
+
+
+def test_the_leads_todo_list_is_kept_through_a_resume_after_sigkill(tmp_path: Path) -> None:
+    HOLD.clear()
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    (tmp_path / "ws").mkdir()
+    try:
+        with OpenAIServer(held) as server, Store.open(db) as store:
+            env = cli_env(server.base_url, db)
+            args = delegate(
+                "run", "plan the report", "--model", "openai:m", "--json", "--workspace", str(tmp_path / "ws")
+            )
+            proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            todos = TodoStore(store)
+            run = wait_for(lambda: next(iter(store.list_runs(None)), None), what="the run")
+            wait_for(lambda: len(server.requests) >= 2 and todos.of_run(run.id), what="the plan kept")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+            HOLD.set()
+            resumed = run_cli(
+                ["run", "--resume", run.id, "--json", "--model", "openai:m"], env=env, cwd=tmp_path / "ws"
+            )
+        assert resumed.returncode == 0, resumed.stderr
+        result = json.loads(resumed.stdout)
+        assert result["final"].startswith("My plan: Todos (1/3 completed):\n[x] read the code\n[>] write the report")
+        assert result["todos"] == {"lead": PLAN}
+    finally:
+        HOLD.set()
