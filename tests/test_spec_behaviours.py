@@ -154,7 +154,7 @@ def test_delegate_run_reports_a_symlink_artifact_and_its_target_both(tmp_path: P
             ["run", "go", "--model", "openai:m", "--json", "--workspace", str(tmp_path)], env=cli_env(server)
         )
     record = run_json(done)["subagents"][0]
-    kinds = [(a["relative_path"], a["fs_type"], a["target"]) for a in record["artifacts"]]
+    kinds = [(a["relative_path"], a["fs_type"], a.get("target")) for a in record["artifacts"]]
     assert kinds == [("latest.md", "symlink", "reports/2026.md"), ("reports/2026.md", "file", None)]
     assert record["skipped"] == []
 

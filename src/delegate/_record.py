@@ -90,14 +90,18 @@ class Artifact:
     target: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The artifact as JSON data; `target` only for a link, so a file's artifact reads the same
+        as before links were reported (a stored batch export compares equal)."""
+        data: dict[str, Any] = {
             "path": self.path,
             "relative_path": self.relative_path,
             "size": self.size,
             "fs_type": self.fs_type,
             "modified_at": self.modified_at,
-            "target": self.target,
         }
+        if self.target is not None:
+            data["target"] = self.target
+        return data
 
 
 @dataclass(kw_only=True, slots=True)
