@@ -5,22 +5,15 @@ kept through a resume after SIGKILL."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import threading
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
-from delegate import Runtime, Store
+from delegate import Runtime
 from delegate.cli._render import RunView
-from delegate.memory import TodoStore
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, call, is_lead, reply
-from tests.cli_support import delegate, run_cli
-from tests.durable_support import cli_env, wait_for
-from tests.loopback_openai import OpenAIServer, Reply
+from tests.cli_support import run_cli
 
 PLAN = [
     {"content": "read the code", "status": "completed"},
@@ -75,45 +68,3 @@ async def test_a_bad_todo_list_is_an_error_the_model_reads(tmp_path: Path) -> No
     refused = model.requests[1].messages[-1].tool_results[0]
     assert refused.is_error and "status is one of pending, in_progress, completed, not 'doing'" in refused.content
     assert result.todos == {}
-
-
-HOLD = threading.Event()
-"""The lead's turn after its plan waits for this: the test kills the run meanwhile."""
-
-
-def held(body: dict[str, Any]) -> Reply:
-    turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
-    if turns == 0:
-        return Reply(tool_calls=[("todo_write", {"todos": PLAN})])
-    if turns == 1:
-        HOLD.wait(60)
-        return Reply(tool_calls=[("todo_read", {})])
-    return Reply(content="My plan: " + str(body["messages"][-1]["content"]))
-
-
-def test_the_leads_todo_list_is_kept_through_a_resume_after_sigkill(tmp_path: Path) -> None:
-    HOLD.clear()
-    db = f"sqlite:///{tmp_path / 'store.db'}"
-    (tmp_path / "ws").mkdir()
-    try:
-        with OpenAIServer(held) as server, Store.open(db) as store:
-            env = cli_env(server.base_url, db)
-            args = delegate(
-                "run", "plan the report", "--model", "openai:m", "--json", "--workspace", str(tmp_path / "ws")
-            )
-            proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            todos = TodoStore(store)
-            run = wait_for(lambda: next(iter(store.list_runs(None)), None), what="the run")
-            wait_for(lambda: len(server.requests) >= 2 and todos.of_run(run.id), what="the plan kept")
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(30)
-            HOLD.set()
-            resumed = run_cli(
-                ["run", "--resume", run.id, "--json", "--model", "openai:m"], env=env, cwd=tmp_path / "ws"
-            )
-        assert resumed.returncode == 0, resumed.stderr
-        result = json.loads(resumed.stdout)
-        assert result["final"].startswith("My plan: Todos (1/3 completed):\n[x] read the code\n[>] write the report")
-        assert result["todos"] == {"lead": PLAN}
-    finally:
-        HOLD.set()

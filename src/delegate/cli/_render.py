@@ -47,6 +47,8 @@ class _Agent:
     ended: float | None = None
     messages: int = 0
     """Follow-ups it took (`task_message`)."""
+    todos: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """Its todo list as it last wrote it (`todo_write`)."""
 
 
 class RunView:
@@ -87,6 +89,8 @@ class RunView:
                 agent.status, agent.activity = "waiting", f"waiting for approval: {data['tool']}"
             case "approval.decided" if agent is not None:
                 agent.status, agent.activity = "running", f"{data['tool']} {data['decision']}d"
+            case "todo.updated" if agent is not None:
+                agent.todos = list(data.get("todos") or [])
             case "run.completed":
                 self.lead.status = str(data["status"])
                 self.lead.ended = time.monotonic()
@@ -95,9 +99,27 @@ class RunView:
 
     def render(self) -> Tree:
         tree = Tree(_line(self.lead))
+        _add_todos(tree, self.lead)
         for agent in self.subagents.values():
-            tree.add(_line(agent))
+            _add_todos(tree.add(_line(agent)), agent)
         return tree
+
+
+_MARKS = {"completed": ("[x]", "dim"), "in_progress": ("[>]", "bold yellow"), "pending": ("[ ]", "")}
+TODOS_SHOWN = 8
+"""The most todos of one agent the tree shows (those in progress and next; a count of the rest)."""
+
+
+def _add_todos(node: Tree, agent: _Agent) -> None:
+    """An agent's todo list under its line, in progress and pending first once it is long."""
+    todos = agent.todos
+    if len(todos) > TODOS_SHOWN:
+        todos = sorted(todos, key=lambda t: t.get("status") == "completed")
+    for todo in todos[:TODOS_SHOWN]:
+        mark, style = _MARKS.get(str(todo.get("status")), ("[ ]", ""))
+        node.add(Text(f"{mark} {str(todo.get('content', ''))[:80]}", style=style))
+    if len(todos) > TODOS_SHOWN:
+        node.add(Text(f"... {len(todos) - TODOS_SHOWN} more todos", style="dim"))
 
 
 def _tokens(usage: object) -> int:

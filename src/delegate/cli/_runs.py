@@ -146,6 +146,12 @@ def runs_show(
     if result.status in ("running", "waiting"):  # what `delegate runs stop` takes: not recorded until they end
         for agent_id, data in _running_subagents(store, run_id, {sub.id for sub in result.subagents}):
             typer.echo(f"  {agent_id} [running] {data.get('type')}: {data.get('description')}")
+    for agent_id, todos in result.todos.items():
+        done = sum(t["status"] == "completed" for t in todos)
+        typer.echo(f"  todos of {agent_id} ({done}/{len(todos)} completed):")
+        for todo in todos:
+            mark = {"completed": "[x]", "in_progress": "[>]"}.get(todo["status"], "[ ]")
+            typer.echo(f"    {mark} {todo['content']}")
     for call in result.pending_approvals:  # what `delegate runs approve` takes, with what it would decide
         rule = f" (rule {call['rule']})" if call.get("rule") else ""
         text = shown_arguments(call.get("arguments") or {})
