@@ -20,7 +20,7 @@ from ..workflows import WORKFLOW
 
 if TYPE_CHECKING:
     from .._store import RunRow, Store
-    from ..subagents import SubagentRunner
+    from ..subagents import Roster
     from ..tools import ToolContext
     from ._recorder import Recorder
 
@@ -170,7 +170,7 @@ def cancelled_result(ctx: ToolContext) -> AgentResult:
 def run_result(
     run_id: str,
     lead: AgentResult,
-    runner: SubagentRunner,
+    roster: Roster,
     warnings: list[str],
     schema: type[BaseModel] | None = None,
 ) -> RunResult:
@@ -188,9 +188,9 @@ def run_result(
         run_id=run_id,
         status=status,
         final=final,
-        usage=lead.usage + runner.usage,
+        usage=lead.usage + roster.usage,
         lead_usage=lead.usage,
-        subagents=list(runner.records),
+        subagents=list(roster.records),
         steps=lead.steps,
         stop_reason=reason,
         error=error,
