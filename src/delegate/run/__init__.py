@@ -18,6 +18,7 @@ from .. import _lazy
 if TYPE_CHECKING:
     from ._calls import AgentCalls, ModelCall, agent_calls
     from ._follow import PAGE, interrupted_event, stored_events
+    from ._gates import Gates, tightened
     from ._run_result import RunResult, stored_result, stored_run
     from ._runtime import Runtime
     from ._settings import LOCAL_USER, RuntimeFactory, RuntimeSettings, open_store
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "AgentCalls": "._calls",
+    "Gates": "._gates",
     "LOCAL_USER": "._settings",
     "ModelCall": "._calls",
     "PAGE": "._follow",
@@ -41,6 +43,7 @@ _WHERE = {
     "stored_events": "._follow",
     "stored_result": "._run_result",
     "stored_run": "._run_result",
+    "tightened": "._gates",
 }
 
 
@@ -51,6 +54,7 @@ __all__ = [
     "LOCAL_USER",
     "PAGE",
     "AgentCalls",
+    "Gates",
     "ModelCall",
     "RunResult",
     "Runtime",
@@ -64,4 +68,5 @@ __all__ = [
     "stored_events",
     "stored_result",
     "stored_run",
+    "tightened",
 ]
