@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
@@ -240,7 +241,9 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
             p.id for m in messages if m.role == "assistant" for p in m.parts if isinstance(p, ToolCallPart)
         )
     if ctx.heard:
-        ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
+        pricing = spec.model.profile.pricing
+        started = {"name": spec.name, "model": spec.model.name, "pricing": pricing and pricing.label}
+        ctx.event("agent.started", started, detail=messages)
     deadline = Deadline(spec.timeout) if spec.timeout is not None else None
     try:
         if deadline is None:
@@ -428,6 +431,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     budget = spec.budget
     recorded = journal.answer(step) if journal is not None else None
     reserve = NOTHING
+    answered: float | None = None
     if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
         response = _own_ids(_safe(recorded), state.call_ids, state.given_ids)
         if budget is not None:
@@ -441,6 +445,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
         response = _own_ids(
             _safe(await _complete(spec.model, request, state.usage, budget, reserve)), state.call_ids, state.given_ids
         )
+        answered = time.time()  # the answer's time: what follows (a checkpoint written) is not the model's
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
@@ -459,6 +464,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
                 "text": response.text[:200],
             },
             detail=response,
+            ts=answered,
         )
     return response
 

@@ -25,7 +25,7 @@ from .._text import safe_text
 from ..loop import AgentResult, AgentSpec, RunBudget
 from ..mcp import MCPTools
 from ..memory import RunMemory
-from ..models import Model, ModelAliases, resolve_model
+from ..models import Model, ModelAliases, ModelPrices, resolve_model
 from ..permissions import CallPolicy
 from ..skills import SkillCatalogue
 from ..subagents import (
@@ -123,6 +123,8 @@ class Runtime:
         self._model_spec = model
         self._models: dict[str, Model] = {}
         self.aliases = ModelAliases.load(self._shared or self.workspace.root, ext.model_aliases)
+        self.prices = ModelPrices.load(ext.model_prices)
+        """How the models this runtime builds from strings are priced (`Extensions.model_prices`)."""
         given = list(subagents)
         self.catalogue = Catalogue.build(
             workspace=self._shared or self.workspace.root,
@@ -187,7 +189,7 @@ class Runtime:
         key = spec or ""
         model = self._models.get(key)
         if model is None:
-            model = self._models[key] = resolve_model(spec)
+            model = self._models[key] = resolve_model(spec, self.prices)
         return model
 
     async def _model_off_loop(self, spec: str | Model | None) -> Model:
