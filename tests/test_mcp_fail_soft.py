@@ -184,6 +184,10 @@ async def test_a_server_given_the_workspace_root_or_a_folder_above_starts_and_fi
 
     assert result.status == "completed" and result.warnings == []
     root, inside, above = (model.requests[n].messages[-1].tool_results[0] for n in (1, 2, 3))
-    assert root.content.split() == [".delegate", "docs"] and not root.is_error
+    assert root.content.split() == [
+        ".delegate",
+        "docs",
+        "outputs",
+    ]  # outputs: the run's outputs folder and not root.is_error
     assert (inside.content, inside.is_error) == ("", False)  # the store is not there for it
     assert above.content.split() == ["ws"]
