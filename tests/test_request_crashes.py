@@ -27,12 +27,13 @@ def frozen_run(
     background (sub1): the crew (released after the block), the environment that reaches it (the
     server is up while the block runs), the store, the run's id, and what SIGKILLs the process."""
     crew = Crew()
-    try:
-        with OpenAIServer(crew) as server, Store.open(store_url) as store:
+    with OpenAIServer(crew) as server, Store.open(store_url) as store:
+        try:  # released before the server stops, which waits for the requests it holds
             env = cli_env(server.base_url, db=store_url)
             proc = procs.spawn(["run", "three jobs", *ARGS, "-w", str(root)], env, root / "run.log")
             wait_for(lambda: "a" in crew.holding, what="a to be working")
             run = wait_for(lambda: only_run(store), what="the run")
+            wait_for(lambda: _started(store, run.id, "sub1"), what="sub1's start to be stored")
             proc.send_signal(signal.SIGSTOP)
 
             def kill() -> None:
@@ -40,8 +41,14 @@ def frozen_run(
                 proc.wait(timeout=30)
 
             yield crew, env, store, run.id, kill
-    finally:
-        crew.release.set()
+        finally:
+            crew.release.set()
+
+
+def _started(store: Store, run_id: str, agent_id: str) -> bool:
+    """Whether the run's stored events hold the start of `agent_id` (the writer stores them a
+    moment after they happen: a stop of a subagent not yet stored as started is refused)."""
+    return any(e.type == "subagent.started" and e.agent_id == agent_id for e in store.events(run_id))
 
 
 def test_a_subagent_asked_to_stop_just_before_its_run_was_killed_is_not_started_again_on_resume(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -57,11 +58,11 @@ def serve_worker(
     from .._errors import UserError
     from ._batch import open_batches
 
-    model = default_model(model, what="batches that name no model")
-    try:
-        settings = flags.settings(workspace, model=model)
+    try:  # the engine first: a missing extra is said before a missing model
+        settings = flags.settings(workspace)
     except UserError as exc:
         fail(str(exc))
+    settings = replace(settings, model=default_model(model, what="batches that name no model"))
     engine = settings.engine
     batches = open_batches(workspace, db, engine="temporal" if engine.temporal else None)
     tune_collector()
