@@ -186,8 +186,8 @@ class Subagent(Agent):
 
     `tools=None` inherits the parent's tools (less `task` and the ask-the-user and present-files
     tools); a list names exactly the tools it gets (never `task`). `stop_tools` names tools whose
-    successful call also ends the subagent, besides `complete`. `timeout` (seconds) and
-    `token_budget` bound each subagent of the type.
+    successful call also ends the subagent, besides `complete`. `timeout` (seconds),
+    `token_budget` (tokens) and `cost_budget` (US dollars) bound each subagent of the type.
     """
 
     name: str
@@ -195,6 +195,9 @@ class Subagent(Agent):
     disallowed_tools: list[str] = field(default_factory=empty_list)
     timeout: float | None = 600.0
     token_budget: int | None = None
+    cost_budget: float | None = None
+    """US dollars each subagent of the type may spend: it makes no request once it spent them, or
+    when what is left cannot cover a request as costly as its last (see `loop.cost_over`)."""
     stop_tools: list[str] = field(default_factory=empty_list)
     requires_commands: bool = False
     project_context: bool = True
@@ -253,6 +256,7 @@ class Subagent(Agent):
             "max_steps": self.max_steps,
             "timeout": self.timeout,
             "token_budget": self.token_budget,
+            "cost_budget": self.cost_budget,
             "skills": self.skills,
             "mcp_servers": self.mcp_servers,
             "permission_mode": self.permission_mode,
@@ -354,6 +358,7 @@ class _FrontMatter(BaseModel):
     max_steps: int = Field(default=30, ge=1, le=10_000, validation_alias=AliasChoices("max_steps", "maxTurns"))
     timeout: float | None = Field(default=600.0, gt=0)
     token_budget: int | None = Field(default=None, gt=0)
+    cost_budget: float | None = Field(default=None, gt=0)
     stop_tools: list[str] = Field(default_factory=empty_list)
     skills: list[str] | None = None
     first_tool_choice: str | list[str] = "auto"
@@ -466,6 +471,7 @@ def load_definition(
             max_steps=parsed.max_steps,
             timeout=parsed.timeout,
             token_budget=parsed.token_budget,
+            cost_budget=parsed.cost_budget,
             stop_tools=parsed.stop_tools,
             skills=parsed.skills,
             first_tool_choice=parsed.first_tool_choice,

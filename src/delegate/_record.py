@@ -38,6 +38,7 @@ StopReason = Literal[
     "stop_tool",
     "max_steps",
     "token_budget",
+    "cost_budget",
     "no_progress",
     "repeated_failure",
     "run_token_budget",

@@ -138,6 +138,30 @@ class RunBudget:
         return f"the run made the {self.max_requests:,} model requests its budget allows (max_requests)"
 
 
+def cost_over(budget: float, usage: Usage, last: float | None) -> str | None:
+    """Why an agent with a cost budget of its own (`budget` US dollars, having spent `usage`, its
+    last answer `last`) makes no further request (None: it may). Its requests go one at a time,
+    each holding at least the context of the one before: it stops once it spent its budget, or
+    when what is left cannot cover a request as costly as its last. So it passes its budget by at
+    most its first request, or what one request costs past the one before it. An answer without
+    a price stops it: what it spends can no longer be known."""
+    if not usage.requests:
+        return None
+    if usage.cost_usd is None:
+        return (
+            f"its model has no price in genai-prices, so its cost budget (${budget:g}) cannot be kept "
+            "(give it a priced model, or a token_budget instead)"
+        )
+    if usage.cost_usd >= budget:
+        return f"spent its cost budget (${usage.cost_usd:.4f} of ${budget:g}, cost_budget)"
+    if last is not None and usage.cost_usd + last > budget:
+        return (
+            f"what is left of its cost budget (${budget - usage.cost_usd:.4f} of ${budget:g}) cannot cover "
+            f"another request like its last (${last:.4f}), cost_budget"
+        )
+    return None
+
+
 def reserve_for(budget: RunBudget | None, model: Model, context_tokens: int) -> Reserve:
     """What a request reserves of the run's budget (nothing without a token or cost budget)."""
     if budget is None or (budget.token_budget is None and budget.cost_budget is None):

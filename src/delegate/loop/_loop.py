@@ -46,7 +46,7 @@ from ..models import (
 )
 from ..tools import Tool, ToolContext, ToolReturn
 from ..workspace import Workspace
-from ._budget import NOTHING, Reserve, RunBudget, reserve_for
+from ._budget import NOTHING, Reserve, RunBudget, cost_over, reserve_for
 from ._deadline import Deadline, passed_deadline
 from ._fit import cut_text, fit_request
 from ._guard import LoopWatch
@@ -125,6 +125,8 @@ class AgentSpec:
     max_steps: int = 50
     timeout: float | None = None
     token_budget: int | None = None
+    cost_budget: float | None = None
+    """US dollars this agent alone may spend (see `cost_over`); the run's are `budget`'s."""
     max_tokens: int | None = None
     loop: LoopSettings = field(default_factory=LoopSettings)
     """Compaction, the context window and the loop guard: the run's, the same for all its agents."""
@@ -211,6 +213,8 @@ class _State:
     tally: MessageTally = field(default_factory=MessageTally)
     """The conversation's characters, for the estimate of each request."""
     last_text: str = ""
+    last_cost: float | None = None
+    """What its last answer cost (None: none yet, or not priced)."""
     usage: Usage = field(default_factory=Usage)
     progressed: set[str] = field(default_factory=empty_set)
     """The ids of this turn's calls whose tools said they changed something."""
@@ -271,6 +275,8 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             return state.end("aborted", "max_steps", error=f"reached the step limit ({spec.max_steps})")
         if spec.token_budget is not None and state.usage.total_tokens >= spec.token_budget:
             return state.end("aborted", "token_budget", error=f"spent the token budget ({spec.token_budget})")
+        if spec.cost_budget is not None and (over := cost_over(spec.cost_budget, state.usage, state.last_cost)):
+            return state.end("aborted", "cost_budget", error=over)
         if spec.inbox is not None:
             state.messages += spec.inbox.take()
         offered, offered_specs = (tools, specs) if not spec.gates else _gated(spec.gates, tools, state.messages)
@@ -444,6 +450,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
+    state.last_cost = response.usage.cost_usd
     if budget is not None:
         budget.spend(response.usage, spec.model.name, reserve)
     state.context_tokens = response.context_tokens or response.usage.input_tokens + response.usage.output_tokens

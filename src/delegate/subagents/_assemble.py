@@ -145,6 +145,7 @@ async def assemble(
         max_steps=definition.max_steps,
         timeout=run.limits.timeout if lead else definition.timeout,
         token_budget=None if lead else definition.token_budget,
+        cost_budget=None if lead else definition.cost_budget,
         loop=run.loop,
         budget=run.budget,
         gates=gates,

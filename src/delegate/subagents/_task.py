@@ -291,6 +291,8 @@ class SubagentRunner:
         _, model = self.prepare(call.definition)
         record = self._record(call, agent_id, model.name)
         started = {"type": call.definition.name, "description": call.description, "background": call.background}
+        if call.phase is not None:
+            started["phase"] = call.phase
         self.event(record, "subagent.started", started)
         record.status, record.stop_reason, record.error = "cancelled", "stopped", _stop_note(reason)
         self._finish(record, call.key)
@@ -311,6 +313,8 @@ class SubagentRunner:
             started: dict[str, Any] = {"type": definition.name, "description": call.description}
             if call.background:
                 started["background"] = True
+            if call.phase is not None:
+                started["phase"] = call.phase
             self.event(record, "subagent.started", started)
         self.live[record.id] = (record, ctx)
 
@@ -741,6 +745,9 @@ class SubagentCall:
     background: bool = False
     isolation: str | None = None
     """What the lead asked for (`overlay`: a private layer; see `_overlay.py`)."""
+    phase: str | None = None
+    """The workflow phase it belongs to: said in its `subagent.started` event (the live tree and
+    the trace group a workflow's agents by it)."""
 
 
 def _seq(record: TaskOutput) -> int:

@@ -32,9 +32,13 @@ from ._sandbox import ScriptFault
 __all__ = ["AGENT_OPTIONS", "WorkflowHost"]
 
 AGENT_OPTIONS = frozenset(
-    {"type", "model", "schema", "acceptance", "isolation", "label", "phase", "timeout", "token_budget"}
+    {"type", "model", "schema", "acceptance", "isolation", "label", "phase", "timeout", "token_budget", "cost_budget"}
 )
 """The keywords `agent()` and `call()` take besides the prompt."""
+
+_LIMITS = ("timeout", "token_budget", "cost_budget")
+_OWN = ("model", "schema", *_LIMITS)
+"""What `agent()` may set of its definition: its model, result schema and limits."""
 
 READ_MAX_BYTES = 1024 * 1024
 """The most `read()` gives back of one file."""
@@ -271,23 +275,24 @@ class WorkflowHost:
         return _Asked(self._definition(base, options), prompt, arguments, label[:80], phase, criteria, isolation)
 
     def _definition(self, base: Subagent, options: dict[str, Any]) -> Subagent:
-        """`base` with the call's own model, schema, timeout and token budget (one definition per
-        distinct set, so that the runner prepares each once)."""
-        own = {k: options[k] for k in ("model", "schema", "timeout", "token_budget") if options.get(k) is not None}
+        """`base` with the call's own model, schema and limits (timeout, token and cost budgets:
+        one definition per distinct set, so that the runner prepares each once)."""
+        own = {k: options[k] for k in _OWN if options.get(k) is not None}
         if not own:
             return base
+        for name in _LIMITS:
+            value = own.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                raise ScriptFault("ValueError", f"{name} is a positive number, not {value!r}")
         key = (base.name, repr(sorted(own.items())))
         derived = self._derived.get(key)
         if derived is None:
-            changes: dict[str, Any] = {}
-            if "model" in own:
-                changes["model"] = own["model"]
-            if "schema" in own:
-                changes["output_schema"] = own["schema"]
-            if "timeout" in own:
-                changes["timeout"] = float(own["timeout"])
-            if "token_budget" in own:
-                changes["token_budget"] = own["token_budget"]
+            changes: dict[str, Any] = {"output_schema" if k == "schema" else k: v for k, v in own.items()}
+            for name in ("timeout", "cost_budget"):
+                if name in changes:
+                    changes[name] = float(changes[name])
+            if "token_budget" in changes:
+                changes["token_budget"] = int(changes["token_budget"])
             try:
                 derived = replace(base, **changes)
                 self.runner.prepare(derived)
@@ -314,7 +319,8 @@ class WorkflowHost:
             return None
         key = self.journal.key(position, asked.arguments, line)
         replayed = key in self.runner.finished
-        entry = AgentEntry(label=asked.label, phase=asked.phase, line=line, replayed=replayed)
+        agent_id = self.runner.new_id(key)  # known as it starts: the live tree and a stop find it
+        entry = AgentEntry(id=agent_id, label=asked.label, phase=asked.phase, line=line, replayed=replayed)
         self.outcome.add(entry)
         call = SubagentCall(
             definition=asked.definition,
@@ -325,7 +331,9 @@ class WorkflowHost:
             criteria=asked.criteria,
             seq=self.runner.reserve(1, capped=False),
             key=key,
+            agent_id=agent_id,
             isolation=asked.isolation,
+            phase=asked.phase,
         )
         record = await self.runner.run(call)
         entry.record = record

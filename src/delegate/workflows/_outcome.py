@@ -51,21 +51,29 @@ class AgentEntry:
     """One `agent()` call of the script: where it was made and what came of it (no record yet:
     it runs)."""
 
+    id: str
     label: str
     phase: str | None
     line: int | None
     replayed: bool = False
     """Answered from the journal of an earlier attempt (not run again)."""
     record: TaskOutput | None = None
+    ended: str | None = None
+    """How it ended when the workflow ended before it did (`cancelled`, `interrupted`): it has
+    no record of its own here."""
+
+    @property
+    def status(self) -> str:
+        return self.record.status if self.record is not None else self.ended or "running"
 
     def to_dict(self) -> dict[str, Any]:
         record = self.record
         return {
-            "id": record.id if record is not None else None,
+            "id": self.id,
             "label": self.label,
             "phase": self.phase,
             "line": self.line,
-            "status": record.status if record is not None else "running",
+            "status": self.status,
             "verdict": verdict_of(record) if record is not None else None,
             "replayed": self.replayed,
         }
@@ -84,10 +92,10 @@ class Counts:
     def add(self, entry: AgentEntry) -> None:
         self.agents += 1
         record = entry.record
-        if record is None:
+        if record is None and entry.ended is None:
             self.running += 1
             return
-        if record.status != "completed":
+        if record is None or record.status != "completed":
             self.failed += 1
             return
         self.completed += 1
@@ -126,6 +134,12 @@ class Outcome:
     def phase(self, name: str) -> None:
         if name not in self.phases:
             self.phases.append(name)
+
+    def end_unfinished(self, status: str) -> None:
+        """The workflow ended (`cancelled`, `interrupted`) while these agents ran: they ended so."""
+        for entry in self.agents:
+            if entry.record is None:
+                entry.ended = status
 
     def counts(self, entries: list[AgentEntry] | None = None) -> Counts:
         counts = Counts()

@@ -29,7 +29,7 @@ to a few subagents, use task.
 
 In the script (Python without imports, files, clock or randomness):
 - agent(prompt, type=, label=, phase=, acceptance=[...], schema={JSON Schema}, isolation=, model=, \
-timeout=, token_budget=) runs one agent and returns its result: a dict with status, summary, result \
+timeout=, token_budget=, cost_budget=) runs one agent and returns its result: a dict with status, summary, result \
 (typed, with schema), artifacts, acceptance, holds (True/False/None); it raises RuntimeError if the \
 agent failed.
 - parallel([call(prompt, ...), ...]) runs them all at once; a failed agent is None in its place.

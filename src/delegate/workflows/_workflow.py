@@ -3,6 +3,7 @@ and what it ends with (the lead's result, or the run's)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -65,7 +66,9 @@ async def drive(workflow: Workflow, host: WorkflowHost, keep: Callable[[dict[str
     """Run `workflow`'s script over `host` to its end, and give back what it ended with as an
     agent's result: `completed` when the script ran to its end (whatever its agents did: the
     count line says that), `error` when it failed. `keep` gets the workflow's record (its
-    `value`, `status`, counts, phases and agents) to store."""
+    `value`, `status`, counts, phases and agents) to store; also when it is cancelled (its
+    status `cancelled`, or `interrupted` when the run stops to be resumed; agents that were
+    running say the same), before the cancellation goes on."""
     replayable = host.journal.replayable
     started = {"description": workflow.description, "lines": workflow.script.count("\n") + 1}
     if replayable:
@@ -77,6 +80,13 @@ async def drive(workflow: Workflow, host: WorkflowHost, keep: Callable[[dict[str
         value = await run_script(workflow.script, host, limits=workflow.limits, inputs={"args": dict(workflow.args)})
     except ScriptError as exc:
         error = f"the workflow script failed at line {exc.line}: {exc.message}" if exc.line else str(exc)
+    except asyncio.CancelledError:  # stopped whole (cancelled), or interrupted to be resumed
+        ended = "interrupted" if host.runner.interrupting else "cancelled"
+        host.outcome.end_unfinished(ended)
+        host.record = host.outcome.to_dict() | {"status": ended, "value": None}
+        keep(host.record)
+        _ended(host, host.record, None)
+        raise
     finally:
         await host.close()
     record = host.outcome.to_dict() | {"status": "completed" if error is None else "error", "value": value}
@@ -89,10 +99,7 @@ async def drive(workflow: Workflow, host: WorkflowHost, keep: Callable[[dict[str
         record["error"] = error
     host.record = record
     keep(record)
-    ended = {"status": record["status"], "line": record["line"], "counts": record["counts"], "error": error}
-    host.emit(
-        Event("workflow.completed", host.parent.run_id, host.parent.agent_id, None, host.tool_call_id, ended, time())
-    )
+    _ended(host, record, error)
     text = render(value, record["line"], error)
     return AgentResult(
         status="completed" if error is None else "error",
@@ -103,6 +110,13 @@ async def drive(workflow: Workflow, host: WorkflowHost, keep: Callable[[dict[str
         usage=Usage(),
         stop_return=ToolReturn(content=text, data=Delivery(summary=text, result=value)),
         error=error,
+    )
+
+
+def _ended(host: WorkflowHost, record: dict[str, Any], error: str | None) -> None:
+    ended = {"status": record["status"], "line": record["line"], "counts": record["counts"], "error": error}
+    host.emit(
+        Event("workflow.completed", host.parent.run_id, host.parent.agent_id, None, host.tool_call_id, ended, time())
     )
 
 
