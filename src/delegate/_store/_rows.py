@@ -84,6 +84,9 @@ class RunRow:
     workflow: dict[str, Any] | None = None
     """The workflow the run is (`Workflow.to_dict`: its script, description and args), run again
     from its journal on a resume; None: the run is the lead's."""
+    eval: dict[str, Any] | None = None
+    """The evaluation attempt the run is (`eval_id`, `arm`, `task`, `attempt`: see docs/eval.md);
+    None: an ordinary run."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run's line of a listing (see `RunSummary.to_dict`); its whole JSON is
@@ -274,6 +277,7 @@ def run_values(run: RunRow) -> dict[str, Any]:
     values["result"] = None if run.result is None else json_text(run.result)
     values["limits"] = None if run.limits is None else json_text(run.limits)
     values["workflow"] = None if run.workflow is None else json_text(run.workflow)
+    values["eval"] = None if run.eval is None else json_text(run.eval)
     return values
 
 
@@ -433,7 +437,7 @@ def decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRo
     """A stored run; one stored `running` whose owner is gone reads `interrupted` (`seen`: what
     was found of each owner so far in this listing, see `owner_alive`)."""
     values = {**row, "warnings": row["warnings"] or "[]"}
-    optional = tuple(c for c in ("uploaded_files", "result", "limits", "workflow") if row[c] is not None)
+    optional = tuple(c for c in ("uploaded_files", "result", "limits", "workflow", "eval") if row[c] is not None)
     json_columns = ("usage", "warnings", *optional)
     run = _decode(_run_row, values, "runs", json_columns)
     run.status = live_status(run, utc_now(), seen)

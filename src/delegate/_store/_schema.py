@@ -233,6 +233,12 @@ def _workflow_column() -> sa.Column[Any]:
     return sa.Column("workflow", sa.Text)
 
 
+def _eval_column() -> sa.Column[Any]:
+    """The column migration core.0019 adds to `runs`: the evaluation attempt the run is (JSON:
+    `eval_id`, `arm`, `task`, `attempt`; NULL: the run is no attempt of an eval, see docs/eval.md)."""
+    return sa.Column("eval", sa.Text)
+
+
 def _event_pack_column() -> sa.Column[Any]:
     """The column migration core.0006 adds to `events`: how many events the row holds. A row of
     one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
@@ -351,6 +357,7 @@ for _column in [
     _waiting_column(),
     *_stop_columns,
     _workflow_column(),
+    _eval_column(),
 ]:
     runs_table.append_column(_column)
 sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
@@ -576,6 +583,11 @@ def _m0018_workflows(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
 
 
+def _m0019_eval_tags(conn: Connection) -> None:
+    column = _eval_column()
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
 SYSTEM = "system"
 """The kind of the checkpoint that keeps a subagent's system prompt once a run (key: `system_key`)."""
 
@@ -606,4 +618,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0016_subagent_conversations", _m0016_subagent_conversations),
     Migration("core.0017_approval_always", _m0017_approval_always),
     Migration("core.0018_workflows", _m0018_workflows),
+    Migration("core.0019_eval_tags", _m0019_eval_tags),
 )

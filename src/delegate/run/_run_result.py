@@ -70,6 +70,9 @@ class RunResult:
     agents' criteria hold: `counts` says that."""
     todos: dict[str, list[dict[str, str]]] = field(default_factory=empty_dict)
     """Each agent's todo list as it left it (`todo_write`), by agent id: the lead's is `lead`."""
+    eval: dict[str, Any] | None = None
+    """The evaluation attempt the run is (`eval_id`, `arm`, `task`, `attempt`: docs/eval.md); None:
+    an ordinary run."""
 
     def raise_for_status(self) -> RunResult:
         """This result if the run completed; else raise `RunCancelled` (it was cancelled) or
@@ -109,6 +112,7 @@ class RunResult:
             }
             | ({"workflow": self.workflow} if self.workflow is not None else {})
             | ({"todos": self.todos} if self.todos else {})
+            | ({"eval": self.eval} if self.eval is not None else {})
             | ({"result": typed} if typed is not None else {})
         )
 
@@ -139,6 +143,7 @@ def _stored_result(store: Store, run: RunRow) -> RunResult:
         thread_id=run.thread_id,
         previous_run_id=run.previous_run_id,
         workflow=_workflow_record(store, run),
+        eval=run.eval,
         todos=todos_json(TodoStore(store).of_run(run.id)),
     )
 

@@ -301,6 +301,7 @@ class Runtime:
         limits: RunLimits | None = None,
         continue_from: str | None = None,
         workflow: Workflow | str | None = None,
+        eval_tag: dict[str, Any] | None = None,
     ) -> RunResult:
         """Run the lead agent on `prompt` to its final answer; or run a `workflow` (a `Workflow`, a
         script; `prompt` says what it is for) instead of the lead: see docs/workflows.md.
@@ -316,6 +317,9 @@ class Runtime:
         conversation that run's lead ended with, in the same workspace, with the thread's uploads
         and these (see `delegate.run._threads`). `UserError` if that run is unknown (or another
         user's), has not ended (`running`, `waiting`, `interrupted`), or was continued already.
+
+        `eval_tag` marks the run as an attempt of an evaluation (`eval_id`, `arm`, `task`,
+        `attempt`), kept in its record: `delegate eval` starts its attempts so (docs/eval.md).
         """
         workflow = Workflow(script=workflow, description=prompt) if isinstance(workflow, str) else workflow
         if workflow is not None and continue_from is not None:
@@ -353,6 +357,7 @@ class Runtime:
                         warnings=warnings,
                         previous_run_id=continue_from,
                         workflow=workflow.to_dict() if workflow is not None else None,
+                        eval_tag=eval_tag,
                     )
                 )
                 thread_id[0] = row.thread_id or run_id
@@ -361,7 +366,7 @@ class Runtime:
         result = await self._lead(
             prompt, run_id, recorder, lead_model, uploaded_files, begin, limits, history, workflow
         )
-        result.thread_id, result.previous_run_id = thread_id[0], continue_from
+        result.thread_id, result.previous_run_id, result.eval = thread_id[0], continue_from, eval_tag
         return result
 
     def thread(self, continue_from: str | None = None) -> Thread:
