@@ -13,7 +13,7 @@ def main() -> None:
     from .._errors import StoreError, UserError
     from .._text import safe_text
     from .._tracing import flush as flush_traces
-    from . import _agents, _batch, _chat, _demo, _memory, _runs, _serve, _worker
+    from . import _agents, _batch, _chat, _demo, _eval, _memory, _runs, _serve, _worker
     from ._main import app
 
     debug = "--debug" in sys.argv[1:] or os.environ.get("DELEGATE_DEBUG") == "1"
@@ -27,6 +27,7 @@ def main() -> None:
     _chat.register(app)
     _worker.register(app)
     _memory.register(app)
+    _eval.register(app)
     try:
         app(prog_name="delegate")  # also under `python -m delegate`: completion and help name `delegate`
     except (UserError, StoreError, OSError, UnicodeError, RecursionError) as exc:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from .. import _lazy
 
 if TYPE_CHECKING:
+    from ._attempts import attempt_factory
     from ._calls import AgentCalls, ModelCall, agent_calls
     from ._follow import PAGE, interrupted_event, stored_events
     from ._run_result import RunResult, stored_result, stored_run
@@ -36,6 +37,7 @@ _WHERE = {
     "Takeover": "._takeover",
     "Thread": "._threads",
     "agent_calls": "._calls",
+    "attempt_factory": "._attempts",
     "interrupted_event": "._follow",
     "open_store": "._settings",
     "stored_events": "._follow",
@@ -59,6 +61,7 @@ __all__ = [
     "Takeover",
     "Thread",
     "agent_calls",
+    "attempt_factory",
     "interrupted_event",
     "open_store",
     "stored_events",

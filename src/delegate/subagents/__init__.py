@@ -4,7 +4,7 @@ Its `__all__` is for extension authors; users import from `delegate` (docs/api.m
 """
 
 from ..workspace import recover_merges, sweep_layers
-from ._acceptance import parse_criteria
+from ._acceptance import Baseline, Verdict, check_criteria, parse_criteria, snapshot_before
 from ._assemble import RunScope, assemble, toolset
 from ._background import BACKGROUND_TOOLS, background_tools
 from ._complete import COMPLETE_TOOL, Delivery
@@ -21,6 +21,7 @@ __all__ = [
     "MAX_RESULT_CHARS",
     "SUBAGENT_INSTRUCTIONS",
     "Artifact",
+    "Baseline",
     "Delivery",
     "RunScope",
     "Skipped",
@@ -28,13 +29,16 @@ __all__ = [
     "SubagentRunner",
     "TaskOutput",
     "TaskStatus",
+    "Verdict",
     "assemble",
     "background_tools",
+    "check_criteria",
     "first_sentence",
     "parse_criteria",
     "project_context",
     "recover_merges",
     "run_checked",
+    "snapshot_before",
     "sweep_layers",
     "task_tool",
     "toolset",
