@@ -417,9 +417,9 @@ async def test_a_command_past_its_timeout_is_killed_with_its_whole_process_group
 async def test_a_cancelled_check_kills_its_command(unconfined: Workspace):
     task = asyncio.create_task(one(unconfined, "tests_passed: echo $$ > shell.pid; sleep 30"))
     pid_file = unconfined.root / "shell.pid"
-    for _ in range(200):
-        if pid_file.exists() and pid_file.read_text().strip():
-            break
+    deadline = time.monotonic() + 30  # the command starts late on a loaded machine
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert not task.done() and time.monotonic() < deadline, "the check's command never started"
         await asyncio.sleep(0.02)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -428,7 +428,9 @@ async def test_a_cancelled_check_kills_its_command(unconfined: Workspace):
 
 
 def _alive(pid: int) -> bool:
-    for _ in range(50):
+    """Whether `pid` still runs 10 s from now (it is polled: a killed process goes at once)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:

@@ -225,8 +225,10 @@ async def _run(
         transport, _ = await asyncio.shield(starting)
     except asyncio.CancelledError:
         # Cancelled while its pipes were being connected (the command runs already): asyncio would
-        # kill the shell alone and leave what it started running; kill the whole group once started.
+        # kill the shell alone and leave what it started running. Kill the whole group once started
+        # (even if cancelled again), and wait for that, so no process outlives the call.
         starting.add_done_callback(_kill_started)
+        await asyncio.wait([starting])
         raise
     group = transport.get_pid()
     timed_out = stopped_background = False
