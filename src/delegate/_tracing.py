@@ -16,6 +16,11 @@ opens a span on each start event and ends it on the matching end event:
         invoke_agent ...  a subagent's span is a child of the `task` call that started it
                           (a follow-up's, of its `task_message` call; a background subagent's
                           outlives the call, and says `delegate.subagent.background`)
+    workflow {description}  workflow.started → workflow.completed (under the lead's `workflow`
+                            call, or the root of a run that is a workflow)
+      phase {name}          its first agent or `phase()` → the workflow's end (ending at its
+                            last agent's end)
+        invoke_agent ...    each agent of the workflow, under its phase (or the workflow)
 
 Each span also carries the OpenInference attributes trace viewers such as Arize Phoenix read
 (`openinference.span.kind` AGENT / LLM / TOOL, `llm.model_name`, `llm.token_count.*`, `tool.name`).
@@ -322,6 +327,12 @@ class EventSpans:
         its last follow-up (`subagent.message`)."""
         self._kinds: dict[str, tuple[bool, int]] = {}
         """Per subagent, whether it runs in the background and which follow-up it is on."""
+        self._workflows: dict[str, Span] = {}
+        """Each workflow of the run by the lead's tool call id (`""`: the run is a workflow)."""
+        self._phases: dict[tuple[str, str], tuple[Span, float]] = {}
+        """Each workflow phase (by workflow and name), with the end of its last agent so far."""
+        self._in_phase: dict[str, tuple[str, str]] = {}
+        """The workflow phase each of its agents belongs to."""
         self._handlers: dict[str, Callable[[Event], None]] = {
             "subagent.started": self._subagent_started,
             "subagent.message": self._subagent_message,
@@ -332,6 +343,9 @@ class EventSpans:
             "tool.started": self._tool_started,
             "tool.completed": self._tool_completed,
             "run.completed": self._run_completed,
+            "workflow.started": self._workflow_started,
+            "workflow.phase": self._workflow_phase,
+            "workflow.completed": self._workflow_completed,
         }
 
     def __call__(self, event: Event) -> None:
@@ -348,6 +362,69 @@ class EventSpans:
     def _subagent_started(self, event: Event) -> None:
         self._started_by[event.agent_id] = (event.parent_agent_id, event.tool_call_id)
         self._kinds[event.agent_id] = (bool(event.data.get("background")), 0)
+        workflow = event.tool_call_id or ""
+        phase = event.data.get("phase")
+        if workflow in self._workflows and isinstance(phase, str):
+            self._in_phase[event.agent_id] = (workflow, phase)
+            self._phase_span(workflow, phase, event.ts)
+
+    def _workflow_started(self, event: Event) -> None:
+        parent = self._tools.get((event.agent_id, event.tool_call_id)) if event.tool_call_id else None
+        description = str(event.data.get("description") or "") or "workflow"
+        self._workflows[event.tool_call_id or ""] = self._tracer.start_span(
+            f"workflow {description[:80]}",
+            context=self._otel.set_span_in_context(parent) if parent is not None else None,
+            kind=self._otel.SpanKind.INTERNAL,
+            attributes={
+                "openinference.span.kind": "CHAIN",
+                "gen_ai.conversation.id": event.run_id,
+                "delegate.workflow.lines": int(event.data.get("lines") or 0),
+                "delegate.workflow.journaled": int(event.data.get("journaled") or 0),
+            },
+            start_time=_ns(event.ts),
+        )
+
+    def _workflow_phase(self, event: Event) -> None:
+        workflow = event.tool_call_id or ""
+        if workflow in self._workflows:
+            self._phase_span(workflow, str(event.data.get("name")), event.ts)
+
+    def _phase_span(self, workflow: str, name: str, ts: float) -> Span:
+        known = self._phases.get((workflow, name))
+        if known is None:
+            span = self._tracer.start_span(
+                f"phase {name[:80]}",
+                context=self._otel.set_span_in_context(self._workflows[workflow]),
+                kind=self._otel.SpanKind.INTERNAL,
+                attributes={"openinference.span.kind": "CHAIN", "delegate.workflow.phase": name},
+                start_time=_ns(ts),
+            )
+            known = self._phases[(workflow, name)] = (span, ts)
+        return known[0]
+
+    def _workflow_completed(self, event: Event) -> None:
+        """End the workflow's span and its phases': "completed" says its script ran to its end,
+        never that its agents' criteria hold (the counts say that, as attributes)."""
+        workflow = event.tool_call_id or ""
+        counts: Mapping[str, Any] = event.data.get("counts") or {}
+        span = self._workflows.get(workflow)
+        if span is not None:
+            span.set_attributes({f"delegate.workflow.{k}": v for k, v in counts.items() if isinstance(v, int)})
+            span.set_attribute("delegate.workflow.line", str(event.data.get("line") or ""))
+        self._end_workflow(workflow, event.ts, str(event.data.get("status") or ""), str(event.data.get("error") or ""))
+
+    def _end_workflow(self, workflow: str, ts: float, status: str, error: str = "") -> None:
+        for key in [k for k in self._phases if k[0] == workflow]:
+            span, last = self._phases.pop(key)
+            span.end(end_time=_ns(last))
+        span = self._workflows.pop(workflow, None)
+        if span is None:
+            return
+        span.set_attribute("delegate.workflow.status", status)
+        if status != "completed":
+            span.set_attribute("error.type", status or "interrupted")
+            span.set_status(self._otel.StatusCode.ERROR, error or None)
+        span.end(end_time=_ns(ts))
 
     def _subagent_message(self, event: Event) -> None:
         call_id = event.data.get("tool_call_id")
@@ -358,6 +435,8 @@ class EventSpans:
     def _run_completed(self, event: Event) -> None:
         for agent_id in list(self._agents):  # left open: the run ended without them
             self._end_agent(agent_id, event.ts, "interrupted")
+        for workflow in list(self._workflows):
+            self._end_workflow(workflow, event.ts, "interrupted")
 
     def _agent_started(self, event: Event) -> None:
         name = str(event.data.get("name", event.agent_id))
@@ -365,6 +444,11 @@ class EventSpans:
         self._models[event.agent_id] = model
         parent_agent, call_id = self._started_by.get(event.agent_id, (event.parent_agent_id, None))
         parent = self._tools.get((parent_agent, call_id)) if parent_agent and call_id else None
+        phase = self._in_phase.get(event.agent_id)
+        if phase is not None and phase in self._phases:
+            parent = self._phases[phase][0]
+        elif event.agent_id in self._started_by and (call_id or "") in self._workflows:
+            parent = self._workflows[call_id or ""]
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": name,
@@ -413,6 +497,10 @@ class EventSpans:
             )
         status = str(event.data.get("status", ""))
         self._end_agent(event.agent_id, event.ts, status, str(event.data.get("error") or ""))
+        phase = self._in_phase.get(event.agent_id)
+        if phase is not None and phase in self._phases:
+            span, last = self._phases[phase]
+            self._phases[phase] = (span, max(last, event.ts))
 
     def _end_agent(self, agent_id: str, ts: float, status: str, error: str = "") -> None:
         """End `agent_id`'s span, and first any of its calls left open (cancelled, or a model error)."""

@@ -57,6 +57,8 @@ class RunView:
     def __init__(self) -> None:
         self.lead = _Agent("lead")
         self.subagents: dict[str, _Agent] = {}
+        self.phases: dict[str, list[str]] = {}
+        """A workflow's phases in the order they began, each with its agents' ids."""
 
     def __call__(self, event: Event) -> None:
         agent = self.lead if event.agent_id == "lead" else self.subagents.get(event.agent_id)
@@ -65,6 +67,10 @@ class RunView:
             case "subagent.started":
                 label = f"{data['type']}: {data['description']}"
                 self.subagents[event.agent_id] = _Agent(label + (" (background)" if data.get("background") else ""))
+                if data.get("phase"):
+                    self.phases.setdefault(str(data["phase"]), []).append(event.agent_id)
+            case "workflow.phase":
+                self.phases.setdefault(str(data.get("name")), [])
             case "subagent.message" if agent is not None:
                 agent.status, agent.ended = "running", None
                 agent.messages = int(data.get("messages") or agent.messages + 1)
@@ -100,9 +106,37 @@ class RunView:
     def render(self) -> Tree:
         tree = Tree(_line(self.lead))
         _add_todos(tree, self.lead)
-        for agent in self.subagents.values():
-            _add_todos(tree.add(_line(agent)), agent)
+        grouped = {agent_id for ids in self.phases.values() for agent_id in ids}
+        for agent_id, agent in self.subagents.items():
+            if agent_id not in grouped:
+                _add_todos(tree.add(_line(agent)), agent)
+        for name, ids in self.phases.items():
+            agents = [self.subagents[i] for i in ids]
+            node = tree.add(_phase_line(name, agents))
+            shown = agents if len(agents) <= PHASE_SHOWN else [a for a in agents if a.status != "completed"]
+            for agent in shown[:PHASE_SHOWN]:
+                _add_todos(node.add(_line(agent)), agent)
+            if len(agents) > len(shown[:PHASE_SHOWN]):
+                node.add(Text(f"... {len(agents) - len(shown[:PHASE_SHOWN])} more", style="dim"))
         return tree
+
+
+PHASE_SHOWN = 12
+"""The most agents of one workflow phase the tree lists (past it: those not completed, then a count)."""
+
+
+def _phase_line(name: str, agents: list[_Agent]) -> Text:
+    """A workflow phase: its name and its agents counted by status ("phase review · 8 agents: 5
+    completed, 3 running")."""
+    counts: dict[str, int] = {}
+    for agent in agents:
+        counts[agent.status] = counts.get(agent.status, 0) + 1
+    text = Text()
+    text.append("phase ", style="dim")
+    text.append(name, style="bold")
+    said = ", ".join(f"{n} {status}" for status, n in counts.items())
+    text.append(f"  {plural(len(agents), 'agent')}" + (f": {said}" if said else ""), style="dim")
+    return text
 
 
 _MARKS = {"completed": ("[x]", "dim"), "in_progress": ("[>]", "bold yellow"), "pending": ("[ ]", "")}

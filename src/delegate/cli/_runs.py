@@ -24,11 +24,13 @@ from .._record import LIVE_STATUSES, STATUSES
 from .._text import plural, shown_arguments
 from .._usage import cost_text, usage_line
 from ._common import Db, Workspace, fail, open_store, read_store
+from ._workflow import workflow_lines
 
 if TYPE_CHECKING:
     from .._events import Event
     from .._record import TaskOutput
     from .._store import RunRow, Store
+    from ..run import RunResult
 
 runs_app = typer.Typer(help="Runs of the lead agent, as the store has them.", no_args_is_help=True)
 
@@ -138,14 +140,11 @@ def runs_show(
     usage = result.usage
     typer.echo(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
     typer.echo(f"usage: {usage_line(usage)}")
-    for sub in result.subagents:
-        kind = (" (background)" if sub.background else "") + (
-            f", {plural(sub.messages, 'follow-up')}" if sub.messages else ""
-        )
-        typer.echo(f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}{kind} · {cost_text(sub.usage.cost_usd)}")
+    _show_agents(store, result)
     if result.status in ("running", "waiting"):  # what `delegate runs stop` takes: not recorded until they end
         for agent_id, data in _running_subagents(store, run_id, {sub.id for sub in result.subagents}):
-            typer.echo(f"  {agent_id} [running] {data.get('type')}: {data.get('description')}")
+            phase = f" · phase {data['phase']}" if data.get("phase") else ""
+            typer.echo(f"  {agent_id} [running] {data.get('type')}: {data.get('description')}{phase}")
     for agent_id, todos in result.todos.items():
         done = sum(t["status"] == "completed" for t in todos)
         typer.echo(f"  todos of {agent_id} ({done}/{len(todos)} completed):")
@@ -283,6 +282,35 @@ def runs_stop(
         raise typer.Exit(1)
     why = f" ({record.stop_reason})" if record.stop_reason else ""
     typer.echo(f"run {run_id}: {agent_id} {record.status}{why}")
+
+
+def _show_agents(store: Store, result: RunResult) -> None:
+    """A workflow's record (with its script), then each subagent of the run that ended, a
+    workflow's with its phase and the script's line that started it."""
+    if result.workflow is not None:
+        run = store.get_run(result.run_id)
+        script = run.workflow.get("script") if run is not None and run.workflow is not None else None
+        for line in workflow_lines(result.workflow, script if isinstance(script, str) else None):
+            typer.echo(line)
+    placed = {a["id"]: a for a in (result.workflow or {}).get("agents", []) if a.get("id")}
+    for sub in result.subagents:
+        kind = (" (background)" if sub.background else "") + (
+            f", {plural(sub.messages, 'follow-up')}" if sub.messages else ""
+        )
+        where = _placed(placed.get(sub.id))
+        typer.echo(
+            f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}{kind}{where} · {cost_text(sub.usage.cost_usd)}"
+        )
+
+
+def _placed(agent: dict[str, Any] | None) -> str:
+    """Where a workflow's agent came from: " · phase review, line 9" ("" for the lead's)."""
+    if agent is None:
+        return ""
+    parts = [f"phase {agent['phase']}"] if agent.get("phase") else []
+    if agent.get("line"):
+        parts.append(f"line {agent['line']}")
+    return f" · {', '.join(parts)}" if parts else ""
 
 
 def _record_of(store: Store, run_id: str, agent_id: str) -> TaskOutput | None:

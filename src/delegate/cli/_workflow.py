@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._text import plural
 from ._common import fail
 
 workflow_app = typer.Typer(
@@ -81,3 +82,44 @@ def workflow_list() -> None:
     for name, path in shipped().items():
         first = path.read_text(encoding="utf-8").split('"""')[1].strip().splitlines()[0]
         typer.echo(f"{name}\t{first}")
+
+
+def workflow_lines(record: dict[str, Any], script: str | None) -> list[str]:
+    """A workflow's record as `delegate runs show` prints it: how it ended with its count line,
+    each phase with its counts, then the script, each line that started agents marked with them."""
+    from ..workflows import count_line
+
+    lines = [f"workflow {record.get('status')}: {record.get('line')}"]
+    if record.get("diverged_at_line"):
+        changed = record["diverged_at_line"]
+        lines.append(f"  the script changed before a resume: from line {changed} on, calls ran again")
+    phases: list[dict[str, Any]] = record.get("phases") or []
+    agents: list[dict[str, Any]] = record.get("agents") or []
+    for phase in phases:
+        lines.append(f"  phase {phase.get('name') or '(none)'}: {count_line(phase)}")
+    if not script:
+        return lines
+    by_line: dict[int, list[dict[str, Any]]] = {}
+    for agent in agents:
+        if isinstance(agent.get("line"), int):
+            by_line.setdefault(agent["line"], []).append(agent)
+    source = script.splitlines()
+    width = len(str(len(source)))
+    lines.append("script (each line that started agents, with what they did):")
+    for number, text in enumerate(source, 1):
+        started = by_line.get(number)
+        lines.append(f"  {number:>{width}} | {text}" + (f"    <- {_agents_said(started)}" if started else ""))
+    return lines
+
+
+def _agents_said(agents: list[dict[str, Any]]) -> str:
+    """ "3 agents: 2 completed, 1 cancelled; 1 with every criterion holding"."""
+    statuses: dict[str, int] = {}
+    for agent in agents:
+        statuses[str(agent.get("status"))] = statuses.get(str(agent.get("status")), 0) + 1
+    said = f"{plural(len(agents), 'agent')}: " + ", ".join(f"{n} {s}" for s, n in statuses.items())
+    holding = sum(a.get("verdict") == "holds" for a in agents)
+    failing = sum(a.get("verdict") == "does not hold" for a in agents)
+    if holding or failing:
+        said += f"; {holding} with every criterion holding, {failing} with a criterion not holding"
+    return said

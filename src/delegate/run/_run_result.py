@@ -165,7 +165,10 @@ def stored_run(store: Store, run_id: str, user_id: str | None = None) -> tuple[R
     run = store.get_run(run_id, user_id)
     if run is None:
         return None
-    return run, _stored_result(store, run).to_dict() | stored_fields(run)
+    shown = _stored_result(store, run).to_dict() | stored_fields(run)
+    if run.workflow is not None:  # the page shows each line of the script with the agents it started
+        shown["workflow_script"] = run.workflow.get("script")
+    return run, shown
 
 
 def cancelled_result(ctx: ToolContext) -> AgentResult:

@@ -49,6 +49,7 @@ function newTree(runId, selected) {
     done: false,
     selected: selected || "lead",
     byCall: new Map(), // the lead's task call id -> the subagent it started
+    phases: new Map(), // a workflow's phases by name: their node and agents
     preview: null,
     final: "",
     drawing: false,
@@ -61,7 +62,82 @@ function newTree(runId, selected) {
   $("event-log").replaceChildren();
   $("event-count").textContent = "0";
   $("run-final").replaceChildren(el("span", { class: "muted", text: "The answer appears when the run ends." }));
+  $("run-workflow").hidden = true;
   setStats();
+}
+
+// A workflow phase in the tree: a line with its name and its agents counted by status, its agents
+// under it.
+function phaseNode(name, parentId) {
+  let phase = tree.phases.get(name);
+  if (phase) return phase;
+  const row = el("div", { class: "node phase-node" });
+  const children = el("ul");
+  const li = el("li", { "data-phase": name }, row, children);
+  const parent = parentId && tree.agents.get(parentId);
+  (parent ? parent.dom.children : $("agent-tree")).append(li);
+  phase = { name, row, children, agents: [] };
+  tree.phases.set(name, phase);
+  drawPhase(phase);
+  return phase;
+}
+
+function drawPhase(phase) {
+  const counts = new Map();
+  for (const agent of phase.agents) counts.set(agent.status, (counts.get(agent.status) || 0) + 1);
+  const said = [...counts].map(([status, n]) => `${fmt.format(n)} ${status.replace("_", " ")}`).join(", ");
+  phase.row.replaceChildren(
+    el("span", { class: "type", text: "phase" }),
+    el("span", { class: "name", text: phase.name }),
+    el("span", { class: "meta", text: plural(phase.agents.length, "agent") + (said ? `: ${said}` : "") }),
+  );
+}
+
+// The workflow's record: how it ended with its count line, its phases, and its script with each
+// line that started agents marked with what they did.
+function drawWorkflow(record, script) {
+  const box = $("run-workflow");
+  box.hidden = false;
+  const parts = [
+    el("p", { class: "workflow-line" }, el("strong", { text: `Script ${record.status}. ` }), record.line || ""),
+  ];
+  if (record.diverged_at_line) {
+    parts.push(el("p", { class: "muted", text: `The script changed before a resume: from line ${record.diverged_at_line} on, calls ran again.` }));
+  }
+  const phases = record.phases || [];
+  if (phases.length) {
+    const rows = phases.map((p) =>
+      el("tr", {},
+        el("td", { text: p.name || "(none)" }),
+        ...["agents", "completed", "holding", "not_holding", "failed"].map((k) => el("td", { text: fmt.format(p[k] || 0) })),
+      ),
+    );
+    const head = el("tr", {}, ...["phase", "agents", "completed", "criteria hold", "a criterion does not hold", "failed"].map((t) => el("th", { text: t })));
+    parts.push(el("table", { class: "workflow-phases" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+  }
+  if (script) {
+    const byLine = new Map();
+    for (const agent of record.agents || []) {
+      if (agent.line) byLine.set(agent.line, [...(byLine.get(agent.line) || []), agent]);
+    }
+    const lines = script.replace(/\n$/, "").split("\n").map((text, i) => {
+      const agents = byLine.get(i + 1);
+      const note = agents ? el("span", { class: "workflow-agents", text: `  ← ${agentsSaid(agents)}` }) : null;
+      return el("div", { class: agents ? "script-line started" : "script-line" }, el("span", { class: "line-no", text: String(i + 1) }), text, note);
+    });
+    parts.push(el("div", { class: "workflow-script mono" }, ...lines));
+  }
+  box.replaceChildren(el("h3", { text: "Workflow" }), ...parts);
+}
+
+function agentsSaid(agents) {
+  const counts = new Map();
+  for (const a of agents) counts.set(a.status, (counts.get(a.status) || 0) + 1);
+  const holding = agents.filter((a) => a.verdict === "holds").length;
+  const failing = agents.filter((a) => a.verdict === "does not hold").length;
+  let said = `${plural(agents.length, "agent")}: ${[...counts].map(([s, n]) => `${n} ${s}`).join(", ")}`;
+  if (holding || failing) said += `; ${holding} with every criterion holding, ${failing} with a criterion not holding`;
+  return said;
 }
 
 // Stop what keeps the run on screen up to date (its clock and record refresh).
@@ -114,6 +190,15 @@ function agentNode(id, parentId) {
   return agent;
 }
 
+// Put a workflow's agent under its phase (once).
+function placeInPhase(agent, name, parentId) {
+  if (agent.phase || !name) return;
+  const phase = phaseNode(name, parentId);
+  agent.phase = phase;
+  phase.agents.push(agent);
+  phase.children.append(agent.dom.li);
+}
+
 function drawAgent(agent) {
   const meta = [plural(agent.steps, "step"), `${fmt.format(tokens(agent.usage))} tokens`];
   if (agent.usage) meta.push(money(agent.usage.cost_usd));
@@ -141,6 +226,7 @@ function drawAgent(agent) {
   ];
   agent.dom.row.replaceChildren(...parts.filter(Boolean));
   agent.dom.row.classList.toggle("selected", agent.id === tree.selected);
+  if (agent.phase) drawPhase(agent.phase);
   drawSummary(agent);
   redraw(agent.id === tree.selected);
 }
@@ -203,11 +289,16 @@ function onRunEvent(type, ev) {
       agent.type = data.type || "";
       agent.description = data.description || "";
       agent.background = Boolean(data.background);
+      placeInPhase(agent, data.phase, parent);
       agent.started = ev.ts;
       if (ev.tool_call_id) tree.byCall.set(ev.tool_call_id, ev.agent_id);
       tree.subagents += 1;
       setStats();
       drawAgent(agent);
+      break;
+    }
+    case "workflow.phase": {
+      phaseNode(data.name, ev.agent_id);
       break;
     }
     case "agent.started": {
@@ -377,6 +468,14 @@ async function loadRecord(runId) {
       if (agent.ended === null && s.completed_at) agent.ended = Date.parse(s.completed_at) / 1000;
       if (run.status !== "running") agent.dom.li.parentNode.append(agent.dom.li); // in call order, once all are in
       drawAgent(agent);
+    }
+    if (run.workflow) {
+      for (const a of run.workflow.agents || []) {
+        const agent = a.id && tree.agents.get(a.id);
+        if (agent) placeInPhase(agent, a.phase, "lead"); // a workflow's agents are the lead's (or the run's)
+      }
+      for (const phase of tree.phases.values()) drawPhase(phase);
+      drawWorkflow(run.workflow, run.workflow_script);
     }
     if (run.status !== "running" && run.final && run.final !== tree.final) {
       showFinal(run.final, run.error); // an answer longer than an event holds
