@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from delegate import RunLimits, Store
+from delegate import RunLimits, RuntimeSettings, Store
 from tests.test_server_api import client, read_events, serving
 from tests.workflow_support import MAP_REVIEW_MERGE, answering, files_args, summary_of
 
@@ -16,7 +16,11 @@ LINE = "300 agents: 290 completed, 96 with every criterion holding, 4 with a cri
 def test_post_runs_with_a_workflow_runs_a_300_agent_map_review_merge_with_the_right_counts(
     workspace: Path, store: Store, tokens: dict[str, str]
 ) -> None:
-    (workspace / "README.md").write_text("# project\n")
+    alice_id = next(u.id for u in store.list_users() if u.name == "alice")
+    own = RuntimeSettings(workspace=workspace).user_root(alice_id)  # each user works in a folder of her own
+    assert own is not None
+    own.mkdir(parents=True, exist_ok=True)
+    (own / "README.md").write_text("# project\n")
     answer = answering(summary_of)
     limits = RunLimits(max_parallel=64)
     with serving(workspace, store, answer, limits=limits) as server, client(server, tokens["alice"]) as alice:
@@ -37,8 +41,9 @@ def test_post_runs_with_a_workflow_runs_a_300_agent_map_review_merge_with_the_ri
                 assert bob.request(method, path).status_code == 404, (method, path)
 
     assert run["status"] == "completed" and run["prompt"] == "review the files"
-    line = run["workflow"]["line"]  # each user works in a folder of its own: no README.md there, no criterion holds
-    assert line == LINE.replace("96 with", "0 with").replace("4 with", "100 with") and run["final"].startswith(line)
+    assert run["workflow"]["line"] == LINE and run["final"].startswith(LINE)  # 96 hold, 4 name a missing file
+    summarise, review, _ = run["workflow"]["phases"]
+    assert (summarise["holding"], summarise["not_holding"], review["failed"]) == (96, 4, 10)
     assert run["result"] == {"accepted": 90, "summaries": 100}
     types = [json.loads(e.data)["type"] for e in events]
     assert types.count("workflow.phase") == 3 and "workflow.completed" in types
