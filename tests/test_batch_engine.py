@@ -268,3 +268,15 @@ async def test_a_batchs_usage_is_its_items_summed_by_the_database_cost_included(
     odd = batches.get(USER, unpriced.batch.id).usage
     assert (odd.input_tokens, odd.requests, odd.cost_usd) == (5 + 2 * 10, 1 + 2 * 1, None)  # unknown, not a guess
     assert batches.get(USER, queued.batch.id).usage == Usage()  # nothing ran: nothing spent, at no cost
+
+
+def test_a_named_claim_made_again_answers_the_items_it_took_and_takes_no_more(batches: Batches) -> None:
+    # A Temporal workflow whose worker died after its claim committed makes the same claim again.
+    queue = WorkQueue(batches)
+    sub = batches.submit(USER, subagent_type="t", items=items(5), max_running_items=2)
+    first = queue.claim(sub.batch.id, "temporal:b", 10, 0.0, shared=False, epoch=0, token="run/1")
+    again = queue.claim(sub.batch.id, "temporal:b", 10, 0.0, shared=False, epoch=0, token="run/1")
+    assert [i.key for i in first.items] == [i.key for i in again.items] == ["item-0", "item-1"]
+    assert [i.attempt for i in again.items] == [1, 1]
+    assert queue.running_count(sub.batch.id) == (2, 2)
+    assert queue.claim(sub.batch.id, "temporal:b", 10, 0.0, shared=False, epoch=0, token="run/2").items == []

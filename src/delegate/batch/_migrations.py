@@ -312,11 +312,20 @@ def _m0005_batch_engine(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE batches ADD COLUMN engine TEXT")
 
 
+def _m0006_item_claims(conn: Connection) -> None:
+    """`batch_items.claim`: which claim started the item's current attempt (a Temporal batch
+    workflow names each of its claims), so a claim run again after its worker died answers the
+    items it took the first time instead of leaving them `running` with nothing to run them. NULL
+    for every item before, and for the embedded engine's claims."""
+    conn.exec_driver_sql("ALTER TABLE batch_items ADD COLUMN claim TEXT")
+
+
 BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("batch.0001_tables", _m0001_tables),
     Migration("batch.0002_item_results", _m0002_item_results),
     Migration("batch.0003_item_records", _m0003_item_records),
     Migration("batch.0004_item_usage_totals", _m0004_item_usage_totals),
     Migration("batch.0005_batch_engine", _m0005_batch_engine),
+    Migration("batch.0006_item_claims", _m0006_item_claims),
 )
 """Our steps for `Store.migrate`; `Batches(store)` applies them."""

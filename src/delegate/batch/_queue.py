@@ -190,7 +190,15 @@ class WorkQueue:
         return None if row is None else ServeInfo(**row)
 
     def claim(
-        self, batch_id: str, worker_id: str, room: int, ttl: float, *, shared: bool = True, epoch: int | None = None
+        self,
+        batch_id: str,
+        worker_id: str,
+        room: int,
+        ttl: float,
+        *,
+        shared: bool = True,
+        epoch: int | None = None,
+        token: str | None = None,
     ) -> Claim:
         """Start up to `room` items: first this worker's retries that are due, then queued items.
 
@@ -199,6 +207,11 @@ class WorkQueue:
         (heartbeat within `ttl`) that has free slots, so workers sharing a batch share its items.
         `shared=False` is for the one claimer of a batch (its Temporal workflow): no share. With
         `epoch`, a batch that has moved on to another epoch answers `superseded` and starts nothing.
+
+        `token` names the claim, so that making it again answers what it took the first time and
+        takes nothing more: a Temporal workflow whose worker died after the claim committed and
+        before its history recorded the answer makes the same claim again on another worker, and
+        must be told the items it already holds (else they stay `running` with nothing running them).
         """
         now = utc_now()
         now_text = iso(now)
@@ -209,6 +222,10 @@ class WorkQueue:
             state = STATE.validate_python(row.state)
             if state == "cancelled":
                 return Claim(items=[], state=state)
+            again = [] if token is None else _claimed_by(conn, batch_id, worker_id, token)
+            if again:
+                moved = epoch is not None and row.epoch != epoch
+                return Claim(items=again, state="superseded" if moved else state)
             if epoch is not None and row.epoch != epoch:
                 return Claim(items=[], state="superseded")
             counts = stored_counts(conn, batch_id, OPEN)
@@ -233,15 +250,7 @@ class WorkQueue:
             if slots <= 0:
                 return Claim(items=[], state=state, next_due=next_due)
             due_now = (ITEMS.c.not_before.is_(None)) | (ITEMS.c.not_before <= now_text)
-            columns = (
-                ITEMS.c.id,
-                ITEMS.c.key,
-                ITEMS.c.prompt,
-                ITEMS.c.criteria,
-                ITEMS.c.attempts,
-                ITEMS.c.token_budget,
-                ITEMS.c.max_requests,
-            )
+            columns = _CLAIM_COLUMNS
             retries = conn.execute(
                 sa.select(*columns)
                 .where(
@@ -262,20 +271,9 @@ class WorkQueue:
             ).all()
             chosen = [*retries, *queued]
             if chosen:
-                conn.execute(_START, {"ids": [r.id for r in chosen], "owner": worker_id, "now": now_text})
-        claimed = [
-            ClaimedItem(
-                id=r.id,
-                key=r.key,
-                prompt=r.prompt,
-                acceptance_criteria=load_json(CRITERIA, r.criteria),
-                attempt=r.attempts + 1,
-                token_budget=r.token_budget,
-                max_requests=r.max_requests,
-            )
-            for r in chosen
-        ]
-        return Claim(items=claimed, state=state, next_due=next_due)
+                values = {"ids": [r.id for r in chosen], "owner": worker_id, "now": now_text, "claim": token}
+                conn.execute(_START, values)
+        return Claim(items=[_claimed(r, r.attempts + 1) for r in chosen], state=state, next_due=next_due)
 
     def finish(
         self, worker_id: str, results: Sequence[AttemptResult], *, backoff: Callable[[int], float]
@@ -394,6 +392,33 @@ class WorkQueue:
         return counts.get("running", 0), counts.get("running", 0) + counts.get("waiting", 0)
 
 
+def _claimed_by(conn: Connection, batch_id: str, worker_id: str, token: str) -> list[ClaimedItem]:
+    """The items the claim `token` started that are still running its attempt."""
+    query = (
+        sa.select(*_CLAIM_COLUMNS)
+        .where(
+            ITEMS.c.batch_id == batch_id,
+            ITEMS.c.claim == token,
+            ITEMS.c.status == "running",
+            ITEMS.c.lease_owner == worker_id,
+        )
+        .order_by(ITEMS.c.seq)
+    )
+    return [_claimed(row, row.attempts) for row in conn.execute(query)]
+
+
+def _claimed(row: sa.Row[*tuple[Any, ...]], attempt: int) -> ClaimedItem:
+    return ClaimedItem(
+        id=row.id,
+        key=row.key,
+        prompt=row.prompt,
+        acceptance_criteria=load_json(CRITERIA, row.criteria),
+        attempt=attempt,
+        token_budget=row.token_budget,
+        max_requests=row.max_requests,
+    )
+
+
 def _share(conn: Connection, batch_id: str, worker_id: str, max_running: int, ttl: float) -> int:
     """How many more items of the batch this worker may start: its equal part, less what it runs."""
     cutoff = iso(utc_now() - timedelta(seconds=ttl))
@@ -443,6 +468,15 @@ def _release(conn: Connection, owners: list[str], *, interrupted: bool) -> set[s
 _SERVE_COLUMNS = tuple(BATCHES.c[f.name] for f in fields(ServeInfo))
 """A batch's columns a `ServeInfo` holds, of the same names."""
 # Statements run for every item, built once, with expanding parameters for their id lists.
+_CLAIM_COLUMNS = (
+    ITEMS.c.id,
+    ITEMS.c.key,
+    ITEMS.c.prompt,
+    ITEMS.c.criteria,
+    ITEMS.c.attempts,
+    ITEMS.c.token_budget,
+    ITEMS.c.max_requests,
+)
 _START = (
     ITEMS.update()
     .where(ITEMS.c.id.in_(sa.bindparam("ids", expanding=True)))
@@ -452,6 +486,7 @@ _START = (
         attempts=ITEMS.c.attempts + 1,
         started_at=sa.bindparam("now"),
         not_before=None,
+        claim=sa.bindparam("claim"),
     )
 )
 _HELD = (

@@ -88,6 +88,8 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
         sa.Index("batches_by_state", "state", "finished_at"),
     )
     items = batch_items_0004(metadata)
+    # Which claim started the current attempt (batch.0006): a claim run twice answers the same items.
+    items.append_column(sa.Column("claim", text, nullable=True))
     workers = sa.Table(
         "batch_workers",
         metadata,

@@ -77,7 +77,14 @@ class BatchActivities:
     async def claim(self, request: ClaimRequest) -> ClaimAnswer:
         owner = lease_owner(request.batch_id)
         claim = await asyncio.to_thread(
-            self.queue.claim, request.batch_id, owner, request.room, 0.0, shared=False, epoch=request.epoch
+            self.queue.claim,
+            request.batch_id,
+            owner,
+            request.room,
+            0.0,
+            shared=False,
+            epoch=request.epoch,
+            token=request.token,
         )
         if claim.newly_finished:
             info = await asyncio.to_thread(self.queue.serve_info, request.batch_id)

@@ -3,9 +3,13 @@
 Workflow `delegate.batch`, id `batch:<batch id>:<epoch>` (a resume or a retry bumps the epoch, so
 each starts a fresh execution). It loops: a local activity claims what may start now from the
 store (one transaction under the batch row's lock, so `max_running_items` and `max_live_items`
-hold exactly, whoever else claims), and each claimed item becomes an activity,
-`delegate.batch.item`, named by the item's key and attempt (`<key>#<attempt>`), on any worker of
-the task queue. The activity runs the subagent, heartbeating, and stores the result itself with a
+hold exactly, whoever else claims), and each claimed item becomes an activity, `delegate.batch.item`,
+named by the item's key and attempt (`<key>#<attempt>`), on any worker of
+the task queue. Each claim is named (`<run id>/<n>`, the same on replay): a worker that dies after
+its claim committed and before the workflow's history recorded it leaves the claim to be made again
+on another worker, which answers the items taken the first time (before, they stayed `running` with
+no activity to run them, and filled the batch's `max_running_items`: the batch stalled). The
+activity runs the subagent, heartbeating, and stores the result itself with a
 conditional update (`WHERE` the attempt still holds the item): a result is stored once, however
 often the activity ran. A worker that dies mid-item stops heartbeating; Temporal runs the activity
 again on another worker after the heartbeat timeout, and the item starts again from the start
@@ -55,6 +59,9 @@ class ClaimRequest:
     batch_id: str
     epoch: int
     room: int
+    token: str | None = None
+    """Names this claim (`<run id>/<n>`, the same when the workflow replays): a claim made again
+    after a worker died answers the items it took the first time."""
 
 
 @dataclass(kw_only=True)
@@ -94,6 +101,7 @@ class BatchWorkflow:
         self._changed = False
         self._running: dict[int, workflow.ActivityHandle[str]] = {}
         self._watchers: list[asyncio.Task[None]] = []
+        self._claims = 0
 
     @workflow.signal(name="changed")
     def changed(self) -> None:
@@ -127,7 +135,9 @@ class BatchWorkflow:
                 await workflow.wait_condition(lambda: self._changed, timeout=timeout)
 
     async def _claim(self, batch: BatchRun) -> ClaimAnswer:
-        request = ClaimRequest(batch_id=batch.batch_id, epoch=batch.epoch, room=ROOM - len(self._running))
+        self._claims += 1
+        token = f"{workflow.info().run_id}/{self._claims}"
+        request = ClaimRequest(batch_id=batch.batch_id, epoch=batch.epoch, room=ROOM - len(self._running), token=token)
         answer = await workflow.execute_local_activity(
             CLAIM,
             request,

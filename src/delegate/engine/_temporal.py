@@ -26,6 +26,7 @@ import logging
 import os
 import socket
 import time
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
@@ -65,6 +66,12 @@ class TemporalEngine:
             raise UserError(f"no Temporal server answered at {settings.address}: {exc}") from exc
         return cls(settings, client)
 
+    @property
+    def task_timeout(self) -> timedelta:
+        """How long a workflow task may stay with a silent worker: the heartbeat timeout, at most
+        Temporal's default of 10 s (a worker that died mid-task costs its executions that long)."""
+        return timedelta(seconds=min(10.0, self.settings.heartbeat_timeout))
+
     async def start_batch(self, batch_id: str, epoch: int) -> None:
         """Make sure the batch's execution of this epoch exists (started once, whoever asks)."""
         run = BatchRun(batch_id=batch_id, epoch=epoch, heartbeat_timeout=self.settings.heartbeat_timeout)
@@ -77,6 +84,7 @@ class TemporalEngine:
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"delegate batch {batch_id} (epoch {epoch})",
+                task_timeout=self.task_timeout,
             )
 
     async def batch_changed(self, batch_id: str, epoch: int) -> None:
@@ -128,6 +136,8 @@ class TemporalWorker:
             activities=self.activities.activities(),
             max_concurrent_activities=concurrency,
             identity=self.identity,
+            # A dead worker's cached executions move to another worker after this, not 10 s.
+            sticky_queue_schedule_to_start_timeout=engine.task_timeout,
             # The workflows import nothing of delegate's at run time; what they import at load
             # time (their module's package) is passed through instead of re-imported per run.
             workflow_runner=SandboxedWorkflowRunner(
