@@ -39,6 +39,7 @@ from .._errors import UserError
 from .._frontmatter import CatalogueWarning
 from .._store import Store, StoreBusyError
 from .._tracing import flush as flush_traces
+from ..eval import Evals
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
 from ..run import Runtime, RuntimeFactory, RuntimeSettings, Takeover, open_store
 from ._agents_stop import router as agents_stop_router
@@ -47,6 +48,7 @@ from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_respons
 from ._batches import BatchService
 from ._batches import router as batches_router
 from ._calls import router as calls_router
+from ._evals import router as evals_router
 from ._files import router as files_router
 from ._limits import BodyLimit, Limits
 from ._memory import router as memory_router
@@ -174,6 +176,7 @@ def create_app(
         allow_commands=operator.allow_commands,
         limits=settings.limits,
         run_limits=operator.limits,
+        evals=Evals(store),
     )
     app.add_middleware(BodyLimit, limits=settings.limits)  # caps a body as a route reads it, after auth
     _error_handlers(app)
@@ -185,6 +188,7 @@ def create_app(
     app.include_router(batches_router)
     app.include_router(files_router)
     app.include_router(threads_router)
+    app.include_router(evals_router)
     app.include_router(memory_router)
     page = string.Template((_HERE / "templates" / "index.html").read_text(encoding="utf-8"))
     html = page.substitute(version=settings.version or "0")

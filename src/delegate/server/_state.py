@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from .._agents import Catalogue
     from .._config import RunLimits
     from .._store import Store
+    from ..eval import Evals
     from ..run import Takeover
     from ..skills import SkillCatalogue
     from ..workspace import Workspace
@@ -43,6 +44,7 @@ class AppState:
     allow_commands: bool
     limits: Limits
     run_limits: RunLimits
+    evals: Evals
 
 
 def app_state(app: Starlette) -> AppState:
