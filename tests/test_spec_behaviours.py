@@ -6,9 +6,11 @@ row 14, spec 000's `compactionModel` of a definition; row 42, spec 000's `fsType
 artifacts; row 51, spec 002's `/mnt/user-data/workspace` and `/mnt/user-data/outputs` seen by
 both (`tests/test_outputs_folder.py`); row 59, spec 002's snapshot message named
 `parent_context_snapshot`; row 115, spec 003's architecture context reaching subagents; row 120,
-follow-ups to a completed subagent (`task_message`). Rows 106 and 111 (memory and todos of
-spec 003) are the memory stream's. Acceptance as DeerFlow's users expect it is in
-`tests/test_tests_passed.py` and `tests/test_acceptance.py`; its CLI test is here.
+follow-ups to a completed subagent (`task_message`); row 106, spec 003's read-only subagents with
+`todo`, `memory read` and `memory search`; row 111, spec 003's `memory write` withheld from them
+(more of memory and todos in `tests/test_memory.py` and `tests/test_todos.py`). Acceptance as
+DeerFlow's users expect it is in `tests/test_tests_passed.py` and `tests/test_acceptance.py`; its
+CLI test is here.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from delegate import Compaction, LoopSettings, Runtime
+from delegate import Compaction, LoopSettings, Runtime, Store
 from delegate._agents import Subagent, load_definition
+from delegate.memory import Notes, Reader
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from tests.cli_support import run_cli, scrubbed_env
@@ -285,6 +288,102 @@ def test_delegate_run_offers_task_message_after_a_foreground_subagent_completes(
         )
     (record,) = run_json(done)["subagents"]
     assert (record["status"], record["messages"]) == ("completed", 1)
+
+
+# --- row 106: read-only subagents have todo, memory read and memory search -------------------------
+
+READ_ONLY_KIT = {"todo_write", "todo_read", "memory_read", "memory_search"}
+
+
+def exploring(db: str) -> FunctionModel:
+    """A lead that asks `explore` once; the subagent writes a todo list, searches memory and
+    tries `memory_write`, then completes with what it found."""
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if is_lead(request):
+            if len(request.messages) == 1:
+                return call("task", subagent_type="explore", description="look", prompt="which build tool?")
+            return reply("done")
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        if done == 0:
+            return call("todo_write", todos=[{"content": "find the build tool", "status": "in_progress"}])
+        if done == 1:
+            return call("memory_search", query="build tool")
+        if done == 2:
+            return call("memory_write", text="Subagents may write here too.")
+        said = " | ".join(r.content for m in request.messages for r in m.tool_results)
+        return call("complete", summary=said)
+
+    return FunctionModel(answer)
+
+
+async def test_a_read_only_subagent_has_todo_memory_read_and_memory_search(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    with Store.open(db) as store:
+        Notes(store).write(Reader("default", str(tmp_path.resolve())), "The build tool is make.")
+    model = exploring(db)
+    result = await Runtime(model=model, workspace=tmp_path, store=db).run("which build tool?")
+    explore = next(r for r in model.requests if not is_lead(r))
+    assert {t.name for t in explore.tools} >= READ_ONLY_KIT
+    (record,) = result.subagents
+    assert "The build tool is make." in record.summary  # memory_search found the lead's note
+    assert result.todos["sub1"][0]["content"] == "find the build tool"  # its own list, kept in the run
+
+
+def test_delegate_run_gives_a_read_only_subagent_todo_memory_read_and_memory_search(tmp_path: Path) -> None:
+    def responder(body: dict[str, Any]) -> Reply:
+        if is_lead(body):
+            if turns(body) == 0:
+                return Reply(tool_calls=[("task", {"subagent_type": "explore", "description": "d", "prompt": "p"})])
+            return Reply(content="done")
+        return Reply(tool_calls=[("complete", {"summary": "s"})])
+
+    with OpenAIServer(responder) as server:
+        run_json(
+            run_cli(["run", "go", "--model", "openai:m", "--json", "--workspace", str(tmp_path)], env=cli_env(server))
+        )
+    subagent = next(b for b in server.requests if not is_lead(b))
+    assert {t["function"]["name"] for t in subagent["tools"]} >= READ_ONLY_KIT
+
+
+# --- row 111: memory write is withheld from read-only subagents ------------------------------------
+
+
+async def test_memory_write_is_withheld_from_a_read_only_subagent_and_its_call_keeps_nothing(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    model = exploring(db)
+    result = await Runtime(model=model, workspace=tmp_path, store=db).run("which build tool?")
+    explore = next(r for r in model.requests if not is_lead(r))
+    assert "memory_write" not in {t.name for t in explore.tools}
+    assert "memory_write" in {t.name for t in model.requests[0].tools}  # the lead has it
+    assert "memory_write" in result.subagents[0].summary  # the refused call is an error it reads
+    with Store.open(db) as store:
+        assert Notes(store).count(Reader("default", str(tmp_path.resolve()))) == 0
+
+
+def test_delegate_run_withholds_memory_write_from_a_read_only_type_that_names_it(tmp_path: Path) -> None:
+    agents = tmp_path / ".delegate" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "scout.md").write_text(
+        "---\nname: scout\ndescription: Reads code.\ntools: Read, Grep, memory_write\n---\nRead and report.\n"
+    )
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if is_lead(body):
+            if turns(body) == 0:
+                return Reply(tool_calls=[("task", {"subagent_type": "scout", "description": "d", "prompt": "p"})])
+            return Reply(content="done")
+        return Reply(tool_calls=[("complete", {"summary": "s"})])
+
+    with OpenAIServer(responder) as server:
+        run_json(
+            run_cli(["run", "go", "--model", "openai:m", "--json", "--workspace", str(tmp_path)], env=cli_env(server))
+        )
+    lead = next(b for b in server.requests if is_lead(b))
+    subagent = next(b for b in server.requests if not is_lead(b))
+    assert "memory_write" in {t["function"]["name"] for t in lead["tools"]}
+    assert "memory_write" not in {t["function"]["name"] for t in subagent["tools"]}
+    assert "read_file" in {t["function"]["name"] for t in subagent["tools"]}
 
 
 # --- acceptance as DeerFlow's users expect it, through the CLI ---------------------------------------
