@@ -267,7 +267,7 @@ function setStatus(status) {
 
 function onRunEvent(type, ev) {
   if (!tree || ev.run_id !== tree.runId) return;
-  Approvals.onEvent(type, ev);
+  for (const part of [Approvals, Todos]) part.onEvent(type, ev); // approvals.js, todos.js
   const data = ev.data || {};
   const log = $("event-log");
   log.append(el("li", { text: `${type}  ${ev.agent_id}${ev.tool_call_id ? "  " + ev.tool_call_id : ""}` }));
