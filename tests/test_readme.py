@@ -100,10 +100,10 @@ def test_every_flag_of_a_documented_command_is_one_that_command_takes() -> None:
     CLI's own commands, as `--help` lists them): a renamed or dropped flag fails here."""
     import typer
 
-    from delegate.cli import _agents, _batch, _chat, _demo, _runs, _serve
+    from delegate.cli import _agents, _batch, _chat, _demo, _memory, _runs, _serve
     from delegate.cli._main import app
 
-    for face in (_agents, _batch, _serve, _demo, _runs, _chat):
+    for face in (_agents, _batch, _serve, _demo, _runs, _chat, _memory):
         face.register(app)
     root = typer.main.get_command(app)
     wrong: list[tuple[str, str, str]] = []
