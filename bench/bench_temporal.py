@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,8 +56,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+def start_server(folder: Path, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """A dev server on `port` (default: a free one) over `folder`'s database file, once it answers."""
+    port = port or free_port()
     binary = Path(sys.executable).with_name("temporal")
     command = [str(binary), "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port)]
     command += ["--db-filename", str(folder / "temporal.db"), "--log-level", "error"]
@@ -146,6 +148,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=2.0)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--max-running", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each per-item measurement (the median)")
     options = parser.parse_args()
     server = None
     address = options.address
@@ -155,11 +158,11 @@ def main() -> None:
         sizes = (20, 100) if options.quick else (100, 1000)
         print(f"framework time per item (runner returns at once; one worker; Temporal at {address})")
         for n in sizes:
-            inproc = asyncio.run(embedded(n)) / n * 1e6
-            temporal = asyncio.run(on_temporal(address, n)) / n * 1e6
+            inproc = statistics.median(asyncio.run(embedded(n)) / n * 1e6 for _ in range(options.repeat))
+            temporal = statistics.median(asyncio.run(on_temporal(address, n)) / n * 1e6 for _ in range(options.repeat))
             print(
                 f"  N = {n:>5}   embedded {inproc:9.0f} µs   temporal {temporal:9.0f} µs   ratio "
-                f"{temporal / inproc:6.1f}x"
+                f"{temporal / inproc:6.1f}x   (medians of {options.repeat})"
             )
         items, delay = (200, 0.5) if options.quick else (options.items, options.delay)
         result = makespan(address, items, delay, options.workers, options.max_running)

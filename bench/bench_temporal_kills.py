@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 import uuid
@@ -29,11 +30,41 @@ from tests.temporal_kill_scenario import KillOutcome, run_with_kills  # noqa: E4
 from delegate.engine import EngineSettings  # noqa: E402
 
 
-def one(address: str, store: str | None, items: int, kills: int, max_running: int) -> KillOutcome:
+class Server:
+    """A Temporal dev server of our own, which can be SIGKILLed and started again on its file."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="bench-temporal-server-"))
+        self.process, self.address = start_server(self.folder)
+
+    def kill_and_restart(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+        port = int(self.address.rsplit(":", 1)[1])
+        self.process, _ = start_server(self.folder, port)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def one(
+    address: str, store: str | None, items: int, kills: int, max_running: int, kill_server: Server | None = None
+) -> KillOutcome:
     folder = Path(tempfile.mkdtemp(prefix="bench-kills-"))
     engine = EngineSettings.parse(f"temporal://{address}/default?queue=kills-{uuid.uuid4().hex[:8]}&heartbeat=5")
     store_url = store or f"sqlite:///{folder / 'delegate.db'}"
-    return run_with_kills(engine, store_url, folder, items=items, kills=kills, max_running=max_running, timeout=1800)
+    restart = None if kill_server is None else kill_server.kill_and_restart
+    return run_with_kills(
+        engine,
+        store_url,
+        folder,
+        items=items,
+        kills=kills,
+        max_running=max_running,
+        timeout=1800,
+        kill_server=restart,
+    )
 
 
 def check(outcome: KillOutcome, items: int, max_running: int) -> dict[str, object]:
@@ -65,28 +96,40 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--max-running", type=int, default=30)
+    parser.add_argument(
+        "--kill-server", action="store_true", help="also SIGKILL the Temporal server mid-batch and restart it"
+    )
     options = parser.parse_args()
     server = None
     address = options.address
-    if address is None:
-        server, address = start_server(Path(tempfile.mkdtemp(prefix="bench-temporal-server-")))
+    if address is None or options.kill_server:
+        server = Server()
+        address = server.address
     try:
-        results = {}
-        for kills in (0, options.kills):
+        results: dict[str, dict[str, object]] = {}
+        runs = {"no kill": 0, f"{options.kills} worker kill(s)": options.kills}
+        for name, kills in runs.items():
             outcome = one(address, options.store, options.items, kills, options.max_running)
-            results[kills] = check(outcome, options.items, options.max_running)
-            print(f"{options.items} items, 3 workers, {kills} kill(s): {json.dumps(results[kills])}", flush=True)
-        plain, killed = results[0]["seconds"], results[options.kills]["seconds"]
-        assert isinstance(plain, float) and isinstance(killed, float)
-        print(f"makespan without kills {plain:.1f} s, with {options.kills}: {killed:.1f} s ({killed / plain:.2f}x)")
+            results[name] = check(outcome, options.items, options.max_running)
+            print(f"{options.items} items, 3 workers, {name}: {json.dumps(results[name])}", flush=True)
+        if options.kill_server:
+            assert server is not None
+            outcome = one(address, options.store, options.items, options.kills, options.max_running, server)
+            name = f"{options.kills} worker kill(s) and the server's"
+            results[name] = check(outcome, options.items, options.max_running)
+            print(f"{options.items} items, 3 workers, {name}: {json.dumps(results[name])}", flush=True)
+        plain = results["no kill"]["seconds"]
+        for name, result in results.items():
+            took = result["seconds"]
+            assert isinstance(plain, float) and isinstance(took, float)
+            print(f"makespan, {name}: {took:.1f} s ({took / plain:.2f}x)")
         ok = all(v is True for r in results.values() for v in r.values() if isinstance(v, bool))
         print("every check holds" if ok else "A CHECK FAILED")
         if not ok:
             raise SystemExit(1)
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,10 +93,12 @@ def run_with_kills(
     delay: float = 0.02,
     max_running: int = 30,
     timeout: float = 600.0,
+    kill_server: Callable[[], None] | None = None,
 ) -> KillOutcome:
     """Submit `items` items, serve them with `workers` processes, SIGKILL one `kills` times (each
     at an even share of the batch, a different process each time, restarted at once), and wait
-    for the batch to end (or `timeout`)."""
+    for the batch to end (or `timeout`). `kill_server`, when given, is called at one more share
+    (it SIGKILLs the Temporal server and starts it again on the same files)."""
     batches = Batches(Store.open(store_url), engine="temporal")
     log = folder / "items.log"
     rows = [{"key": f"item-{i}", "prompt": f"prompt {i}"} for i in range(items)]
@@ -110,10 +113,16 @@ def run_with_kills(
     outcome.phases.append(("ready", time.monotonic() - started))
     deadline = started + timeout
     try:
-        for kill in range(kills):
-            target = (kill + 1) * items // (kills + 1)
+        shares = kills + 1 + (kill_server is not None)
+        for kill in range(shares - 1):
+            target = (kill + 1) * items // shares
             while batches.get(USER, sub.batch.id).counts["succeeded"] < target and time.monotonic() < deadline:
                 time.sleep(0.02)
+            if kill == kills and kill_server is not None:
+                kill_server()
+                outcome.killed_at.append(batches.get(USER, sub.batch.id).counts["succeeded"])
+                outcome.phases.append(("server killed and restarted", time.monotonic() - started))
+                continue
             victim = processes[kill % workers]
             victim.send_signal(signal.SIGKILL)
             outcome.killed[victim.pid] = time.monotonic()

@@ -88,7 +88,13 @@ class ItemRequest:
 
 
 ROOM = 10_000
-"""What the workflow asks to start at most in one claim; the batch's own caps bound it."""
+"""The most items one execution runs at once; the batch's own caps bound it."""
+CLAIM_SIZE = 25
+"""The most items one claim starts: a claim's items are started in one workflow activation, and
+Temporal fails an activation that does not yield within 2 s (200 at once did not, on a loaded
+2-core machine, and the execution's worker slot stayed stuck). A full claim claims again at once."""
+BOUNDED_CLAIMS = "delegate.batch.bounded-claims"
+"""The patch that bounds claims (executions started before it replay as they ran)."""
 
 
 def workflow_id(batch_id: str, epoch: int) -> str:
@@ -115,7 +121,9 @@ class BatchWorkflow:
         while True:
             self._changed = False
             if draining is None:
-                answer = await self._claim(batch)
+                answer, full = await self._claim(batch)
+                if full:
+                    self._changed = True  # there may be more to start now: claim again at once
                 ended = await self._ended(batch, answer)
                 if ended is not None:
                     return ended
@@ -134,10 +142,15 @@ class BatchWorkflow:
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self._changed, timeout=timeout)
 
-    async def _claim(self, batch: BatchRun) -> ClaimAnswer:
+    async def _claim(self, batch: BatchRun) -> tuple[ClaimAnswer, bool]:
+        """Claim and start what may start now; and whether the claim was full (more may wait)."""
         self._claims += 1
         token = f"{workflow.info().run_id}/{self._claims}"
-        request = ClaimRequest(batch_id=batch.batch_id, epoch=batch.epoch, room=ROOM - len(self._running), token=token)
+        room = ROOM - len(self._running)
+        bounded = workflow.patched(BOUNDED_CLAIMS)
+        if bounded:
+            room = min(CLAIM_SIZE, room)
+        request = ClaimRequest(batch_id=batch.batch_id, epoch=batch.epoch, room=room, token=token)
         answer = await workflow.execute_local_activity(
             CLAIM,
             request,
@@ -147,7 +160,7 @@ class BatchWorkflow:
         )
         for item in answer.items:
             self._start(batch, item)
-        return answer
+        return answer, bounded and room > 0 and len(answer.items) >= room
 
     async def _ended(self, batch: BatchRun, answer: ClaimAnswer) -> str | None:
         """Why this execution ends now (finished, missing, cancelled, paused), or None."""
