@@ -3,7 +3,9 @@
 `python tests/mcp_server.py` serves over stdio; `--http PORT` serves streamable HTTP at
 http://127.0.0.1:PORT/mcp instead; `--paged` lists the tools one per page, as a server with many
 tools would; `--root DIR` (or `--root=DIR`) adds `list_root`, listing DIR as a filesystem server
-would. Other arguments are ignored (the tests tag their servers' command lines with them).
+would; `--stalls` adds `hang` (answers late, with no progress meanwhile) and `report` (reports
+progress as it works), for the idle watchdog. Other arguments are ignored (the tests tag their
+servers' command lines with them).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ListToolsResult, PaginatedRequestParams
 
@@ -73,6 +75,24 @@ def _root() -> str | None:
         if arg.startswith("--root="):
             return arg.removeprefix("--root=")
     return None
+
+
+if "--stalls" in sys.argv:
+
+    @server.tool()
+    async def hang(seconds: float) -> str:
+        """Answer after `seconds`, with no progress meanwhile (a stuck call)."""
+        await anyio.sleep(seconds)
+        return "woke up"
+
+    @server.tool()
+    async def report(seconds: float, every: float, ctx: Context) -> str:
+        """Work for `seconds`, reporting progress every `every` seconds."""
+        steps = max(1, round(seconds / every))
+        for step in range(steps):
+            await anyio.sleep(every)
+            await ctx.report_progress(step + 1, steps)
+        return f"done in {steps} steps"
 
 
 ROOT = _root()

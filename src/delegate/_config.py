@@ -38,6 +38,11 @@ CANCEL_WAIT = 10.0
 `POST /runs/{id}/cancel`) waits for the run to record that it was cancelled."""
 DEFAULT_RUN_TIMEOUT = 3600.0
 """Seconds a lead may run before it ends `timed_out` (subagents included), unless told otherwise."""
+DEFAULT_STALL_TIMEOUT = 300.0
+"""Seconds a tool call or model request may go without progress before the idle watchdog ends it:
+the OpenAI adapter's read timeout, and Codex's stream idle timeout. A command that prints nothing
+for five minutes, an MCP call that neither answers nor reports progress that long, is taken for
+stuck; a longer quiet command can say so (`RunLimits.stall_timeout`, `--stall-timeout`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,7 +94,13 @@ class RunLimits:
     later run sweeps it (default a day; see `docs/isolation.md`). `approval_timeout`: seconds a
     call may wait for a person's decision (an `ask` permission rule) before it is denied with "no
     decision within S s" (None: it waits as long as it takes). Waiting never counts against
-    `timeout`.
+    `timeout`. `stall_timeout`: seconds a tool call, an MCP call or a model request may go without
+    progress (a command's output, an MCP progress notification, a chunk of a model's stream)
+    before the idle watchdog ends it: the call's result says which call hung and how long, and
+    its agent goes on; a model request that hangs ends its agent `timed_out` (stop reason
+    `stalled`), a subagent's result for its lead. Waiting for a person never counts; `task`,
+    `task_wait`, `task_message` and `workflow` are not watched (their agents' calls are). None:
+    never (default 300).
     """
 
     timeout: float | None = DEFAULT_RUN_TIMEOUT
@@ -100,6 +111,7 @@ class RunLimits:
     max_subagents: int | None = 100
     layers_kept: float = 86_400.0
     approval_timeout: float | None = None
+    stall_timeout: float | None = DEFAULT_STALL_TIMEOUT
     workflow_agents: int | None = 1000
     """Agents one workflow may start in all (its own cap: `max_subagents` is the lead's)."""
 
@@ -124,6 +136,9 @@ class RunLimits:
         at = self.approval_timeout
         if at is not None and (isinstance(at, bool) or not at > 0):
             raise UserError(f"RunLimits approval_timeout={at!r}: give positive seconds, or None to wait for a decision")
+        st = self.stall_timeout
+        if st is not None and (isinstance(st, bool) or not st > 0):
+            raise UserError(f"RunLimits stall_timeout={st!r}: give positive seconds, or None for no idle watchdog")
         for name in ("token_budget", "max_requests", "max_parallel", "max_subagents", "workflow_agents"):
             _whole("RunLimits", name, getattr(self, name))
 

@@ -53,6 +53,7 @@ StopReason = Literal[
     "interrupted",
     "refused",
     "stopped",
+    "stalled",
 ]
 """Why an agent stopped: its answer (`final_answer`; a subagent's `complete`, `stop_tool`), one of
 its own limits (`max_steps`, `token_budget`, `timeout`), the loop guard (`no_progress`: turns in
@@ -63,7 +64,8 @@ a `SubagentStart` hook that refused the delegation (`refused`), a model that fai
 (`model_error`), a typed result the subagent could not get right (`invalid_result`), a crash of
 the subagent (`crash`), its process dying (`interrupted`), or one subagent stopped by its lead
 (`task_stop`) or from outside (`delegate runs stop`, the HTTP API, the web page's Stop button):
-`stopped`, with status `cancelled`."""
+`stopped`, with status `cancelled`; or a model request that made no progress for the run's
+`stall_timeout`, ended by the idle watchdog: `stalled`, with status `timed_out`."""
 
 STATUSES: tuple[Status, ...] = get_args(Status)
 END_STATUSES: frozenset[EndStatus] = frozenset(get_args(EndStatus))

@@ -46,6 +46,23 @@ Db = Annotated[
     str | None,
     typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/)."),
 ]
+StallTimeout = Annotated[
+    float | None,
+    typer.Option(
+        "--stall-timeout",
+        min=0,
+        rich_help_panel="Limits",
+        help="Seconds a tool call, MCP call or model request may go without progress before the idle watchdog "
+        "ends it (default: 300; 0: never).",
+    ),
+]
+
+
+def stall_seconds(given: float | None, default: float | None) -> float | None:
+    """`RunLimits.stall_timeout` from `--stall-timeout`: `default` when not given, None for 0."""
+    if given is None:
+        return default
+    return given or None
 
 
 AGENTS, COMMANDS, LOOP = "Agents, skills and MCP", "Commands", "The loop"

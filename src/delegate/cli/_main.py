@@ -27,6 +27,7 @@ from ._common import (
     LOCAL_TIMEOUT,
     Db,
     OperatorFlags,
+    StallTimeout,
     Workspace,
     checked_text,
     default_model,
@@ -38,6 +39,7 @@ from ._common import (
     print_warnings,
     read_store,
     run_until_done,
+    stall_seconds,
     store_option,
 )
 from ._workflow import WorkflowArgs, WorkflowFile, parse_args, read_script, workflow_app
@@ -172,6 +174,7 @@ def run(
             rich_help_panel=LIMITS,
         ),
     ] = None,
+    stall_timeout: StallTimeout = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object with the result.", rich_help_panel=OUT)
     ] = False,
@@ -190,7 +193,7 @@ def run(
     if prompt is not None or script is not None:  # a new run (a resumed one keeps its model)
         model, timeout = _model_and_timeout(model, timeout)
     from .._agents import Lead
-    from .._config import DEFAULT_RUN_TIMEOUT, RunLimits
+    from .._config import DEFAULT_RUN_TIMEOUT, DEFAULT_STALL_TIMEOUT, RunLimits
     from ..workflows import Workflow
 
     limits = RunLimits(
@@ -200,6 +203,7 @@ def run(
         cost_budget=cost_budget,
         max_parallel=max_parallel,
         approval_timeout=approval_timeout,
+        stall_timeout=stall_seconds(stall_timeout, DEFAULT_STALL_TIMEOUT),
     )
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
     settings = flags.settings(workspace, model=model, lead=lead, limits=limits, user_level=True)  # ~/.claude too
@@ -226,8 +230,7 @@ def run(
         try:
             if resume is not None:  # under the limits it was started with, but for those given here
                 given = {"timeout": timeout, "token_budget": token_budget, "max_requests": max_requests}
-                given["cost_budget"] = cost_budget
-                given = {name: value for name, value in given.items() if value is not None}
+                given |= {"cost_budget": cost_budget, "stall_timeout": stall_timeout}
                 result = await runtime.resume(resume, sinks=sinks, limits=await resumed_limits(runtime, resume, given))
             elif script is not None:
                 plan = Workflow(script=script, description=prompt or "", args=parse_args(workflow_args or []))
@@ -284,6 +287,7 @@ def workflow_run(
             "--cost-budget", min=0.000001, help="US dollars all its agents may spend.", rich_help_panel=LIMITS
         ),
     ] = None,
+    stall_timeout: StallTimeout = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object with the result.", rich_help_panel=OUT)
     ] = False,
@@ -309,6 +313,7 @@ def workflow_run(
         max_requests=None,
         cost_budget=cost_budget,
         approval_timeout=None,
+        stall_timeout=stall_timeout,
         as_json=as_json,
         db=db,
         workflow_file=file,
@@ -343,7 +348,10 @@ def _stdin_prompt(prompt: str | None, resume: str | None) -> str | None:
 
 async def resumed_limits(runtime: Runtime, run_id: str, given: dict[str, Any]) -> RunLimits | None:
     """The limits `run_id` was started with, with those `given` on the command line in their place
-    (None when none are given: the run's own)."""
+    (None when none are given: the run's own). A `stall_timeout` of 0 turns the watchdog off."""
+    given = {name: value for name, value in given.items() if value is not None}
+    if "stall_timeout" in given:
+        given["stall_timeout"] = stall_seconds(given["stall_timeout"], None)
     if not given or runtime.store is None:
         return None
     run = await asyncio.to_thread(runtime.store.get_run, run_id)

@@ -15,10 +15,12 @@ import typer
 
 from ._common import (
     OperatorFlags,
+    StallTimeout,
     checked_workspace,
     default_model,
     fail,
     operator_flags,
+    stall_seconds,
     store_option,
     tune_collector,
 )
@@ -73,6 +75,7 @@ def serve(
             "a run may ask for its own).",
         ),
     ] = None,
+    stall_timeout: StallTimeout = None,
     *,
     flags: OperatorFlags,
 ) -> None:
@@ -80,7 +83,7 @@ def serve(
 
     Each user works in a folder of its own, <workspace>/.delegate/users/<user id>/ (docs/http.md).
     """
-    from .._config import RunLimits
+    from .._config import DEFAULT_STALL_TIMEOUT, RunLimits
     from .._errors import UserError, require_extra
 
     require_extra("fastapi", "serve", "delegate serve")
@@ -88,13 +91,16 @@ def serve(
     checked_workspace(workspace)
     chosen = default_model(model, what="runs that name no model")
     sock = _bind(host, port)
+    limits = RunLimits(
+        approval_timeout=approval_timeout, stall_timeout=stall_seconds(stall_timeout, DEFAULT_STALL_TIMEOUT)
+    )
     try:
         import uvicorn
 
         from ..server import Limits, ServerSettings, create_app, uvicorn_config
 
         settings = ServerSettings(
-            runtime=flags.settings(workspace, model=model, limits=RunLimits(approval_timeout=approval_timeout)),
+            runtime=flags.settings(workspace, model=model, limits=limits),
             db=store_option(db),
             run_batches=worker,
             version=_version(),

@@ -21,6 +21,7 @@ from ._loop import (
     run_agent,
 )
 from ._pause import deadlines_paused, on_wait
+from ._watchdog import Watchdog
 
 __all__ = [
     "DEFAULT_ADVICE",
@@ -33,6 +34,7 @@ __all__ = [
     "LoopWatch",
     "RunBudget",
     "ToolGate",
+    "Watchdog",
     "deadlines_paused",
     "on_wait",
     "opening_choices",

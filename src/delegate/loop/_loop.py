@@ -6,8 +6,11 @@ Each turn ends in one of three step results, dispatched exhaustively:
 - `Stop`: a stop tool (such as a subagent's `complete`) succeeded; its return is the answer.
 - `RunAgain`: tool results were appended; ask the model again.
 
-The loop also ends on the step limit, the token budget, the timeout, cancellation and the loop
-guard (`_guard.py`: the same call failing again and again, or turns in a row without progress).
+The loop also ends on the step limit, the token budget, the timeout, cancellation, the loop
+guard (`_guard.py`: the same call failing again and again, or turns in a row without progress),
+and a model request that makes no progress for `AgentSpec.stall_timeout` seconds. A tool call
+that makes none that long is ended by the same idle watchdog (`Watchdog`), and its result says
+so: the agent goes on.
 
 Every request fits the model's context window (`delegate.models.context_window`): the
 conversation is compacted once it passes `COMPACT_AT` of the window (unless `compaction` says
@@ -50,6 +53,7 @@ from ._budget import NOTHING, Reserve, RunBudget, cost_over, reserve_for
 from ._deadline import Deadline, passed_deadline
 from ._fit import cut_text, fit_request
 from ._guard import LoopWatch
+from ._watchdog import Watchdog
 
 
 class _BudgetSpent(Exception):
@@ -58,6 +62,10 @@ class _BudgetSpent(Exception):
     def __init__(self, reason: StopReason) -> None:
         super().__init__(reason)
         self.reason: StopReason = reason
+
+
+class _Stalled(Exception):
+    """A model request made no progress for the stall timeout: the idle watchdog ended it."""
 
 
 COMPACT_AT = 0.7
@@ -145,6 +153,9 @@ class AgentSpec:
     """News from its background work: added before each request; an answer waits for the work."""
     compaction_model: Model | None = None
     """Its definition's compaction model, over the run's (`Compaction.model`); None: the run's."""
+    stall_timeout: float | None = None
+    """Seconds a tool call or a model request may go without progress before the idle watchdog
+    ends it (`RunLimits.stall_timeout`; None: never)."""
 
     offered: tuple[dict[str, Tool], list[ToolSpec]] = field(init=False, repr=False, compare=False)
     """`tools` by name, and their specs (what a turn without gates offers): made once a spec,
@@ -222,6 +233,8 @@ class _State:
     """Every tool call id the conversation has held, compacted turns included (see `_own_ids`)."""
     given_ids: dict[str, str] = field(default_factory=empty_dict)
     """The id the model gave each call `_own_ids` renamed, by its own id."""
+    dog: Watchdog | None = None
+    """Its idle watchdog (None: its calls are not watched)."""
 
     def end(self, status: EndStatus, reason: StopReason, **extra: object) -> AgentResult:
         return AgentResult(
@@ -246,6 +259,8 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
     if ctx.heard:
         ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
     deadline = Deadline(spec.timeout) if spec.timeout is not None else None
+    if spec.stall_timeout is not None:
+        state.dog = Watchdog(spec.stall_timeout).start()
     try:
         if deadline is None:
             result = await _turns(spec, ctx, state)
@@ -258,11 +273,16 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
         result = state.end("timed_out", "timeout", error=f"timed out after {spec.timeout:g}s")
     except ModelError as exc:
         result = state.end("error", "model_error", error=str(exc))
+    except _Stalled as exc:
+        result = state.end("timed_out", "stalled", error=str(exc))
     except asyncio.CancelledError:
         ended = state.end("timed_out", "run_timeout") if passed_deadline() is not None else None
         ended = ended or state.end("cancelled", "cancelled")
         ctx.event("agent.completed", _summary(ended), detail=ended)
         raise
+    finally:
+        if state.dog is not None:
+            state.dog.stop()
     if ctx.heard:
         ctx.event("agent.completed", _summary(result), detail=result)
     return result
@@ -287,7 +307,7 @@ async def _turns(spec: AgentSpec, ctx: ToolContext, state: _State) -> AgentResul
             return state.end("aborted", spent.reason, error=spec.budget.why(spent.reason))
         state.steps += 1
         ctx.steps = state.steps
-        step = await _next_step(response, offered, ctx, state, spec.journal)
+        step = await _next_step(response, offered, ctx, state, spec)
         match step:
             case Final(text=text):
                 if spec.inbox is not None and await spec.inbox.settle():
@@ -401,18 +421,34 @@ async def _complete(
     usage: Usage,
     budget: RunBudget | None = None,
     reserve: Reserve = NOTHING,
+    dog: Watchdog | None = None,
+    turn: str = "a compaction",
 ) -> ModelResponse:
     """`model`'s answer to `request`, its usage priced (`Usage.cost_usd`, from the table its
-    profile names; None without one). A request cut off by a timeout or a cancel still counts in
+    profile names; None without one). A request cut off by a timeout, a cancel or the idle
+    watchdog (`dog`: no progress for its `idle` seconds; `_Stalled`, naming `turn`) still counts in
     `usage`, as one request whose tokens are unknown (`Usage.requests_without_usage`): the
     provider may have billed it, and no answer says for how much, so no token is made up, and
     its cost (so the agent's and the run's) is unknown, never $0.00."""
     try:
-        response = await model.complete(request)
-    except asyncio.CancelledError:
+        if dog is None:
+            response = await model.complete(request)
+        else:
+            with dog:
+                response = await model.complete(request)
+    except (asyncio.CancelledError, TimeoutError) as exc:
+        if isinstance(exc, TimeoutError) and (dog is None or not dog.ended):
+            if budget is not None:
+                budget.release(reserve)
+            raise
         usage.add(Usage(requests=1, requests_without_usage=1, cost_usd=None))
         if budget is not None:
             budget.cut(reserve)
+        if dog is not None and dog.ended:
+            raise _Stalled(
+                f"the idle watchdog ended {model.name}'s request of {turn}: no progress for {dog.hung:.3g} s "
+                f"(stall timeout {dog.idle:g} s)"
+            ) from None
         raise
     except BaseException:
         if budget is not None:
@@ -445,7 +481,9 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
         if ctx.heard:
             ctx.event("model.request", {"step": step, "messages": len(request.messages)}, detail=request)
         response = _own_ids(
-            _safe(await _complete(spec.model, request, state.usage, budget, reserve)), state.call_ids, state.given_ids
+            _safe(await _complete(spec.model, request, state.usage, budget, reserve, state.dog, f"turn {step}")),
+            state.call_ids,
+            state.given_ids,
         )
         if journal is not None:
             journal.record_answer(step, response)
@@ -515,17 +553,19 @@ def _own_ids(response: ModelResponse, seen: set[str], renamed: dict[str, str]) -
 
 
 async def _next_step(
-    response: ModelResponse, tools: dict[str, Tool], ctx: ToolContext, state: _State, journal: Journal | None
+    response: ModelResponse, tools: dict[str, Tool], ctx: ToolContext, state: _State, spec: AgentSpec
 ) -> Step:
     state.messages.append(Message(role="assistant", parts=list(response.parts)))
     calls = response.tool_calls
     if not calls:
         return Final(response.text)
     ctx.conversation = state.messages
+    journal, given = spec.journal, state.given_ids
     if len(calls) == 1:
-        outcomes = [await _call_tool(calls[0], tools, ctx, journal, state.given_ids)]
-    else:
-        outcomes = await asyncio.gather(*(_call_tool(call, tools, ctx, journal, state.given_ids) for call in calls))
+        outcomes = [await _call_tool(calls[0], tools, ctx, journal, given, state.dog)]
+    else:  # each call in a task of its own: each its own watchdog
+        stall = spec.stall_timeout
+        outcomes = await asyncio.gather(*(_call_tool(call, tools, ctx, journal, given, stall) for call in calls))
     state.messages.append(Message(role="tool", parts=[part for part, _ in outcomes]))
     state.progressed = {part.tool_call_id for part, returned in outcomes if returned is not None and returned.progress}
     for part, returned in outcomes:
@@ -540,6 +580,7 @@ async def _call_tool(
     ctx: ToolContext,
     journal: Journal | None = None,
     given_ids: dict[str, str] | None = None,
+    watch: Watchdog | float | None = None,
 ) -> tuple[ToolResultPart, ToolReturn | None]:
     recorded = journal.tool_result(call) if journal is not None else None
     if recorded is not None:  # it ran before the run was interrupted: not run again
@@ -548,7 +589,7 @@ async def _call_tool(
         ctx.event("tool.started", {"name": call.name, "arguments": capped(call.arguments)}, tool_call_id=call.id)
     returned: ToolReturn | None = None
     try:
-        returned = await _invoke(call, tools, ctx, given_ids.get(call.id) if given_ids else None)
+        returned = await _invoke(call, tools, ctx, given_ids.get(call.id) if given_ids else None, watch)
         part = ToolResultPart(tool_call_id=call.id, name=call.name, content=returned.content, keep=returned.keep)
     except ToolError as exc:
         message = f"Error: {ctx.workspace.shown(str(exc))}"
@@ -599,7 +640,16 @@ def capped(arguments: dict[str, Any], limit: int = EVENT_VALUE_LIMIT) -> dict[st
     return out
 
 
-async def _invoke(call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext, given: str | None) -> ToolReturn:
+async def _invoke(
+    call: ToolCallPart,
+    tools: dict[str, Tool],
+    ctx: ToolContext,
+    given: str | None,
+    watch: Watchdog | float | None = None,
+) -> ToolReturn:
+    """Run `call`. A call of a watched tool that makes no progress for the stall timeout is ended
+    (a `ToolError` that names the call and how long it hung): `watch` is the agent's watchdog, or
+    the stall timeout of a call that runs in a task of its own (None: not watched)."""
     found = tools.get(call.name)
     if found is None:
         raise ToolError(f"there is no tool named {call.name!r}; available tools: {', '.join(sorted(tools))}")
@@ -608,7 +658,25 @@ async def _invoke(call: ToolCallPart, tools: dict[str, Tool], ctx: ToolContext, 
             f"the arguments of {call.name} were not a valid JSON object ({call.raw_arguments[:200]!r}); "
             "call it again with a JSON object that matches its schema"
         )
-    return await found.run(ctx.for_call(call.id, given), call.arguments)
+    if watch is None or not found.watched:
+        return await found.run(ctx.for_call(call.id, given), call.arguments)
+    dog = watch if isinstance(watch, Watchdog) else Watchdog(watch).start()
+    try:
+        with dog:
+            return await found.run(ctx.for_call(call.id, given), call.arguments)
+    except TimeoutError:
+        if not dog.ended:
+            raise
+        shown = json.dumps(call.arguments, ensure_ascii=False)
+        shown = shown if len(shown) <= 300 else shown[:300] + "..."
+        raise ToolError(
+            f"the idle watchdog ended this call, {call.name} {shown}: it made no progress for {dog.hung:.3g} s "
+            f"(stall timeout {dog.idle:g} s), so it was stopped with whatever it started; what it did before may "
+            "be partly done. Check, then try another way (a command that prints as it goes, smaller steps)"
+        ) from None
+    finally:
+        if dog is not watch:
+            dog.stop()
 
 
 async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
@@ -638,7 +706,7 @@ async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:
         ),
         messages=[Message.user(transcript)],
     )
-    response = _safe(await _complete(model, request, state.usage))
+    response = _safe(await _complete(model, request, state.usage, dog=state.dog))
     state.usage.add(response.usage)
     if spec.budget is not None:
         spec.budget.spend(response.usage, model.name)

@@ -1,4 +1,5 @@
 """Time that does not count against an agent's deadline: a call waiting for a person's decision.
+Nor against the call's idle watchdog: a call waiting for a person is not stuck.
 
 `deadlines_paused()` holds the deadlines of every agent the current code runs under (the run's,
 the subagent's own) while it is entered: none of them can pass meanwhile, and when the last
@@ -14,6 +15,7 @@ from collections.abc import Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from .._progress import watched
 from ._deadline import deadlines
 
 
@@ -51,9 +53,15 @@ def deadlines_paused() -> Generator[None]:
             held = _held[id(deadline)] = _Held(deadline.when(), loop.time())
             deadline.reschedule(None)
         held.count += 1
+    progress = watched()
+    if progress is not None:
+        progress.held += 1
     try:
         yield
     finally:
+        if progress is not None:
+            progress.held -= 1
+            progress.mark()  # its idle time starts again when the person has decided
         for deadline in held_now:
             held = _held[id(deadline)]
             held.count -= 1

@@ -46,12 +46,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from .._errors import ToolError, UserError
+from .._progress import Progress, watched
 from ..tools import Tool, ToolContext, ToolReturn
 from ..workspace import state_hidden_argv
 
 if TYPE_CHECKING:
     from mcp import Client
     from mcp.client._transport import Transport
+    from mcp.shared.dispatcher import ProgressFnT
     from mcp_types import CallToolResult, ContentBlock
     from mcp_types import Tool as RemoteTool
 
@@ -277,7 +279,7 @@ class MCPTools:
         from mcp_types import CONNECTION_CLOSED
 
         try:
-            result = await client.call_tool(tool, arguments)
+            result = await client.call_tool(tool, arguments, progress_callback=_marks(watched()))
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
                 raise ToolError(f"MCP server {server.name!r} answered {tool} with an error: {exc.message}") from exc
@@ -311,6 +313,18 @@ class MCPTools:
         if connection is None or connection.retired:
             connection = held[server.name] = _Connection(server, self._view)
         return connection
+
+
+def _marks(call: Progress | None) -> ProgressFnT | None:
+    """What the server's progress notifications for a call do: mark the call's progress, for its
+    idle watchdog (they come on the session's reader, outside the call's own context)."""
+    if call is None:
+        return None
+
+    async def mark(progress: float, total: float | None, message: str | None) -> None:
+        call.mark()
+
+    return mark
 
 
 def _state_hidden(workspaces: list[Path]) -> list[str] | None:

@@ -41,6 +41,7 @@ from .._messages import (
     ToolResultPart,
 )
 from .._prices import Pricing
+from .._progress import progress
 from .._text import safe_json
 from .._usage import Usage
 from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
@@ -401,6 +402,7 @@ async def _streamed(client: anthropic.AsyncAnthropic, params: dict[str, Any], mo
             raise BadAnswer(f"the reply is {kind or 'untyped'}, not an event stream: {excerpt(body)}")
         try:
             async for event in stream:
+                progress()  # each event is progress, for the request's idle watchdog
                 accumulator.add(event)
         except (ValueError, KeyError, AttributeError, TypeError) as exc:  # data that is not JSON, or not an event
             raise BadAnswer(f"an event of the stream is not a Messages API event: {exc!r}") from exc

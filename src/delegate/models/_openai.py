@@ -28,6 +28,7 @@ from .._empty import empty_list
 from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .._prices import Pricing
+from .._progress import progress
 from .._text import safe_json
 from .._usage import Usage
 from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
@@ -577,6 +578,7 @@ class _Reply:
         reply = cls()
         by_index: dict[int, _Call] = {}
         async for data in events:
+            progress()  # each event is progress, for the request's idle watchdog
             if data.strip() == "[DONE]":
                 async for _ in events:  # read to the end, so the connection goes back to the pool
                     pass

@@ -144,6 +144,7 @@ async def assemble(
         tools=tools,
         max_steps=definition.max_steps,
         timeout=run.limits.timeout if lead else definition.timeout,
+        stall_timeout=run.limits.stall_timeout,
         token_budget=None if lead else definition.token_budget,
         cost_budget=None if lead else definition.cost_budget,
         loop=run.loop,
@@ -166,4 +167,5 @@ def _as_stop(tool: Tool) -> Tool:
         path_params=tool.spec.path_params,
         id_params=tool.spec.id_params,
         one_of=tool.spec.one_of,
+        watched=tool.watched,
     )

@@ -495,6 +495,7 @@ def background_tools(background: Background) -> list[Tool]:
                 "additionalProperties": False,
             },
             function=wait,
+            watched=False,  # it waits on subagents (each watched itself), at most timeout_s
         ),
         Tool(
             name="task_stop",
@@ -531,6 +532,7 @@ def background_tools(background: Background) -> list[Tool]:
                 "additionalProperties": False,
             },
             function=message,
+            watched=False,  # a follow-up runs its subagent, whose calls are watched themselves
         ),
     ]
 

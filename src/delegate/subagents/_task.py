@@ -718,6 +718,7 @@ def task_tool(
         function=run_task,
         one_of=("prompts", "prompt"),
         id_params={"subagent_type": IdChoice(known=tuple(name for name, _ in types))},
+        watched=False,  # it runs subagents: each of their calls is watched itself
     )
 
 

@@ -3,6 +3,7 @@
 Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
+from .._progress import progress
 from ..workspace import SECRET_VARIABLES, never_merged
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
 from ._files import sweep_scratch
@@ -29,6 +30,7 @@ __all__ = [
     "builtin_tools",
     "list_uploaded_files",
     "never_merged",
+    "progress",
     "run_blocking",
     "run_command",
     "sweep_scratch",

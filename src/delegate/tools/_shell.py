@@ -28,6 +28,7 @@ from pydantic import Field
 
 from .._empty import empty_list
 from .._errors import ToolError
+from .._progress import watched
 from .._text import safe_text
 from ..workspace import (
     NO_OVERLAY,
@@ -344,9 +345,11 @@ def _cap_notes(
 
 
 class _Collector(asyncio.SubprocessProtocol):
-    """Keeps the first and the last `max_bytes / 2` bytes of the output, and notes exit and EOF."""
+    """Keeps the first and the last `max_bytes / 2` bytes of the output, and notes exit and EOF.
+    Output is the command's progress, for the call's idle watchdog (`delegate._progress`)."""
 
     def __init__(self, max_bytes: int, marker: bytes = b"") -> None:
+        self.progress = watched()
         self.marker = marker + b"\n" if marker else b""
         self.pending = bytearray()
         self.started = not marker
@@ -358,6 +361,8 @@ class _Collector(asyncio.SubprocessProtocol):
         self.closed = asyncio.Event()
 
     def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        if self.progress is not None:
+            self.progress.mark()
         if self.marker:  # the sandbox's line saying it started the command comes first, or never
             self.pending += data
             if len(self.pending) < len(self.marker) and self.marker.startswith(self.pending):

@@ -121,6 +121,7 @@ class Tool:
         one_of: tuple[str, ...] = (),
         talks_to_user: bool = False,
         id_params: dict[str, IdChoice] | None = None,
+        watched: bool = True,
     ) -> None:
         self.name = name
         self.description = description
@@ -129,6 +130,10 @@ class Tool:
         self.talks_to_user = talks_to_user
         """The tool asks the user something or shows them something (`ask_user`, `present_files`,
         ...): subagents never inherit it, whatever its name; a definition must list it by name."""
+        self.watched = watched and not talks_to_user
+        """The idle watchdog ends a call of it that makes no progress for `RunLimits.stall_timeout`
+        seconds. Not a tool that waits for a person, nor one that runs agents (`task`, `workflow`:
+        each of their agents' calls is watched itself)."""
         self._function = function
         self._validator = validator
         self.spec = ToolSpec(
@@ -152,8 +157,10 @@ class Tool:
         description: str | None = None,
         stop: bool = False,
         talks_to_user: bool = False,
+        watched: bool = True,
     ) -> Tool:
-        """Make a tool of a typed function; a first parameter annotated `ToolContext` gets the context."""
+        """Make a tool of a typed function; a first parameter annotated `ToolContext` gets the
+        context. `watched=False` keeps the idle watchdog off its calls (see `Tool.watched`)."""
         tool_name = name or fn.__name__
         validator, schema, path_params, takes_ctx = _parameters(fn, tool_name)
         is_async = inspect.iscoroutinefunction(fn)
@@ -171,6 +178,7 @@ class Tool:
             stop=stop,
             path_params=path_params,
             talks_to_user=talks_to_user,
+            watched=watched,
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -248,7 +256,12 @@ def _parameters(fn: ToolFunction, tool_name: str) -> _Parameters:
 def tool(fn: ToolFunction, /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, stop: bool = False, talks_to_user: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    stop: bool = False,
+    talks_to_user: bool = False,
+    watched: bool = True,
 ) -> Callable[[ToolFunction], Tool]: ...
 def tool(
     fn: ToolFunction | None = None,
@@ -258,13 +271,17 @@ def tool(
     description: str | None = None,
     stop: bool = False,
     talks_to_user: bool = False,
+    watched: bool = True,
 ) -> Tool | Callable[[ToolFunction], Tool]:
-    """Decorator: turn a typed function into a `Tool` (`talks_to_user`: see `Tool.talks_to_user`)."""
+    """Decorator: turn a typed function into a `Tool` (`talks_to_user`: see `Tool.talks_to_user`;
+    `watched`: `Tool.watched`)."""
     if fn is not None:
         return Tool.from_function(fn)
 
     def wrap(f: ToolFunction) -> Tool:
-        return Tool.from_function(f, name=name, description=description, stop=stop, talks_to_user=talks_to_user)
+        return Tool.from_function(
+            f, name=name, description=description, stop=stop, talks_to_user=talks_to_user, watched=watched
+        )
 
     return wrap
 

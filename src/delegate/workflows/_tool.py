@@ -87,4 +87,5 @@ def workflow_tool(
             "additionalProperties": False,
         },
         function=run_workflow,
+        watched=False,  # it runs agents: each of their calls is watched itself
     )
