@@ -100,10 +100,10 @@ def test_every_flag_of_a_documented_command_is_one_that_command_takes() -> None:
     CLI's own commands, as `--help` lists them): a renamed or dropped flag fails here."""
     import typer
 
-    from delegate.cli import _agents, _batch, _chat, _demo, _memory, _runs, _serve
+    from delegate.cli import _agents, _batch, _chat, _demo, _eval, _memory, _runs, _serve
     from delegate.cli._main import app
 
-    for face in (_agents, _batch, _serve, _demo, _runs, _chat, _memory):
+    for face in (_agents, _batch, _serve, _demo, _runs, _chat, _memory, _eval):
         face.register(app)
     root = typer.main.get_command(app)
     wrong: list[tuple[str, str, str]] = []
@@ -112,6 +112,8 @@ def test_every_flag_of_a_documented_command_is_one_that_command_takes() -> None:
         command, words = root, line.split()[1:]
         for word in words:
             if word not in getattr(command, "commands", {}):
+                if command.name == "eval":  # `delegate eval SUITE` is `delegate eval run SUITE`
+                    command = command.commands["run"]
                 break
             command = command.commands[word]
         assert not hasattr(command, "commands"), (doc, line)  # a command, not a group

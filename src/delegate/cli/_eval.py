@@ -63,7 +63,12 @@ def register(app: typer.Typer) -> None:
 @eval_app.command("run")
 @operator_flags
 def eval_run(
-    suite: Annotated[str, typer.Argument(metavar="SUITE", help="A suite folder, or a .yaml or .jsonl file.")],
+    suite: Annotated[
+        str,
+        typer.Argument(
+            metavar="SUITE", help="A suite folder, a .yaml or .jsonl file, or a shipped suite's name (sample)."
+        ),
+    ],
     arm: Annotated[
         list[str] | None,
         typer.Option(
@@ -111,7 +116,7 @@ def eval_run(
 
     try:
         loaded = load_suite(suite)
-        base = Path(suite).resolve().parent
+        base = Path.cwd()  # an --arm names its files from where the command runs
         arms = tuple(parse_arm_option(a, base) for a in arm) if arm else (loaded.arms or default_arms())
     except UserError as exc:
         fail(str(exc))

@@ -14,7 +14,7 @@ from ._html import render_html
 from ._judge import check_answer, judge
 from ._report import ArmSummary, EvalReport, build_report, render_table, wilson
 from ._store import EVAL_MIGRATIONS, AttemptKey, AttemptRow, EvalRow, Evals
-from ._suite import AnswerChecks, Suite, Task, load_suite
+from ._suite import AnswerChecks, Suite, Task, load_suite, shipped_suites
 
 __all__ = [
     "EVAL_MIGRATIONS",
@@ -43,5 +43,6 @@ __all__ = [
     "render_comparison",
     "render_html",
     "render_table",
+    "shipped_suites",
     "wilson",
 ]

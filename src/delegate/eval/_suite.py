@@ -34,7 +34,7 @@ from .._record import ResultSchema
 from ..subagents import parse_criteria
 from ._arms import Arm
 
-__all__ = ["AnswerChecks", "Suite", "Task", "load_suite"]
+__all__ = ["AnswerChecks", "Suite", "Task", "load_suite", "shipped_suites"]
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TASK_KEYS = {"id", "prompt", "workspace", "files", "criteria", "answer", "args"}
@@ -184,13 +184,22 @@ class Suite:
     repeat: int | None = None
 
 
+def shipped_suites() -> dict[str, Path]:
+    """The suites delegate ships, by name (`sample`: a dozen tasks over a small project)."""
+    folder = Path(__file__).resolve().parent / "shipped"
+    return {p.name: p for p in sorted(folder.iterdir()) if (p / "suite.yaml").is_file()}
+
+
 def load_suite(path: str | Path) -> Suite:
-    """Read a suite (a YAML or JSONL file, or a folder): see the module's docstring."""
+    """Read a suite (a YAML or JSONL file, a folder, or a shipped suite's name): see the module's docstring."""
     where = Path(path).expanduser()
+    if not where.exists() and str(path) in shipped_suites():
+        where = shipped_suites()[str(path)]
     if where.is_dir():
         return _folder(where.resolve())
     if not where.is_file():
-        raise UserError(f"no suite at {str(path)!r}: give a suite folder, a .yaml or a .jsonl file")
+        names = ", ".join(shipped_suites())
+        raise UserError(f"no suite at {str(path)!r}: give a suite folder, a .yaml or a .jsonl file, or one of: {names}")
     where = where.resolve()
     if where.suffix == ".jsonl":
         return _jsonl(where)

@@ -1,0 +1,1 @@
+"""A tiny stock keeper for a fruit shop."""
