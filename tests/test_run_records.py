@@ -94,7 +94,7 @@ def test_waiting_for_the_writer_ends_whether_it_wrote_failed_a_check_or_has_stop
 
     async def record() -> tuple[str, int]:
         recorder = Recorder(store, [], heartbeat=0.01)
-        recorder.beats.append(failing_check)
+        recorder.on_beat(failing_check)
         run = store.create_run(prompt="p", model="m", owner=recorder.owner)
         recorder.start(run.id)
 

@@ -164,9 +164,8 @@ def type_rules(runtime: Runtime, definition: Subagent) -> dict[str, Any]:
     """The permission rules that apply to `definition`'s subagents (the run's, from the settings
     files and flags, under its permission mode), and the tools they withhold from it."""
     from .._agents import tools_for
-    from ..permissions import CallPolicy
 
-    policy = CallPolicy.compile(runtime.permissions).for_mode(definition.permission_mode)
+    policy = runtime.gates.policy.for_mode(definition.permission_mode)
     rules = policy.permissions
     names = tools_for(definition, list(runtime.tools), list(runtime.tools))
     return {

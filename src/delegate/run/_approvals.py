@@ -5,7 +5,7 @@ and its agent's turn waits at that call; the run reads `waiting` meanwhile. A de
 
 - any process on the same store (`delegate runs approve`, the HTTP API of a server): it is stored
   there, and this process finds it at its next heartbeat, on the recorder's writer thread, the
-  path a cancellation from another process takes (`Recorder.beats`);
+  path a cancellation from another process takes (`Recorder.on_beat`);
 - this process (the terminal's inline question, a server's own run): `RunApprovals.deliver`,
   after it is stored.
 
@@ -22,8 +22,7 @@ import asyncio
 import contextlib
 import functools
 import re
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
@@ -33,14 +32,12 @@ from .._events import Event, EventSink, unheard
 from .._record import ApprovalRow
 from .._time import utc_now
 from ..loop import EVENT_VALUE_LIMIT, deadlines_paused
-from ..permissions import CallPolicy, CommandHook, HookEvent, Permissions, command_hooks, read_settings
+from ..permissions import HookEvent
 from ..tools import Approval, ApprovalRequest, HookSet, ToolContext
 
 if TYPE_CHECKING:
-    from .._agents import Catalogue
     from .._store import Store
-    from ..loop import Journal
-    from ..subagents import SubagentRunner
+    from ..subagents import Roster
     from ..workspace import Workspace
     from ._recorder import Recorder
 
@@ -55,11 +52,11 @@ a resumed run reads its rules from those (`RunApprovals.load`), never from a rea
 class RunApprovals:
     """The `Approver` of one run (see the module's docstring)."""
 
-    def __init__(self, recorder: Recorder, timeout: float | None) -> None:
+    def __init__(self, recorder: Recorder, timeout: float | None, roster: Roster) -> None:
         self.recorder = recorder
         self.timeout = timeout
-        self.runner: SubagentRunner | None = None
-        """The run's subagents (set once built): a request names the type and description of its agent."""
+        self.roster = roster
+        """The run's subagents: a request names the type and description of its agent."""
         self.waiting: dict[str, asyncio.Future[Approval]] = {}
         """The calls waiting now, by call id."""
         self.always: set[str] = set()
@@ -67,16 +64,7 @@ class RunApprovals:
         self.claimed: set[str] = set()
         """The stored calls (by approval id) already bound to a call of this process."""
         self._loop: asyncio.AbstractEventLoop | None = None
-
-    def attach(self, runner: SubagentRunner, journal_for: Callable[[str], Journal] | None) -> RunApprovals:
-        """Serve the run of `runner` (its requests name their subagent's type), looking for
-        decisions at each heartbeat; `journal_for` keeps its subagents' answers (when they may
-        wait), so that a resumed run asks their models nothing again."""
-        self.runner = runner
-        self.recorder.beats.append(on_beat(self))
-        if journal_for is not None:
-            runner.journal_for = journal_for
-        return self
+        recorder.on_beat(functools.partial(_poll, self))  # decisions given elsewhere, found at each beat
 
     def load(self, rows: Sequence[ApprovalRow]) -> None:
         """Take in the rules a person approved "always" in the interrupted run being resumed (its
@@ -104,7 +92,7 @@ class RunApprovals:
         except TimeoutError:
             approval = await self._deny(row, f"no decision within {self.timeout:g} s")
         except asyncio.CancelledError:
-            if self.runner is not None and ctx.agent_id in self.runner.stopping:  # it will never run
+            if ctx.agent_id in self.roster.stopping:  # it will never run
                 stopped = await self._deny(row, f"{ctx.agent_id} was stopped before anyone decided")
                 row.decision, row.reason = ("approve" if stopped.approved else "deny"), stopped.reason
                 self._decided(ctx, row)
@@ -169,7 +157,7 @@ class RunApprovals:
             loop.call_soon_threadsafe(functools.partial(self.deliver, row.call_id, approval, always=always))
 
     def _row(self, ctx: ToolContext, request: ApprovalRequest) -> ApprovalRow:
-        live = self.runner.live.get(ctx.agent_id) if self.runner is not None else None
+        live = self.roster.live.get(ctx.agent_id)
         record = live[0] if live is not None else None
         return ApprovalRow(
             run_id=ctx.run_id,
@@ -250,47 +238,10 @@ async def decide_call(
     return row
 
 
-def on_beat(approvals: RunApprovals) -> Callable[[], None]:
+def _poll(approvals: RunApprovals) -> None:
     """The recorder's beat hook of `approvals`: errors of one poll are left for the next."""
-
-    def beat() -> None:
-        with contextlib.suppress(Exception):
-            approvals.poll()
-
-    return beat
-
-
-def load_permissions(given: Permissions | None, folder: Path) -> tuple[Permissions, list[dict[str, Any]]]:
-    """`given` merged with the rules of the settings files of `folder` (the operator's), and those
-    files' command hooks; only `given` when it says not to read them."""
-    given = given or Permissions()
-    if not given.settings_files:
-        return given, []
-    found, hooks = read_settings(folder)
-    return given.merged(found), hooks
-
-
-def build_hooks(
-    permissions: Permissions,
-    settings: list[dict[str, Any]],
-    catalogue: Catalogue,
-    shared: Path | None,
-    workspace: Workspace,
-) -> HookSet | None:
-    """The runtime's hooks: the Python ones of `permissions`, the commands of the operator's
-    settings files (`settings`, see `read_settings`) and of each type's definition (for that type
-    alone), run in the operator's folder (`shared` under `delegate serve`, else the workspace).
-    None when there are none. A definition whose `hooks` cannot be read is a `UserError`."""
-    commands: list[CommandHook] = []
-    for entry in settings:
-        commands += command_hooks(entry["hooks"], entry["file"])
-    for definition in catalogue.definitions.values():
-        if definition.hooks:
-            commands += command_hooks(definition.hooks, definition.source, scope=definition.name)
-    if not commands and permissions.hooks is None:
-        return None
-    policy = CallPolicy.compile(permissions)
-    return HookSet(permissions.hooks, commands, str(shared or workspace.root), policy)
+    with contextlib.suppress(Exception):
+        approvals.poll()
 
 
 async def prompt_hooks(hooks: HookSet, prompt: str, workspace: Workspace, sinks: list[EventSink]) -> str:

@@ -42,10 +42,8 @@ from ..models import ModelResponse
 
 if TYPE_CHECKING:
     from .._store import Checkpoint, KeptConversation, Store
-    from ..subagents import SubagentRunner
-    from ..tools import ToolContext
 
-__all__ = ["REPLAYED_NEVER", "Recorder", "StoredJournal", "beat_for"]
+__all__ = ["REPLAYED_NEVER", "Recorder", "StoredJournal"]
 
 _log = logging.getLogger("delegate.recorder")
 
@@ -138,19 +136,19 @@ class Recorder:
         self.run_id = ""
         self.owner = new_owner()
         self.usage = Usage()
-        """The run's usage so far: as the loop last told it (`beat_for`, once a beat), and each
+        """The run's usage so far: as the loop last told it (`track`, once a beat), and each
         model answer since (`emit`, on the same thread: none is counted twice). Stored with the
         write of that answer's event, so a run killed at any moment reads what it spent up to its
         last answer (it read 0 tokens when killed within its first second)."""
         self._usage_written: Usage | None = None
         self.heartbeat = heartbeat or RUN_HEARTBEAT
-        self.on_stop: Callable[[str], None] | None = None
+        self._on_stop: Callable[[str], None] | None = None
         """Called on the event loop with `cancel` (asked from elsewhere) or `lost` (another process
         took the run over)."""
-        self.on_stop_agent: Callable[[str, str | None], None] | None = None
+        self._on_stop_agent: Callable[[str, str | None], None] | None = None
         """Called on the event loop with a subagent's id and a reason, for each subagent asked to
         stop from elsewhere (`delegate runs stop`, `Store.request_stop`)."""
-        self.beats: list[Callable[[], None]] = []
+        self._beats: list[Callable[[], None]] = []
         """Called on the writer thread after each heartbeat: how a waiting call finds a decision
         given by another process (`RunApprovals.poll`), as a cancellation is found."""
         self.dropped = 0
@@ -166,6 +164,22 @@ class Recorder:
         """The writer thread has ended: nothing queued now would be written."""
 
     # -- on the event loop ------------------------------------------------------------------
+
+    def listen(
+        self, on_stop: Callable[[str], None], on_stop_agent: Callable[[str, str | None], None] | None = None
+    ) -> None:
+        """Be told, on the event loop, of stops asked from elsewhere: `on_stop` with `cancel`
+        (asked from elsewhere) or `lost` (another process took the run over); `on_stop_agent` with
+        a subagent's id and a reason, for each subagent asked to stop (`delegate runs stop`)."""
+        self._on_stop, self._on_stop_agent = on_stop, on_stop_agent
+
+    def on_beat(self, beat: Callable[[], None]) -> None:
+        """Call `beat` on the writer thread after each heartbeat (it must not raise)."""
+        self._beats.append(beat)
+
+    def track(self, usage: Usage) -> None:
+        """The run's usage so far as the loop tells it once a beat (see `usage`)."""
+        self.usage = usage
 
     @property
     def sink(self) -> EventSink:
@@ -369,12 +383,12 @@ class Recorder:
         except Exception as exc:
             _log.warning("run %s: heartbeat failed: %s", self.run_id, exc)
             return
-        if held and stops and self._loop is not None and self.on_stop_agent is not None:
+        if held and stops and self._loop is not None and self._on_stop_agent is not None:
             for agent_id, reason in stops.items():
-                self._loop.call_soon_threadsafe(self.on_stop_agent, agent_id, reason)
-        if (cancel or not held) and self._loop is not None and self.on_stop is not None:
-            self._loop.call_soon_threadsafe(self.on_stop, "cancel" if held else "lost")
-        for beat in self.beats:
+                self._loop.call_soon_threadsafe(self._on_stop_agent, agent_id, reason)
+        if (cancel or not held) and self._loop is not None and self._on_stop is not None:
+            self._loop.call_soon_threadsafe(self._on_stop, "cancel" if held else "lost")
+        for beat in self._beats:
             try:
                 beat()
             except Exception as exc:  # one that fails (its store busy) does not end the writer
@@ -490,17 +504,3 @@ class _SubagentJournal:
     def record_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
         if call.name != "complete":
             self._record("tool", f"{self.key}/{call.id}", result)
-
-
-async def beat_for(runner: SubagentRunner, recorder: Recorder, ctx: ToolContext, interval: float) -> None:
-    """Tell the recorder the usage so far (stored with its next write: see `Recorder.usage`) and,
-    every `interval`, emit each live subagent's heartbeat event."""
-    beat = min(interval, recorder.heartbeat)
-    waited = 0.0
-    while True:
-        await asyncio.sleep(beat)
-        recorder.usage = ctx.usage + runner.usage
-        waited += beat
-        if waited >= interval:
-            waited = 0.0
-            runner.heartbeat()

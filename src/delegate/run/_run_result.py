@@ -15,13 +15,13 @@ from .._messages import Message
 from .._record import Status, StopReason
 from .._usage import Usage
 from ..loop import EVENT_VALUE_LIMIT, AgentResult
-from ..memory import todos_json
+from ..memory import RunMemory, todos_json
 from ..subagents import Delivery, TaskOutput
 from ..workflows import WORKFLOW
 
 if TYPE_CHECKING:
     from .._store import RunRow, Store
-    from ..subagents import SubagentRunner
+    from ..subagents import Roster
     from ..tools import ToolContext
     from ._recorder import Recorder
 
@@ -185,12 +185,14 @@ def cancelled_result(ctx: ToolContext) -> AgentResult:
 def run_result(
     run_id: str,
     lead: AgentResult,
-    runner: SubagentRunner,
+    roster: Roster,
     warnings: list[str],
     schema: type[BaseModel] | None = None,
+    memory: RunMemory | None = None,
 ) -> RunResult:
     """What the run gives back; a lead that ended with a typed `complete` gives its result (as a
-    `schema` instance when its `output_schema` is that pydantic model)."""
+    `schema` instance when its `output_schema` is that pydantic model), and each agent's todo list
+    as it left it (`memory`'s)."""
     delivered = lead.stop_return.data if lead.stop_return is not None else None
     result, final, status, reason, error = None, lead.final, lead.status, lead.stop_reason, lead.error
     if isinstance(delivered, Delivery):
@@ -203,16 +205,16 @@ def run_result(
         run_id=run_id,
         status=status,
         final=final,
-        usage=lead.usage + runner.usage,
+        usage=lead.usage + roster.usage,
         lead_usage=lead.usage,
-        subagents=list(runner.records),
+        subagents=list(roster.records),
         steps=lead.steps,
         stop_reason=reason,
         error=error,
         messages=lead.messages,
         warnings=warnings,
         result=result,
-        todos=todos_json(runner.scope.memory.todos) if runner.scope.memory is not None else {},
+        todos=todos_json(memory.todos) if memory is not None else {},
     )
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from os import PathLike
 from pathlib import Path
@@ -22,45 +21,23 @@ from .._events import Event, EventSink
 from .._frontmatter import CatalogueWarning
 from .._messages import Message
 from .._text import safe_text
-from ..loop import AgentResult, AgentSpec, RunBudget
 from ..mcp import MCPTools
-from ..memory import RunMemory
 from ..models import Model, ModelAliases, resolve_model
-from ..permissions import CallPolicy
 from ..skills import SkillCatalogue
-from ..subagents import (
-    RunScope,
-    SubagentCall,
-    SubagentRunner,
-    TaskOutput,
-    assemble,
-    background_tools,
-    parse_criteria,
-    project_context,
-    recover_merges,
-    run_checked,
-    sweep_layers,
-    task_tool,
-    toolset,
-    type_listing,
-)
-from ..tools import (
-    CallGuard,
-    Tool,
-    ToolContext,
-    list_uploaded_files,
-    sweep_scratch,
-    uploads_state,
-)
-from ..workflows import WORKFLOW, Workflow, WorkflowHost, drive, workflow_tool
+from ..subagents import SubagentCall, TaskOutput, parse_criteria, project_context, recover_merges, sweep_layers
+from ..tools import Tool, sweep_scratch, uploads_state
+from ..workflows import Workflow
 from ..workspace import CommandPolicy, Workspace
-from ._approvals import NEVER_WAIT, RunApprovals, build_hooks, decide_call, load_permissions, prompt_hooks
-from ._memory import run_memory, run_skills
+from ._approvals import decide_call, prompt_hooks
+from ._gates import Gates
+from ._lead import Begin, LeadDrive, drive_lead
+from ._memory import run_skills
 from ._pool import inline_servers, inside, lead_tool_names, local_timezone, mcp_failed, tool_pool, unknown_tools
-from ._recorder import Recorder, StoredJournal, beat_for
-from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
+from ._recorder import Recorder
+from ._run import open_run
+from ._run_result import RunResult
 from ._settings import open_store, user_level
-from ._threads import Thread, continued, history_of, keep_conversation, open_thread, thread_uploads
+from ._threads import Thread, continued, history_of, open_thread, thread_uploads
 
 if TYPE_CHECKING:
     from .._record import ApprovalRow, Change
@@ -133,17 +110,17 @@ class Runtime:
             aliases=self.aliases,
             user=user_level(ext),
         )
-        self.permissions, self.hook_settings = load_permissions(ext.permissions, self._shared or self.workspace.root)
-        """The permission rules of every run (`Extensions.permissions` and the operator's settings
-        files), and the command hooks of those files (see docs/approvals.md)."""
-        self._policy = CallPolicy.compile(self.permissions)
-        self.hooks = build_hooks(self.permissions, self.hook_settings, self.catalogue, self._shared, self.workspace)
-        """The hooks of every run: Python hooks, and the commands of the operator's files (None: none)."""
+        self.gates = Gates.build(
+            ext.permissions, self._shared or self.workspace.root, self.catalogue, self._shared, self.workspace
+        )
+        """What can stop a call of every run: the permission rules (`Extensions.permissions` and the
+        operator's settings files), the permission mode, and the hooks (see docs/approvals.md)."""
         self.tools = tool_pool(self.lead, given, allow_commands=commands is not None)
         """Every tool a definition may name: the built-in ones and those given in code."""
         self.catalogue = self.catalogue.with_warnings(unknown_tools(self.catalogue, self.tools))
-        self._lead_tools = lead_tool_names(self.lead, self.tools)
-        if self._offers("batch_task") is True and store is False:
+        self.lead_tool_names = lead_tool_names(self.lead, self.tools)
+        """The names of the lead's own tools (before `task`, the background and batch tools)."""
+        if self.offers("batch_task") is True and store is False:
             raise UserError("the lead's tools name batch_task, which needs a store: drop store=False")
         self.mcp_workspaces = [self.workspace.root, *([self._shared] if self._shared is not None else [])]
         """Folders no MCP server may be given (their `.delegate/` would be in its reach: see `exposed_state`)."""
@@ -160,15 +137,13 @@ class Runtime:
         """The owner of this runtime's runs in the store; None for local use (the CLI)."""
         self.timezone = timezone or local_timezone()
         self._store_option = store
-        self._stops: dict[str, Callable[[str], None]] = {}
-        """How to stop each run of this runtime that is going: see `interrupt`."""
-        self._approvals: dict[str, RunApprovals] = {}
-        """The approver of each run of this runtime that is going: see `decide`."""
+        self._going: dict[str, LeadDrive] = {}
+        """Each lead's run of this runtime that is going: what `interrupt` stops, `decide` decides in."""
         self._store: Store | None = None
         self._owns_store = False
         self._batches: Batches | None = None
 
-    def _offers(self, capability: str) -> bool | None:
+    def offers(self, capability: str) -> bool | None:
         """Whether the lead's definition gives it `task` or `batch_task`: None when it does not
         say (its `tools` is the default set)."""
         names = self.lead.tool_names
@@ -190,7 +165,7 @@ class Runtime:
             model = self._models[key] = resolve_model(spec)
         return model
 
-    async def _model_off_loop(self, spec: str | Model | None) -> Model:
+    async def model_off_loop(self, spec: str | Model | None) -> Model:
         """`model_for`, in a thread the first time: building a model may fetch and load weights."""
         if spec is None or isinstance(spec, str):
             cached = self._models.get(spec or "")
@@ -249,15 +224,10 @@ class Runtime:
         `interrupted` at once everywhere and the next server or worker resumes it; its subagents
         that had not finished start afresh then. Each such `run` returns with status
         `interrupted`. Returns how many runs it stopped."""
-        stops = list(self._stops.values())
-        for stop in stops:
-            stop("interrupt")
-        return len(stops)
-
-    @property
-    def _may_guard(self) -> bool:
-        """Whether any rule, mode or hook may act on a call (else no tool is wrapped at all)."""
-        return bool(self.permissions) or self.hooks is not None
+        going = list(self._going.values())
+        for drive in going:
+            drive.stop("interrupt")
+        return len(going)
 
     async def decide(
         self, run_id: str, call_id: str, *, approve: bool, reason: str = "", always: bool = False
@@ -266,7 +236,8 @@ class Runtime:
         at once when the run goes on in this process (another process finds it at its next beat).
         `always` (with `approve`) approves the calls of the same rule for the rest of the run.
         Raises `UserError` for an unknown run or call, or one decided already."""
-        live = self._approvals.get(run_id)
+        drive = self._going.get(run_id)
+        live = drive.run.approvals if drive is not None else None
         return await decide_call(self.store, live, run_id, call_id, approve, reason, always, self.user_id)
 
     async def __aenter__(self) -> Runtime:
@@ -328,8 +299,8 @@ class Runtime:
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         prompt = safe_text(prompt)  # an argument `delegate run $'\xff'` holds a lone surrogate
-        if self.hooks is not None:  # UserPromptSubmit: refuse it (a UserError), or add context
-            prompt = await prompt_hooks(self.hooks, prompt, self.workspace, [*self.sinks, *sinks])
+        if self.gates.hooks is not None:  # UserPromptSubmit: refuse it (a UserError), or add context
+            prompt = await prompt_hooks(self.gates.hooks, prompt, self.workspace, [*self.sinks, *sinks])
         limits = limits or self.limits
         uploaded_files = uploads_state(uploaded_files)
         history: list[Message] = []
@@ -338,7 +309,7 @@ class Runtime:
             uploaded_files = thread_uploads(previous.uploaded_files, uploaded_files)
         run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
         recorder = Recorder(self.store, [*self.sinks, *sinks, *_tracing.sinks()])
-        lead_model = await self._model_off_loop(model or self._model_spec)
+        lead_model = await self.model_off_loop(model or self._model_spec)
         thread_id = [run_id]
 
         async def begin(warnings: list[str]) -> list[Checkpoint]:
@@ -412,7 +383,7 @@ class Runtime:
                 "where its files are (--workspace of that folder; servers sharing one store share their folder: "
                 "docs/http.md)"
             )
-        lead_model = await self._model_off_loop(model or self._model_spec or run.model)
+        lead_model = await self.model_off_loop(model or self._model_spec or run.model)
 
         async def begin(warnings: list[str]) -> list[Checkpoint]:
             await asyncio.to_thread(
@@ -439,172 +410,31 @@ class Runtime:
         recorder: Recorder,
         lead_model: Model,
         uploaded_files: list[dict[str, Any]] | None,
-        begin: Callable[[list[str]], Awaitable[list[Checkpoint]]],
+        begin: Begin,
         limits: RunLimits,
         history: Sequence[Message] = (),
         workflow: Workflow | None = None,
     ) -> RunResult:
-        """Build the lead (or a `workflow`'s host, which runs instead), then `begin` (record the
-        run with its warnings, or claim it and read its checkpoints), then run it under `limits`,
-        after `history` (the conversation of the run it continues): nothing is recorded for a lead
-        that cannot be built."""
-        journal = StoredJournal(recorder)
-        skills = await asyncio.to_thread(self._skills)
-        context, recovered = await asyncio.to_thread(self._prepare_workspace)
-        mcp_tools = await self._load_mcp()
-        own = await self._load_own_mcp()
-        approvals = RunApprovals(recorder, limits.approval_timeout) if self._may_guard else None
-        guard = CallGuard(self._policy, approvals, self.hooks) if approvals is not None else None
-        memory = await asyncio.to_thread(run_memory, run_id, self.user_id, self.workspace.root, recorder.store)
-        scope = self._scope(run_id, recorder.sink, self.user_id, skills, limits, mcp_tools, context, guard, memory)
-        ctx = self._context(scope, "lead")
-        ctx.uploaded_files = uploads_state(uploaded_files)
-        lead_tools = [self.tools[name] for name in self._lead_tools] + mcp_tools + memory.for_lead(self.lead.tool_names)
-        if ctx.uploaded_files is not None:
-            lead_tools.append(list_uploaded_files)
-        runner = self._runner(scope, ctx, lead_model, [t.name for t in lead_tools], mcp_tools, own)
-        runner.finished, runner.saved_conversations = journal.subagents, journal.conversations
-        if recorder.store is not None:  # what nothing stores is not handed over at all (decided once a run)
-            runner.on_finish, runner.written = recorder.subagent_finished, recorder.written
-        if approvals is not None:
-            keep = self._policy.ask and recorder.store is not None  # subagents may wait: a resume replays them
-            self._approvals[run_id] = approvals.attach(runner, journal.scoped if keep else None)
-        spec = await self._lead_spec(runner, scope, lead_model, lead_tools, prompt, journal) if not workflow else None
-        failed = self._mcp_failed()
-        found = [*self.catalogue.warnings, *skills.warnings]
-        checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
-        journal.load(checkpoints)
-        if approvals is not None and recorder.store is not None:  # a resumed run's rules approved "always"
-            approvals.load(await asyncio.to_thread(recorder.store.approvals, run_id))
-        if checkpoints and recorder.store is not None:  # resumed: stops asked of the process that died
-            _, _, stops = await asyncio.to_thread(recorder.store.heartbeat, run_id, recorder.owner)
-            ended = {r.id for r in journal.subagents.values()}
-            runner.stopping.update({a: r or "stopped by the operator" for a, r in stops.items() if a not in ended})
-        recorder.start(run_id)
-        slash = skills.slash_command(prompt, None)
-        started: dict[str, Any] = {"prompt": prompt[:500], "model": lead_model.name}
-        if checkpoints:
-            started["resumed"] = True
-        recorder.emit(Event(type="run.started", run_id=run_id, agent_id="lead", data=started))
-        for warning in found:
-            recorder.emit(Event(type="warning", run_id=run_id, agent_id="lead", data=warning.to_dict()))
-        for layer, changes in recovered:  # a merge of this run that a kill cut short, finished now
-            if layer.run_id == run_id:
-                runner.recovered[layer.agent_id] = changes
-                data = {"changes": [c.to_dict() for c in changes], "recovered": True}
-                recorder.emit(Event(type="workspace.merged", run_id=run_id, agent_id=layer.agent_id, data=data))
-        for data in failed:
-            recorder.emit(Event(type="mcp.server_failed", run_id=run_id, agent_id="lead", data=data))
-        warnings = [*(str(w) for w in found), *(f["warning"] for f in failed)]
-        if spec is None:
-            assert workflow is not None
-            return await self._workflow(workflow, ctx, recorder, runner, warnings)
-        opening = [*history, *([slash] if slash else []), Message.user(prompt)]
-        lead = runner.background.outlast(run_checked(spec, ctx, opening, self.hooks, None))
-        return await self._drive(lead, ctx, opening, recorder, runner, warnings, spec.instructions)
-
-    async def _workflow(
-        self, workflow: Workflow, ctx: ToolContext, recorder: Recorder, runner: SubagentRunner, warnings: list[str]
-    ) -> RunResult:
-        """Run a run that is a workflow: its script, over the run's subagents (see docs/workflows.md)."""
-        cap = runner.scope.limits.workflow_agents
-        host = WorkflowHost(runner, ctx, self._delegable(), prefix="", cap=cap, emit=runner.emit)
-        plan = drive(workflow, host, functools.partial(recorder.checkpoint, WORKFLOW, "run"))
-        result = await self._drive(plan, ctx, [], recorder, runner, warnings, None)
-        result.workflow = host.record
-        return result
-
-    async def _lead_spec(
-        self,
-        runner: SubagentRunner,
-        scope: RunScope,
-        lead_model: Model,
-        lead_tools: list[Tool],
-        prompt: str,
-        journal: StoredJournal,
-    ) -> AgentSpec:
-        """The lead's spec: its tools (delegation and batches with them), system prompt and model."""
-        task = self._task_tool(runner) if self._offers("task") is not False and len(self.catalogue) else None
-        if task is not None:
-            lead_tools += [task, *background_tools(runner.background)]
-        if task is not None and self._offers("workflow") is not False:  # workflows: plans in code, see docs
-            keep = functools.partial(journal.recorder.checkpoint, WORKFLOW)
-            lead_tools.append(workflow_tool(runner, self._delegable(), cap=scope.limits.workflow_agents, keep=keep))
-        lead_tools += await asyncio.to_thread(self._batch_tools, lead_model, prompt)
-        types = [(d.name, d.description) for d in self._delegable().definitions.values()] if task is not None else []
-        tools = toolset(self.lead, lead_tools, scope, types if type_listing(types)[1] else [])  # for tool_search
-        background = runner.background if task is not None else None
-        compactor = self.lead.compaction_model
-        return await assemble(
-            self.lead,
-            scope,
+        """Build the run whole, then drive its lead, or its `workflow` instead (see `_lead.py`)."""
+        run = await open_run(
+            self,
+            run_id=run_id,
+            limits=limits,
             model=lead_model,
-            tools=tools,
-            prompt=prompt,
-            journal=journal,
-            background=background,
-            compaction_model=None if compactor is None else await self._model_off_loop(compactor),
+            emit=recorder.sink,
+            recorder=recorder,
+            uploaded_files=uploaded_files,
         )
-
-    async def _drive(
-        self,
-        work: Coroutine[Any, Any, AgentResult],
-        ctx: ToolContext,
-        messages: list[Message],
-        recorder: Recorder,
-        runner: SubagentRunner,
-        warnings: list[str],
-        instructions: str | None,
-    ) -> RunResult:
-        """Run the lead (or a workflow) to its end, or until it is stopped: cancelled (by our
-        caller, or from another process), taken over by another process, or interrupted (see
-        `interrupt`)."""
-        run_id = ctx.run_id
-        agent = asyncio.create_task(work)
-        stopped: list[str] = []
-
-        def stop(why: str) -> None:
-            if not stopped:
-                stopped.append(why)
-                runner.interrupting = why == "interrupt"
-                agent.cancel()
-
-        recorder.on_stop = stop
-        recorder.on_stop_agent = runner.background.stop_from_outside
-        self._stops[run_id] = stop
-        beat = asyncio.create_task(beat_for(runner, recorder, ctx, self.loop.heartbeat_interval))
-        try:
-            result = await agent
-        except asyncio.CancelledError:
-            if not agent.done():  # our caller cancelled us (Ctrl-C, a signal)
-                agent.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await agent
-            await runner.background.cancel_all()
-            cancelled = run_result(run_id, cancelled_result(ctx), runner, warnings)
-            if stopped == ["interrupt"]:
-                return await release_interrupted(
-                    recorder, replace(cancelled, status="interrupted", stop_reason="interrupted")
-                )
-            keep_conversation(recorder, cancelled.messages or messages, instructions or "")
-            await record_end(recorder, cancelled)
-            if not stopped:
-                raise
-            return cancelled  # cancelled from another process, or the run was taken over
-        except Exception as exc:  # a bug or the store failing: the run still ends, truthfully
-            error = f"{type(exc).__name__}: {ctx.workspace.shown(str(exc))}"
-            await recorder.finish("error", "", ctx.usage + runner.usage, error)
-            raise
-        else:  # `interrupt` meanwhile finds the run, so it is left to record how it ended
-            schema = self.lead.output_schema
-            outcome = run_result(run_id, result, runner, warnings, schema if isinstance(schema, type) else None)
-            keep_conversation(recorder, outcome.messages, instructions or "")
-            await record_end(recorder, outcome)
-            return outcome
-        finally:
-            beat.cancel()
-            self._stops.pop(run_id, None)
-            self._approvals.pop(run_id, None)
+        return await drive_lead(
+            self,
+            prompt=prompt,
+            run=run,
+            model=lead_model,
+            begin=begin,
+            history=history,
+            going=self._going,
+            workflow=workflow,
+        )
 
     async def run_task(
         self,
@@ -633,19 +463,15 @@ class Runtime:
         if definition is None:
             raise UserError(f"unknown subagent type {subagent_type!r}; available: {', '.join(visible.names())}")
         fan_out = [*self.sinks, *sinks, *_tracing.sinks()]
-        skills = await asyncio.to_thread(self._skills)
         task_id = run_id or f"task_{uuid.uuid4().hex[:12]}"
-        mcp_tools = await self._load_mcp()
         emit: EventSink = functools.partial(_fan, fan_out)
-        own = await self._load_own_mcp()
-        for data in self._mcp_failed():
+        model = await self.model_off_loop(self._model_spec)
+        run = await open_run(
+            self, run_id=task_id, limits=limits, model=model, emit=emit, user_id=user_id, agent_id="batch"
+        )
+        for data in self.mcp_failed():
             emit(Event(type="mcp.server_failed", run_id=task_id, agent_id="batch", data=data))
-        context, _ = await asyncio.to_thread(self._prepare_workspace)
-        model = await self._model_off_loop(self._model_spec)
-        guard = CallGuard(self._policy, never_wait=NEVER_WAIT, hooks=self.hooks) if self._may_guard else None
-        scope = self._scope(task_id, emit, user_id, skills, limits, mcp_tools, context, guard)
-        ctx = self._context(scope, "batch")
-        runner = self._runner(scope, ctx, model, self._lead_tools, mcp_tools, own)
+        runner, ctx = run.runner, run.context
         try:
             criteria = parse_criteria(acceptance_criteria) if acceptance_criteria else None
             runner.prepare(definition)
@@ -661,7 +487,7 @@ class Runtime:
         )
         return await runner.run(call)
 
-    def _prepare_workspace(self) -> tuple[str, list[tuple[Layer, list[Change]]]]:
+    def prepare_workspace(self) -> tuple[str, list[tuple[Layer, list[Change]]]]:
         """What a lead's run and a batch item do first in the workspace: clear what killed writes
         left in its scratch folder (a killed `delegate run`, server or worker), make its outputs folder,
         finish the merges that a kill interrupted and sweep old layers (`workspace/_merge.py`), and
@@ -672,138 +498,65 @@ class Runtime:
         sweep_layers(self.workspace, self.limits.layers_kept)
         return project_context(self.workspace), recovered
 
-    def _skills(self) -> SkillCatalogue:
+    def skills(self) -> SkillCatalogue:
         """The skills of a run (see `run_skills`)."""
         return run_skills(self.extensions, self.workspace.root, self._shared, self.store, self.user_id)
 
-    def _scope(
-        self,
-        run_id: str,
-        emit: EventSink,
-        user_id: str | None,
-        skills: SkillCatalogue,
-        limits: RunLimits,
-        mcp_tools: list[Tool],
-        context: str,
-        guard: CallGuard | None = None,
-        memory: RunMemory | None = None,
-    ) -> RunScope:
-        """What every agent of one run (or batch item) shares."""
-        ext = self.extensions
-        return RunScope(
-            run_id=run_id,
-            user_id=user_id or self.user_id or "default",
-            timezone=self.timezone,
-            workspace=self.workspace.with_mounts(skills.mounts()),
-            emit=emit,
-            limits=limits,
-            loop=self.loop,
-            budget=RunBudget.of(limits),
-            skills=skills,
-            deferred={t.name: t for t in mcp_tools} if ext.tool_search else {},
-            auto_promote=ext.auto_promote,
-            project_context=context,
-            guard=guard,
-            memory=memory,
-        )
-
-    def _context(self, scope: RunScope, agent_id: str) -> ToolContext:
-        """The lead's (or a batch item's) context, over the run's workspace."""
-        return ToolContext(
-            run_id=scope.run_id,
-            agent_id=agent_id,
-            workspace=scope.workspace,
-            emit=scope.emit,
-            user_id=scope.user_id,
-            timezone=scope.timezone,
-        )
-
-    def _runner(
-        self,
-        scope: RunScope,
-        parent: ToolContext,
-        model: Model,
-        parent_tools: list[str],
-        mcp_tools: list[Tool],
-        own_tools: Sequence[Tool] = (),
-    ) -> SubagentRunner:
-        spec = self.lead.subagent_model
-        pool = dict(self.tools)
-        if parent.uploaded_files is not None:
-            pool[list_uploaded_files.name] = list_uploaded_files
-        return SubagentRunner(
-            scope,
-            tools=pool | (scope.memory.tools() if scope.memory else {}) | {t.name: t for t in [*mcp_tools, *own_tools]},
-            parent_tools=parent_tools,
-            parent_model=model,
-            subagent_model=self.model_for(spec) if spec else None,
-            model_for=self.model_for,
-            uploaded_files=parent.uploaded_files,
-        )
-
-    async def _load_own_mcp(self) -> list[Tool]:
+    async def own_mcp_tools(self) -> list[Tool]:
         """The tools of the types' own servers, listed once; a server that cannot be used is left
-        out (see `_mcp_failed`), and its type runs without its tools."""
+        out (see `mcp_failed`), and its type runs without its tools."""
         if self._own_mcp_tools is None:
             self._own_mcp_tools = []
             for servers in self._own_mcp.values():
                 self._own_mcp_tools += await servers.load()
         return self._own_mcp_tools
 
-    async def _load_mcp(self) -> list[Tool]:
+    async def mcp_tools(self) -> list[Tool]:
         """The MCP servers' tools, listed once; a server that cannot be used is left out (see
-        `_mcp_failed`), and the run goes on without its tools."""
+        `mcp_failed`), and the run goes on without its tools."""
         if self.mcp is None:
             return []
         if self._mcp_tools is None:
             self._mcp_tools = await self.mcp.load()
         return self._mcp_tools
 
-    def _delegable(self) -> Catalogue:
+    def delegable(self) -> Catalogue:
         """The types the lead may start: those its definition permits that this workspace can run."""
         return self.catalogue.visible(allow_commands=self.workspace.allow_commands, permitted=self.lead.subagents)
 
-    def _mcp_failed(self) -> list[dict[str, Any]]:
+    def mcp_failed(self) -> list[dict[str, Any]]:
+        """The MCP servers the last loads left out, as `mcp.server_failed` data (see `_pool.mcp_failed`)."""
         return mcp_failed(self.mcp, self._own_mcp)
-
-    def _task_tool(self, runner: SubagentRunner) -> Tool:
-        allow = self.workspace.allow_commands
-        visible = self._delegable()
-        hidden = [] if allow else [d.name for d in self.catalogue.definitions.values() if d.requires_commands]
-        return task_tool(runner, visible, max_parallel=runner.scope.limits.max_parallel, command_types=hidden)
 
     @property
     def batches(self) -> Batches | None:
         """The batches the lead's `batch_task` submits to (None until a run offers the tool)."""
         return self._batches
 
-    def _batch_tools(self, lead_model: Model, prompt: str) -> list[Tool]:
-        """The lead's batch tools. A weak model (one that grounds its calls) is offered them only
-        when the task asks for a batch or one exists: otherwise it calls them for nothing."""
-        offered = self._offers("batch_task")
+    def lead_batches(self) -> Batches | None:
+        """The batches the lead's batch tools submit to, opened on first use; None when the lead
+        is not offered them (its tools leave `batch_task` out, or the store is off)."""
+        offered = self.offers("batch_task")
         wanted = offered if offered is not None else self._store_option is not False
         store = self.store if wanted else None
         if store is None:
-            return []
-        from ..batch import Batches, batch_tools
-
+            return None
         if self._batches is None:
+            from ..batch import Batches  # the batch layer, on first use: most runs never load it
+
             self._batches = Batches(store)
-        existing = [b.id for b in self._batches.list_batches(self.user_id or "default", limit=20)]
-        if lead_model.profile.grounds_paths and not existing and not _ASKS_FOR_BATCH.search(prompt):
-            return []
-        visible = self._delegable()
+        return self._batches
+
+    def subagent_model(self) -> Model | None:
+        """The model of subagents whose definition says `inherit`, when the lead's definition
+        names one (None: the lead's own)."""
         spec = self.lead.subagent_model
-        model = spec if isinstance(spec, str) else (spec.name if spec is not None else lead_model.name)
-        return batch_tools(self._batches, known_types=visible.names(), model=model, known_batches=existing)
+        return self.model_for(spec) if spec else None
 
     def warnings(self) -> list[CatalogueWarning]:
         """What is wrong with the definition and skill files this runtime reads: what
         `delegate agents list` prints and each run's `warning` events carry."""
-        return [*self.catalogue.warnings, *self._skills().warnings]
-
-
-_ASKS_FOR_BATCH = re.compile(r"\bbatch", re.IGNORECASE)
+        return [*self.catalogue.warnings, *self.skills().warnings]
 
 
 def _fan(sinks: list[EventSink], event: Event) -> None:

@@ -6,13 +6,15 @@ Its `__all__` is for extension authors; users import from `delegate` (docs/api.m
 from ..workspace import recover_merges, sweep_layers
 from ._acceptance import Baseline, Verdict, check_criteria, parse_criteria, snapshot_before
 from ._assemble import RunScope, assemble, toolset
-from ._background import BACKGROUND_TOOLS, background_tools
+from ._background import BACKGROUND_TOOLS, Background, background_tools
 from ._complete import COMPLETE_TOOL, Delivery
 from ._context import project_context
 from ._hooks import run_checked
 from ._output import MAX_RESULT_CHARS, Artifact, Skipped, TaskOutput, TaskStatus
 from ._prompts import LEAD_INSTRUCTIONS, SUBAGENT_INSTRUCTIONS, first_sentence, type_listing
-from ._task import SubagentCall, SubagentRunner, task_tool
+from ._roster import Roster
+from ._runner import Keeping, SubagentCall, SubagentRunner
+from ._task import task_tool
 
 __all__ = [
     "BACKGROUND_TOOLS",
@@ -21,8 +23,11 @@ __all__ = [
     "MAX_RESULT_CHARS",
     "SUBAGENT_INSTRUCTIONS",
     "Artifact",
+    "Background",
     "Baseline",
     "Delivery",
+    "Keeping",
+    "Roster",
     "RunScope",
     "Skipped",
     "SubagentCall",

@@ -1,7 +1,7 @@
 """Background subagents: the lead starts them (`task(..., run_in_background=true)`), keeps working,
 and hears of each one as it ends; and follow-ups to a completed subagent (`task_message`).
 
-`Background` holds the background subagents of one run (the runner's `background`). It is the
+`Background` holds the background subagents of one run (the run's `background`, over its `Roster`). It is the
 lead's `Inbox` (see `delegate.loop`): before each of the lead's model requests it adds one
 notice of the subagents that ended since (each result in the bounded form of a `task` result,
 `read`), once; and when the lead answers while some still run, the run waits for them and the
@@ -21,23 +21,19 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Coroutine, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
-from .._agents import Subagent
-from .._empty import empty_list
 from .._errors import ToolError
 from .._events import Event, unheard
-from .._messages import Message, messages_adapter
+from .._messages import Message
 from .._record import TaskOutput
 from .._text import plural
-from ..loop import AgentResult, run_agent
+from ..loop import AgentResult
 from ..tools import Tool, ToolContext, ToolReturn
+from ._conversation import Conversation
 from ._output import read
-
-if TYPE_CHECKING:
-    from ._task import SubagentRunner
+from ._roster import Roster
 
 BACKGROUND_TOOLS = ("task_status", "task_wait", "task_stop", "task_message")
 """The lead's tools for its background subagents and follow-ups."""
@@ -56,24 +52,25 @@ DEFAULT_WAIT = 300.0
 """Seconds `task_wait` waits when the lead gives no `timeout_s`."""
 
 
-@dataclass
-class Conversation:
-    """A completed subagent's conversation, what a follow-up continues: its definition, its
-    system prompt, its messages, its key in the run, and the follow-ups (the lead's tool call
-    ids) it took so far."""
+class FollowUps(Protocol):
+    """What continues a completed subagent (the run's `SubagentRunner`)."""
 
-    definition: Subagent
-    system: str
-    messages: list[Message]
-    key: str | None
-    follow_ups: list[str] = field(default_factory=empty_list)
+    @property
+    def continuable(self) -> bool: ...
+
+    def conversation(self, record: TaskOutput) -> Conversation | None: ...
+
+    async def follow_up(
+        self, record: TaskOutput, kept: Conversation, message: str, parent: ToolContext, call_id: str | None
+    ) -> TaskOutput: ...
 
 
 class Background:
     """The background subagents of one run, and what the lead has heard of them."""
 
-    def __init__(self, runner: SubagentRunner) -> None:
-        self.runner = runner
+    def __init__(self, roster: Roster, follow_ups: FollowUps) -> None:
+        self.roster = roster
+        self.follow_ups = follow_ups
         self.tasks: dict[str, asyncio.Task[TaskOutput]] = {}
         """Each background subagent's task (its last follow-up's, when it took one in the background)."""
         self.named = False
@@ -95,7 +92,7 @@ class Background:
     def continuable(self) -> bool:
         """Whether the run has a completed subagent, foreground or background, whose conversation a
         follow-up can continue: `task_message` is offered from then on."""
-        return bool(self.runner.conversations) or bool(self.runner.saved_conversations)
+        return self.follow_ups.continuable
 
     def start(self, agent_id: str, work: Coroutine[Any, Any, TaskOutput]) -> None:
         """Run `work` (one subagent, or a follow-up) in the background."""
@@ -114,8 +111,8 @@ class Background:
 
     def _heard(self, agent_id: str) -> None:
         self._unheard.pop(agent_id, None)
-        record = self.runner.by_id.get(agent_id)
-        if record is not None and agent_id not in self.runner.live:
+        record = self.roster.by_id.get(agent_id)
+        if record is not None and agent_id not in self.roster.live:
             self._read[agent_id] = record.messages
 
     # -- the lead's inbox -------------------------------------------------------------------
@@ -124,8 +121,8 @@ class Background:
         """One notice of the background subagents that ended since the last request, each once."""
         if not self._unheard:
             return []
-        runner = self.runner
-        ended = [runner.by_id[a] for a in self._unheard if a in runner.by_id and a not in runner.live]
+        roster = self.roster
+        ended = [roster.by_id[a] for a in self._unheard if a in roster.by_id and a not in roster.live]
         self._unheard.clear()
         if not ended:
             return []
@@ -140,12 +137,12 @@ class Background:
                 break
             texts.append(text)
             room -= len(text)
-        if runner.emit is not unheard:
+        if roster.emit is not unheard:
             for record in ended:
-                runner.emit(
+                roster.emit(
                     Event(
                         type="subagent.notified",
-                        run_id=runner.run_id,
+                        run_id=roster.run_id,
                         agent_id="lead",
                         data={"subagent": record.id, "status": record.status, "messages": record.messages},
                     )
@@ -158,7 +155,7 @@ class Background:
         running = [t for t in self.tasks.values() if not t.done()]
         if running:
             await asyncio.wait(running)
-        return any(a in self.runner.by_id for a in self._unheard)
+        return any(a in self.roster.by_id for a in self._unheard)
 
     async def outlast(self, lead: Awaitable[AgentResult]) -> AgentResult:
         """Run the lead to its end, then let its background subagents end: a run does not end
@@ -190,23 +187,23 @@ class Background:
     def stop(self, agent_id: str, reason: str) -> bool:
         """Stop `agent_id` (foreground or background, running or waiting to start); False if it
         is not running."""
-        runner = self.runner
-        if runner.stop(agent_id, reason):
+        roster = self.roster
+        if roster.stop(agent_id, reason):
             return True
         task = self.tasks.get(agent_id)
-        if task is None or task.done() or agent_id in runner.stopping:
+        if task is None or task.done() or agent_id in roster.stopping:
             return False
-        runner.stopping[agent_id] = reason  # not started yet: it ends as soon as it starts
+        roster.stop_when_started({agent_id: reason})  # not started yet: it ends as soon as it starts
         return True
 
     def stop_from_outside(self, agent_id: str, reason: str | None) -> None:
         """A stop asked from another process (`delegate runs stop`, the HTTP API)."""
         if not self.stop(agent_id, reason or "stopped by the operator"):
-            runner = self.runner
-            runner.emit(
+            roster = self.roster
+            roster.emit(
                 Event(
                     type="warning",
-                    run_id=runner.run_id,
+                    run_id=roster.run_id,
                     agent_id="lead",
                     data={"message": f"asked to stop {agent_id}, which is not running: nothing stopped"},
                 )
@@ -216,88 +213,13 @@ class Background:
         task = self.tasks.get(agent_id)
         if task is not None and not task.done():
             return task
-        return self.runner.tasks.get(agent_id)
-
-    # -- follow-ups -------------------------------------------------------------------------
-
-    def conversation(self, record: TaskOutput) -> Conversation | None:
-        """What a follow-up to `record` continues: kept in this process, or stored before the
-        run was interrupted."""
-        runner = self.runner
-        kept = runner.conversations.get(record.id)
-        if kept is not None:
-            return kept
-        saved = runner.saved_conversations.get(record.id)
-        definition = runner.definitions.get(str(saved.get("type"))) if saved is not None else None
-        if saved is None or definition is None:
-            return None
-        messages = messages_adapter().validate_python(saved.get("conversation", []))
-        follow_ups = [str(c) for c in cast(list[Any], saved.get("follow_ups") or [])]
-        key = saved.get("key")
-        kept = Conversation(definition, str(saved.get("system", "")), messages, key and str(key), follow_ups)
-        runner.conversations[record.id] = kept
-        return kept
-
-    async def follow_up(
-        self, record: TaskOutput, kept: Conversation, message: str, parent: ToolContext, call_id: str | None
-    ) -> TaskOutput:
-        """Continue `record`'s conversation with `message` to its end (one more `complete`)."""
-        from ._assemble import assemble  # the assembler gates the lead's tools with this module's gate
-
-        runner = self.runner
-        definition = kept.definition
-        tools, model = runner.prepare(definition)
-        # kept as its stretch (`<key>+<n>`) when subagents keep a journal: a resume replays what it asked
-        stretch = f"{kept.key}+{record.messages + 1}" if kept.key is not None else None
-        journal = runner.journal_for(stretch) if runner.journal_for is not None and stretch is not None else None
-        compactor = runner.compaction_model(definition)
-        spec = await assemble(
-            definition,
-            runner.scope,
-            model=model,
-            tools=tools,
-            prompt=message,
-            journal=journal,
-            compaction_model=compactor,
-        )
-        spec.instructions = kept.system  # the very prompt it worked under
-        layer = runner.layer(record, tools, record.messages + 2)  # an overlay subagent's follow-up: a new layer
-        workspace = runner.workspace if layer is None else replace(runner.workspace, layer=layer)
-        ctx = runner.context(record, parent, call_id, workspace)
-        ctx.usage = record.usage  # its usage grows
-        if runner.written is not None:  # the record as it ended is stored before it changes
-            await runner.written()
-        record.changes, record.conflicts, record.layer = [], [], None
-        steps_before = record.steps
-        record.status, record.stop_reason, record.error, record.completed_at = "running", None, None, None
-        record.messages += 1
-        record.artifacts, record.skipped, record.result, record.result_file = [], [], None, None
-        runner.live[record.id] = (record, ctx)
-        task = asyncio.current_task()
-        if task is not None:
-            runner.tasks[record.id] = task
-        said = {"messages": record.messages, "message": message[:500], "tool_call_id": call_id}
-        runner.event(record, "subagent.message", said)
-
-        async def work() -> None:
-            result = await run_agent(spec, ctx, [*kept.messages, Message.user(message)])
-            runner.fill(record, result)
-            record.steps = steps_before + result.steps
-            if layer is not None:
-                await runner.settled(record, layer)
-            follow_ups = [*kept.follow_ups, *([call_id] if call_id else [])]
-            await runner.deliver(record, definition, kept.system, result, kept.key, follow_ups)
-
-        try:
-            return await runner.conclude(record, ctx, kept.key, work(), steps_before=steps_before, layer=layer)
-        finally:
-            runner.tasks.pop(record.id, None)
+        return self.roster.tasks.get(agent_id)
 
     # -- the tools' work --------------------------------------------------------------------
 
     def known(self, ids: object) -> list[str]:
         """The subagents a tool call names (`ids`; default: every background one), checked."""
-        runner = self.runner
+        roster = self.roster
         if ids is None:
             return list(self.tasks)
         if isinstance(ids, str):
@@ -306,16 +228,16 @@ class Background:
             raise ToolError('ids must be a list of subagent ids, such as ["sub1", "sub2"]')
         names = cast(list[str], ids)
         for agent_id in names:
-            if agent_id not in self.tasks and agent_id not in runner.by_id and agent_id not in runner.live:
-                ran = sorted({*self.tasks, *runner.by_id, *runner.live}, key=_number)
+            if agent_id not in self.tasks and agent_id not in roster.by_id and agent_id not in roster.live:
+                ran = sorted({*self.tasks, *roster.by_id, *roster.live}, key=_number)
                 listed = ", ".join(ran) or "none yet"
                 raise ToolError(f"no subagent {agent_id!r} in this run; its subagents: {listed}")
         return list(dict.fromkeys(names))
 
     def report(self, agent_id: str) -> str:
         """Where `agent_id` is: its result once it ended (then read: no notice repeats it)."""
-        runner = self.runner
-        live = runner.live.get(agent_id)
+        roster = self.roster
+        live = roster.live.get(agent_id)
         if live is not None:
             record, ctx = live
             elapsed = (datetime.now(UTC) - record.started_at).total_seconds() if record.started_at else 0.0
@@ -324,7 +246,7 @@ class Background:
                 f"{agent_id} [running] {record.type}: {record.description} ({plural(steps, 'step')}, "
                 f"{plural(ctx.usage.total_tokens, 'token')} so far, {elapsed:.0f}s)"
             )
-        record = runner.by_id.get(agent_id)
+        record = roster.by_id.get(agent_id)
         if record is None:
             return f"{agent_id} [running] waiting for a place to start (the run's max_parallel)"
         self._heard(agent_id)
@@ -335,7 +257,7 @@ class Background:
         if running:
             how = asyncio.FIRST_COMPLETED if any_ else asyncio.ALL_COMPLETED
             await asyncio.wait(running, timeout=timeout, return_when=how)
-        still = [a for a in ids if a in self.runner.live or (self._task(a) is not None and a not in self.runner.by_id)]
+        still = [a for a in ids if a in self.roster.live or (self._task(a) is not None and a not in self.roster.by_id)]
         ended = len(ids) - len(still)
         head = f"{ended} of {plural(len(ids), 'subagent')} ended."
         if still and not any_:
@@ -352,19 +274,19 @@ class Background:
     async def message(
         self, agent_id: str, text: str, parent: ToolContext, call_id: str | None, background: bool
     ) -> str:
-        runner = self.runner
+        roster = self.roster
         earlier = self._follow_ups.get(agent_id)
         if (
-            agent_id in runner.live
+            agent_id in roster.live
             or (earlier is not None and not earlier.done())  # one sent this turn, not begun yet
-            or (self._task(agent_id) is not None and agent_id not in runner.by_id)
+            or (self._task(agent_id) is not None and agent_id not in roster.by_id)
         ):
             raise ToolError(
                 f"{agent_id} is still running: wait for it (task_wait) or stop it (task_stop) before sending "
                 "it a follow-up"
             )
-        record = runner.by_id[agent_id]
-        kept = self.conversation(record)
+        record = roster.by_id[agent_id]
+        kept = self.follow_ups.conversation(record)
         if kept is not None and call_id is not None and call_id in kept.follow_ups:
             done = record  # answered before the run was interrupted: not asked again
         elif record.status != "completed":
@@ -378,12 +300,12 @@ class Background:
                 "what it needs instead."
             )
         elif background:
-            self.start(agent_id, self.follow_up(record, kept, text, parent, call_id))
+            self.start(agent_id, self.follow_ups.follow_up(record, kept, text, parent, call_id))
             self._follow_ups[agent_id] = self.tasks[agent_id]
             return f"Sent the follow-up to {agent_id} in the background.\n{BACKGROUND_HINT}"
         else:  # in a task of its own, so that it can be stopped
             sent = self._follow_ups[agent_id] = asyncio.ensure_future(
-                self.follow_up(record, kept, text, parent, call_id)
+                self.follow_ups.follow_up(record, kept, text, parent, call_id)
             )
             done = await sent
         if background:
