@@ -138,10 +138,10 @@ def test_a_run_stored_before_its_limits_were_kept_resumes_under_the_budgets_it_h
 ) -> None:
     """Migration core.0015 fills the limits of the runs stored before it from the two budgets
     they kept; a run with neither keeps none, and resumes under the runtime's."""
-    from delegate._store import _schema, _store
+    from delegate._store import _base, _schema
 
     before = tuple(m for m in _schema.CORE_MIGRATIONS if m.name != "core.0015_run_limits")
-    monkeypatch.setattr(_store, "CORE_MIGRATIONS", before)
+    monkeypatch.setattr(_base, "CORE_MIGRATIONS", before)
     columns = ("id", "prompt", "model", "status", "usage", "created_at", "token_budget", "max_requests")
     runs = sa.table("runs", *map(sa.column, columns))
     with Store.open(store_url) as store, store.write() as conn:  # as a version before 0015 stored them

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from delegate import Store
 from delegate._store._schema import CORE_MIGRATIONS, _core_tables_0001
-from delegate._store._store import _hash_token
+from delegate._store._users import hash_token
 from tests.security.server_support import Gate, api, live_server
 
 
@@ -178,7 +178,7 @@ def test_a_store_from_before_revocation_is_migrated_and_its_tokens_keep_working(
         migrations.create(conn)
         conn.execute(migrations.insert().values(name="0001_core", applied_at="2026-11-01T00:00:00+00:00"))
         created = "2026-11-01T00:00:00.000000+00:00"
-        row = {"id": "u1", "name": "dave", "token_hash": _hash_token("old-token"), "created_at": created}
+        row = {"id": "u1", "name": "dave", "token_hash": hash_token("old-token"), "created_at": created}
         conn.execute(users.insert().values(row))
     with Store.open(store_url) as store:
         assert store.applied_migrations() == [m.name for m in CORE_MIGRATIONS]
