@@ -176,25 +176,6 @@ async def test_a_subagent_stopped_while_its_call_waits_leaves_no_call_waiting(tm
     assert not (tmp_path / "notes.md").exists()
 
 
-def test_a_call_the_resumed_run_no_longer_asks_about_is_neither_waiting_nor_denied(
-    procs: Processes, store_url: str, tmp_path: Path
-) -> None:
-    """Killed while a call waits, the run is resumed without the `ask` rule: the call runs unasked,
-    and no record says it waits for a person, or that it was denied."""
-    with killed_while_waiting(procs, store_url, tmp_path) as (env, store, call):
-        resumed = subprocess.run(
-            delegate("run", "--resume", call.run_id, "--model", "openai:m", "--json", "-w", str(tmp_path)),
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        result = run_json(resumed)
-        assert result["status"] == "completed" and result["pending_approvals"] == []
-        assert store.approvals(call.run_id) == []  # it was asked of nobody in the run that ran it
-    assert (tmp_path / "notes.md").read_text() == "notes for notes.md\n"
-
-
 ALWAYS_RUN = """
 import asyncio, sys
 from delegate import Extensions, Permissions, Runtime

@@ -69,6 +69,9 @@ class RunRow:
     limits: dict[str, Any] | None = None
     """The limits the run was started with (`RunLimits.to_dict`), kept for its resume (None: a run
     stored before they were kept, with no budget of its own)."""
+    gates: dict[str, Any] | None = None
+    """The rules that can stop a call of the run (`Gates.stored`), kept for its resume and read
+    back checked there (None: a run stored before they were kept)."""
     warnings: list[str] = field(default_factory=empty_list)
     """What was wrong as the run started (an MCP server that did not start, a definition file
     skipped): the `warnings` of `runs show --json`."""
@@ -278,6 +281,7 @@ def run_values(run: RunRow) -> dict[str, Any]:
     values["limits"] = None if run.limits is None else json_text(run.limits)
     values["workflow"] = None if run.workflow is None else json_text(run.workflow)
     values["eval"] = None if run.eval is None else json_text(run.eval)
+    values["gates"] = None if run.gates is None else json_text(run.gates)
     return values
 
 
@@ -437,7 +441,8 @@ def decode_run(row: sa.RowMapping, seen: dict[str, bool] | None = None) -> RunRo
     """A stored run; one stored `running` whose owner is gone reads `interrupted` (`seen`: what
     was found of each owner so far in this listing, see `owner_alive`)."""
     values = {**row, "warnings": row["warnings"] or "[]"}
-    optional = tuple(c for c in ("uploaded_files", "result", "limits", "workflow", "eval") if row[c] is not None)
+    optional = ("uploaded_files", "result", "limits", "workflow", "eval", "gates")
+    optional = tuple(c for c in optional if row[c] is not None)
     json_columns = ("usage", "warnings", *optional)
     run = _decode(_run_row, values, "runs", json_columns)
     run.status = live_status(run, utc_now(), seen)

@@ -239,6 +239,14 @@ def _eval_column() -> sa.Column[Any]:
     return sa.Column("eval", sa.Text)
 
 
+def _gates_column() -> sa.Column[Any]:
+    """The column migration core.0020 adds to `runs`: every rule that can stop a call of the run
+    (its permission rules, mode and command hooks: `Gates.stored`, JSON), so that a resume, or a
+    process that takes the run over, runs under them (NULL: a run stored before, resumed under the
+    rules of the process that resumes it)."""
+    return sa.Column("gates", sa.Text)
+
+
 def _event_pack_column() -> sa.Column[Any]:
     """The column migration core.0006 adds to `events`: how many events the row holds. A row of
     one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
@@ -354,6 +362,7 @@ for _column in [
     _result_column(),
     *_thread_columns(),
     _limits_column(),
+    _gates_column(),
     _waiting_column(),
     *_stop_columns,
     _workflow_column(),
@@ -599,6 +608,11 @@ def system_key(system: str) -> str:
     return hashlib.sha256(system.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def _m0020_run_gates(conn: Connection) -> None:
+    column = _gates_column()
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_core", _m0001_core),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -619,4 +633,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0017_approval_always", _m0017_approval_always),
     Migration("core.0018_workflows", _m0018_workflows),
     Migration("core.0019_eval_tags", _m0019_eval_tags),
+    Migration("core.0020_run_gates", _m0020_run_gates),
 )

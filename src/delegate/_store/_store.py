@@ -58,16 +58,17 @@ class Store(Users, Progress):
         owner: str | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
         limits: dict[str, Any] | None = None,
+        gates: dict[str, Any] | None = None,
         warnings: Sequence[str] = (),
         previous_run_id: str | None = None,
         workflow: dict[str, Any] | None = None,
         eval_tag: dict[str, Any] | None = None,
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
-        process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh id;
-        `uploaded_files`, `limits` (its `RunLimits.to_dict`) and a `workflow` are kept for the run's
-        resume; `warnings` are what was wrong as it started (`RunRow.warnings`); `eval_tag` says
-        which evaluation attempt the run is (`RunRow.eval`).
+        process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh
+        id; `uploaded_files`, `limits` (its `RunLimits.to_dict`), `gates` (its `Gates.stored`) and a
+        `workflow` are kept for the run's resume; `warnings` are what was wrong as it started
+        (`RunRow.warnings`); `eval_tag` says which evaluation attempt the run is (`RunRow.eval`).
 
         With `previous_run_id` the run continues that run (of `user_id`), in its thread: `UserError`
         if there is no such run, if it has not ended, or if another run continued it first (exactly
@@ -87,6 +88,7 @@ class Store(Users, Progress):
             heartbeat_at=now,
             uploaded_files=uploaded_files,
             limits=limits,
+            gates=gates,
             warnings=list(warnings),
             thread_id=new_id,
             previous_run_id=previous_run_id,

@@ -338,6 +338,8 @@ def print_run_warnings(event: Event) -> None:
         typer.echo(f"warning: {event.data['warning']}", err=True)
     elif event.type == "warning" and "subagent_type" in event.data:
         typer.echo(f"warning: {event.data['reason']}", err=True)
+    elif event.type == "warning" and event.agent_id == "lead" and "message" in event.data:
+        typer.echo(f"warning: {event.data['message']}", err=True)
 
 
 def print_waiting_calls(event: Event) -> None:

@@ -18,7 +18,7 @@ from ._hooks import (
     command_hooks,
     run_command,
 )
-from ._rules import CallPolicy, Permissions, Rule, Verdict, path_argument, read_settings
+from ._rules import CallPolicy, PermissionMode, Permissions, Rule, Verdict, path_argument, read_settings
 
 __all__ = [
     "CLAUDE_NAME",
@@ -29,6 +29,7 @@ __all__ = [
     "HookFunction",
     "HookName",
     "Hooks",
+    "PermissionMode",
     "Permissions",
     "Ran",
     "Rule",

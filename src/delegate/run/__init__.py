@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._attempts import attempt_factory
     from ._calls import AgentCalls, ModelCall, agent_calls
     from ._follow import PAGE, interrupted_event, stored_events
+    from ._gates import Gates, tightened
     from ._run_result import RunResult, stored_result, stored_run
     from ._runtime import Runtime
     from ._settings import LOCAL_USER, RuntimeFactory, RuntimeSettings, open_store
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "AgentCalls": "._calls",
+    "Gates": "._gates",
     "LOCAL_USER": "._settings",
     "ModelCall": "._calls",
     "PAGE": "._follow",
@@ -43,6 +45,7 @@ _WHERE = {
     "stored_events": "._follow",
     "stored_result": "._run_result",
     "stored_run": "._run_result",
+    "tightened": "._gates",
 }
 
 
@@ -53,6 +56,7 @@ __all__ = [
     "LOCAL_USER",
     "PAGE",
     "AgentCalls",
+    "Gates",
     "ModelCall",
     "RunResult",
     "Runtime",
@@ -67,4 +71,5 @@ __all__ = [
     "stored_events",
     "stored_result",
     "stored_run",
+    "tightened",
 ]

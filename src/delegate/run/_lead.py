@@ -114,18 +114,21 @@ async def drive_lead(
     begin: Begin,
     history: Sequence[Message],
     going: MutableMapping[str, LeadDrive],
+    said: Sequence[str] = (),
     workflow: Workflow | None = None,
 ) -> RunResult:
     """Assemble the lead of `run` (or the host of its `workflow`, which runs instead), then
     `begin`, then run it to its end after `history` (the conversation of the run it continues):
-    nothing is recorded for a lead that cannot be built.
-    While it runs, `going` holds its drive under its id."""
+    nothing is recorded for a lead that cannot be built. While it runs, `going` holds its drive
+    under its id. `said` are warnings of its own (what of a resuming process's rules was not
+    applied), recorded with the others."""
     recorder, journal = run.recorder, run.journal
     assert recorder is not None and journal is not None, "a lead's run has a recorder"
     spec = await _lead_spec(runtime, run, model, prompt) if workflow is None else None
     failed = runtime.mcp_failed()
     found = [*runtime.catalogue.warnings, *run.skills.warnings]
-    checkpoints = await begin([*(str(w) for w in found), *(f["warning"] for f in failed)])
+    warnings = [*(str(w) for w in found), *(f["warning"] for f in failed), *said]
+    checkpoints = await begin(warnings)
     journal.load(checkpoints)
     await _resumed(run, bool(checkpoints))
     recorder.start(run.id)
@@ -142,7 +145,8 @@ async def drive_lead(
             recorder.emit(Event(type="workspace.merged", run_id=run.id, agent_id=layer.agent_id, data=data))
     for data in failed:
         recorder.emit(Event(type="mcp.server_failed", run_id=run.id, agent_id="lead", data=data))
-    warnings = [*(str(w) for w in found), *(f["warning"] for f in failed)]
+    for message in said:
+        recorder.emit(Event(type="warning", run_id=run.id, agent_id="lead", data={"message": message}))
     drive = LeadDrive(run)
     going[run.id] = drive
     try:
@@ -150,7 +154,7 @@ async def drive_lead(
             assert workflow is not None
             return await _workflow(runtime, drive, workflow, recorder, warnings)
         opening = [*history, *([slash] if slash else []), Message.user(prompt)]
-        lead = run.background.outlast(run_checked(spec, run.context, opening, runtime.gates.hooks, None))
+        lead = run.background.outlast(run_checked(spec, run.context, opening, run.gates.hooks, None))
         return await drive.to_end(runtime, lead, opening, recorder, warnings, spec.instructions)
     finally:
         going.pop(run.id, None)

@@ -97,6 +97,7 @@ async def open_run(
     limits: RunLimits,
     model: Model,
     emit: EventSink,
+    gates: Gates | None = None,
     recorder: Recorder | None = None,
     user_id: str | None = None,
     uploaded_files: list[dict[str, Any]] | None = None,
@@ -105,8 +106,9 @@ async def open_run(
     """Build the run `run_id` of `runtime` whole, its lead on `model`, its events heard by `emit`:
     with a `recorder` a lead's run (kept, resumable, its calls may wait for a person), else a batch
     item's (a call that would wait is refused). Nothing is recorded yet: the lead's drive records
-    the run once its lead is built (see `_lead.py`)."""
-    gates = runtime.gates
+    the run once its lead is built (see `_lead.py`). `gates` are what can stop its calls (default:
+    the runtime's; a resumed run's own, see `tightened`)."""
+    gates = gates or runtime.gates
     skills = await asyncio.to_thread(runtime.skills)
     context, recovered = await asyncio.to_thread(runtime.prepare_workspace)
     mcp_tools = await runtime.mcp_tools()

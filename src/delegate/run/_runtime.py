@@ -29,7 +29,7 @@ from ..tools import Tool, sweep_scratch, uploads_state
 from ..workflows import Workflow
 from ..workspace import CommandPolicy, Workspace
 from ._approvals import decide_call, prompt_hooks
-from ._gates import Gates
+from ._gates import Gates, tightened
 from ._lead import Begin, LeadDrive, drive_lead
 from ._memory import run_skills
 from ._pool import inline_servers, inside, lead_tool_names, local_timezone, mcp_failed, tool_pool, unknown_tools
@@ -325,6 +325,7 @@ class Runtime:
                         owner=recorder.owner,
                         uploaded_files=uploaded_files,
                         limits=limits.to_dict(),
+                        gates=self.gates.stored(),
                         warnings=warnings,
                         previous_run_id=continue_from,
                         workflow=workflow.to_dict() if workflow is not None else None,
@@ -335,7 +336,7 @@ class Runtime:
             return []
 
         result = await self._lead(
-            prompt, run_id, recorder, lead_model, uploaded_files, begin, limits, history, workflow
+            prompt, run_id, recorder, lead_model, uploaded_files, begin, limits, history, workflow=workflow
         )
         result.thread_id, result.previous_run_id, result.eval = thread_id[0], continue_from, eval_tag
         return result
@@ -363,7 +364,11 @@ class Runtime:
         uploaded files and the limits (`RunLimits`: time, budgets, subagents) are the ones it was
         started with (a run stored before its limits were kept: its budgets, over this runtime's),
         unless `limits` gives others (`runtime.limits.over(stored.limits).over({...})` changes some).
-        Raises `UserError` if the run is unknown, still running, or ended.
+        Its gates (the permission rules, mode and hooks that can stop a call) are the ones it was
+        started with, with this runtime's `ask` and `deny` rules, hooks and a stricter mode added:
+        what would loosen them is not applied, and said in the run's warnings (see `run/_gates.py`).
+        Raises `UserError` if the run is unknown, still running, or ended, or its stored gates
+        cannot be read back.
         """
         store = self.store
         if store is None:
@@ -392,13 +397,23 @@ class Runtime:
             return await asyncio.to_thread(store.checkpoints, run_id)
 
         limits = limits or self.limits.over(run.limits or {})
+        gates, said = tightened(self.gates, run.gates) if run.gates is not None else (self.gates, [])
         previous = run.previous_run_id
         history = await asyncio.to_thread(history_of, store, previous) if previous is not None else []
         if workflow is not None and run.workflow is None:
             raise UserError(f"run {run_id} is not a workflow: resume it without one")
         workflow = workflow or (Workflow.from_dict(run.workflow) if run.workflow is not None else None)
         result = await self._lead(
-            run.prompt, run_id, recorder, lead_model, run.uploaded_files, begin, limits, history, workflow
+            run.prompt,
+            run_id,
+            recorder,
+            lead_model,
+            run.uploaded_files,
+            begin,
+            limits,
+            history,
+            (gates, said),
+            workflow,
         )
         result.thread_id, result.previous_run_id = run.thread_id, previous
         return result
@@ -413,13 +428,18 @@ class Runtime:
         begin: Begin,
         limits: RunLimits,
         history: Sequence[Message] = (),
+        gates: tuple[Gates, list[str]] | None = None,
         workflow: Workflow | None = None,
     ) -> RunResult:
-        """Build the run whole, then drive its lead, or its `workflow` instead (see `_lead.py`)."""
+        """Build the run whole, then drive its lead, or its `workflow` instead (see `_lead.py`).
+        `gates` are a resumed run's (its stored ones, tightened by this runtime's), with what of
+        this runtime's was not applied."""
+        run_gates, said = gates or (self.gates, [])
         run = await open_run(
             self,
             run_id=run_id,
             limits=limits,
+            gates=run_gates,
             model=lead_model,
             emit=recorder.sink,
             recorder=recorder,
@@ -434,6 +454,7 @@ class Runtime:
             history=history,
             going=self._going,
             workflow=workflow,
+            said=said,
         )
 
     async def run_task(
