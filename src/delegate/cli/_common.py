@@ -42,6 +42,17 @@ ModelAlias = Annotated[
         help="alias=provider:model, e.g. sonnet=openai:gpt-4.1 (over DELEGATE_MODEL_ALIASES, .delegate/models.toml).",
     ),
 ]
+Price = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--price",
+        rich_help_panel="Model",
+        metavar="[MODEL=]PRICE",
+        help="How a model is priced (repeat for more; no MODEL=: every model): a provider of genai-prices' table "
+        "(openai, anthropic, groq, ...), usd:IN/OUT[/CACHED] per million tokens, or none. Over DELEGATE_PRICES. "
+        "Default: openai:/anthropic: models by their provider's table behind any base URL, local at 0.",
+    ),
+]
 Db = Annotated[
     str | None,
     typer.Option("--db", help="Database URL (default: DELEGATE_DB, else SQLite in <workspace>/.delegate/)."),
@@ -192,6 +203,7 @@ class OperatorFlags:
     command_limit: CommandLimit = None
     unsandboxed_commands: Unsandboxed = False
     model_alias: ModelAlias = None
+    price: Price = None
     context_window: ContextWindow = None
     max_repeated_failures: MaxRepeatedFailures = 3
     max_idle_steps: MaxIdleSteps = 10
@@ -228,6 +240,7 @@ class OperatorFlags:
             mcp_servers=load_mcp_config(config) if config else (),
             user_level=home if user_level and home.is_dir() else None,
             model_aliases=self.model_alias or (),
+            model_prices=self.price or (),
             permissions=Permissions(allow=self.allow or (), ask=self.ask or (), deny=self.deny or ()),
             outputs=self.outputs,
         )
@@ -256,7 +269,7 @@ class OperatorFlags:
         from ..run import RuntimeSettings
 
         return RuntimeSettings(
-            workspace=checked_workspace(workspace),
+            workspace=checked_workspace(workspace, create=True),
             model=model,
             lead=lead or Lead(),
             limits=limits or RunLimits(),
@@ -286,8 +299,14 @@ def operator_flags(command: Callable[..., _T]) -> Callable[..., _T]:
     return with_flags
 
 
-def checked_workspace(workspace: Path) -> Path:
-    """The one workspace check of every command: exit 2 unless `--workspace` is a folder."""
+def checked_workspace(workspace: Path, *, create: bool = False) -> Path:
+    """The one workspace check of every command: exit 2 unless `--workspace` is a folder. A
+    command that runs agents or writes (`create`) makes a missing one, as `Runtime` does, and says
+    so on stderr; a command that only reads never does (a mistyped path is an error, not an empty
+    folder)."""
+    if create and not workspace.exists() and not workspace.is_symlink():
+        workspace.mkdir(parents=True)
+        typer.echo(f"note: created the workspace folder {str(workspace)!r}", err=True)
     if not workspace.is_dir():
         fail(f"workspace {str(workspace)!r} is not a folder: create it or pass --workspace DIR")
     return workspace
@@ -365,7 +384,7 @@ def open_store(workspace: Path, db: str | None) -> Store:
     exit 2, or its traceback with `--debug`)."""
     from ..run import open_store
 
-    return open_store(store_option(db), checked_workspace(workspace))
+    return open_store(store_option(db), checked_workspace(workspace, create=True))
 
 
 def read_store(workspace: Path, db: str | None) -> Store | None:

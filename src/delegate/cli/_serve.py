@@ -88,7 +88,7 @@ def serve(
 
     require_extra("fastapi", "serve", "delegate serve")
     require_extra("uvicorn", "serve", "delegate serve")
-    checked_workspace(workspace)
+    checked_workspace(workspace, create=True)
     chosen = default_model(model, what="runs that name no model")
     sock = _bind(host, port)
     limits = RunLimits(
