@@ -263,7 +263,7 @@ async def test_smollm2_reads_and_writes_only_the_files_its_task_names(tmp_path: 
         lead=Lead(tools=[*BUILTIN_TOOLS, "task"]),
     )
     try:
-        await rt.run_task(
+        record = await rt.run_task(
             subagent_type="summarizer", prompt="Summarise docs/bread.txt into summaries/bread.md", sinks=[events.append]
         )
     finally:
@@ -274,6 +274,12 @@ async def test_smollm2_reads_and_writes_only_the_files_its_task_names(tmp_path: 
     assert source.read_text().startswith("Bread needs flour")
     files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert files == ["docs/bread.txt", "summaries/bread.md"]
+    # its own provider (no prompt left the machine), priced 0: the record says both
+    assert (record.model, record.pricing, record.usage.cost_usd) == (
+        "local:SmolLM2-135M-Instruct",
+        "usd-per-million:0/0/0",
+        0,
+    )
 
 
 # -- a GGUF file of the user's: local:/path/to/model.gguf --

@@ -185,6 +185,10 @@ class Extensions:
     gives `~/.claude`; `delegate serve` never does). None: none. `outputs`: the folder, inside
     the workspace, where agents write what they deliver (spec 002's outputs directory, spelt
     `/mnt/user-data/outputs` too; made when a run starts, and named in every agent's prompt).
+    `model_prices`: how models built from strings are priced, over `DELEGATE_PRICES` (a mapping of
+    model string to price, or `[model=]price` strings as `--price` takes them; a price is a provider
+    of `genai-prices`' table, `usd:IN/OUT[/CACHED]` per million tokens, or `none`: see
+    `delegate._prices.parse_price`).
     """
 
     agents_dirs: Sequence[str | PathLike[str]] = ()
@@ -198,6 +202,7 @@ class Extensions:
     user_level: str | PathLike[str] | None = None
     permissions: Permissions | None = None
     outputs: str | PathLike[str] = "outputs"
+    model_prices: Mapping[str, str] | Sequence[str] = ()
 
     def __post_init__(self) -> None:
         try:

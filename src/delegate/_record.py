@@ -173,6 +173,9 @@ class TaskOutput:
     acceptance: list[dict[str, Any]] | None = None
     error: str | None = None
     model: str = ""
+    pricing: str | None = None
+    """Which price its requests were charged at (`genai-prices:openai`, `usd-per-million:0.4/1.6/0.1`;
+    None: its model has none, and its cost is unknown)."""
     result: Any = None
     result_file: str | None = None
     background: bool = False
@@ -213,6 +216,7 @@ class TaskOutput:
             "acceptance": self.acceptance,
             "error": self.error,
             "model": self.model,
+            "pricing": self.pricing,
             "started_at": iso(self.started_at),
             "completed_at": iso(self.completed_at),
             "background": self.background,

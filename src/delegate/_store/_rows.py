@@ -317,6 +317,7 @@ SUBAGENT_COLUMNS = (
     "conflicts",
     "layer",
     "conversation",
+    "pricing",
 )
 """The columns of a `subagents` row as `subagent_values` gives it (all of the table's)."""
 
@@ -371,6 +372,7 @@ def subagent_values(
                 "messages": conversation.messages,
             }
         ),
+        record.pricing,
     )
 
 

@@ -289,6 +289,12 @@ def _isolation_columns() -> list[sa.Column[Any]]:
     ]
 
 
+def _pricing_column() -> sa.Column[Any]:
+    """The column migration core.0021 adds to `subagents`: which price its requests were charged at
+    (`genai-prices:openai`, `usd-per-million:...`; NULL: none, or stored before)."""
+    return sa.Column("pricing", sa.Text)
+
+
 def _conversation_column() -> sa.Column[Any]:
     """The column migration core.0016 adds to `subagents`: the conversation of a subagent whose
     last stretch of work (its task, or its last follow-up) completed, what a follow-up continues
@@ -373,7 +379,7 @@ sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
 sa.Index("runs_by_thread", runs_table.c.thread_id, runs_table.c.created_at)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
-for _column in [*_isolation_columns(), *_record_columns, _conversation_column()]:
+for _column in [*_isolation_columns(), *_record_columns, _conversation_column(), _pricing_column()]:
     subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
 approvals_table = _approvals_table(_metadata)
@@ -477,6 +483,11 @@ def _m0015_run_limits(conn: Connection) -> None:
         given = {"token_budget": tokens, "max_requests": requests}
         limits = json.dumps({k: v for k, v in given.items() if v is not None})
         conn.execute(runs.update().where(runs.c.id == run_id).values(limits=limits))
+
+
+def _m0021_pricing(conn: Connection) -> None:
+    column = _pricing_column()
+    conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
 
 
 def _m0012_isolation(conn: Connection) -> None:
@@ -634,4 +645,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0018_workflows", _m0018_workflows),
     Migration("core.0019_eval_tags", _m0019_eval_tags),
     Migration("core.0020_run_gates", _m0020_run_gates),
+    Migration("core.0021_pricing", _m0021_pricing),
 )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, assert_never
@@ -257,7 +258,9 @@ async def run_agent(spec: AgentSpec, ctx: ToolContext, messages: list[Message]) 
             p.id for m in messages if m.role == "assistant" for p in m.parts if isinstance(p, ToolCallPart)
         )
     if ctx.heard:
-        ctx.event("agent.started", {"name": spec.name, "model": spec.model.name}, detail=messages)
+        pricing = spec.model.profile.pricing
+        started = {"name": spec.name, "model": spec.model.name, "pricing": pricing and pricing.label}
+        ctx.event("agent.started", started, detail=messages)
     deadline = Deadline(spec.timeout) if spec.timeout is not None else None
     if spec.stall_timeout is not None:
         state.dog = Watchdog(spec.stall_timeout).start()
@@ -470,6 +473,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
     budget = spec.budget
     recorded = journal.answer(step) if journal is not None else None
     reserve = NOTHING
+    answered: float | None = None
     if recorded is not None:  # answered before the run was interrupted: not asked (nor paid) again
         response = _own_ids(_safe(recorded), state.call_ids, state.given_ids)
         if budget is not None:
@@ -485,6 +489,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
             state.call_ids,
             state.given_ids,
         )
+        answered = time.time()  # the answer's time: what follows (a checkpoint written) is not the model's
         if journal is not None:
             journal.record_answer(step, response)
     state.usage.add(response.usage)
@@ -504,6 +509,7 @@ async def _ask(spec: AgentSpec, ctx: ToolContext, request: ModelRequest, state: 
                 "text": response.text[:200],
             },
             detail=response,
+            ts=answered,
         )
     return response
 

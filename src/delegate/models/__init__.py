@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import _lazy
 from .._errors import UserError, require_extra
-from .._prices import Pricing
+from .._prices import ModelPrices, Pricing
 from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
 from ._base import (
     FREE_CHOICES,
@@ -61,6 +61,7 @@ __all__ = [
     "MessageTally",
     "Model",
     "ModelAliases",
+    "ModelPrices",
     "ModelProfile",
     "ModelRequest",
     "ModelResponse",
@@ -101,10 +102,12 @@ __getattr__ = _lazy.lazy_names(
 llama.cpp are heavy)."""
 
 
-def resolve_model(spec: str | Model | None) -> Model:
-    """Build a model from a `provider:name` string (or return a `Model` as it is).
+def resolve_model(spec: str | Model | None, prices: ModelPrices | None = None) -> Model:
+    """Build a model from a `provider:name` string (or return a `Model` as it is), priced as
+    `prices` say (default: `DELEGATE_PRICES`; a model they do not name keeps its own price).
 
-    `None` takes `DELEGATE_MODEL`. Raises `UserError` naming the providers for a bad string.
+    `None` takes `DELEGATE_MODEL`. Raises `UserError` naming the providers for a bad string, and
+    for a missing key before any provider's SDK is imported (that takes seconds).
     """
     if spec is None:
         named = os.environ.get("DELEGATE_MODEL")
@@ -116,23 +119,30 @@ def resolve_model(spec: str | Model | None) -> Model:
     if not isinstance(spec, str):
         return spec
     provider, _, name = spec.partition(":")
+    given = (prices or ModelPrices.load()).override(spec.strip())
+    pricing: Pricing | bool = True if given is None else (given[0] or False)
     if provider == "openai":
         if not name:
             raise UserError("model 'openai:' needs a model name, for example 'openai:gpt-4.1-mini'")
         from ._openai import OpenAIModel
 
-        return OpenAIModel(name)
+        return OpenAIModel(name, pricing=pricing)
     if provider == "anthropic":
         if not name:
             raise UserError("model 'anthropic:' needs a model name, for example 'anthropic:claude-sonnet-4-5'")
+        if not has_credentials(spec):  # said before the SDK's import, which takes seconds
+            raise UserError(
+                f"model '{spec}' needs an API key: set ANTHROPIC_API_KEY "
+                "(and ANTHROPIC_BASE_URL for a server other than api.anthropic.com)"
+            )
         require_extra("anthropic", "anthropic", f"model {spec!r}")
         from ._anthropic import AnthropicModel
 
-        return AnthropicModel(name)
+        return AnthropicModel(name, pricing=pricing)
     if provider == "local":
         from ._local import local_model
 
-        return local_model(name or None)
+        return local_model(name or None, pricing=pricing)
     known = ", ".join(f"'{p}:<model>'" if p != "local" else "'local'" for p in PROVIDERS)
     if ":" not in spec:  # a model's name alone (`gpt-4.1-mini`): say which string it wants
         raise UserError(f"model {spec!r} names no provider: write 'openai:{spec}' (or another of {known})")

@@ -18,14 +18,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import os
+import ssl
+import threading
 import weakref
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import anthropic
+import httpx2  # the SDK's own HTTP library
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import MessageParam, RawMessageStreamEvent, ThinkingConfigParam, ToolParam
 
@@ -40,7 +44,7 @@ from .._messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from .._prices import Pricing
+from .._prices import Pricing, table_at
 from .._progress import progress
 from .._text import safe_json
 from .._usage import Usage
@@ -57,6 +61,7 @@ from ._retry import (
     status_failure,
     transport_failure,
 )
+from ._tls import tls_context
 from ._window import known_context_window
 
 __all__ = ["AnthropicModel", "to_anthropic_messages", "to_anthropic_tools"]
@@ -104,6 +109,7 @@ class AnthropicModel:
         timeout: float = 600.0,
         deadline: float = DEFAULT_DEADLINE,
         context_window: int | None = None,
+        pricing: Pricing | bool = True,
     ) -> None:
         if not model:
             raise UserError("an Anthropic model needs a name, for example 'anthropic:claude-sonnet-4-5'")
@@ -118,17 +124,22 @@ class AnthropicModel:
         self._given_client = client
         self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
         self._base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        official = self._base_url is None or "api.anthropic.com" in self._base_url
+        if pricing is True:  # the table of whoever answers at the base URL, else Anthropic's
+            pricing = Pricing(provider=table_at(self._base_url, "anthropic"))
         self.profile = ModelProfile(
             context_window=context_window or known_context_window(model),
-            pricing=Pricing(provider="anthropic" if official else self._base_url or "anthropic", cache_apart=True),
+            # Anthropic's `input_tokens` leave the cached ones out
+            pricing=None if pricing is False else replace(pricing, cache_apart=True),
         )
-        """Tokens the model reads at once (default: the table of known models), and its prices."""
+        """Tokens the model reads at once (default: the table of known models), and how it is
+        priced (default: `genai-prices`' table; False: no price)."""
         if client is None and self._api_key is None:
             raise UserError(
                 f"model 'anthropic:{model}' needs an API key: set ANTHROPIC_API_KEY "
                 "(and ANTHROPIC_BASE_URL for a server other than api.anthropic.com)"
             )
+        self._tls = _load_sdk() if client is None else None
+        """The certificates its clients verify servers with, loaded now, never in a request's time (see `_tls.py`)."""
         # One client per event loop: pooled connections belong to the loop that opened them.
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = weakref.WeakKeyDictionary()
 
@@ -179,8 +190,9 @@ class AnthropicModel:
         loop = asyncio.get_running_loop()
         owned = self._clients.get(loop)
         if owned is None:
+            http = anthropic.DefaultAsyncHttpxClient(verify=self._tls or True, timeout=self.timeout)
             client = anthropic.AsyncAnthropic(
-                api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=self.timeout
+                api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=self.timeout, http_client=http
             )
             owned = self._clients[loop] = _LoopClient(client, _close_at_loop_shutdown(client))
             await anext(owned.guard)  # from here on, the loop's shutdown closes the client
@@ -520,3 +532,63 @@ def _classify(exc: Exception, where: str) -> Failure | None:
             return Failure(f"{where} reported an error in the event stream: {detail}", retryable)
         return status_failure(where, exc.status_code, detail, exc.response.headers, "Check ANTHROPIC_API_KEY.")
     return transport_failure(where, exc, timeout=anthropic.APITimeoutError, connection=anthropic.APIConnectionError)
+
+
+def _load_sdk() -> ssl.SSLContext:
+    """The SDK made ready for a first request that costs what later ones do, when a model is built:
+    taken once through a whole streamed call that never leaves the process (`_warm_up`: it builds
+    the types of requests and answers on first use). Returns the certificates its clients verify
+    servers with (see `_tls.py`)."""
+    _warm_up()
+    return tls_context()
+
+
+def _canned_stream() -> bytes:
+    """A streamed answer of text and a tool call, as the Messages API sends one."""
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    message: dict[str, Any] = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [],
+        "usage": usage,
+    }
+    tool: dict[str, Any] = {"type": "tool_use", "id": "t", "name": "f", "input": {}}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": message | {"stop_reason": None, "stop_sequence": None}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": tool},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{}"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": usage},
+        {"type": "message_stop"},
+    ]
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+@functools.cache
+def _warm_up() -> None:
+    """One streamed call with a tool, through this adapter and the SDK, answered in the process by
+    a canned stream (`httpx2.MockTransport`: no socket is opened), on an event loop of its own in
+    a thread of its own (a model may be built inside a running loop). Once a process."""
+
+    async def call() -> None:
+        def answer(request: httpx2.Request) -> httpx2.Response:
+            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=_canned_stream())
+
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+        client = anthropic.AsyncAnthropic(api_key="warm-up", base_url="http://warm-up.invalid", http_client=http)
+        tool = ToolSpec(name="f", description="f", parameters={"type": "object", "properties": {}})
+        request = ModelRequest(system="s", messages=[Message.user("hi")], tools=[tool])
+        model = AnthropicModel("m", client=client.with_options(max_retries=0), retry=RetryPolicy(attempts=1))
+        try:
+            await model.complete(request)
+        finally:
+            await client.close()
+
+    thread = threading.Thread(target=asyncio.run, args=(call(),), name="delegate-anthropic-warm-up", daemon=True)
+    thread.start()
+    thread.join()

@@ -38,6 +38,7 @@ from typing import IO, Any, cast
 
 from .._cache import cache_root
 from .._errors import UserError
+from .._prices import FREE, Pricing
 from ._base import Model
 from ._gguf import read_gguf
 
@@ -265,10 +266,11 @@ _WHEN_STUCK_FILE = (
 )
 
 
-def local_model(path: str | Path | None = None) -> Model:
+def local_model(path: str | Path | None = None, *, pricing: Pricing | bool = True) -> Model:
     """The `local` model: SmolLM2 (its weights fetched and cached if needed), or the GGUF file at
     `path` (default: `DELEGATE_LOCAL_MODEL`), served by the process's llama.cpp server (started
-    once). Raises `UserError` for a path that is not a GGUF file."""
+    once). Its own provider (`local:SmolLM2-135M-Instruct`: no prompt leaves the machine), priced
+    0 unless `pricing` says otherwise. Raises `UserError` for a path that is not a GGUF file."""
     from ._openai import OpenAIModel
 
     path = path or os.environ.get(LOCAL_MODEL_ENV) or None
@@ -289,6 +291,8 @@ def local_model(path: str | Path | None = None) -> Model:
         lean_tools=True,
         context_window=running.context,
         when_stuck=advice,
+        pricing=FREE if pricing is True else pricing,
+        provider="local",
     )
 
 

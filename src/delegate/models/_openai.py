@@ -16,9 +16,12 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import json
 import os
 import re
+import ssl
+import threading
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .._empty import empty_list
 from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from .._prices import Pricing
+from .._prices import Pricing, table_at
 from .._progress import progress
 from .._text import safe_json
 from .._usage import Usage
@@ -53,6 +56,7 @@ from ._retry import (
     status_failure,
     transport_failure,
 )
+from ._tls import tls_context
 from ._window import known_context_window
 
 if TYPE_CHECKING:
@@ -93,10 +97,10 @@ class OpenAIModel:
     `context_window` is how many tokens the model reads at once (default: the table of known
     models in `delegate.models`, else what the loop assumes); the loop compacts and cuts the
     conversation to fit it. `when_stuck` is what to tell a user whose agent went round in circles
-    on this model (the local model says: use a real one). `pricing` is whose prices its requests
-    cost (default: OpenAI's at api.openai.com, else those `genai-prices` knows for `base_url`'s
-    host, none for a server on this machine; give `Pricing(provider="openai")` for a proxy in front
-    of OpenAI). All four are its `profile`.
+    on this model (the local model says: use a real one). `pricing` is how its requests are priced
+    (default: the table of the provider `genai-prices` knows at `base_url`, else OpenAI's, for a
+    gateway, a proxy or a server of one's own; False: no price). All four are its `profile`.
+    `provider` is the first word of its `name` (`local` for the embedded model).
     """
 
     def __init__(
@@ -114,9 +118,11 @@ class OpenAIModel:
         lean_tools: bool = False,
         context_window: int | None = None,
         when_stuck: str = "",
-        pricing: Pricing | None = None,
+        pricing: Pricing | bool = True,
+        provider: str = "openai",
     ) -> None:
         self.model = model
+        self.provider = provider
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
         self.deadline = check_deadline(deadline)
@@ -137,6 +143,9 @@ class OpenAIModel:
                     "or set OPENAI_BASE_URL to use a local OpenAI-compatible server (vLLM, llama.cpp, Ollama)"
                 )
             self._api_key = key or LOCAL_API_KEY
+        self._tls = _load_sdk() if client is None else None
+        """The SDK imported and the certificates loaded now, so that neither counts in the first
+        request's time (each event loop's client is built with them in milliseconds)."""
         # OpenAI's reasoning models refuse `max_tokens`; the servers that copy the API know only it.
         official = self.base_url is None or "api.openai.com" in self.base_url
         self._max_tokens_field = "max_completion_tokens" if official else "max_tokens"
@@ -144,14 +153,12 @@ class OpenAIModel:
             context_window=context_window or known_context_window(model),
             grounds_paths=constrained_tools,  # a constrained model narrows path arguments by `path_states`
             when_stuck=when_stuck,
-            # OpenAI's prices at OpenAI; elsewhere those of whoever the table says answers there
-            # (none for a server on this machine).
-            pricing=pricing or Pricing(provider="openai" if official else self.base_url or "openai"),
+            pricing=_pricing(pricing, self.base_url),
         )
 
     @property
     def name(self) -> str:
-        return f"openai:{self.model}"
+        return f"{self.provider}:{self.model}"
 
     def __repr__(self) -> str:
         shown = None if self.base_url is None else redact_urls(self.base_url)
@@ -276,12 +283,78 @@ class OpenAIModel:
                 self._clients.pop(other, None)
         held = self._clients.get(loop)
         if held is None:
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-            client = AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout)
+            http = DefaultAsyncHttpxClient(verify=self._tls or True, timeout=self.timeout)
+            client = AsyncOpenAI(
+                api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout, http_client=http
+            )
             held = self._clients[loop] = _LoopClient(client, _close_at_shutdown(client))
             await held.closer.asend(None)
         return held.client
+
+
+def _load_sdk() -> ssl.SSLContext:
+    """The SDK made ready for a first request that costs what later ones do, when a model is built:
+    imported (a second or more, once a process), and taken once through a whole streamed call
+    that never leaves the process (`_warm_up`), since it imports its Chat Completions resources
+    and builds the types of requests and answers on first use (over half a second more). Returns
+    the certificates its clients verify servers with (see `_tls.py`)."""
+    _warm_up()
+    return tls_context()
+
+
+_CANNED_CHUNKS: list[dict[str, Any]] = [
+    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "a"}}]},
+    {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "type": "function"}]}}]},
+    {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]}}]},
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}},
+]
+_CANNED_STREAM = (
+    b"".join(
+        b"data: "
+        + json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", **chunk}).encode()
+        + b"\n\n"
+        for chunk in _CANNED_CHUNKS
+    )
+    + b"data: [DONE]\n\n"
+)
+
+
+@functools.cache
+def _warm_up() -> None:
+    """One streamed call with a tool, through this adapter and the SDK, answered in the process by
+    a canned stream (`httpx2.MockTransport`: no socket is opened), on an event loop of its own in
+    a thread of its own (a model may be built inside a running loop). Once a process."""
+
+    async def call() -> None:
+        import httpx2
+        from openai import AsyncOpenAI
+
+        def answer(request: httpx2.Request) -> httpx2.Response:
+            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=_CANNED_STREAM)
+
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+        client = AsyncOpenAI(api_key="warm-up", base_url="http://warm-up.invalid/v1", max_retries=0, http_client=http)
+        tool = ToolSpec(name="f", description="f", parameters={"type": "object", "properties": {}})
+        request = ModelRequest(system="s", messages=[Message.user("hi")], tools=[tool])
+        try:
+            await OpenAIModel("m", client=client, retry=RetryPolicy(attempts=1), pricing=False).complete(request)
+        finally:
+            await client.close()
+
+    thread = threading.Thread(target=asyncio.run, args=(call(),), name="delegate-openai-warm-up", daemon=True)
+    thread.start()
+    thread.join()
+
+
+def _pricing(given: Pricing | bool, base_url: str | None) -> Pricing | None:
+    """`OpenAIModel`'s pricing: `given`, the table of whoever answers at `base_url` (True), or none
+    (False). OpenAI's `prompt_tokens` include the cached ones, as the table counts them."""
+    if given is True:
+        return Pricing(provider=table_at(base_url, "openai"))
+    return None if given is False else replace(given, cache_apart=False)
 
 
 @dataclass(slots=True)

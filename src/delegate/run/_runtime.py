@@ -22,7 +22,7 @@ from .._frontmatter import CatalogueWarning
 from .._messages import Message
 from .._text import safe_text
 from ..mcp import MCPTools
-from ..models import Model, ModelAliases, resolve_model
+from ..models import Model, ModelAliases, ModelPrices, resolve_model
 from ..skills import SkillCatalogue
 from ..subagents import SubagentCall, TaskOutput, parse_criteria, project_context, recover_merges, sweep_layers
 from ..tools import Tool, sweep_scratch, uploads_state
@@ -100,6 +100,8 @@ class Runtime:
         self._model_spec = model
         self._models: dict[str, Model] = {}
         self.aliases = ModelAliases.load(self._shared or self.workspace.root, ext.model_aliases)
+        self.prices = ModelPrices.load(ext.model_prices)
+        """How the models this runtime builds from strings are priced (`Extensions.model_prices`)."""
         given = list(subagents)
         self.catalogue = Catalogue.build(
             workspace=self._shared or self.workspace.root,
@@ -162,7 +164,7 @@ class Runtime:
         key = spec or ""
         model = self._models.get(key)
         if model is None:
-            model = self._models[key] = resolve_model(spec)
+            model = self._models[key] = resolve_model(spec, self.prices)
         return model
 
     async def model_off_loop(self, spec: str | Model | None) -> Model:

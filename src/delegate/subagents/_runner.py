@@ -232,7 +232,7 @@ class SubagentRunner:
         finally:
             self.roster.tasks.pop(agent_id, None)
 
-    def _record(self, call: SubagentCall, agent_id: str, model: str) -> TaskOutput:
+    def _record(self, call: SubagentCall, agent_id: str, model: Model) -> TaskOutput:
         return TaskOutput(
             id=agent_id,
             type=call.definition.name,
@@ -243,7 +243,8 @@ class SubagentRunner:
             stop_reason=None,
             summary="",
             started_at=datetime.now(UTC),
-            model=model,
+            model=model.name,
+            pricing=None if model.profile.pricing is None else model.profile.pricing.label,
             seq=call.seq,
             background=call.background,
         )
@@ -251,7 +252,7 @@ class SubagentRunner:
     def _never_started(self, reason: str, call: SubagentCall, agent_id: str) -> TaskOutput:
         """The record of a subagent stopped while it waited for a place: it did nothing."""
         _, model = self.prepare(call.definition)
-        record = self._record(call, agent_id, model.name)
+        record = self._record(call, agent_id, model)
         started = {"type": call.definition.name, "description": call.description, "background": call.background}
         if call.phase is not None:
             started["phase"] = call.phase
@@ -263,7 +264,7 @@ class SubagentRunner:
     async def _run(self, call: SubagentCall, agent_id: str) -> TaskOutput:
         definition = call.definition
         tools, model = self.prepare(definition)
-        record = self._record(call, agent_id, model.name)
+        record = self._record(call, agent_id, model)
         record.isolation, writes = self._isolation(definition, tools, call.isolation)
         layer = self.layer(record, tools) if writes else None
         workspace = self.workspace if layer is None else replace(self.workspace, layer=layer)

@@ -86,11 +86,19 @@ class ToolContext:
         return self.emit is not unheard
 
     def event(
-        self, type: EventType, data: dict[str, Any], *, tool_call_id: str | None = None, detail: object = None
+        self,
+        type: EventType,
+        data: dict[str, Any],
+        *,
+        tool_call_id: str | None = None,
+        detail: object = None,
+        ts: float | None = None,
     ) -> None:
+        """Emit an event of this agent, at `ts` (default: now; a model's answer is dated when it came)."""
         if self.emit is not unheard:  # by position (see `Event`): type, run_id, agent_id, parent_agent_id,
             # tool_call_id, data, ts, detail
-            self.emit(Event(type, self.run_id, self.agent_id, self.parent_agent_id, tool_call_id, data, time(), detail))
+            when = time() if ts is None else ts
+            self.emit(Event(type, self.run_id, self.agent_id, self.parent_agent_id, tool_call_id, data, when, detail))
 
     def for_call(self, tool_call_id: str, model_call_id: str | None = None) -> ToolContext:
         """A shallow copy that knows which tool call it serves (calls of one turn run concurrently),
