@@ -259,27 +259,25 @@ class Batches:
 
     # -- read -----------------------------------------------------------------------------------
 
-    def get(self, user_id: str, batch_id: str) -> Batch:
-        """The batch with its counts per item status; `BatchNotFoundError` if it is not this user's."""
+    def get(self, user_id: str | None, batch_id: str) -> Batch:
+        """The batch with its counts per item status; `BatchNotFoundError` if it is not this user's
+        (`user_id` None: the operator's view, every user's batches; so for every method here)."""
         with self.store.read() as conn:
             row = _owned(conn, user_id, batch_id)
             return _batch(conn, row)
 
-    def list_batches(self, user_id: str, *, offset: int = 0, limit: int = 50) -> list[Batch]:
-        """The user's batches, newest first."""
-        query = (
-            sa.select(BATCHES)
-            .where(BATCHES.c.user_id == user_id)
-            .order_by(BATCHES.c.created_at.desc(), BATCHES.c.id)
-            .offset(max(0, offset))
-            .limit(max(0, limit))
-        )
+    def list_batches(self, user_id: str | None, *, offset: int = 0, limit: int = 50) -> list[Batch]:
+        """The user's batches, newest first (None: every user's)."""
+        query = sa.select(BATCHES)
+        if user_id is not None:
+            query = query.where(BATCHES.c.user_id == user_id)
+        query = query.order_by(BATCHES.c.created_at.desc(), BATCHES.c.id).offset(max(0, offset)).limit(max(0, limit))
         with self.store.read() as conn:
             return [_batch(conn, row) for row in conn.execute(query).all()]
 
     def items(
         self,
-        user_id: str,
+        user_id: str | None,
         batch_id: str,
         *,
         status: ItemStatus | None = None,
@@ -297,7 +295,7 @@ class Batches:
             _owned(conn, user_id, batch_id)
             return [_item(row) for row in conn.execute(query).all()]
 
-    def item(self, user_id: str, batch_id: str, key: str) -> BatchItem:
+    def item(self, user_id: str | None, batch_id: str, key: str) -> BatchItem:
         with self.store.read() as conn:
             _owned(conn, user_id, batch_id)
             row = conn.execute(sa.select(ITEMS).where(ITEMS.c.batch_id == batch_id, ITEMS.c.key == key)).first()
@@ -305,7 +303,7 @@ class Batches:
             raise BatchNotFoundError(batch_id, key)
         return _item(row)
 
-    def export_rows(self, user_id: str, batch_id: str, *, page: int = 1_000) -> Iterator[dict[str, Any]]:
+    def export_rows(self, user_id: str | None, batch_id: str, *, page: int = 1_000) -> Iterator[dict[str, Any]]:
         """Every item as an export row, in submission order, read a page at a time (flat memory)."""
         with self.store.read() as conn:
             _owned(conn, user_id, batch_id)
@@ -327,15 +325,15 @@ class Batches:
 
     # -- control --------------------------------------------------------------------------------
 
-    def pause(self, user_id: str, batch_id: str) -> Batch:
+    def pause(self, user_id: str | None, batch_id: str) -> Batch:
         """No new item starts; running items finish. Pausing a paused batch does nothing."""
         return self._set_state(user_id, batch_id, "paused", allowed=("active", "paused"))
 
-    def resume(self, user_id: str, batch_id: str) -> Batch:
+    def resume(self, user_id: str | None, batch_id: str) -> Batch:
         """Start items again after a pause. Resuming a running batch does nothing."""
         return self._set_state(user_id, batch_id, "active", allowed=("active", "paused"))
 
-    def _set_state(self, user_id: str, batch_id: str, state: BatchState, allowed: Sequence[BatchState]) -> Batch:
+    def _set_state(self, user_id: str | None, batch_id: str, state: BatchState, allowed: Sequence[BatchState]) -> Batch:
         with self.store.write() as conn:
             row = _owned(conn, user_id, batch_id, lock=True)
             current = STATE.validate_python(row.state)
@@ -349,7 +347,7 @@ class Batches:
         self._notify(batch_id)
         return self.get(user_id, batch_id)
 
-    def cancel(self, user_id: str, batch_id: str) -> Batch:
+    def cancel(self, user_id: str | None, batch_id: str) -> Batch:
         """Cancel for good: queued items never start, running ones are stopped and marked cancelled.
         Cancelling a batch that has already ended changes nothing.
 
@@ -376,7 +374,7 @@ class Batches:
         self._notify(batch_id)
         return self.get(user_id, batch_id)
 
-    def retry(self, user_id: str, batch_id: str, key: str | None = None) -> int:
+    def retry(self, user_id: str | None, batch_id: str, key: str | None = None) -> int:
         """Queue failed items again, with a fresh budget of attempts: one (`key`), or all failed ones.
         What their attempts spent so far stays in their usage (`total_usage`).
 
@@ -422,8 +420,10 @@ class Batches:
 # ---------------------------------------------------------------------------------------------
 
 
-def _owned(conn: Connection, user_id: str, batch_id: str, *, lock: bool = False) -> sa.Row[Any]:
-    query = sa.select(BATCHES).where(BATCHES.c.id == batch_id, BATCHES.c.user_id == user_id)
+def _owned(conn: Connection, user_id: str | None, batch_id: str, *, lock: bool = False) -> sa.Row[Any]:
+    query = sa.select(BATCHES).where(BATCHES.c.id == batch_id)
+    if user_id is not None:
+        query = query.where(BATCHES.c.user_id == user_id)
     row = conn.execute(query.with_for_update() if lock else query).first()
     if row is None:
         raise BatchNotFoundError(batch_id)

@@ -1,7 +1,9 @@
-"""`delegate batch submit|status|items|pause|resume|cancel|retry|export|worker`.
+"""`delegate batch submit|list|status|items|pause|resume|cancel|retry|export|worker`.
 
-The CLI acts as the local user (`default`), the same owner the lead's `batch_task` uses in
-`delegate run`. Everything here imports the batch layer lazily, inside the commands.
+The CLI submits as the local user (`default`), the same owner the lead's `batch_task` uses in
+`delegate run`; every other command is the operator's, who sees and steers every user's batches
+(those HTTP users submitted too), as `delegate runs` does. Everything here imports the batch layer
+lazily, inside the commands.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import typer
 
 from .._config import LOCAL_USER
 from .._text import plural
+from .._usage import cost_text
 from ._common import (
     Db,
     EngineOption,
@@ -44,11 +47,17 @@ batch_app = typer.Typer(
 )
 
 
+OPERATOR = None
+"""The owner the operator's commands read and steer batches as: any (see `Batches.get`)."""
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(batch_app, name="batch")
 
 
-BatchId = Annotated[str, typer.Argument(help="The batch id `submit` printed.")]
+BatchId = Annotated[
+    str, typer.Argument(metavar="BATCH_ID", help="The batch id `submit` printed (`batch list` shows them).")
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 Model = Annotated[
     str | None, typer.Option("--model", "-m", help="provider:name for the items' subagents, stored with the batch.")
@@ -334,11 +343,71 @@ def _counts(batch: Batch) -> str:
     return " ".join(f"{status} {n}" for status, n in batch.counts.items() if n)
 
 
+@batch_app.command("list")
+def batch_list(
+    user: Annotated[
+        str | None,
+        typer.Option("--user", metavar="NAME", help="Only this user's batches (`default`: those of the command line)."),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="At most this many batches.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, a batch an object.")] = False,
+    workspace: Workspace = Path("."),
+    db: Db = None,
+) -> None:
+    """Every user's batches, newest first, with their progress, tokens and cost.
+
+    Example: delegate batch list --user alice --json
+    """
+    store = read_store(workspace, db)  # reading creates no store where it is run
+    batches: list[Batch] = []
+    names: dict[str, str] = {LOCAL_USER: LOCAL_USER}
+    if store is not None:
+        from ..batch import Batches
+
+        names |= {u.id: u.name for u in store.list_users()}
+        owner = None if user is None else next((i for i, n in names.items() if n == user), None)
+        if user is not None and owner is None:
+            fail(f"no user {user!r}: `delegate users list` names them (`default` is the command line's)")
+        batches = Batches(store).list_batches(owner, limit=limit)
+    if as_json:
+        rows = [{**b.to_dict(), "user": names.get(b.user_id, b.user_id)} for b in batches]
+        typer.echo(json.dumps(rows, ensure_ascii=False))
+        return
+    if not batches:
+        typer.echo("No batches yet: submit one with `delegate batch submit FILE.jsonl --type T`.")
+        return
+    _print_batches(batches, names)
+
+
+def _print_batches(batches: list[Batch], names: dict[str, str]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True, pad_edge=False)
+    for name in ("batch", "user", "status", "done", "created", "tokens", "cost"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("title", ratio=1, no_wrap=True, overflow="ellipsis")
+    for b in batches:
+        cost = "?" if b.usage.cost_usd is None else cost_text(b.usage.cost_usd)
+        table.add_row(
+            b.id,
+            names.get(b.user_id, b.user_id),
+            b.status,
+            f"{_ended(b)}/{b.total}",
+            b.created_at.strftime("%Y-%m-%d %H:%M"),
+            f"{b.usage.input_tokens + b.usage.output_tokens:,}",
+            cost,
+            b.title,
+        )
+    Console().print(table)
+
+
 @batch_app.command()
 def status(batch_id: BatchId, as_json: AsJson = False, workspace: Workspace = Path("."), db: Db = None) -> None:
     """A batch's status and its item counts per status."""
     batches = open_batches(workspace, db, read_only=True)
-    batch = guarded(lambda: batches.get(LOCAL_USER, batch_id))
+    batch = guarded(lambda: batches.get(OPERATOR, batch_id))
     typer.echo(json.dumps(batch.to_dict(), ensure_ascii=False) if as_json else batch.render())
 
 
@@ -356,7 +425,7 @@ def items(
 ) -> None:
     """A page of a batch's items, optionally of one status."""
     batches = open_batches(workspace, db, read_only=True)
-    rows = guarded(lambda: batches.items(LOCAL_USER, batch_id, status=status, offset=offset, limit=limit))  # pyright: ignore[reportArgumentType]
+    rows = guarded(lambda: batches.items(OPERATOR, batch_id, status=status, offset=offset, limit=limit))  # pyright: ignore[reportArgumentType]
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
         return
@@ -370,7 +439,7 @@ def items(
 def pause(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None, engine: EngineOption = None) -> None:
     """No new items start; running ones finish."""
     batches = open_batches(workspace, db)
-    changed = guarded(lambda: batches.pause(LOCAL_USER, batch_id))
+    changed = guarded(lambda: batches.pause(OPERATOR, batch_id))
     tell_engine(engine, batches, batch_id)
     typer.echo(changed.render())
 
@@ -379,7 +448,7 @@ def pause(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None, en
 def resume(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None, engine: EngineOption = None) -> None:
     """Let a paused batch start items again (a worker runs them)."""
     batches = open_batches(workspace, db)
-    changed = guarded(lambda: batches.resume(LOCAL_USER, batch_id))
+    changed = guarded(lambda: batches.resume(OPERATOR, batch_id))
     tell_engine(engine, batches, batch_id)
     typer.echo(changed.render())
 
@@ -388,7 +457,7 @@ def resume(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None, e
 def cancel(batch_id: BatchId, workspace: Workspace = Path("."), db: Db = None, engine: EngineOption = None) -> None:
     """Cancel for good: queued items never start, running ones are stopped, even across restarts."""
     batches = open_batches(workspace, db)
-    changed = guarded(lambda: batches.cancel(LOCAL_USER, batch_id))
+    changed = guarded(lambda: batches.cancel(OPERATOR, batch_id))
     tell_engine(engine, batches, batch_id)
     typer.echo(changed.render())
 
@@ -403,7 +472,7 @@ def retry(
 ) -> None:
     """Queue failed items again: all of them, or one with --key."""
     batches = open_batches(workspace, db)
-    count = guarded(lambda: batches.retry(LOCAL_USER, batch_id, key))
+    count = guarded(lambda: batches.retry(OPERATOR, batch_id, key))
     if count:
         tell_engine(engine, batches, batch_id)
     typer.echo(f"{plural(count, 'item')} queued again; a worker runs {'it' if count == 1 else 'them'}.")
@@ -418,7 +487,7 @@ def export(
 ) -> None:
     """Results as JSON Lines: key, status, attempts, summary, artifacts, usage (every attempt's), acceptance."""
     batches = open_batches(workspace, db, read_only=True)
-    guarded(lambda: batches.get(LOCAL_USER, batch_id))
+    guarded(lambda: batches.get(OPERATOR, batch_id))
     if output is None:
         _write_rows(batches, batch_id, sys.stdout.write)
         return
@@ -429,7 +498,7 @@ def export(
 
 
 def _write_rows(batches: Batches, batch_id: str, write: Callable[[str], Any]) -> None:
-    for row in guarded(lambda: batches.export_rows(LOCAL_USER, batch_id)):
+    for row in guarded(lambda: batches.export_rows(OPERATOR, batch_id)):
         write(json.dumps(row, ensure_ascii=False) + "\n")
 
 

@@ -55,14 +55,19 @@ app = typer.Typer(
     help="Run LLM agents that hand work to subagents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every subcommand inherits them
 )
+
+
+def _print_version() -> None:
+    from importlib.metadata import version
+
+    typer.echo(f"delegate {version('delegate')}")
 
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
-
-        typer.echo(f"delegate {version('delegate')}")
+        _print_version()
         raise typer.Exit()
 
 
@@ -70,10 +75,22 @@ def _version(value: bool) -> None:
 def _options(
     version: Annotated[
         bool | None,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print delegate's version and exit."),
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print delegate's version and exit."),
     ] = None,
 ) -> None:
-    """Run LLM agents that hand work to subagents."""
+    """Run LLM agents that hand work to subagents.
+
+    Example: delegate run "Summarise docs/*.md into SUMMARY.md" --model openai:gpt-4.1-mini
+    """
+
+
+@app.command("version")
+def version_command() -> None:
+    """Print delegate's version (as `delegate --version` and `-V` do).
+
+    Example: delegate version
+    """
+    _print_version()
 
 
 users_app = typer.Typer(help="Users of the HTTP API.", no_args_is_help=True)
