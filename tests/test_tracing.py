@@ -363,9 +363,21 @@ def test_delegate_run_sends_its_spans_before_it_exits(tmp_path: Path) -> None:
         run_id = json.loads(done.stdout)["run_id"]
         lead = collector.one("invoke_agent lead")
         assert lead.resource["service.name"] == "delegate"
+        assert lead.resource["openinference.project.name"] == "delegate"
         assert lead.attributes["gen_ai.conversation.id"] == run_id
         assert len(collector.named("invoke_agent explore")) == 2
         assert all(s.trace_id == lead.trace_id for s in collector.spans)
+
+
+def test_otel_service_name_names_the_service_and_the_openinference_project(tmp_path: Path) -> None:
+    """Phoenix files a trace under its `openinference.project.name`: the service's name it is."""
+    with OTLPReceiver() as collector, OpenAIServer(lead_and_two_helpers) as server:
+        traces = f"{collector.endpoint}/v1/traces"
+        env = cli_env(server.base_url, collector, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=traces)
+        done = cli(["run", "look", "--model", "openai:gpt-test"], env | {"OTEL_SERVICE_NAME": "docs-bot"}, tmp_path)
+        assert done.returncode == 0, done.stderr
+        lead = collector.one("invoke_agent lead")
+    assert (lead.resource["service.name"], lead.resource["openinference.project.name"]) == ("docs-bot", "docs-bot")
 
 
 def test_batch_items_are_traced_each_as_its_own_agent_span(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ Tracing is on when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, the `otel` extra is installed, and neither
 `OTEL_SDK_DISABLED=true` nor `OTEL_TRACES_EXPORTER=none` says otherwise. The SDK and its OTLP/HTTP
 exporter read the other `OTEL_*` variables themselves (headers, timeout, sampler, batch sizes,
-`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`).
+`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`); the service's name is also the OpenInference
+project name, so Phoenix files the traces under it.
 
 Spans are made from the runtime's events, after the fact and with the events' own timestamps, so
 the loop itself knows nothing of tracing: an event sink (`EventSpans`, one per run or batch item)
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
 _log = logging.getLogger("delegate.tracing")
 
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+PROJECT_NAME = "openinference.project.name"
+"""The resource attribute OpenInference tools (Arize Phoenix) put a trace's project in: the service's
+name (`OTEL_SERVICE_NAME`, default `delegate`) unless `OTEL_RESOURCE_ATTRIBUTES` names one."""
 _QUEUE_SIZE = 65_536
 TEXT_LIMIT = 16_384
 """The most characters of one text a span keeps (a prompt, a message's text, a tool's arguments'
@@ -149,6 +153,8 @@ def _build() -> Tracing | None:
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: "delegate"}))
+    if PROJECT_NAME not in resource.attributes:  # Arize Phoenix files traces by it, else under `default`
+        resource = resource.merge(Resource({PROJECT_NAME: str(resource.attributes[SERVICE_NAME])}))
     provider = TracerProvider(resource=resource)  # shuts down (flushing) at exit
     # A fan-out of a thousand subagents makes thousands of spans at once: a deeper queue than the
     # SDK's 2,048 (OTEL_BSP_MAX_QUEUE_SIZE still decides when it is set) keeps them from being dropped.
