@@ -346,3 +346,29 @@ def test_two_workers_share_one_batch_within_its_caps(tmp_path: Path, store_url: 
     assert status["status"] == "completed" and status["counts"]["succeeded"] == 120
     assert sum(by_model.values()) == 120
     assert by_model.get("alpha", 0) > 0 and by_model.get("beta", 0) > 0, by_model
+
+
+def test_batch_list_shows_every_users_batches_to_the_operator_and_status_reads_an_http_users_batch(
+    tmp_path: Path,
+) -> None:
+    """The operator sees what HTTP users submitted, as `runs list` shows every user's runs;
+    `--user` narrows the list to one user (`default`: the command line's own)."""
+    store = Store.for_workspace(tmp_path)
+    alice, _ = store.add_user("alice")
+    batches = Batches(store)
+    items = [{"key": "a", "prompt": "Look at a."}]
+    hers = batches.submit(alice, subagent_type="explore", items=items, title="alice's review").batch
+    mine = batches.submit("default", subagent_type="explore", items=items, title="my review").batch
+    store.close()
+
+    listed = json.loads(run_cli(["batch", "list", "--json"], cwd=tmp_path).stdout)
+    assert sorted((b["id"], b["user"]) for b in listed) == sorted([(mine.id, "default"), (hers.id, "alice")])
+    assert [
+        b["id"] for b in json.loads(run_cli(["batch", "list", "--user", "alice", "--json"], cwd=tmp_path).stdout)
+    ] == [hers.id]
+    table = run_cli(["batch", "list"], env=scrubbed_env() | {"COLUMNS": "160"}, cwd=tmp_path).stdout
+    assert "alice's review" in table and "my review" in table and "0/1" in table
+    status = run_cli(["batch", "status", hers.id, "--json"], cwd=tmp_path)
+    assert status.returncode == 0 and json.loads(status.stdout)["title"] == "alice's review"
+    unknown = run_cli(["batch", "list", "--user", "bob"], cwd=tmp_path)
+    assert unknown.returncode == 2 and "no user 'bob'" in unknown.stderr

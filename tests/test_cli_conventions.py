@@ -11,9 +11,12 @@ import pty
 import re
 import shlex
 import subprocess
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.cli_support import delegate, run_cli, scrubbed_env
 from tests.loopback_openai import OpenAIServer, Reply
@@ -37,8 +40,15 @@ def run_with_stdin(args: list[str], text: str, env: dict[str, str], cwd: Path) -
 
 
 def test_version_prints_the_installed_version() -> None:
-    done = run_cli(["--version"])
-    assert done.returncode == 0 and done.stdout.strip() == f"delegate {version('delegate')}"
+    for args in (["--version"], ["-V"], ["version"]):
+        done = run_cli(args)
+        assert done.returncode == 0 and done.stdout.strip() == f"delegate {version('delegate')}", args
+
+
+def test_dash_h_is_help_on_every_command() -> None:
+    for args in (["-h"], ["run", "-h"], ["batch", "-h"], ["batch", "list", "-h"], ["runs", "approve", "-h"]):
+        done = run_cli(args, env=scrubbed_env() | {"COLUMNS": "160"})
+        assert done.returncode == 0 and "Usage: delegate" in done.stdout, (args, done.stderr)
 
 
 def test_the_prompt_comes_from_stdin_given_a_dash_or_a_pipe(tmp_path: Path) -> None:
@@ -117,6 +127,7 @@ def test_commands_that_only_read_create_nothing_where_they_run(tmp_path: Path) -
         ["agents", "list"],
         ["users", "list"],
         ["batch", "status", "b_nope"],
+        ["batch", "list"],
     ):
         done = said[" ".join(command)] = run_cli(command, cwd=tmp_path)
         assert done.returncode in (0, 2), (command, done.stderr)
@@ -161,3 +172,33 @@ def test_an_answer_is_rendered_as_markdown_on_a_terminal_and_plain_when_piped(tm
     assert piped.stdout == ANSWER + "\n"
     assert "**bold**" in run_cli(["runs", "show"], env, tmp_path).stdout  # piped: as it is
     assert "• second point" in on_a_terminal(["runs", "show"], env, tmp_path)
+
+
+def test_every_commands_help_names_its_values_as_people_read_them_and_shows_a_real_example(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `gh` and `llm` show help: `TEXT`, `N`, `DIR`, `RUN_ID`, never typer's `<str>`, `<bool>`,
+    `<int range> [x>=1]` or `{run_id}`; and each command an example whose flags it takes."""
+    from typer._click import Context
+
+    from delegate.cli._help import EXAMPLES, HELP_NAMES, build
+
+    monkeypatch.setenv("COLUMNS", "200")
+    root = build()
+
+    def commands(command: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            yield from commands(sub, f"{path} {name}".strip())
+        if not getattr(command, "commands", None):
+            yield path, command
+
+    found = dict(commands(root))
+    assert set(EXAMPLES) <= set(found)
+    for path, command in found.items():
+        command.get_help(Context(command, info_name=f"delegate {path}", help_option_names=HELP_NAMES))
+        shown = capsys.readouterr().out
+        assert path not in EXAMPLES or f"Example: {EXAMPLES[path]}" in shown, path
+        assert not re.search(r"<(str|int|float|bool|path|list)|\{[a-z_]+\}|x>=|x<=", shown), (path, shown)
+        options = {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
+        flags = [w.split("=")[0] for w in shlex.split(EXAMPLES.get(path, "")) if w.startswith("-")]
+        assert set(flags) <= options, (path, flags)

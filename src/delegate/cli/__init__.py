@@ -13,23 +13,14 @@ def main() -> None:
     from .._errors import StoreError, UserError
     from .._text import safe_text
     from .._tracing import flush as flush_traces
-    from . import _agents, _batch, _chat, _demo, _eval, _memory, _runs, _serve, _worker
-    from ._main import app
+    from ._help import build
 
     debug = "--debug" in sys.argv[1:] or os.environ.get("DELEGATE_DEBUG") == "1"
     if "--debug" in sys.argv[1:]:
         sys.argv.remove("--debug")
-    _agents.register(app)
-    _batch.register(app)
-    _serve.register(app)
-    _demo.register(app)
-    _runs.register(app)
-    _chat.register(app)
-    _worker.register(app)
-    _memory.register(app)
-    _eval.register(app)
+    command = build()
     try:
-        app(prog_name="delegate")  # also under `python -m delegate`: completion and help name `delegate`
+        command(prog_name="delegate")  # also under `python -m delegate`: completion and help name `delegate`
     except (UserError, StoreError, OSError, UnicodeError, RecursionError) as exc:
         if debug:
             raise

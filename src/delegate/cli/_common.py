@@ -49,8 +49,9 @@ Price = Annotated[
         rich_help_panel="Model",
         metavar="[MODEL=]PRICE",
         help="How a model is priced (repeat for more; no MODEL=: every model): a provider of genai-prices' table "
-        "(openai, anthropic, groq, ...), usd:IN/OUT[/CACHED] per million tokens, or none. Over DELEGATE_PRICES. "
-        "Default: openai:/anthropic: models by their provider's table behind any base URL, local at 0.",
+        "(openai, anthropic, groq, ...), usd:IN/OUT or usd:IN/OUT/CACHED in US dollars per million tokens, or none. "
+        "Over DELEGATE_PRICES. Default: openai:/anthropic: models by their provider's table behind any base URL, "
+        "local at 0.",
     ),
 ]
 Db = Annotated[

@@ -55,7 +55,7 @@ app = typer.Typer(
     help="Run LLM agents that hand work to subagents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},  # every subcommand inherits them
+    context_settings={"help_option_names": ["-h", "--help"]},  # every subcommand inherits them (see _help.py)
 )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import functools
 import json
 import os
@@ -580,7 +581,7 @@ def _warm_up() -> None:
             return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=_canned_stream())
 
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
-        client = anthropic.AsyncAnthropic(api_key="warm-up", base_url="http://warm-up.invalid", http_client=http)
+        client = anthropic.AsyncAnthropic(api_key="warm-up", base_url="http://127.0.0.1:9", http_client=http)
         tool = ToolSpec(name="f", description="f", parameters={"type": "object", "properties": {}})
         request = ModelRequest(system="s", messages=[Message.user("hi")], tools=[tool])
         model = AnthropicModel("m", client=client.with_options(max_retries=0), retry=RetryPolicy(attempts=1))
@@ -589,6 +590,10 @@ def _warm_up() -> None:
         finally:
             await client.close()
 
-    thread = threading.Thread(target=asyncio.run, args=(call(),), name="delegate-anthropic-warm-up", daemon=True)
+    def run() -> None:
+        with contextlib.suppress(Exception):  # a warm-up that fails costs the first request its time, no more
+            asyncio.run(call())
+
+    thread = threading.Thread(target=run, name="delegate-anthropic-warm-up", daemon=True)
     thread.start()
     thread.join()

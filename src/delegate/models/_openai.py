@@ -336,7 +336,7 @@ def _warm_up() -> None:
             return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=_CANNED_STREAM)
 
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
-        client = AsyncOpenAI(api_key="warm-up", base_url="http://warm-up.invalid/v1", max_retries=0, http_client=http)
+        client = AsyncOpenAI(api_key="warm-up", base_url="http://127.0.0.1:9/v1", max_retries=0, http_client=http)
         tool = ToolSpec(name="f", description="f", parameters={"type": "object", "properties": {}})
         request = ModelRequest(system="s", messages=[Message.user("hi")], tools=[tool])
         try:
@@ -344,7 +344,11 @@ def _warm_up() -> None:
         finally:
             await client.close()
 
-    thread = threading.Thread(target=asyncio.run, args=(call(),), name="delegate-openai-warm-up", daemon=True)
+    def run() -> None:
+        with contextlib.suppress(Exception):  # a warm-up that fails costs the first request its time, no more
+            asyncio.run(call())
+
+    thread = threading.Thread(target=run, name="delegate-openai-warm-up", daemon=True)
     thread.start()
     thread.join()
 
