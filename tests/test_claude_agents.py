@@ -467,3 +467,38 @@ def test_delegate_run_reads_user_level_agents_and_skills_which_the_project_shado
     assert "PROJECT shared" in first and "USER-LEVEL shared" not in first  # the project's shadows the user's
     sources = {row["name"]: row["source"] for row in json.loads(listed.stdout)}
     assert sources["helper"] == "~/.claude/agents/helper.md" and sources["shared"] == ".claude/agents/shared.md"
+
+
+def real_looking_agents(folder: Path, count: int = 162) -> list[str]:
+    """`count` definitions shaped as public collections write them: three-word names, a long first
+    sentence with a dash, "Use PROACTIVELY ...", and an `<example>` with quotes."""
+    areas = ["backend", "frontend", "mobile", "database", "security", "devops", "cloud", "data", "ml", "api"]
+    areas += ["graphql", "kubernetes", "terraform", "python", "typescript", "rust", "golang", "java", "react"]
+    roles = ["architect", "engineer", "reviewer", "specialist", "expert", "auditor", "optimizer", "debugger"]
+    names = [f"{a}-{b}-{r}" for a in areas for b in areas for r in roles if a != b][::16][:count]
+    folder.mkdir(parents=True)
+    for name in names:
+        a, b, role = name.split("-")
+        description = (
+            f"Expert {a} {role} specializing in {b} systems — designs, reviews and hardens {a} code paths, with "
+            f"deep knowledge of {b} conventions, idioms, failure modes and tooling. Use PROACTIVELY when working "
+            f"on {a} or {b} changes. <example>user: 'Review my {a} change' assistant: “I'll use {name}.”</example>"
+        )
+        (folder / f"{name}.md").write_text(
+            f"---\nname: {name}\ndescription: >-\n  {description}\ntools: Read, Grep, Glob, Bash\nmodel: sonnet\n---\n"
+            f"You are a senior {a} {role}.\n"
+        )
+    return names
+
+
+def test_162_real_looking_definitions_keep_the_first_request_within_32_kb_each_type_choosable(tmp_path: Path) -> None:
+    names = real_looking_agents(tmp_path / ".claude/agents")
+    assert len(names) == 162
+    first, second = lead_requests(tmp_path, search=f"agent:{names[40]}")
+    assert len(json.dumps(first).encode()) <= 32_000
+    listing = tool(first, "task")["description"]
+    for name in names:  # every type by name, with enough of its description to be chosen by
+        line = next(line for line in listing.splitlines() if line.startswith(f"- {name}: "))
+        assert len(line.removeprefix(f"- {name}: ").split()) >= 8, line
+    found = next(m["content"] for m in second["messages"] if m["role"] == "tool")
+    assert "Use PROACTIVELY" in found  # the rest of its description is a tool_search away

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Collection, Mapping, Sequence
 
 from .._messages import Message
@@ -44,8 +45,9 @@ def outputs_note(outputs: str) -> str:
 FULL_LISTING_CHARS = 6_000
 """A catalogue whose listing fits in this many characters is shown with full descriptions."""
 SHORT_LISTING_CHARS = 19_000
-"""Otherwise the listing is cut to about this: every name, and each description's first sentence
-while that fits (so that, with the rest of the lead's first request, 150 types stay within 32 KB)."""
+"""Otherwise the listing is cut to about this, as sent (JSON escapes counted): every name, and each
+description's first sentence while that fits (so that, with the rest of the lead's first request,
+150 types stay within 32 KB)."""
 FIRST_SENTENCE_CHARS = 160
 """The most of a description's first sentence a shortened listing gives a type."""
 MIN_SHORT = 24
@@ -61,11 +63,19 @@ def type_listing(types: list[tuple[str, str]]) -> tuple[str, bool]:
     if len(full) <= FULL_LISTING_CHARS:
         return full, False
     firsts = [first_sentence(description) for _, description in types]
-    room = SHORT_LISTING_CHARS - sum(len(name) + 4 for name, _ in types)
-    share = _fair_share([len(first) for first in firsts], room, FIRST_SENTENCE_CHARS)
+    room = SHORT_LISTING_CHARS - sum(_sent(name) + 6 for name, _ in types)
+    share = _fair_share([_sent(first) for first in firsts], room, FIRST_SENTENCE_CHARS)
     if share < MIN_SHORT:
         return "Types (names only): " + ", ".join(name for name, _ in types), True
-    return "\n".join(f"- {name}: {_cut(first, share)}" for (name, _), first in zip(types, firsts, strict=True)), True
+    cut = [_cut(first, share - (_sent(first) - len(first))) for first in firsts]  # what escapes cost, left out
+    return "\n".join(f"- {name}: {first}" for (name, _), first in zip(types, cut, strict=True)), True
+
+
+def _sent(text: str) -> int:
+    """What `text` costs in a request's JSON: a character, or the escape it is sent as (`\\u2014`
+    for a dash, `\\"` for a quote). A catalogue of 162 definitions whose descriptions are full of
+    them overran the 32 KB bound when counted in characters."""
+    return len(json.dumps(text)) - 2
 
 
 def first_sentence(text: str) -> str:
