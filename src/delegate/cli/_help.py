@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, get_args
 
 import typer
-from typer._click import Context
 from typer.core import TyperArgument, TyperOption
 
 EXAMPLES: dict[str, str] = {
@@ -45,6 +44,16 @@ EXAMPLES: dict[str, str] = {
     "runs stop": "delegate runs stop RUN_ID sub2 --reason 'off track'",
     "runs approve": "delegate runs approve RUN_ID --all",
     "worker": "delegate worker --engine temporal://127.0.0.1:7233 --concurrency 50",
+    "workflow run": "delegate workflow run map-review-merge --arg 'pattern=docs/*.md' --model openai:gpt-4.1-mini",
+    "workflow list": "delegate workflow list",
+    "memory list": "delegate memory list --agent explore --limit 20",
+    "memory show": "delegate memory show 12 --json",
+    "memory search": 'delegate memory search "release checklist"',
+    "memory add": 'delegate memory add "Tests run with bash scripts/test.sh"',
+    "memory forget": "delegate memory forget 12 13",
+    "skills list": "delegate skills list --user alice",
+    "skills enable": "delegate skills enable pdf --user alice",
+    "skills disable": "delegate skills disable pdf",
 }
 """One example per command, by its path below `delegate`."""
 
@@ -60,9 +69,9 @@ class _Argument(TyperArgument):
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
-    def _usage_display_name(self) -> str:
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
         name = self.display_name_raw
-        return (name if self.required else f"[{name}]") + ("..." if self.nargs != 1 else "")
+        return [(name if self.required else f"[{name}]") + ("..." if self.nargs != 1 else "")]
 
 
 class _Option(TyperOption):
@@ -86,7 +95,7 @@ def readable(command: Any, path: str = "") -> None:
     if path in EXAMPLES:
         command.epilog = f"Example: {EXAMPLES[path]}"
     # `-h`/`--help`, made (and kept) by the command on first use: made here, to be named as the rest
-    help_option = command.get_help_option(Context(command, help_option_names=HELP_NAMES))
+    help_option = command.get_help_option(typer.Context(command, help_option_names=HELP_NAMES))
     for param in [*command.params, *([help_option] if help_option is not None else [])]:
         if isinstance(param, TyperArgument):
             param.__class__ = _Argument  # the help's presentation only: parsing is the base class's
