@@ -44,10 +44,11 @@ def outputs_note(outputs: str) -> str:
 
 FULL_LISTING_CHARS = 6_000
 """A catalogue whose listing fits in this many characters is shown with full descriptions."""
-SHORT_LISTING_CHARS = 19_000
+SHORT_LISTING_CHARS = 17_300
 """Otherwise the listing is cut to about this, as sent (JSON escapes counted): every name, and each
-description's first sentence while that fits (so that, with the rest of the lead's first request,
-150 types stay within 32 KB)."""
+description's first sentence while that fits, so that with the rest of the lead's first request
+(14.6 KB measured: its prompt, the file tools, the `task` prose, `workflow`'s 2.1 KB guide) 150 or
+500 types stay within 32 KB. It was 19,000 before the `workflow` tool."""
 FIRST_SENTENCE_CHARS = 160
 """The most of a description's first sentence a shortened listing gives a type."""
 MIN_SHORT = 24
