@@ -509,3 +509,12 @@ def test_162_real_looking_definitions_keep_the_first_request_within_32_kb_each_t
         assert len(line.removeprefix(f"- {name}: ").split()) >= 8, line
     found = next(m["content"] for m in second["messages"] if m["role"] == "tool")
     assert "Use PROACTIVELY" in found  # the rest of its description is a tool_search away
+
+
+def test_agents_show_prints_its_own_warnings_once_and_no_other_files(workspace: Path) -> None:
+    done = run_cli(["agents", "show", "code-reviewer"], cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stdout.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == len(set(warnings)) == 2, warnings
+    assert all(".claude/agents/code-reviewer.md" in line for line in warnings), warnings
+    assert "blob.md" not in done.stdout + done.stderr  # another file's warning is `agents list`'s to say
