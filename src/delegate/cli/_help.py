@@ -54,6 +54,11 @@ EXAMPLES: dict[str, str] = {
     "skills list": "delegate skills list --user alice",
     "skills enable": "delegate skills enable pdf --user alice",
     "skills disable": "delegate skills disable pdf",
+    "eval run": "delegate eval run suite/ --arm single --arm delegation --repeat 3 --html report.html",
+    "eval resume": "delegate eval resume EVAL_ID",
+    "eval show": "delegate eval show EVAL_ID --json",
+    "eval list": "delegate eval list",
+    "eval compare": "delegate eval compare single delegation",
 }
 """One example per command, by its path below `delegate`."""
 
