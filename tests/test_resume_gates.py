@@ -59,6 +59,19 @@ def test_a_write_that_waited_when_delegate_run_was_killed_waits_again_on_a_plain
     assert not (tmp_path / "notes.md").exists()
 
 
+def test_an_approval_timeout_given_on_resume_denies_the_call_that_waits_again(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    """`--approval-timeout` with `--resume` is the resumed run's (it was the stored one's, none):
+    the write that waited when the run was killed waits again, nobody decides, and it is denied."""
+    with killed_while_waiting(procs, store_url, tmp_path) as (env, store, call):
+        args = ["run", "--resume", call.run_id, "--model", "openai:m", "--json", "--approval-timeout", "0.5"]
+        resumed = procs.spawn([*args, "-w", str(tmp_path)], env, tmp_path / "resumed.log")
+        assert resumed.wait(timeout=120) == 0, (tmp_path / "resumed.log").read_text()
+        assert [(a.decision, a.reason) for a in store.approvals(call.run_id)] == [("deny", "no decision within 0.5 s")]
+    assert not (tmp_path / "notes.md").exists()
+
+
 def test_a_resume_that_allows_what_the_run_asked_about_keeps_the_run_rule_and_says_so(
     procs: Processes, store_url: str, tmp_path: Path
 ) -> None:

@@ -134,8 +134,9 @@ def run(
     workspace: Workspace = Path("."),
     continue_thread: Continue = False,
     max_parallel: Annotated[
-        int, typer.Option("--max-parallel", min=1, help="Subagents running at once.", rich_help_panel=LIMITS)
-    ] = 16,
+        int | None,
+        typer.Option("--max-parallel", min=1, help="Subagents running at once (default: 16).", rich_help_panel=LIMITS),
+    ] = None,
     subagent_model: Annotated[
         str | None, typer.Option("--subagent-model", help="Model for subagents.", rich_help_panel=MODEL)
     ] = None,
@@ -207,21 +208,16 @@ def run(
     script = read_script(workflow_file) if workflow_file is not None else None
     prompt = _checked_inputs(prompt, script, resume)
     check_continue(continue_thread, continue_id, resume)
+    options = {"timeout": timeout, "token_budget": token_budget, "max_requests": max_requests}
+    options |= {"cost_budget": cost_budget, "max_parallel": max_parallel, "approval_timeout": approval_timeout}
+    given = given_limits(options | {"stall_timeout": stall_timeout})  # a new run's, a resume's over its own
     if prompt is not None or script is not None:  # a new run (a resumed one keeps its model)
         model, timeout = _model_and_timeout(model, timeout)
     from .._agents import Lead
-    from .._config import DEFAULT_RUN_TIMEOUT, DEFAULT_STALL_TIMEOUT, RunLimits
+    from .._config import RunLimits
     from ..workflows import Workflow
 
-    limits = RunLimits(
-        timeout=DEFAULT_RUN_TIMEOUT if timeout is None else timeout,
-        token_budget=token_budget,
-        max_requests=max_requests,
-        cost_budget=cost_budget,
-        max_parallel=max_parallel,
-        approval_timeout=approval_timeout,
-        stall_timeout=stall_seconds(stall_timeout, DEFAULT_STALL_TIMEOUT),
-    )
+    limits = RunLimits().over(given | ({"timeout": timeout} if timeout is not None else {}))
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
     settings = flags.settings(workspace, model=model, lead=lead, limits=limits, user_level=True)  # ~/.claude too
     runtime = settings.build(store=store_option(db))
@@ -246,8 +242,6 @@ def run(
         finished = False
         try:
             if resume is not None:  # under the limits it was started with, but for those given here
-                given = {"timeout": timeout, "token_budget": token_budget, "max_requests": max_requests}
-                given |= {"cost_budget": cost_budget, "stall_timeout": stall_timeout}
                 result = await runtime.resume(resume, sinks=sinks, limits=await resumed_limits(runtime, resume, given))
             elif script is not None:
                 plan = Workflow(script=script, description=prompt or "", args=parse_args(workflow_args or []))
@@ -289,8 +283,9 @@ def workflow_run(
     ] = None,
     workspace: Workspace = Path("."),
     max_parallel: Annotated[
-        int, typer.Option("--max-parallel", min=1, help="Agents running at once.", rich_help_panel=LIMITS)
-    ] = 16,
+        int | None,
+        typer.Option("--max-parallel", min=1, help="Agents running at once (default: 16).", rich_help_panel=LIMITS),
+    ] = None,
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=0.001, help="Seconds the run may take.", rich_help_panel=LIMITS)
     ] = None,
@@ -363,12 +358,19 @@ def _stdin_prompt(prompt: str | None, resume: str | None) -> str | None:
     return prompt
 
 
-async def resumed_limits(runtime: Runtime, run_id: str, given: dict[str, Any]) -> RunLimits | None:
-    """The limits `run_id` was started with, with those `given` on the command line in their place
-    (None when none are given: the run's own). A `stall_timeout` of 0 turns the watchdog off."""
-    given = {name: value for name, value in given.items() if value is not None}
+def given_limits(options: dict[str, Any]) -> dict[str, Any]:
+    """The limits the command line gives, by their `RunLimits` names (`options`: every limit
+    option's value, None when not given): what a new run starts under over the defaults, and a
+    resume in place of the run's own. A `stall_timeout` of 0 turns the watchdog off."""
+    given = {name: value for name, value in options.items() if value is not None}
     if "stall_timeout" in given:
         given["stall_timeout"] = stall_seconds(given["stall_timeout"], None)
+    return given
+
+
+async def resumed_limits(runtime: Runtime, run_id: str, given: dict[str, Any]) -> RunLimits | None:
+    """The limits `run_id` was started with, with those `given` on the command line in their place
+    (None when none are given: the run's own)."""
     if not given or runtime.store is None:
         return None
     run = await asyncio.to_thread(runtime.store.get_run, run_id)

@@ -3,7 +3,7 @@ reserves of it before it starts (see `RunBudget`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .._config import RunLimits
 from .._prices import request_cost
@@ -59,10 +59,10 @@ class RunBudget:
 
     @classmethod
     def of(cls, limits: RunLimits) -> RunBudget | None:
-        """The budget of a run with these limits (None when they set none)."""
-        if limits.token_budget is None and limits.max_requests is None and limits.cost_budget is None:
-            return None
-        return cls(token_budget=limits.token_budget, max_requests=limits.max_requests, cost_budget=limits.cost_budget)
+        """The budget of a run with these limits (None when they set none): each `RunLimits`
+        field this class has a field of the same name for, read by that name."""
+        given = {name: getattr(limits, name) for name in _BUDGETS}
+        return cls(**given) if any(value is not None for value in given.values()) else None
 
     def spend(self, usage: Usage, model: str = "", reserved: Reserve = (0, 0.0)) -> None:
         """Count what an answer (or a reused subagent) spent, in place of what its request reserved."""
@@ -167,3 +167,7 @@ def reserve_for(budget: RunBudget | None, model: Model, context_tokens: int) -> 
     if budget is None or (budget.token_budget is None and budget.cost_budget is None):
         return NOTHING
     return budget.expected(model, context_tokens)
+
+
+_BUDGETS = tuple(f.name for f in fields(RunBudget) if f.name in {g.name for g in fields(RunLimits)})
+"""The run limits a `RunBudget` holds (`token_budget`, `max_requests`, `cost_budget`)."""

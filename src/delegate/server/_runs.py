@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -415,13 +415,9 @@ class RunRequest(BaseModel):
         """The run's limits: the operator's (`default`), with those this request names. A budget,
         `max_parallel` or approval timeout the operator set is a cap: the request may lower it,
         never raise it (a call waiting for a person holds the run's place, its time not counted)."""
-        capped: dict[str, float | None] = {"max_parallel": self.max_parallel, "token_budget": self.token_budget}
-        capped["max_requests"] = self.max_requests
-        capped["cost_budget"] = self.cost_budget
-        capped["approval_timeout"] = self.approval_timeout
         given: dict[str, float] = {}
-        for name, value in capped.items():
-            cap = getattr(default, name)
+        for name in _LIMITS:  # each field named as a `RunLimits` field is that limit
+            value, cap = getattr(self, name), getattr(default, name)
             if value is not None:
                 given[name] = value if cap is None else min(value, cap)
         return replace(default, **given)
@@ -558,6 +554,10 @@ async def resume_run(run_id: str, user_id: UserId, store: AppStore, runs: Runs) 
     except UserError as exc:
         raise ApiError(409, "not_interrupted", str(exc)) from None
     return JSONResponse({"run_id": run_id, "status": "running"}, 202, headers={"Location": f"/api/v1/runs/{run_id}"})
+
+
+_LIMITS = tuple(f.name for f in fields(RunLimits) if f.name in RunRequest.model_fields)
+"""The limits a request may give (each a field of `RunRequest` named as its `RunLimits` field)."""
 
 
 def _always_ready(model: str | None) -> None:
