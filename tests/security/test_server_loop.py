@@ -24,6 +24,7 @@ import sqlalchemy as sa
 import delegate._store._db
 from delegate import Store
 from delegate.batch import Batches
+from delegate.eval import Evals
 from delegate.models import _local
 from tests.security.server_support import api, live_server
 
@@ -51,7 +52,7 @@ def locked_store(store_url: str, short_lock_waits: None) -> Iterator[tuple[Store
     del short_lock_waits
     with Store.open(store_url) as store:
         token = store.add_user("alice")[1]
-        Batches(store)  # its tables, as a server that ran before made them
+        Batches(store), Evals(store)  # their tables, as a server that ran before made them
         if store.engine.dialect.name == "sqlite":
             path = store.engine.url.database
             holder = subprocess.Popen(
