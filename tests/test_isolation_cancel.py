@@ -15,18 +15,18 @@ import pytest
 
 from delegate import Event, Runtime
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import _task
+from delegate.subagents import _runner
 from delegate.testing import FunctionModel, call, is_lead
 
 
 class Held:
-    """`_overlay.settle` as the runner calls it, held at its start until `release` is set: the real
+    """`_overlay.settle` as `subagents/_runner.py` calls it, held at its start until `release` is set: the real
     settling then runs. Whether each call ran on the event loop's thread is kept."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.entered, self.release = threading.Event(), threading.Event()
         self.on_loop: list[bool] = []
-        real = _task.settle
+        real = _runner.settle
 
         def held(*args: Any) -> Any:
             on_loop = _on_loop()
@@ -36,7 +36,7 @@ class Held:
                 assert self.release.wait(60)
             return real(*args)
 
-        monkeypatch.setattr(_task, "settle", held)
+        monkeypatch.setattr(_runner, "settle", held)
 
 
 def _on_loop() -> bool:
