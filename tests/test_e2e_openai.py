@@ -184,7 +184,7 @@ def test_delegate_run_prints_the_final_answer(tmp_path: Path) -> None:
         (["run", "x", "--model", "gpt-4.1-mini"], "names no provider: write 'openai:gpt-4.1-mini'"),
         (["run", "x", "--model", "openai:m"], "OPENAI_API_KEY"),
         (["run", "x", "--model", "anthropic:m"], "ANTHROPIC_API_KEY"),
-        (["run", "x", "--model", "openai:m", "--workspace", "/no/such/folder"], "is not a folder"),
+        (["run", "x", "--model", "openai:m", "--workspace", "/etc/passwd"], "is not a folder"),
     ],
 )
 def test_bad_usage_exits_2_with_a_message(tmp_path: Path, args: list[str], message: str) -> None:
