@@ -387,8 +387,8 @@ def test_stopping_the_server_leaves_its_live_runs_interrupted_for_the_next_one_t
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({}, "prompt: Field required"),
-        ({"prompt": "   "}, "prompt: the prompt is empty: say what the agent should do"),
+        ({}, "the prompt is empty"),
+        ({"prompt": "   "}, "the prompt is empty: say what the agent should do"),
         ({"prompt": "hi", "max_parallel": 0}, "max_parallel: Input should be greater than or equal to 1"),
         ({"prompt": "hi", "temperature": 1}, "temperature: Extra inputs are not permitted"),
         ({"prompt": 3}, "prompt: Input should be a valid string"),

@@ -133,7 +133,8 @@ def test_serve_on_a_busy_port_or_a_missing_workspace_is_a_usage_error(tmp_path: 
     assert taken.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in stderr and "--port" in stderr
 
-    missing = serve("--workspace", str(tmp_path / "nope"))
+    (tmp_path / "a-file").write_text("")
+    missing = serve("--workspace", str(tmp_path / "a-file"))  # a missing folder is made; a file is refused
     _, stderr = missing.communicate(timeout=30)
     assert missing.returncode == 2
     assert "is not a folder" in stderr
