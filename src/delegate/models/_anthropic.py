@@ -18,12 +18,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import functools
 import json
 import os
 import ssl
-import threading
 import weakref
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field, replace
@@ -49,7 +47,7 @@ from .._prices import Pricing, table_at
 from .._progress import progress
 from .._text import safe_json
 from .._usage import Usage
-from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
+from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec, warm_up
 from ._retry import (
     DEFAULT_DEADLINE,
     BadAnswer,
@@ -590,10 +588,4 @@ def _warm_up() -> None:
         finally:
             await client.close()
 
-    def run() -> None:
-        with contextlib.suppress(Exception):  # a warm-up that fails costs the first request its time, no more
-            asyncio.run(call())
-
-    thread = threading.Thread(target=run, name="delegate-anthropic-warm-up", daemon=True)
-    thread.start()
-    thread.join()
+    warm_up(call, "delegate-anthropic-warm-up")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -145,3 +148,17 @@ class Model(Protocol):
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
 
     async def aclose(self) -> None: ...
+
+
+def warm_up(call: Callable[[], Coroutine[Any, Any, object]], name: str) -> None:
+    """Run `call` (a request that never leaves the process, to import what a first request needs)
+    on a thread of its own, with its own event loop, and wait for it. A warm-up that fails costs
+    the first request its time, no more."""
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            asyncio.run(call())
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    thread.join()

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import ssl
-import threading
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -34,7 +33,7 @@ from .._prices import Pricing, table_at
 from .._progress import progress
 from .._text import safe_json
 from .._usage import Usage
-from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec
+from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec, warm_up
 from ._constrained import (
     constrained_format,
     constrained_instructions,
@@ -344,13 +343,7 @@ def _warm_up() -> None:
         finally:
             await client.close()
 
-    def run() -> None:
-        with contextlib.suppress(Exception):  # a warm-up that fails costs the first request its time, no more
-            asyncio.run(call())
-
-    thread = threading.Thread(target=run, name="delegate-openai-warm-up", daemon=True)
-    thread.start()
-    thread.join()
+    warm_up(call, "delegate-openai-warm-up")
 
 
 def _pricing(given: Pricing | bool, base_url: str | None) -> Pricing | None:
