@@ -11,7 +11,7 @@ import asyncio
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,8 +86,7 @@ class Runner:
         run_id: str,
         user_id: str,
         tool_call_id: str | None,
-        token_budget: int | None = None,
-        max_requests: int | None = None,
+        limits: Mapping[str, Any],
     ) -> TaskOutput:
         assert tool_call_id is not None
         _, _, key, attempt = tool_call_id.split(":")

@@ -125,6 +125,27 @@ class RunLimits:
         known = {f.name for f in fields(self)}
         return replace(self, **{name: value for name, value in given.items() if name in known})
 
+    def under(self, given: Mapping[str, Any]) -> RunLimits:
+        """These limits with those `given` in their place, each no looser than this one's own (see
+        `limits_within`): how `delegate serve`'s limits hold over a request's, and a runtime's over a
+        batch item's."""
+        return self.over(limits_within(self.to_dict(), given))
+
+    @classmethod
+    def given(cls, limits: Mapping[str, Any]) -> dict[str, Any]:
+        """`limits` by their names, checked as a run's own (None: not given, left out): what a
+        batch and its items take. `UserError` naming an unknown limit, or saying what to give."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(limits) - set(names))
+        if unknown:
+            raise UserError(f"unknown limit(s) {', '.join(map(repr, unknown))}; the run limits are {', '.join(names)}")
+        given = {name: value for name, value in limits.items() if value is not None}
+        for name, value in given.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise UserError(f"RunLimits {name}={value!r}: give a number, or leave it out for the default")
+        cls(**given)
+        return given
+
     def __post_init__(self) -> None:
         if isinstance(self.layers_kept, bool) or not self.layers_kept >= 0:
             raise UserError(f"RunLimits layers_kept={self.layers_kept!r}: give seconds, 0 or more")
@@ -141,6 +162,19 @@ class RunLimits:
             raise UserError(f"RunLimits stall_timeout={st!r}: give positive seconds, or None for no idle watchdog")
         for name in ("token_budget", "max_requests", "max_parallel", "max_subagents", "workflow_agents"):
             _whole("RunLimits", name, getattr(self, name))
+
+
+def limits_within(caps: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """`caps` (limits by their `RunLimits` names) with `given` over them, each given value no
+    looser than the cap of its name: a limit may be tightened, never loosened past one set (a cap
+    that is None or absent is no cap; a given None is not given). The one rule for the operator's
+    limits over an HTTP request's, a batch's over its items' and a runtime's over a batch item's."""
+    merged = dict(caps)
+    for name, value in given.items():
+        if value is not None:
+            cap = caps.get(name)
+            merged[name] = value if cap is None else min(value, cap)
+    return merged
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

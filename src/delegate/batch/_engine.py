@@ -30,7 +30,7 @@ import contextlib
 import functools
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,7 +53,10 @@ _T = TypeVar("_T")
 
 @runtime_checkable
 class ItemRunner(Protocol):
-    """Runs one item as a subagent and gives back its record. `delegate.Runtime` is one."""
+    """Runs one item as a subagent and gives back its record. `delegate.Runtime` is one.
+
+    `limits` are the item's run limits (`RunLimits` fields by name, checked): its runner holds
+    them within its own (`RunLimits.under`), as `Runtime.run_task` does."""
 
     async def run_task(
         self,
@@ -65,8 +68,7 @@ class ItemRunner(Protocol):
         run_id: str,
         user_id: str,
         tool_call_id: str | None,
-        token_budget: int | None = None,
-        max_requests: int | None = None,
+        limits: Mapping[str, Any],
     ) -> TaskOutput: ...
 
 
@@ -456,8 +458,7 @@ async def run_attempt(runner: ItemRunner, info: ServeInfo, item: ClaimedItem) ->
             run_id=info.run_id or f"batch-{info.id}",
             user_id=info.user_id,
             tool_call_id=f"batch:{info.id}:{item.key}:{item.attempt}",
-            token_budget=item.token_budget,
-            max_requests=item.max_requests,
+            limits=item.limits,
         )
     except UserError as exc:
         return _failed(item, str(exc), retry=False)

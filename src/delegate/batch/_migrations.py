@@ -320,6 +320,38 @@ def _m0006_item_claims(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE batch_items ADD COLUMN claim TEXT")
 
 
+def _m0007_item_limits(conn: Connection) -> None:
+    """`batch_items.limits`: every run limit an item's subagent runs under (`RunLimits` fields by
+    name, JSON), the cost budget included, in place of `token_budget` and `max_requests`, which are
+    copied into it and then no longer written (kept: an older delegate reading them finds NULL,
+    no limit, only for items submitted after this)."""
+    conn.exec_driver_sql("ALTER TABLE batch_items ADD COLUMN limits TEXT")
+    budgeted = conn.execute(
+        sa.text(
+            "SELECT id, token_budget, max_requests FROM batch_items "
+            "WHERE token_budget IS NOT NULL OR max_requests IS NOT NULL"
+        )
+    ).all()
+    moved = [
+        {
+            "b_id": row.id,
+            "limits": json.dumps(
+                {
+                    name: value
+                    for name, value in (("token_budget", row.token_budget), ("max_requests", row.max_requests))
+                    if value is not None
+                }
+            ),
+        }
+        for row in budgeted
+    ]
+    if moved:
+        table = sa.table("batch_items", sa.column("id"), sa.column("limits"))
+        conn.execute(
+            table.update().where(table.c.id == sa.bindparam("b_id")).values(limits=sa.bindparam("limits")), moved
+        )
+
+
 BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("batch.0001_tables", _m0001_tables),
     Migration("batch.0002_item_results", _m0002_item_results),
@@ -327,5 +359,6 @@ BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("batch.0004_item_usage_totals", _m0004_item_usage_totals),
     Migration("batch.0005_batch_engine", _m0005_batch_engine),
     Migration("batch.0006_item_claims", _m0006_item_claims),
+    Migration("batch.0007_item_limits", _m0007_item_limits),
 )
 """Our steps for `Store.migrate`; `Batches(store)` applies them."""

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, cast, get_args
 
+from .._config import RunLimits, limits_within
 from .._errors import ToolError, UserError
 from .._time import iso
 from .._usage import Usage
-from ..loop import RunBudget
 from ..subagents import TaskOutput, parse_criteria
 
 ItemStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -47,7 +47,9 @@ MAX_INTERRUPTIONS = 5
 MAX_KEY_CHARS = 256
 MAX_PROMPT_CHARS = 200_000
 MAX_TITLE_CHARS = 500
-ITEM_FIELDS = frozenset({"key", "prompt", "acceptance_criteria", "token_budget", "max_requests"})
+ITEM_FIELDS = frozenset({"key", "prompt", "acceptance_criteria", "limits", "token_budget", "max_requests"})
+"""An item's fields in JSON; `token_budget` and `max_requests` beside `limits` are two of its
+limits, as items gave them before `limits` took every one."""
 
 
 def loads_json(text: str | bytes) -> Any:
@@ -112,13 +114,13 @@ class BatchValidationError(UserError):
 @dataclass(kw_only=True, slots=True, frozen=True)
 class ItemInput:
     """One item of a submission: a unique key, the subagent's prompt, and optional acceptance
-    criteria and budgets (what its subagent may spend: see `Runtime.run_task`)."""
+    criteria and run limits (`RunLimits` fields by name, what its subagent may spend: see
+    `Runtime.run_task`; over the batch's own, which they may tighten, never loosen)."""
 
     key: str
     prompt: str
     acceptance_criteria: list[str] | None = None
-    token_budget: int | None = None
-    max_requests: int | None = None
+    limits: Mapping[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(kw_only=True, slots=True)
@@ -194,6 +196,8 @@ class BatchItem:
     status: ItemStatus
     attempts: int = 0
     acceptance_criteria: list[str] | None = None
+    limits: dict[str, Any] = field(default_factory=dict[str, Any])
+    """The run limits its subagent runs under (`RunLimits` fields by name), the batch's and its own."""
     record: TaskOutput | None = None
     usage: Usage | None = None
     outcome: str | None = None
@@ -255,6 +259,7 @@ class BatchItem:
             "seq": self.seq,
             "prompt": self.prompt,
             "acceptance_criteria": self.acceptance_criteria,
+            "limits": self.limits,
             "skipped": self.skipped,
             "next_attempt_at": iso(self.next_attempt_at),
         }
@@ -279,6 +284,8 @@ class BatchSpec:
     max_live_items: int
     max_attempts: int
     model: str | None
+    limits: dict[str, Any] = field(default_factory=dict[str, Any])
+    """The batch's run limits, which every item's are within."""
 
 
 def validate_submission(
@@ -291,19 +298,23 @@ def validate_submission(
     max_attempts: int | None,
     known_types: Collection[str] | None,
     model: str | None,
+    limits: Mapping[str, Any] | None = None,
 ) -> BatchSpec:
     """Check a submission completely; raise `BatchValidationError` listing every problem found.
 
-    `known_types=None` accepts any subagent type (the caller checks it elsewhere).
+    `known_types=None` accepts any subagent type (the caller checks it elsewhere). `limits` are
+    the batch's run limits (`RunLimits` fields by name): every item runs under them, and an item's
+    own may tighten them, never loosen them (`delegate._config.limits_within`).
     """
     problems: list[str] = []
+    batch_limits = _limits(limits or {}, "limits", problems)
     subagent_type = subagent_type.strip()
     if not subagent_type:
         problems.append("subagent_type is empty: name the type of subagent that runs each item")
     elif known_types is not None and subagent_type not in known_types:
         names = ", ".join(sorted(known_types)) or "none"
         problems.append(f"unknown subagent_type {subagent_type!r}; available: {names}")
-    parsed = _parse_items(items, problems)
+    parsed = _parse_items(items, problems, batch_limits)
     running = DEFAULT_MAX_RUNNING_ITEMS if max_running_items is None else max_running_items
     live = max(DEFAULT_MAX_LIVE_ITEMS, running) if max_live_items is None else max_live_items
     attempts = DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts
@@ -325,10 +336,25 @@ def validate_submission(
         max_live_items=live,
         max_attempts=attempts,
         model=model,
+        limits=batch_limits,
     )
 
 
-def _parse_items(items: Iterable[ItemInput | Mapping[str, Any]], problems: list[str]) -> list[ItemInput]:
+def _limits(given: object, where: str, problems: list[str]) -> dict[str, Any]:
+    """Run limits given by name, checked as a run's (`RunLimits.given`), or none with the problem noted."""
+    if not isinstance(given, Mapping):
+        problems.append(f"{where} is {_json_kind(given)}; give an object of run limits by name (cost_budget, ...)")
+        return {}
+    try:
+        return RunLimits.given(cast(Mapping[str, Any], given))
+    except UserError as exc:
+        problems.append(f"{where}: {exc}")
+        return {}
+
+
+def _parse_items(
+    items: Iterable[ItemInput | Mapping[str, Any]], problems: list[str], batch_limits: dict[str, Any]
+) -> list[ItemInput]:
     parsed: list[ItemInput] = []
     seen: set[str] = set()
     count = 0
@@ -337,7 +363,7 @@ def _parse_items(items: Iterable[ItemInput | Mapping[str, Any]], problems: list[
             problems.append(f"more than {MAX_ITEMS} items: split the work into several batches")
             break
         count += 1
-        item = _item(raw, index, problems, seen)
+        item = _item(raw, index, problems, seen, batch_limits)
         if item is not None:
             parsed.append(item)
     if not count:
@@ -345,11 +371,11 @@ def _parse_items(items: Iterable[ItemInput | Mapping[str, Any]], problems: list[
     return parsed
 
 
-def _item(raw: object, index: int, problems: list[str], seen: set[str]) -> ItemInput | None:
-    """One item from code or from JSON (where anything may turn up), or None with its problems noted."""
+def _item(raw: object, index: int, problems: list[str], seen: set[str], batch: dict[str, Any]) -> ItemInput | None:
+    """One item from code or from JSON (where anything may turn up), or None with its problems
+    noted. Its limits are the `batch`'s, with its own tightening them."""
     if isinstance(raw, ItemInput):
-        key, prompt, criteria = raw.key, raw.prompt, raw.acceptance_criteria
-        tokens, requests = raw.token_budget, raw.max_requests
+        key, prompt, criteria, limits = raw.key, raw.prompt, raw.acceptance_criteria, raw.limits
     elif isinstance(raw, Mapping):
         raw = cast(Mapping[str, Any], raw)
         unknown = sorted(set(raw) - ITEM_FIELDS)
@@ -361,7 +387,7 @@ def _item(raw: object, index: int, problems: list[str], seen: set[str]) -> ItemI
             problems.append(f"item {index}: field(s) {twice} given more than once; give each field once")
             return None
         key, prompt, criteria = raw.get("key"), raw.get("prompt"), raw.get("acceptance_criteria")
-        tokens, requests = raw.get("token_budget"), raw.get("max_requests")
+        limits = _item_limits(raw, index, problems)
     else:
         problems.append(f"item {index}: expected an object with key and prompt")
         return None
@@ -372,17 +398,26 @@ def _item(raw: object, index: int, problems: list[str], seen: set[str]) -> ItemI
     except ToolError as exc:
         problems.append(f"item {index}: {exc}")
         checked = None
-    problems += [f"item {index}: {p}" for p in RunBudget.problems(tokens, requests)]
+    own = _limits(limits, f"item {index}: limits", problems)
     if len(problems) > before:
         return None
     assert isinstance(key, str) and isinstance(prompt, str)
-    return ItemInput(
-        key=key,
-        prompt=prompt,
-        acceptance_criteria=checked,
-        token_budget=cast(int | None, tokens),
-        max_requests=cast(int | None, requests),
-    )
+    return ItemInput(key=key, prompt=prompt, acceptance_criteria=checked, limits=limits_within(batch, own))
+
+
+def _item_limits(raw: Mapping[str, Any], index: int, problems: list[str]) -> object:
+    """An item's `limits` in JSON, with `token_budget` and `max_requests` given beside them (as
+    items gave them before) among them; each named once."""
+    limits = raw.get("limits", {})
+    beside = {name: raw[name] for name in ("token_budget", "max_requests") if name in raw}
+    if not beside:
+        return limits
+    if not isinstance(limits, Mapping):
+        return limits
+    twice = sorted(set(beside) & set(cast(Mapping[str, Any], limits)))
+    if twice:
+        problems.append(f"item {index}: {', '.join(map(repr, twice))} given in limits and beside them; give it once")
+    return {**cast(Mapping[str, Any], limits), **beside}
 
 
 def _key_problems(key: object, index: int, seen: set[str]) -> list[str]:

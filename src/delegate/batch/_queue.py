@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -57,6 +57,7 @@ from ._store import (
     StoredStatus,
     load_json,
     stored_counts,
+    stored_limits,
     stored_usage,
 )
 
@@ -70,8 +71,8 @@ class ClaimedItem:
     prompt: str
     acceptance_criteria: list[str] | None
     attempt: int
-    token_budget: int | None = None
-    max_requests: int | None = None
+    limits: dict[str, Any] = field(default_factory=dict[str, Any])
+    """The run limits its subagent runs under (`RunLimits` fields by name)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -319,15 +320,7 @@ class WorkQueue:
     def held(self, item_id: int, owner: str, attempt: int) -> ClaimedItem | None:
         """The item as claimed, while `owner` still runs its `attempt`; None once it does not (its
         result is stored, its batch was cancelled): then there is nothing left to run."""
-        columns = (
-            ITEMS.c.id,
-            ITEMS.c.key,
-            ITEMS.c.prompt,
-            ITEMS.c.criteria,
-            ITEMS.c.token_budget,
-            ITEMS.c.max_requests,
-        )
-        query = sa.select(*columns).where(
+        query = sa.select(*_CLAIM_COLUMNS).where(
             ITEMS.c.id == item_id,
             ITEMS.c.status == "running",
             ITEMS.c.lease_owner == owner,
@@ -335,17 +328,7 @@ class WorkQueue:
         )
         with self.store.read() as conn:
             row = conn.execute(query).first()
-        if row is None:
-            return None
-        return ClaimedItem(
-            id=row.id,
-            key=row.key,
-            prompt=row.prompt,
-            acceptance_criteria=load_json(CRITERIA, row.criteria),
-            attempt=attempt,
-            token_budget=row.token_budget,
-            max_requests=row.max_requests,
-        )
+        return None if row is None else _claimed(row, attempt)
 
     def interrupted(self, item_id: int, owner: str, attempt: int) -> bool:
         """Count one interruption of an attempt whose worker stopped while running it (it runs
@@ -414,8 +397,7 @@ def _claimed(row: sa.Row[*tuple[Any, ...]], attempt: int) -> ClaimedItem:
         prompt=row.prompt,
         acceptance_criteria=load_json(CRITERIA, row.criteria),
         attempt=attempt,
-        token_budget=row.token_budget,
-        max_requests=row.max_requests,
+        limits=stored_limits(row.limits),
     )
 
 
@@ -474,8 +456,7 @@ _CLAIM_COLUMNS = (
     ITEMS.c.prompt,
     ITEMS.c.criteria,
     ITEMS.c.attempts,
-    ITEMS.c.token_budget,
-    ITEMS.c.max_requests,
+    ITEMS.c.limits,
 )
 _START = (
     ITEMS.update()

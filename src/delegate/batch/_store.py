@@ -19,7 +19,8 @@ from pydantic import AwareDatetime, TypeAdapter, ValidationError
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from .._errors import StoreError
+from .._config import RunLimits
+from .._errors import StoreError, UserError
 from .._store import Store
 from .._time import iso, parse_iso, utc_now
 from .._usage import Usage
@@ -90,6 +91,9 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
     items = batch_items_0004(metadata)
     # Which claim started the current attempt (batch.0006): a claim run twice answers the same items.
     items.append_column(sa.Column("claim", text, nullable=True))
+    # The run limits its subagent runs under, `RunLimits` fields by name as JSON (batch.0007; its
+    # `token_budget` and `max_requests` columns are no longer written).
+    items.append_column(sa.Column("limits", text, nullable=True))
     workers = sa.Table(
         "batch_workers",
         metadata,
@@ -160,6 +164,7 @@ class Batches:
         tool_call_id: str | None = None,
         known_types: Iterable[str] | None = None,
         model_call_id: str | None = None,
+        limits: Mapping[str, Any] | None = None,
     ) -> Submission:
         """Validate, then store the batch and all its items in one transaction.
 
@@ -168,7 +173,9 @@ class Batches:
         does a call whose `model_call_id` (the id the model gave it, when the loop renamed a
         repeated one: `tool_call_id` is then `<id>_<n>`) names a batch of the run with the same
         title, type and items: the model repeated its call. Another submission under a repeated id
-        is a call of its own, stored under `tool_call_id`.
+        is a call of its own, stored under `tool_call_id`. `limits` are the batch's run limits
+        (`RunLimits` fields by name), which each item's own `limits` may tighten, never loosen; the
+        runtime that runs an item holds them within its own in turn.
         """
         if run_id is not None and tool_call_id is not None:
             existing = self._by_tool_call(user_id, run_id, tool_call_id)
@@ -183,6 +190,7 @@ class Batches:
             max_attempts=max_attempts,
             known_types=None if known_types is None else set(known_types),
             model=model,
+            limits=limits,
         )
         if run_id is not None and model_call_id not in (None, tool_call_id):
             repeated = self._repeated(user_id, run_id, model_call_id, spec)
@@ -197,8 +205,7 @@ class Batches:
                 "key": item.key,
                 "prompt": item.prompt,
                 "criteria": dump_list(item.acceptance_criteria),
-                "token_budget": item.token_budget,
-                "max_requests": item.max_requests,
+                "limits": dump_limits(item.limits),
                 "status": "queued",
                 "created_at": now,
             }
@@ -534,6 +541,7 @@ def _item(row: sa.Row[Any]) -> BatchItem:
             status=_public(stored),
             attempts=row.attempts,
             acceptance_criteria=load_json(CRITERIA, row.criteria),
+            limits=stored_limits(row.limits),
             record=record,
             usage=None if row.total_usage is None else stored_usage(row.total_usage),
             outcome=record.status if row.outcome is None and record is not None else row.outcome,
@@ -543,7 +551,7 @@ def _item(row: sa.Row[Any]) -> BatchItem:
             finished_at=parse_iso(row.finished_at),
             next_attempt_at=parse_iso(row.not_before) if stored == "waiting" else None,
         )
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, UserError) as exc:
         raise BatchStoreError(
             f"batch_items row {where!r} holds data delegate cannot read ({exc}); "
             "it was changed outside delegate or by another version"
@@ -558,6 +566,16 @@ def _record_error(record: TaskOutput | None) -> str | None:
 def stored_usage(text: str) -> Usage:
     """An item's `total_usage` read back."""
     return Usage.from_dict(_JSON_DICT.validate_json(text))
+
+
+def dump_limits(limits: Mapping[str, Any]) -> str | None:
+    """An item's run limits as stored (None: none)."""
+    return _JSON_DICT.dump_json(dict(limits)).decode() if limits else None
+
+
+def stored_limits(text: str | None) -> dict[str, Any]:
+    """An item's `limits` read back, checked as a run's (`RunLimits.given`)."""
+    return {} if text is None else RunLimits.given(_JSON_DICT.validate_json(text))
 
 
 def dump_list(value: list[Any] | None) -> str | None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from dataclasses import fields
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._config import RunLimits
 from .._errors import ToolError, UserError
 from ..models import IdChoice
 from ..tools import Tool, ToolContext, ToolReturn
@@ -21,6 +23,14 @@ from ._store import Batches
 
 _T = TypeVar("_T")
 KnownTypes = Iterable[str] | Callable[[], Iterable[str]] | None
+
+
+LIMITS = (
+    "Run limits by name, each a number: "
+    + ", ".join(f.name for f in fields(RunLimits))
+    + " (cost_budget in US dollars, timeouts in seconds)."
+)
+"""What the `limits` of `batch_task` and of its items may name: every `RunLimits` field."""
 
 
 class BatchItemArg(BaseModel):
@@ -33,6 +43,9 @@ class BatchItemArg(BaseModel):
     acceptance_criteria: Annotated[
         list[str] | None,
         Field(description="Completion conditions, e.g. 'file:outputs/x.md non-empty'."),
+    ] = None
+    limits: Annotated[
+        dict[str, int | float] | None, Field(description=f"This item's own, tighter than the batch's. {LIMITS}")
     ] = None
 
 
@@ -64,6 +77,7 @@ def batch_tools(
         max_running_items: Annotated[
             int | None, Field(description=f"Items running at once (1-{MAX_RUNNING_ITEMS}); default 3.")
         ] = None,
+        limits: Annotated[dict[str, int | float] | None, Field(description=f"Every item's. {LIMITS}")] = None,
     ) -> ToolReturn:
         """Run many independent, idempotent or read-only items durably, each as a subagent.
 
@@ -76,7 +90,11 @@ def batch_tools(
             ctx.user_id,
             title=title,
             subagent_type=subagent_type,
-            items=[ItemInput(key=i.key, prompt=i.prompt, acceptance_criteria=i.acceptance_criteria) for i in items],
+            items=[
+                ItemInput(key=i.key, prompt=i.prompt, acceptance_criteria=i.acceptance_criteria, limits=i.limits or {})
+                for i in items
+            ],
+            limits=limits,
             max_live_items=max_live_items,
             max_running_items=max_running_items,
             run_id=ctx.run_id,

@@ -133,6 +133,20 @@ def read_items(path: Path) -> list[tuple[dict[str, Any], int]]:
     return items
 
 
+def named_limits(given: list[str]) -> dict[str, Any]:
+    """`--limit NAME=N` options as limits by name (checked with the items, by `Batches.submit`)."""
+    limits: dict[str, Any] = {}
+    for one in given:
+        name, equals, text = one.partition("=")
+        if not equals:
+            fail(f"--limit {one!r}: give NAME=N, a run limit by its name (cost_budget=0.5)")
+        try:
+            limits[name.strip()] = int(text) if text.strip().lstrip("-").isdigit() else float(text)
+        except ValueError:
+            fail(f"--limit {one!r}: {text!r} is not a number")
+    return limits
+
+
 def _by_line(problem: str, path: Path, items: list[tuple[dict[str, Any], int]]) -> str:
     """A problem of the submission's item N (`item 3: ...`, as the HTTP API names items) named by
     its line in the file instead (`items.jsonl:5: ...`): blank lines make the two differ."""
@@ -171,6 +185,15 @@ def submit(
         int | None, typer.Option("--max-attempts", help="Runs of an item that ends in error (1-10, default 3).")
     ] = None,
     model: Model = None,
+    limit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--limit",
+            metavar="NAME=N",
+            help="A run limit of every item, by its RunLimits name (cost_budget=0.5, token_budget=20000, "
+            "timeout=600, ...); repeat for more. An item's own `limits` may tighten it, never loosen it.",
+        ),
+    ] = None,
     workspace: Workspace = Path("."),
     detach: Annotated[bool, typer.Option("--detach", help="Store the batch and return; a worker runs it.")] = False,
     db: Db = None,
@@ -202,6 +225,7 @@ def submit(
             max_attempts=max_attempts,
             model=model,
             known_types=known,
+            limits=named_limits(limit or []),
         )
     except BatchValidationError as exc:  # its items by their line in the file, as the file's own errors
         fail(str(BatchValidationError([_by_line(problem, file, items) for problem in exc.problems])))

@@ -48,15 +48,6 @@ class RunBudget:
     output_tokens: int = 0
     """The answers spent so far and their output tokens: the run's average answer."""
 
-    @staticmethod
-    def problems(token_budget: object, max_requests: object) -> list[str]:
-        """What is wrong with these limits (each None, or a whole number of at least 1)."""
-        found: list[str] = []
-        for name, value in (("token_budget", token_budget), ("max_requests", max_requests)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                found.append(f"{name} is {value!r}; use a whole number of at least 1 (or leave it out for no limit)")
-        return found
-
     @classmethod
     def of(cls, limits: RunLimits) -> RunBudget | None:
         """The budget of a run with these limits (None when they set none): each `RunLimits`

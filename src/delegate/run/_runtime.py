@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import functools
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from os import PathLike
 from pathlib import Path
@@ -470,17 +470,16 @@ class Runtime:
         user_id: str | None = None,
         tool_call_id: str | None = None,
         sinks: Iterable[EventSink] = (),
-        token_budget: int | None = None,
-        max_requests: int | None = None,
+        limits: Mapping[str, Any] | None = None,
     ) -> TaskOutput:
         """Run one subagent directly, with no lead: what a batch worker does for each item.
 
-        `token_budget` and `max_requests` (default: the runtime's limits) cap what it spends. Raises
+        `limits` (`RunLimits` fields by name: a batch item's) tighten the runtime's for it, never
+        loosen them (`RunLimits.under`): its cost budget, tokens, requests, time... Raises
         `UserError` for an unknown type, bad criteria or a bad limit; anything that happens to the
         subagent itself is in the returned `TaskOutput`.
         """
-        given = {"token_budget": token_budget, "max_requests": max_requests}
-        limits = self.limits.over({name: value for name, value in given.items() if value is not None})
+        held = self.limits.under(RunLimits.given(limits or {}))
         visible = self.catalogue.visible(allow_commands=self.workspace.allow_commands)
         definition = visible.get(subagent_type)
         if definition is None:
@@ -490,7 +489,7 @@ class Runtime:
         emit: EventSink = functools.partial(_fan, fan_out)
         model = await self.model_off_loop(self._model_spec)
         run = await open_run(
-            self, run_id=task_id, limits=limits, model=model, emit=emit, user_id=user_id, agent_id="batch"
+            self, run_id=task_id, limits=held, model=model, emit=emit, user_id=user_id, agent_id="batch"
         )
         for data in self.mcp_failed():
             emit(Event(type="mcp.server_failed", run_id=task_id, agent_id="batch", data=data))

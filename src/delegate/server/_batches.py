@@ -49,12 +49,20 @@ class BatchRequest(BaseModel):
     subagent_type: str = Field(
         validation_alias=AliasChoices("subagent_type", "type"), description="The subagent type that runs each item."
     )
-    items: list[Any] = Field(description='One {"key", "prompt", "acceptance_criteria"?} object per item.')
+    items: list[Any] = Field(
+        description='One {"key", "prompt", "acceptance_criteria"?, "limits"?} object per item; its limits '
+        "tighten the batch's."
+    )
     title: str | None = None
     max_running_items: int | None = None
     max_live_items: int | None = None
     max_attempts: int | None = None
     model: str | None = Field(default=None, description="provider:name for the items; the server's default if omitted.")
+    limits: dict[str, Any] | None = Field(
+        default=None,
+        description="Run limits of every item by their RunLimits names (cost_budget, token_budget, timeout, ...): "
+        "each may lower the server's, never raise it.",
+    )
 
 
 @dataclass(eq=False, slots=True)
@@ -156,6 +164,7 @@ class BatchService:
             max_attempts=body.max_attempts,
             model=body.model,
             known_types=self.known_types(user_id),
+            limits=body.limits,
         )
         return submission.batch  # `Batches` tells the worker (its listener) about the new batch
 

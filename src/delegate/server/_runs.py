@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -415,12 +415,7 @@ class RunRequest(BaseModel):
         """The run's limits: the operator's (`default`), with those this request names. A budget,
         `max_parallel` or approval timeout the operator set is a cap: the request may lower it,
         never raise it (a call waiting for a person holds the run's place, its time not counted)."""
-        given: dict[str, float] = {}
-        for name in _LIMITS:  # each field named as a `RunLimits` field is that limit
-            value, cap = getattr(self, name), getattr(default, name)
-            if value is not None:
-                given[name] = value if cap is None else min(value, cap)
-        return replace(default, **given)
+        return default.under({name: getattr(self, name) for name in _LIMITS})  # each named as its `RunLimits` field
 
     @model_validator(mode="after")
     def _prompt_not_empty(self) -> RunRequest:
