@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,7 +107,17 @@ class Pane:
         return self.tmux("capture-pane", "-p", "-J", "-S", "-1000")
 
     def wait_for(self, text: str, count: int = 1) -> str:
-        return wait_for(lambda: self.screen().count(text) >= count and self.screen(), what=f"{text!r} on screen")
+        """The screen once `text` is on it `count` times. One capture a look, a tenth of a second
+        apart: each look starts a tmux process, and a busy machine needs its CPU for the CLI."""
+
+        def shown() -> str | None:
+            screen = self.screen()
+            if screen.count(text) >= count:
+                return screen
+            time.sleep(0.1)
+            return None
+
+        return wait_for(shown, timeout=120, what=f"{text!r} on screen")
 
     def type(self, line: str) -> None:
         self.tmux("send-keys", "-l", line)
