@@ -3,7 +3,8 @@
     python batch_worker_process.py STORE_URL LOG DELAY [CONCURRENCY [FAIL]]
 
 Serves every batch in the store until SIGTERM. Each item sleeps DELAY seconds; the log gets one
-line when an item starts and one when it ends (`start|end <pid> <key> <attempt> <monotonic time>`),
+line when an item starts and one when it ends, or `stop` when it was cancelled first
+(`start|end|stop <pid> <key> <attempt> <monotonic time>`),
 appended with O_APPEND so lines from several processes never interleave. The summary names the
 process and attempt that produced it, so a test can tell which run's result was stored. Attempts
 up to FAIL (default 0) end in error. Attempt n spends 100**(n-1) input tokens and one request, so
@@ -39,8 +40,10 @@ class LoggingRunner:
         self.line("start", key, attempt)
         try:
             await asyncio.sleep(self.delay)
-        finally:
-            self.line("end", key, attempt)
+        except BaseException:
+            self.line("stop", key, attempt)  # cancelled before its end: not run to completion
+            raise
+        self.line("end", key, attempt)
         summary = f"{key} by {os.getpid()} attempt {attempt}"
         spent = Usage(input_tokens=100 ** (int(attempt) - 1), requests=1, cost_usd=0.001)
         if int(attempt) <= self.fail:

@@ -62,6 +62,24 @@ class KillOutcome:
         """The key of every item run to its end, once for each time it was."""
         return [line.split()[2] for line in self.log.read_text().splitlines() if line.startswith("end ")]
 
+    def ends_not_stored(self) -> list[tuple[int, str, float]]:
+        """`(process id, key, when)` of each run to its end whose result is not its item's stored
+        one (the stored summary names the process that produced it)."""
+        stored = {row["key"]: int(row["summary"].split()[2]) for row in self.rows if row["summary"]}
+        extra: list[tuple[int, str, float]] = []
+        for line in self.log.read_text().splitlines():
+            what, pid, key, _attempt, at = line.split()
+            if what == "end" and stored.get(key) != int(pid):
+                extra.append((int(pid), key, float(at)))
+        return extra
+
+    def ran_twice_alive(self) -> list[tuple[int, str, float]]:
+        """The runs to their end that did not store their result though their process lived on:
+        a second run to its end of an item another worker held. (A run that ended just before its
+        process was SIGKILLed, before the result was committed, is lost with the process: its item
+        runs again, and that is not one of these.)"""
+        return [(pid, key, at) for pid, key, at in self.ends_not_stored() if at > self.killed.get(pid, float("-inf"))]
+
     def most_at_once(self) -> int:
         """The most items running at once by the log: an item of a killed process ran until its kill."""
         events: list[tuple[float, int]] = []

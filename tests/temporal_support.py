@@ -64,3 +64,59 @@ async def waits_for(condition: Callable[[], bool], *, timeout: float = 60.0) -> 
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.02)
+
+
+class Cable:
+    """A TCP relay between a worker and the Temporal server that can be cut (a network partition:
+    open connections are dropped and new ones closed at once) and mended, so a test can take a
+    worker away from Temporal while it still reaches the store."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.cut = False
+        self.address = ""
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def __aenter__(self) -> Cable:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.address = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        self.sever()
+
+    def sever(self) -> None:
+        """Cut it: drop every open connection; new ones are closed as they come."""
+        self.cut = True
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    def mend(self) -> None:
+        self.cut = False
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.cut:
+            writer.transport.abort()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers.update((writer, up_writer))
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True)
+        self._writers.difference_update((writer, up_writer))
+
+    @staticmethod
+    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.transport.abort()

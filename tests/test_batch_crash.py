@@ -112,7 +112,7 @@ def progress(log: Path, pid: int) -> tuple[int, int]:
     lines = [line.split() for line in text.splitlines(keepends=True) if line.endswith("\n")]
     ends = sum(1 for line in lines if line[0] == "end")
     mine = [line[0] for line in lines if line[1] == str(pid)]
-    return ends, mine.count("start") - mine.count("end")
+    return ends, mine.count("start") - mine.count("end") - mine.count("stop")
 
 
 def test_a_worker_killed_with_sigkill_again_and_again_loses_nothing_and_stores_each_result_once(

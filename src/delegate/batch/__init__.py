@@ -91,7 +91,7 @@ from ._model import (
     loads_json,
     repeated_fields,
 )
-from ._queue import AttemptResult, ClaimedItem, ServeInfo, WorkQueue
+from ._queue import AttemptResult, ClaimedItem, ServeInfo, Taken, WorkQueue
 from ._store import BatchEngine, Batches, BatchStoreError
 from ._tools import batch_tools
 
@@ -124,6 +124,7 @@ __all__ = [
     "RunnerFactory",
     "ServeInfo",
     "Submission",
+    "Taken",
     "WorkQueue",
     "batch_tools",
     "loads_json",

@@ -352,6 +352,17 @@ def _m0007_item_limits(conn: Connection) -> None:
         )
 
 
+def _m0008_item_fences(conn: Connection) -> None:
+    """`batch_items.run_fence` and `run_live`: which execution of the item's current attempt holds
+    it (a Temporal activity's attempt number: Temporal runs an item's activity again on another
+    worker when the first worker's heartbeats stop reaching it, though that worker may still be
+    running the item), and whose result may be stored. An older execution stops when it sees a
+    newer fence, and its result is refused. NULL for every item before, and for the embedded
+    engine's items (their worker's lease is their fence)."""
+    conn.exec_driver_sql("ALTER TABLE batch_items ADD COLUMN run_fence INTEGER")
+    conn.exec_driver_sql("ALTER TABLE batch_items ADD COLUMN run_live INTEGER")
+
+
 BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("batch.0001_tables", _m0001_tables),
     Migration("batch.0002_item_results", _m0002_item_results),
@@ -360,5 +371,6 @@ BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("batch.0005_batch_engine", _m0005_batch_engine),
     Migration("batch.0006_item_claims", _m0006_item_claims),
     Migration("batch.0007_item_limits", _m0007_item_limits),
+    Migration("batch.0008_item_fences", _m0008_item_fences),
 )
 """Our steps for `Store.migrate`; `Batches(store)` applies them."""

@@ -88,6 +88,17 @@ class ServeInfo:
     epoch: int
 
 
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Taken:
+    """An item an execution of its attempt has taken (`WorkQueue.take`). `handover`: an older
+    execution of the same attempt took it before, and may still be running it on a worker that
+    Temporal gave up on; it stops when it sees this one's fence, and until `WorkQueue.go_live` its
+    result, not this one's, is the one that may be stored."""
+
+    item: ClaimedItem
+    handover: bool
+
+
 @dataclass(kw_only=True, slots=True)
 class Claim:
     """The answer to a claim: items to start now, and what the batch is doing.
@@ -117,6 +128,9 @@ class AttemptResult:
     """What the attempt's subagent spent when its record is not stored (the database refused it)."""
     retry: bool = True
     """False for a failure that another attempt cannot mend (bad input or configuration)."""
+    fence: int | None = None
+    """The execution of the attempt that ran it (`WorkQueue.take`): stored only while it is the one
+    whose result may be (None: the embedded engine, whose worker's lease is the fence)."""
 
     @property
     def succeeded(self) -> bool:
@@ -294,7 +308,8 @@ class WorkQueue:
             updates: list[dict[str, Any]] = []
             for result in results:
                 row = held.pop(result.item_id, None)
-                if row is None or row.attempts != result.attempt:
+                fenced = row is not None and result.fence is not None and row.run_live != result.fence
+                if row is None or row.attempts != result.attempt or fenced:
                     outcome.append(None)
                     continue
                 failures = row.failures if result.succeeded else row.failures + 1
@@ -317,47 +332,46 @@ class WorkQueue:
                 conn.execute(_STORE_RESULT, updates)
         return outcome
 
-    def held(self, item_id: int, owner: str, attempt: int) -> ClaimedItem | None:
-        """The item as claimed, while `owner` still runs its `attempt`; None once it does not (its
-        result is stored, its batch was cancelled): then there is nothing left to run."""
-        query = sa.select(*_CLAIM_COLUMNS).where(
-            ITEMS.c.id == item_id,
-            ITEMS.c.status == "running",
-            ITEMS.c.lease_owner == owner,
-            ITEMS.c.attempts == attempt,
-        )
+    def held(self, item_id: int, owner: str, attempt: int, fence: int | None = None) -> ClaimedItem | None:
+        """The item as claimed, while `owner` still runs its `attempt` (and, with `fence`, while no
+        newer execution of that attempt has taken it); None once it does not (its result is stored,
+        its batch was cancelled, another worker took it over): then there is nothing left to run."""
+        query = sa.select(*_CLAIM_COLUMNS).where(*_holding(item_id, owner, attempt))
+        if fence is not None:
+            query = query.where(ITEMS.c.run_fence == fence)
         with self.store.read() as conn:
             row = conn.execute(query).first()
         return None if row is None else _claimed(row, attempt)
 
-    def interrupted(self, item_id: int, owner: str, attempt: int) -> bool:
-        """Count one interruption of an attempt whose worker stopped while running it (it runs
-        again from the start); False when that made `MAX_INTERRUPTIONS` and failed the item (or it
-        is no longer this attempt's to run)."""
-        held = (
-            ITEMS.c.id == item_id,
-            ITEMS.c.status == "running",
-            ITEMS.c.lease_owner == owner,
-            ITEMS.c.attempts == attempt,
-        )
+    def take(self, item_id: int, owner: str, attempt: int, fence: int, *, interrupted: bool) -> Taken | None:
+        """Take the item for execution `fence` of its `attempt` (Temporal's attempt number of the
+        item's activity, which only grows): from now on no older execution may start it, go on
+        with it or store its result (`held`, `finish`). None when a newer execution took it, it
+        is no longer this attempt's, or counting this execution as an `interrupted` run again
+        failed it (`MAX_INTERRUPTIONS`)."""
+        columns = (*_CLAIM_COLUMNS, ITEMS.c.run_fence, ITEMS.c.interruptions)
+        held = _holding(item_id, owner, attempt)
         with self.store.write() as conn:
-            failed = conn.execute(
-                ITEMS.update()
-                .where(*held, ITEMS.c.interruptions + 1 >= MAX_INTERRUPTIONS)
-                .values(
-                    status="failed",
-                    lease_owner=None,
-                    interruptions=ITEMS.c.interruptions + 1,
-                    finished_at=iso(utc_now()),
-                    outcome="error",
-                    error=f"its worker stopped while running it {MAX_INTERRUPTIONS} times; not run again",
-                )
-            ).rowcount
-            if failed:
-                return False
-            return (
-                conn.execute(ITEMS.update().where(*held).values(interruptions=ITEMS.c.interruptions + 1)).rowcount == 1
-            )
+            row = conn.execute(sa.select(*columns).where(*held).with_for_update()).first()
+            if row is None or (row.run_fence is not None and row.run_fence >= fence):
+                return None
+            interruptions = row.interruptions + interrupted
+            if interruptions >= MAX_INTERRUPTIONS:
+                conn.execute(ITEMS.update().where(*held).values(_worn_out(interruptions)))
+                return None
+            handover = row.run_fence is not None
+            values: dict[str, Any] = {"run_fence": fence, "interruptions": interruptions}
+            if not handover:
+                values["run_live"] = fence
+            conn.execute(ITEMS.update().where(*held).values(values))
+        return Taken(item=_claimed(row, attempt), handover=handover)
+
+    def go_live(self, item_id: int, owner: str, attempt: int, fence: int) -> bool:
+        """After a handover: make execution `fence` the one whose result may be stored. False when
+        the older execution stored its result first (or the item is no longer this one's)."""
+        held = (*_holding(item_id, owner, attempt), ITEMS.c.run_fence == fence)
+        with self.store.write() as conn:
+            return conn.execute(ITEMS.update().where(*held).values(run_live=fence)).rowcount == 1
 
     def release_waiting(self, batch_id: str, worker_id: str) -> None:
         """Give back this worker's retries of a paused batch: queued again, their backoff kept."""
@@ -373,6 +387,28 @@ class WorkQueue:
         with self.store.read() as conn:
             counts = stored_counts(conn, batch_id, CLAIMED)
         return counts.get("running", 0), counts.get("running", 0) + counts.get("waiting", 0)
+
+
+def _holding(item_id: int, owner: str, attempt: int) -> tuple[sa.ColumnElement[bool], ...]:
+    """The item while `owner` runs its `attempt`."""
+    return (
+        ITEMS.c.id == item_id,
+        ITEMS.c.status == "running",
+        ITEMS.c.lease_owner == owner,
+        ITEMS.c.attempts == attempt,
+    )
+
+
+def _worn_out(interruptions: Any) -> dict[str, Any]:
+    """An item failed for its worker stopping while running it `MAX_INTERRUPTIONS` times."""
+    return {
+        "status": "failed",
+        "lease_owner": None,
+        "interruptions": interruptions,
+        "finished_at": iso(utc_now()),
+        "outcome": "error",
+        "error": f"its worker stopped while running it {MAX_INTERRUPTIONS} times; not run again",
+    }
 
 
 def _claimed_by(conn: Connection, batch_id: str, worker_id: str, token: str) -> list[ClaimedItem]:
@@ -468,10 +504,14 @@ _START = (
         started_at=sa.bindparam("now"),
         not_before=None,
         claim=sa.bindparam("claim"),
+        run_fence=None,
+        run_live=None,
     )
 )
 _HELD = (
-    sa.select(ITEMS.c.id, ITEMS.c.attempts, ITEMS.c.failures, ITEMS.c.total_usage, BATCHES.c.max_attempts)
+    sa.select(
+        ITEMS.c.id, ITEMS.c.attempts, ITEMS.c.failures, ITEMS.c.total_usage, ITEMS.c.run_live, BATCHES.c.max_attempts
+    )
     .join(BATCHES, BATCHES.c.id == ITEMS.c.batch_id)
     .where(
         ITEMS.c.id.in_(sa.bindparam("ids", expanding=True)),

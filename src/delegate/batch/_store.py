@@ -94,6 +94,9 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
     # The run limits its subagent runs under, `RunLimits` fields by name as JSON (batch.0007; its
     # `token_budget` and `max_requests` columns are no longer written).
     items.append_column(sa.Column("limits", text, nullable=True))
+    # Which execution of the current attempt holds the item, and whose result may be stored (batch.0008).
+    items.append_column(sa.Column("run_fence", sa.Integer, nullable=True))
+    items.append_column(sa.Column("run_live", sa.Integer, nullable=True))
     workers = sa.Table(
         "batch_workers",
         metadata,

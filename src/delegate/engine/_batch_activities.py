@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -102,33 +104,59 @@ class BatchActivities:
 
     @activity.defn(name=ITEM)
     async def run_item(self, request: ItemRequest) -> str:
-        """Run one attempt of an item and store its result; its new status, or `gone` when the
-        attempt no longer holds the item (stored already, or its batch cancelled)."""
+        """Run one attempt of an item and store its result; its new status, or `gone` when this
+        execution no longer holds the item (stored already, its batch cancelled, or a newer
+        execution of the attempt took it over on another worker)."""
         owner = lease_owner(request.batch_id)
-        args = (request.item_id, owner, request.attempt)
-        if activity.info().attempt > 1 and not await asyncio.to_thread(self.queue.interrupted, *args):
-            return "gone"  # its last interruption failed it (or it is no longer this attempt's)
-        item = await asyncio.to_thread(self.queue.held, *args)
+        fence = activity.info().attempt  # Temporal's attempt number: each run of this activity a higher one
+        held = (request.item_id, owner, request.attempt)
+        taken = await asyncio.to_thread(self.queue.take, *held, fence, interrupted=fence > 1)
         info = await asyncio.to_thread(self.queue.serve_info, request.batch_id)
-        if item is None or info is None:
+        if taken is None or info is None:
             return "gone"
+        check = self._check_interval()
+        if taken.handover:
+            # The execution before this one may still be running the item on a worker whose
+            # heartbeats stopped reaching Temporal: it looks at the store every `check` seconds and
+            # stops when it sees this one's fence. Until this one goes live, a result the older
+            # one finishes first is the one stored, and this one runs nothing.
+            await self._wait_beating(check * 1.5, check)
+            if not await asyncio.to_thread(self.queue.go_live, *held, fence):
+                return "gone"
         runner = await self._runner_for(info)
+        item = taken.item
         running = asyncio.create_task(run_attempt(runner, info, item), name=f"delegate-batch-item-{item.key}")
         try:
-            result = await self._beating(running, args)
-        except asyncio.CancelledError:
+            result = await self._beating(running, (*held, fence), check)
+        except asyncio.CancelledError:  # Temporal cancelled it: the batch was cancelled, or its heartbeat timed out
             running.cancel()
             with contextlib.suppress(BaseException):
                 await running
             raise
         if result is None:
             return "gone"
-        return await self._store(info, item, owner, result)
+        return await self._store(info, item, owner, dataclasses.replace(result, fence=fence))
 
-    async def _beating(self, running: asyncio.Task[AttemptResult], held: tuple[int, str, int]) -> AttemptResult | None:
-        """Heartbeat while the attempt runs; stop it (None) when the store says it is no longer
-        held (its batch was cancelled by a process that could not tell Temporal)."""
-        interval = max(0.05, self.heartbeat_timeout / 3)
+    def _check_interval(self) -> float:
+        """Seconds between this execution's heartbeats and its looks at the store: a third of the
+        activity's heartbeat timeout (the same on every worker: the workflow sets it)."""
+        timeout = activity.info().heartbeat_timeout
+        seconds = timeout.total_seconds() if timeout else self.heartbeat_timeout
+        return max(0.05, seconds / 3)
+
+    @staticmethod
+    async def _wait_beating(seconds: float, interval: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            activity.heartbeat()
+            await asyncio.sleep(min(interval, left))
+
+    async def _beating(
+        self, running: asyncio.Task[AttemptResult], held: tuple[int, str, int, int], interval: float
+    ) -> AttemptResult | None:
+        """Heartbeat while the attempt runs; stop it (None) when the store says this execution no
+        longer holds it: its batch was cancelled by a process that could not tell Temporal, or a
+        newer execution took it over (Temporal gave up on this worker's heartbeats)."""
         while True:
             activity.heartbeat()
             done, _ = await asyncio.wait({running}, timeout=interval)
