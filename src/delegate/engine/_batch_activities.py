@@ -6,6 +6,13 @@ and stores them exactly as the embedded engine's workers do (`delegate.batch.Wor
 batch's workflow as the lease owner (`temporal:<batch id>`): the workflow is durable, so its claims
 never lapse; an item activity whose worker died is run again by Temporal after the heartbeat
 timeout, and counted as an interruption.
+
+Temporal also runs an item's activity again when its worker is alive but its heartbeats stopped
+reaching the server (a network cut, a stalled process): then two executions of one attempt exist.
+Each execution fences the item in the store with its Temporal attempt number (`WorkQueue.take`):
+the older one sees the newer fence at its next look (every third of the heartbeat timeout, at most
+every `STORE_LOOK` seconds) and cancels its subagent; the newer one waits half again as long before
+it starts its own, and only one result, with its usage, is ever stored (`run_live`).
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from ..batch import (
 from ._batch_workflow import CLAIM, ITEM, RELEASE, ClaimAnswer, ClaimRequest, ItemRef, ItemRequest
 
 _log = logging.getLogger("delegate.engine")
+STORE_LOOK = 2.0
+"""The most seconds between a running item's looks at the store (is it still this execution's?)."""
 
 
 def lease_owner(batch_id: str) -> str:
@@ -139,10 +148,11 @@ class BatchActivities:
 
     def _check_interval(self) -> float:
         """Seconds between this execution's heartbeats and its looks at the store: a third of the
-        activity's heartbeat timeout (the same on every worker: the workflow sets it)."""
+        activity's heartbeat timeout (the same on every worker: the workflow sets it), at most
+        `STORE_LOOK`, so that a takeover's wait (half again as long) stays short."""
         timeout = activity.info().heartbeat_timeout
         seconds = timeout.total_seconds() if timeout else self.heartbeat_timeout
-        return max(0.05, seconds / 3)
+        return max(0.05, min(STORE_LOOK, seconds / 3))
 
     @staticmethod
     async def _wait_beating(seconds: float, interval: float) -> None:
