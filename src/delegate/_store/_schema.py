@@ -21,6 +21,18 @@ class Migration:
     name: str
     apply: Callable[[Connection], None]
 
+    @classmethod
+    def creating(cls, name: str, tables: Callable[[sa.MetaData], object]) -> Migration:
+        """The migration `name` that creates the tables `tables` builds (a frozen schema function:
+        core's `0001_core`, `batch.0001_tables`, `eval.0001_tables`)."""
+        return cls(name, functools.partial(_create, tables))
+
+
+def _create(tables: Callable[[sa.MetaData], object], conn: Connection) -> None:
+    metadata = sa.MetaData()
+    tables(metadata)
+    metadata.create_all(conn)
+
 
 # ---------------------------------------------------------------------------------------------
 # Schema. `_core_tables` is the schema the queries (`_store.py`, `_db.py`) use, and migration 0001
@@ -392,12 +404,6 @@ migrations_table = sa.Table(
 )
 
 
-def _m0001_core(conn: Connection) -> None:
-    metadata = sa.MetaData()
-    _core_tables_0001(metadata)
-    metadata.create_all(conn)
-
-
 def _m0002_subagent_results(conn: Connection) -> None:
     for column in ("model TEXT", "result TEXT", "result_file TEXT", "seq INTEGER"):
         conn.execute(sa.text(f"ALTER TABLE subagents ADD COLUMN {column}"))
@@ -625,7 +631,7 @@ def _m0020_run_gates(conn: Connection) -> None:
 
 
 CORE_MIGRATIONS: tuple[Migration, ...] = (
-    Migration("0001_core", _m0001_core),
+    Migration.creating("0001_core", _core_tables_0001),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
     Migration("core.0003_user_tokens", _m0003_user_tokens),
     Migration("core.0004_run_leases", _m0004_run_leases),

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from .._store import Migration
 
 
-def _batch_tables_0001(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
+def batch_tables_0001(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
     """The schema as migration `batch.0001_tables` created it (frozen)."""
     text = sa.Text
     batches = sa.Table(
@@ -83,12 +83,6 @@ def _batch_tables_0001(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Ta
         sa.Column("heartbeat_at", text, nullable=False),
     )
     return batches, items, workers
-
-
-def _m0001_tables(conn: Connection) -> None:
-    metadata = sa.MetaData()
-    _batch_tables_0001(metadata)
-    metadata.create_all(conn)
 
 
 def _m0002_item_results(conn: Connection) -> None:
@@ -364,7 +358,7 @@ def _m0008_item_fences(conn: Connection) -> None:
 
 
 BATCH_MIGRATIONS: tuple[Migration, ...] = (
-    Migration("batch.0001_tables", _m0001_tables),
+    Migration.creating("batch.0001_tables", batch_tables_0001),
     Migration("batch.0002_item_results", _m0002_item_results),
     Migration("batch.0003_item_records", _m0003_item_records),
     Migration("batch.0004_item_usage_totals", _m0004_item_usage_totals),

@@ -25,7 +25,7 @@ from .._store import Store
 from .._time import iso, parse_iso, utc_now
 from .._usage import Usage
 from ..subagents import TaskOutput
-from ._migrations import BATCH_MIGRATIONS, batch_items_0004
+from ._migrations import BATCH_MIGRATIONS, batch_items_0004, batch_tables_0001
 from ._model import (
     ITEM_STATUSES,
     Batch,
@@ -58,58 +58,24 @@ class BatchStoreError(StoreError):
 
 
 def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
-    """The schema the queries below use: `batch.0001_tables` creates it, later migrations change it
-    (before changing a table here, freeze a copy of it in `_migrations.py` for the migration that
-    builds it, as `_batch_tables_0001`; the items are `batch_items_0004`, which is frozen: change a
-    copy)."""
-    text = sa.Text
-    batches = sa.Table(
-        "batches",
-        metadata,
-        sa.Column("id", text, primary_key=True),
-        sa.Column("user_id", text, nullable=False),
-        sa.Column("run_id", text, nullable=True),
-        sa.Column("tool_call_id", text, nullable=True),
-        sa.Column("title", text, nullable=False),
-        sa.Column("subagent_type", text, nullable=False),
-        sa.Column("model", text, nullable=True),
-        sa.Column("max_running", sa.Integer, nullable=False),
-        sa.Column("max_live", sa.Integer, nullable=False),
-        sa.Column("max_attempts", sa.Integer, nullable=False),
-        sa.Column("state", text, nullable=False),
-        # Bumped by resume and retry, so a worker starts a fresh serving session.
-        sa.Column("epoch", sa.Integer, nullable=False, server_default="0"),
-        sa.Column("item_count", sa.Integer, nullable=False),
-        sa.Column("created_at", text, nullable=False),
-        sa.Column("finished_at", text, nullable=True),
-        # Which engine serves it: NULL, the embedded one (`BatchWorker`); `temporal` (batch.0005).
-        sa.Column("engine", text, nullable=True),
-        sa.UniqueConstraint("user_id", "run_id", "tool_call_id", name="batches_tool_call"),
-        sa.Index("batches_by_user", "user_id", "created_at"),
-        sa.Index("batches_by_state", "state", "finished_at"),
-    )
+    """The schema the queries below use: the frozen tables of the migrations that built them
+    (`batch_tables_0001`'s `batches` and `batch_workers`, `batch_items_0004`) with the columns
+    later migrations added. A migration that changes a table more than by adding a column freezes
+    a copy of it in `_migrations.py`, as `batch_items_0004`."""
+    built, _, frozen_workers = batch_tables_0001(sa.MetaData())
+    batches = built.to_metadata(metadata)
+    # Which engine serves it: NULL, the embedded one (`BatchWorker`); `temporal` (batch.0005).
+    batches.append_column(sa.Column("engine", sa.Text, nullable=True))
     items = batch_items_0004(metadata)
     # Which claim started the current attempt (batch.0006): a claim run twice answers the same items.
-    items.append_column(sa.Column("claim", text, nullable=True))
+    items.append_column(sa.Column("claim", sa.Text, nullable=True))
     # The run limits its subagent runs under, `RunLimits` fields by name as JSON (batch.0007; its
     # `token_budget` and `max_requests` columns are no longer written).
-    items.append_column(sa.Column("limits", text, nullable=True))
+    items.append_column(sa.Column("limits", sa.Text, nullable=True))
     # Which execution of the current attempt holds the item, and whose result may be stored (batch.0008).
     items.append_column(sa.Column("run_fence", sa.Integer, nullable=True))
     items.append_column(sa.Column("run_live", sa.Integer, nullable=True))
-    workers = sa.Table(
-        "batch_workers",
-        metadata,
-        sa.Column("id", text, primary_key=True),
-        sa.Column("name", text, nullable=False),
-        sa.Column("host", text, nullable=False),
-        sa.Column("pid", sa.Integer, nullable=False),
-        # Free slots at the last heartbeat: workers with none do not count when shares are worked out.
-        sa.Column("free", sa.Integer, nullable=False, server_default="1"),
-        sa.Column("started_at", text, nullable=False),
-        sa.Column("heartbeat_at", text, nullable=False),
-    )
-    return batches, items, workers
+    return batches, items, frozen_workers.to_metadata(metadata)
 
 
 BATCHES, ITEMS, WORKERS = batch_tables(sa.MetaData())

@@ -18,7 +18,6 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 from pydantic import AwareDatetime
-from sqlalchemy.engine import Connection
 
 from .._errors import StoreError
 from .._store import Migration, Store
@@ -57,13 +56,7 @@ def _tables_0001(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table]:
     return evals, attempts
 
 
-def _m0001_tables(conn: Connection) -> None:
-    metadata = sa.MetaData()
-    _tables_0001(metadata)
-    metadata.create_all(conn)
-
-
-EVAL_MIGRATIONS = [Migration("eval.0001_tables", _m0001_tables)]
+EVAL_MIGRATIONS = [Migration.creating("eval.0001_tables", _tables_0001)]
 evals_table, attempts_table = _tables_0001(sa.MetaData())
 
 
