@@ -38,14 +38,11 @@ WorkflowArgs = Annotated[
 ]
 
 
-def shipped() -> dict[str, Path]:
-    """The workflows delegate ships, by name (`map-review-merge`, `deep-research`)."""
-    folder = Path(__file__).resolve().parent.parent / "workflows" / "shipped"
-    return {p.stem.replace("_", "-"): p for p in sorted(folder.glob("*.py"))}
-
-
 def read_script(where: str) -> str:
     """The script `where` names: `-` (stdin), a file, or a shipped workflow's name."""
+    from ..workflows import shipped_workflows
+
+    shipped = shipped_workflows()
     if where == "-":
         text = sys.stdin.read()
     elif Path(where).is_file():
@@ -53,10 +50,10 @@ def read_script(where: str) -> str:
             text = Path(where).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             fail(f"cannot read the workflow {where}: {exc}")
-    elif where in shipped():
-        text = shipped()[where].read_text(encoding="utf-8")
+    elif where in shipped:
+        text = shipped[where].read_text(encoding="utf-8")
     else:
-        fail(f"no workflow file {where!r}; give a file, `-` for stdin, or one of: {', '.join(shipped())}")
+        fail(f"no workflow file {where!r}; give a file, `-` for stdin, or one of: {', '.join(shipped)}")
     if not text.strip():
         fail("the workflow script is empty: write the plan as Python (see docs/workflows.md)")
     return text
@@ -79,7 +76,9 @@ def parse_args(given: list[str]) -> dict[str, Any]:
 @workflow_app.command("list")
 def workflow_list() -> None:
     """List the workflows delegate ships (run one with `delegate workflow run NAME`)."""
-    for name, path in shipped().items():
+    from ..workflows import shipped_workflows
+
+    for name, path in shipped_workflows().items():
         first = path.read_text(encoding="utf-8").split('"""')[1].strip().splitlines()[0]
         typer.echo(f"{name}\t{first}")
 

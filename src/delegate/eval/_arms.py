@@ -28,9 +28,9 @@ from .._agents import Lead
 from .._config import Extensions, RunLimits
 from .._errors import UserError
 from ..tools import BUILTIN_TOOLS
-from ..workflows import Workflow
+from ..workflows import Workflow, shipped_workflows
 
-__all__ = ["Arm", "Mode", "default_arms", "parse_arm_option", "shipped_workflows"]
+__all__ = ["Arm", "Mode", "default_arms", "parse_arm_option"]
 
 Mode = Literal["single", "delegation", "workflow"]
 MODES: tuple[Mode, ...] = ("single", "delegation", "workflow")
@@ -143,12 +143,6 @@ def default_arms() -> tuple[Arm, ...]:
     """What an eval compares when neither the command nor the suite names arms: one agent alone,
     and the lead delegating."""
     return (Arm(name="single", mode="single"), Arm(name="delegation", mode="delegation"))
-
-
-def shipped_workflows() -> dict[str, Path]:
-    """The workflows delegate ships, by name (`map-review-merge`, `deep-research`)."""
-    folder = Path(__file__).resolve().parent.parent / "workflows" / "shipped"
-    return {p.stem.replace("_", "-"): p for p in sorted(folder.glob("*.py"))}
 
 
 def _words(text: str, name: str) -> dict[str, Any]:

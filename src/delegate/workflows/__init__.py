@@ -10,7 +10,7 @@ from ._journal import Journal
 from ._outcome import Outcome, agent_result, count_line, verdict_of
 from ._sandbox import ScriptError, ScriptLimits, run_script
 from ._tool import WORKFLOW_GUIDE, workflow_tool
-from ._workflow import Workflow, drive, render
+from ._workflow import Workflow, drive, render, shipped_workflows
 
 WORKFLOW = "workflow"
 """The kind of the checkpoints that keep a workflow's record (key `run` for a run that is a
@@ -31,6 +31,7 @@ __all__ = [
     "drive",
     "render",
     "run_script",
+    "shipped_workflows",
     "verdict_of",
     "workflow_tool",
 ]

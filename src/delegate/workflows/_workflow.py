@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from time import time
 from typing import Any
 
@@ -129,3 +130,10 @@ def render(value: Any, line: str, error: str | None = None) -> str:
     if len(shown) > VALUE_CHARS:
         shown = shown[:VALUE_CHARS] + f"\n[the value goes on: {len(shown):,} characters in all]"
     return f"{line}\n\n{shown}"
+
+
+def shipped_workflows() -> dict[str, Path]:
+    """The workflows delegate ships, by name (`map-review-merge`, `deep-research`): what
+    `delegate workflow run NAME` and an eval arm's `workflow=NAME` run."""
+    folder = Path(__file__).resolve().parent / "shipped"
+    return {p.stem.replace("_", "-"): p for p in sorted(folder.glob("*.py"))}
