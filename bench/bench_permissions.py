@@ -18,17 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from _fanout import task_calls
+from _timing import Took, abba, reading_fanout, report, timed, workspace
 
 from delegate import Extensions, Permissions, RunLimits, Runtime
-from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, call, reply, respond
 
 RULES = Permissions(
     allow=["Bash(npm run test:*)", "Read(src/**)"],
@@ -39,31 +34,15 @@ RULES = Permissions(
 """Rules that name the subagents' tool (`read_file`) and match none of their calls."""
 
 
-def model(n: int) -> FunctionModel:
-    calls = task_calls(n, "b")
-
-    def answer(request: ModelRequest) -> ModelResponse:
-        if request.system.startswith(LEAD_INSTRUCTIONS):
-            return respond(calls) if len(request.messages) == 1 else reply("all done")
-        if request.messages[-1].role == "user":
-            return call("read_file", path="notes/readme.md")
-        return call("complete", summary="ok")
-
-    return FunctionModel(answer)
-
-
-async def once(root: Path, n: int, rules: Permissions | None, store: bool) -> tuple[float, float]:
+async def once(root: Path, n: int, rules: Permissions | None, store: bool) -> Took:
     rt = Runtime(
-        model=model(n),
+        model=reading_fanout(n),
         workspace=root,
         store=None if store else False,
         limits=RunLimits(max_subagents=n, max_parallel=None, timeout=None),
         extensions=Extensions(permissions=rules or Permissions(settings_files=False)),
     )
-    cpu, wall = time.process_time(), time.perf_counter()
-    result = await rt.run("fan out")
-    took = (time.process_time() - cpu, time.perf_counter() - wall)
-    await rt.aclose()
+    result, took = await timed(rt, "fan out")
     assert result.status == "completed" and len(result.subagents) == n, result.status
     return took
 
@@ -75,26 +54,19 @@ def main() -> None:
     parser.add_argument("--store", action="store_true", help="record into the SQLite store (default: storeless)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "notes").mkdir()
-        (root / "notes" / "readme.md").write_text("notes\n")
-        asyncio.run(once(root, 200, None, args.store))  # warm-up: imports, caches
-        asyncio.run(once(root, 200, RULES, args.store))
-        without: list[tuple[float, float]] = []
-        with_rules: list[tuple[float, float]] = []
-        for i in range(args.rounds):
-            order = [(without, None), (with_rules, RULES)]
-            for times, rules in order if i % 2 == 0 else reversed(order):
-                times.append(asyncio.run(once(root, args.n, rules, args.store)))
-    where = "SQLite store" if args.store else "storeless"
-    print(f"fan-out of {args.n:,} subagents, {where}, median of {args.rounds} rounds each:")
-    for i, what in ((0, "CPU"), (1, "wall")):
-        a = statistics.median(t[i] for t in without)
-        b = statistics.median(t[i] for t in with_rules)
-        print(
-            f"  {what:>4}: without rules {a:.3f} s ({a / args.n * 1e6:.0f} µs a subagent), "
-            f"with rules, none matching {b:.3f} s ({b / args.n * 1e6:.0f} µs): ratio {b / a:.3f}x"
+        root = workspace(Path(tmp))
+        times = abba(
+            args.rounds,
+            lambda: asyncio.run(once(root, args.n, None, args.store)),
+            lambda: asyncio.run(once(root, args.n, RULES, args.store)),
         )
+    where = "SQLite store" if args.store else "storeless"
+    report(
+        f"fan-out of {args.n:,} subagents, {where}",
+        ("without rules", "with rules, none matching"),
+        (args.n, "subagent"),
+        times,
+    )
 
 
 if __name__ == "__main__":

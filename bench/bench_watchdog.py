@@ -23,33 +23,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-from _fanout import task_calls
+from _timing import Took, abba, reading_fanout, report, timed, workspace
 
 from delegate import Lead, LoopSettings, RunLimits, Runtime, tool
 from delegate.models import ModelRequest, ModelResponse
-from delegate.subagents import LEAD_INSTRUCTIONS
-from delegate.testing import FunctionModel, call, reply, respond
+from delegate.testing import FunctionModel, reply, respond
 
 STALL = 300.0
-
-
-def fanout_model(n: int) -> FunctionModel:
-    calls = task_calls(n, "b")
-
-    def answer(request: ModelRequest) -> ModelResponse:
-        if request.system.startswith(LEAD_INSTRUCTIONS):
-            return respond(calls) if len(request.messages) == 1 else reply("all done")
-        if request.messages[-1].role == "user":
-            return call("read_file", path="notes/readme.md")
-        return call("complete", summary="ok")
-
-    return FunctionModel(answer)
 
 
 @tool
@@ -73,22 +56,19 @@ def calls_model(calls: int, per_turn: int) -> FunctionModel:
     return FunctionModel(answer)
 
 
-async def fanout(root: Path, n: int, stall: float | None, timeout: float | None) -> tuple[float, float]:
+async def fanout(root: Path, n: int, stall: float | None, timeout: float | None) -> Took:
     rt = Runtime(
-        model=fanout_model(n),
+        model=reading_fanout(n),
         workspace=root,
         store=False,
         limits=RunLimits(max_subagents=n, max_parallel=None, timeout=timeout, stall_timeout=stall),
     )
-    cpu, wall = time.process_time(), time.perf_counter()
-    result = await rt.run("fan out")
-    took = (time.process_time() - cpu, time.perf_counter() - wall)
-    await rt.aclose()
+    result, took = await timed(rt, "fan out")
     assert result.status == "completed" and len(result.subagents) == n, result.status
     return took
 
 
-async def tool_calls(root: Path, calls: int, per_turn: int, stall: float | None) -> tuple[float, float]:
+async def tool_calls(root: Path, calls: int, per_turn: int, stall: float | None) -> Took:
     rt = Runtime(
         model=calls_model(calls, per_turn),
         workspace=root,
@@ -97,34 +77,9 @@ async def tool_calls(root: Path, calls: int, per_turn: int, stall: float | None)
         limits=RunLimits(stall_timeout=stall),
         loop=LoopSettings(guard=None),  # the same call, again and again, is the point here
     )
-    cpu, wall = time.process_time(), time.perf_counter()
-    result = await rt.run("tick")
-    took = (time.process_time() - cpu, time.perf_counter() - wall)
-    await rt.aclose()
+    result, took = await timed(rt, "tick")
     assert result.status == "completed" and result.final == "done", (result.status, result.error)
     return took
-
-
-Case = Callable[[float | None], tuple[float, float]]
-
-
-def ab(name: str, unit: str, per: int, rounds: int, case: Case) -> None:
-    """`case` with the watchdog off and on, ABBA, `rounds` times each; medians and ratios."""
-    case(None), case(STALL)  # warm-up: imports, caches
-    off: list[tuple[float, float]] = []
-    on: list[tuple[float, float]] = []
-    for i in range(rounds):
-        order: list[tuple[list[tuple[float, float]], float | None]] = [(off, None), (on, STALL)]
-        for times, stall in order if i % 2 == 0 else reversed(order):
-            times.append(case(stall))
-    print(f"{name}, median of {rounds} rounds each:")
-    for i, what in ((0, "CPU"), (1, "wall")):
-        a = statistics.median(t[i] for t in off)
-        b = statistics.median(t[i] for t in on)
-        print(
-            f"  {what:>4}: watchdog off {a:.3f} s ({a / per * 1e6:.1f} µs a {unit}), "
-            f"on {b:.3f} s ({b / per * 1e6:.1f} µs): ratio {b / a:.3f}x"
-        )
 
 
 def main() -> None:
@@ -134,31 +89,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9, help="rounds of each (default 9)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "notes").mkdir()
-        (root / "notes" / "readme.md").write_text("notes\n")
-        n, calls = args.n, args.calls
-        ab(
-            f"fan-out of {n:,} subagents (each reads a file, then completes), run timeout 3600 s",
-            "subagent",
-            n,
-            args.rounds,
-            lambda stall: asyncio.run(fanout(root, n, stall, 3600)),
+        root = workspace(Path(tmp))
+        n, calls, rounds, names = args.n, args.calls, args.rounds, ("watchdog off", "on")
+        times = abba(
+            rounds, lambda: asyncio.run(fanout(root, n, None, 3600)), lambda: asyncio.run(fanout(root, n, STALL, 3600))
         )
-        ab(
-            f"one lead, {calls:,} tool calls, one a turn",
-            "tool call",
-            calls,
-            args.rounds,
-            lambda stall: asyncio.run(tool_calls(root, calls, 1, stall)),
-        )
-        ab(
-            f"one lead, {calls:,} tool calls, ten a turn (at once)",
-            "tool call",
-            calls,
-            args.rounds,
-            lambda stall: asyncio.run(tool_calls(root, calls, 10, stall)),
-        )
+        title = f"fan-out of {n:,} subagents (each reads a file, then completes), run timeout 3600 s"
+        report(title, names, (n, "subagent"), times)
+        for per_turn, how in ((1, "one a turn"), (10, "ten a turn (at once)")):
+            times = abba(
+                rounds,
+                lambda p=per_turn: asyncio.run(tool_calls(root, calls, p, None)),
+                lambda p=per_turn: asyncio.run(tool_calls(root, calls, p, STALL)),
+            )
+            report(f"one lead, {calls:,} tool calls, {how}", names, (calls, "tool call"), times)
 
 
 if __name__ == "__main__":
