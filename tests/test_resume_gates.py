@@ -6,7 +6,10 @@ resume may add rules, never drop one silently."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import httpx2
 
@@ -107,49 +110,57 @@ def _served_write_waiting(
     return proc, store, run_id, token
 
 
-def test_a_second_server_without_the_ask_rule_takes_the_run_over_and_its_write_waits_again(
-    procs: Processes, store_url: str, tmp_path: Path
-) -> None:
+@contextmanager
+def _taken_over(
+    procs: Processes, store_url: str, tmp_path: Path, taker: Callable[[dict[str, str], Path], subprocess.Popen[str]]
+) -> Iterator[tuple[Store, str]]:
+    """A served run whose write waits for a decision, its server killed and the run taken over by
+    `taker` (started with the environment and the served folder; killed after): the store and the
+    run's id once its write waits again, nothing written yet."""
     root = tmp_path / "served"
     root.mkdir()
     with OpenAIServer(Writers("notes.md")) as server:
         env = cli_env(server.base_url)
         _, store, run_id, _ = _served_write_waiting(procs, store_url, env, root, tmp_path / "serve0.log")
         try:
-            second, _ = procs.serve(store_url, env, root, tmp_path / "serve1.log")  # no --ask
+            second = taker(env, root)
             _waiting_again(store, run_id)
             run = store.get_run(run_id)
             assert run is not None and run.workspace is not None
             assert not (Path(run.workspace) / "notes.md").exists()
-            store.decide_approval(run_id, store.approvals(run_id, pending=True)[0].call_id, "deny", "no")
-            ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status == "completed" and r, 120)
-            assert not (Path(ended.workspace) / "notes.md").exists()
+            yield store, run_id
             second.kill()
         finally:
             store.close()
 
 
+def _decided(store: Store, run_id: str, decision: Literal["approve", "deny"]) -> Path:
+    """The run's workspace, once its waiting call is decided so and the run completed."""
+    store.decide_approval(run_id, store.approvals(run_id, pending=True)[0].call_id, decision, "said")
+    ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status == "completed" and r, 120)
+    assert ended.workspace is not None
+    return Path(ended.workspace)
+
+
+def test_a_second_server_without_the_ask_rule_takes_the_run_over_and_its_write_waits_again(
+    procs: Processes, store_url: str, tmp_path: Path
+) -> None:
+    def server(env: dict[str, str], root: Path) -> subprocess.Popen[str]:
+        return procs.serve(store_url, env, root, tmp_path / "serve1.log")[0]  # no --ask
+
+    with _taken_over(procs, store_url, tmp_path, server) as (store, run_id):
+        assert not (_decided(store, run_id, "deny") / "notes.md").exists()
+
+
 def test_a_batch_worker_taking_the_run_over_applies_its_ask_rule(
     procs: Processes, store_url: str, tmp_path: Path
 ) -> None:
-    root = tmp_path / "served"
-    root.mkdir()
-    with OpenAIServer(Writers("notes.md")) as server:
-        env = cli_env(server.base_url)
-        _, store, run_id, _ = _served_write_waiting(procs, store_url, env, root, tmp_path / "serve0.log")
-        try:
-            worker_args = ["batch", "worker", "--model", "openai:m", "-w", str(root), "--db", store_url]
-            worker = procs.spawn(worker_args, env, tmp_path / "worker.log")  # no --ask
-            _waiting_again(store, run_id)
-            run = store.get_run(run_id)
-            assert run is not None and run.workspace is not None
-            assert not (Path(run.workspace) / "notes.md").exists()
-            store.decide_approval(run_id, store.approvals(run_id, pending=True)[0].call_id, "approve", "ok")
-            ended = wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status == "completed" and r, 120)
-            assert (Path(ended.workspace) / "notes.md").read_text() == "notes for notes.md\n"
-            worker.kill()
-        finally:
-            store.close()
+    def worker(env: dict[str, str], root: Path) -> subprocess.Popen[str]:
+        worker_args = ["batch", "worker", "--model", "openai:m", "-w", str(root), "--db", store_url]
+        return procs.spawn(worker_args, env, tmp_path / "worker.log")  # no --ask
+
+    with _taken_over(procs, store_url, tmp_path, worker) as (store, run_id):
+        assert (_decided(store, run_id, "approve") / "notes.md").read_text() == "notes for notes.md\n"
 
 
 def _gates(tmp_path: Path, **rules: object) -> Gates:

@@ -225,8 +225,8 @@ async def test_architecture_md_reaches_the_lead_and_every_subagent_as_project_co
         assert len(system) < 16_000
 
 
-def test_delegate_run_gives_subagents_the_architecture_context(tmp_path: Path) -> None:
-    (tmp_path / "ARCHITECTURE.md").write_text("ARCH-MARKER: the store is under the core.\n")
+def explore_once_through_the_cli(workspace: Path) -> dict[str, Any]:
+    """`delegate run` in `workspace` with a lead that asks `explore` once: the subagent's request."""
 
     def responder(body: dict[str, Any]) -> Reply:
         if is_lead(body):
@@ -237,10 +237,14 @@ def test_delegate_run_gives_subagents_the_architecture_context(tmp_path: Path) -
 
     with OpenAIServer(responder) as server:
         run_json(
-            run_cli(["run", "go", "--model", "openai:m", "--json", "--workspace", str(tmp_path)], env=cli_env(server))
+            run_cli(["run", "go", "--model", "openai:m", "--json", "--workspace", str(workspace)], env=cli_env(server))
         )
-    subagent = next(b for b in server.requests if not is_lead(b))
-    assert "ARCH-MARKER" in system_of(subagent)
+    return next(b for b in server.requests if not is_lead(b))
+
+
+def test_delegate_run_gives_subagents_the_architecture_context(tmp_path: Path) -> None:
+    (tmp_path / "ARCHITECTURE.md").write_text("ARCH-MARKER: the store is under the core.\n")
+    assert "ARCH-MARKER" in system_of(explore_once_through_the_cli(tmp_path))
 
 
 # --- row 120: task_message to a completed foreground subagent ----------------------------------------
@@ -331,18 +335,7 @@ async def test_a_read_only_subagent_has_todo_memory_read_and_memory_search(tmp_p
 
 
 def test_delegate_run_gives_a_read_only_subagent_todo_memory_read_and_memory_search(tmp_path: Path) -> None:
-    def responder(body: dict[str, Any]) -> Reply:
-        if is_lead(body):
-            if turns(body) == 0:
-                return Reply(tool_calls=[("task", {"subagent_type": "explore", "description": "d", "prompt": "p"})])
-            return Reply(content="done")
-        return Reply(tool_calls=[("complete", {"summary": "s"})])
-
-    with OpenAIServer(responder) as server:
-        run_json(
-            run_cli(["run", "go", "--model", "openai:m", "--json", "--workspace", str(tmp_path)], env=cli_env(server))
-        )
-    subagent = next(b for b in server.requests if not is_lead(b))
+    subagent = explore_once_through_the_cli(tmp_path)
     assert {t["function"]["name"] for t in subagent["tools"]} >= READ_ONLY_KIT
 
 
