@@ -21,6 +21,8 @@ DelegateError
 ├── UserError             misconfiguration or bad input; the message says how to fix it
 │   │                     (a missing extra too: `require_extra`).
 │   ├── WorkspaceError    a path leaves the workspace root (also a ToolError for the model).
+│   ├── RunElsewhereError  a run's files are in a workspace folder this process cannot
+│   │                     reach (its `host`, `path`): it is left to a process that can.
 │   └── BatchNotFoundError, BatchStateError, BatchValidationError   (`delegate.batch`)
 └── ApiError              an HTTP answer with an error status, a code and a message
     │                     (`delegate.server`; only the server raises it).
@@ -104,6 +106,19 @@ class UserError(DelegateError):
 
 class WorkspaceError(UserError, ToolError):
     """A path that leaves the workspace root, or cannot be used inside it."""
+
+
+class RunElsewhereError(UserError):
+    """A run works in a workspace folder that this process cannot reach (another folder, on this
+    host or another: its id is not the run's): it is left to a process that can. `host` and `path`
+    say where it is (None: not recorded); `note` says so without the path, for an HTTP user."""
+
+    def __init__(self, message: str, *, run_id: str, host: str | None, path: str | None, note: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.host = host
+        self.path = path
+        self.note = note
 
 
 def require_extra(module: str, extra: str, what: str) -> None:

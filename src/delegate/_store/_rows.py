@@ -53,6 +53,12 @@ class RunRow:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     workspace: str | None = None
+    """The absolute path of the folder the run works in, on `workspace_host`."""
+    workspace_host: str | None = None
+    """The host the run works on (None: a run stored before homes were kept)."""
+    workspace_id: str | None = None
+    """The id of the folder it works in (`delegate.workspace.Home`): a process goes on with the run
+    only in a folder of that id (None: a run stored before, resumed only at the same path)."""
     created_at: AwareDatetime
     completed_at: AwareDatetime | None = None
     event_count: int = 0

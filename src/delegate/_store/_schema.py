@@ -259,6 +259,14 @@ def _gates_column() -> sa.Column[Any]:
     return sa.Column("gates", sa.Text)
 
 
+def _home_columns() -> list[sa.Column[Any]]:
+    """The columns migration core.0022 adds to `runs`: where its files are, beside the folder's
+    path (`workspace`): the host it runs on (`workspace_host`) and the folder's id
+    (`workspace_id`, see `delegate.workspace.Home`). A process goes on with the run only in a
+    folder of that id (NULL: a run stored before, resumed only at the same path)."""
+    return [sa.Column("workspace_host", sa.Text), sa.Column("workspace_id", sa.Text)]
+
+
 def _event_pack_column() -> sa.Column[Any]:
     """The column migration core.0006 adds to `events`: how many events the row holds. A row of
     one event (`n` = 1) is that event, `data` its data. A row of several holds the events numbered
@@ -385,6 +393,7 @@ for _column in [
     *_stop_columns,
     _workflow_column(),
     _eval_column(),
+    *_home_columns(),
 ]:
     runs_table.append_column(_column)
 sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
@@ -630,6 +639,11 @@ def _m0020_run_gates(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
 
 
+def _m0022_run_homes(conn: Connection) -> None:
+    for column in _home_columns():
+        conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
 CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration.creating("0001_core", _core_tables_0001),
     Migration("core.0002_subagent_results", _m0002_subagent_results),
@@ -652,4 +666,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0019_eval_tags", _m0019_eval_tags),
     Migration("core.0020_run_gates", _m0020_run_gates),
     Migration("core.0021_pricing", _m0021_pricing),
+    Migration("core.0022_run_homes", _m0022_run_homes),
 )

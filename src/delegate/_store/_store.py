@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -54,6 +55,8 @@ class Store(Users, Progress):
         model: str,
         user_id: str | None = None,
         workspace: str | None = None,
+        workspace_host: str | None = None,
+        workspace_id: str | None = None,
         run_id: str | None = None,
         owner: str | None = None,
         uploaded_files: list[dict[str, Any]] | None = None,
@@ -65,7 +68,8 @@ class Store(Users, Progress):
         eval_tag: dict[str, Any] | None = None,
     ) -> RunRow:
         """Record a new run, `running`, its lease held by `owner` (default: a new owner id of this
-        process, see `delegate._lease`), who keeps it with `heartbeat`. `run_id` defaults to a fresh
+        process, see `delegate._lease`), who keeps it with `heartbeat`. `workspace`, `workspace_host`
+        and `workspace_id` say where its files are (`delegate.workspace.Home`). `run_id` defaults to a fresh
         id; `uploaded_files`, `limits` (its `RunLimits.to_dict`), `gates` (its `Gates.stored`) and a
         `workflow` are kept for the run's resume; `warnings` are what was wrong as it started
         (`RunRow.warnings`); `eval_tag` says which evaluation attempt the run is (`RunRow.eval`).
@@ -83,6 +87,8 @@ class Store(Users, Progress):
             model=model,
             status="running",
             workspace=workspace,
+            workspace_host=workspace_host,
+            workspace_id=workspace_id,
             created_at=now,
             owner=owner,
             heartbeat_at=now,
@@ -274,10 +280,17 @@ class Store(Users, Progress):
             return conn.execute(update.values(values)).rowcount == 1
 
     def claim_run(
-        self, run_id: str, owner: str, user_id: str | None = None, *, warnings: Sequence[str] | None = None
+        self,
+        run_id: str,
+        owner: str,
+        user_id: str | None = None,
+        *,
+        warnings: Sequence[str] | None = None,
+        at: tuple[str, str] | None = None,
     ) -> RunRow:
         """Take over an interrupted run for `owner`, to resume it; `UserError` if it cannot be resumed.
-        `warnings` (if given) replace the run's: what was wrong as it started again.
+        `warnings` (if given) replace the run's: what was wrong as it started again. `at` (host,
+        path) is where its folder is for `owner` (the same folder, its id checked by the caller).
 
         Exactly one of several processes claiming the same run at once wins. A run asked to cancel
         before its process died is cancelled instead; its subagents asked to stop stay asked.
@@ -295,6 +308,9 @@ class Store(Users, Progress):
         if warnings is not None:
             run.warnings = list(warnings)
             values["warnings"] = run_values(run)["warnings"]
+        if at is not None:
+            run.workspace_host, run.workspace = at
+            values["workspace_host"], values["workspace"] = at
         taken = [runs_table.c.id == run_id, runs_table.c.status == "running"]
         taken.append(runs_table.c.owner == run.owner if run.owner is not None else runs_table.c.owner.is_(None))
         with self.write() as conn:
@@ -303,6 +319,20 @@ class Store(Users, Progress):
             _approvals.reopen(conn, run_id)
         run.status, run.owner, run.cancel_requested, run.waiting = "running", owner, False, 0
         return run
+
+    def note_run(self, run_id: str, note: str) -> bool:
+        """Add `note` to the warnings of an interrupted run (once), saying why a process left it
+        alone; False if it is not interrupted (it ended, or a process took it over meanwhile)."""
+        run = self.get_run(run_id)
+        if run is None or run.status != "interrupted":
+            return False
+        if note in run.warnings:
+            return True
+        held = runs_table.c.owner == run.owner if run.owner is not None else runs_table.c.owner.is_(None)
+        noted = run_values(replace(run, warnings=[*run.warnings, note]))["warnings"]
+        with self.write() as conn:
+            update = runs_table.update().where(runs_table.c.id == run_id, runs_table.c.status == "running", held)
+            return conn.execute(update.values(warnings=noted)).rowcount == 1
 
     def request_cancel(self, run_id: str, user_id: str | None = None) -> RunRow:
         """Cancel a run from any process: an interrupted run is recorded `cancelled` at once; a

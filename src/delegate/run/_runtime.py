@@ -27,9 +27,10 @@ from ..skills import SkillCatalogue
 from ..subagents import SubagentCall, TaskOutput, parse_criteria, project_context, recover_merges, sweep_layers
 from ..tools import Tool, sweep_scratch, uploads_state
 from ..workflows import Workflow
-from ..workspace import CommandPolicy, Workspace
+from ..workspace import HOST, CommandPolicy, Home, Workspace
 from ._approvals import decide_call, prompt_hooks
 from ._gates import Gates, tightened
+from ._home import check_home
 from ._lead import Begin, LeadDrive, drive_lead
 from ._memory import run_skills
 from ._pool import inline_servers, inside, lead_tool_names, local_timezone, mcp_failed, tool_pool, unknown_tools
@@ -316,6 +317,7 @@ class Runtime:
 
         async def begin(warnings: list[str]) -> list[Checkpoint]:
             if recorder.store is not None:
+                home = await asyncio.to_thread(Home.of, self.workspace.root)
                 row = await asyncio.to_thread(
                     functools.partial(
                         recorder.store.create_run,
@@ -323,7 +325,9 @@ class Runtime:
                         user_id=self.user_id,
                         prompt=prompt,
                         model=lead_model.name,
-                        workspace=str(self.workspace.root),
+                        workspace=home.path,
+                        workspace_host=home.host,
+                        workspace_id=home.id,
                         owner=recorder.owner,
                         uploaded_files=uploaded_files,
                         limits=limits.to_dict(),
@@ -379,22 +383,18 @@ class Runtime:
         run = await asyncio.to_thread(store.get_run, run_id, self.user_id)
         if run is None:
             raise UserError(f"no run {run_id!r}: list the runs with `delegate runs list`")
-        here = str(self.workspace.root)
-        if run.workspace is not None and run.workspace != here:
-            # Its files (finished subagents' work, its layers) are in its own folder: run here, it
-            # would go on without them and write where nobody looks. A server or worker that cannot
-            # reach that folder leaves the run to one that can (the takeover logs this reason).
-            where = "another workspace than this server's" if self.user_id is not None else run.workspace
-            raise UserError(
-                f"run {run_id} works in {where}, not {here if self.user_id is None else 'here'}: resume it "
-                "where its files are (--workspace of that folder; servers sharing one store share their folder: "
-                "docs/http.md)"
-            )
+        here = self.workspace.root
+        # Its files (finished subagents' work, its layers) are in its own folder: run here, it would
+        # go on without them and write where nobody looks. A server or worker that cannot reach
+        # that folder leaves the run to one that can (the takeover says why).
+        await asyncio.to_thread(check_home, run, here, served=self.user_id is not None)
         lead_model = await self.model_off_loop(model or self._model_spec or run.model)
 
         async def begin(warnings: list[str]) -> list[Checkpoint]:
             await asyncio.to_thread(
-                functools.partial(store.claim_run, run_id, recorder.owner, self.user_id, warnings=warnings)
+                functools.partial(
+                    store.claim_run, run_id, recorder.owner, self.user_id, warnings=warnings, at=(HOST, str(here))
+                )
             )
             return await asyncio.to_thread(store.checkpoints, run_id)
 

@@ -5,6 +5,11 @@ a `delegate batch worker`.
 `Takeover` finds them (at start, then every half lease) and hands each to a `Resumer`: the
 server's run manager (whose clients follow the run's events live), or `Takeover.here`'s, which
 runs them as tasks of this process and interrupts them when it closes.
+
+Runs stay with their files: a run whose workspace folder this process cannot reach (its id is
+not the one of the folder it would run the run in, see `delegate.workspace.Home`) is left to a
+process that can. The takeover says why, once: a warning in the log (with the paths, for the
+operator) and a note in the run's warnings (without them, for its user: `GET /runs/{id}`).
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from .._errors import UserError
+from .._errors import RunElsewhereError, UserError
 from .._store import RUN_LEASE_TTL, Store
+from ._home import check_home
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
@@ -46,6 +52,8 @@ class Takeover:
     def __init__(self, store: Store, runs: Resumer) -> None:
         self.store = store
         self.runs = runs
+        self.left: dict[str, RunElsewhereError] = {}
+        """The runs left to a process that reaches their files, and why (each said once)."""
 
     @classmethod
     def here(cls, store: Store, factory: RuntimeFactory) -> Takeover:
@@ -57,15 +65,25 @@ class Takeover:
         """Resume the interrupted runs of served users not running here; return their ids."""
         resumed: list[str] = []
         for run in await asyncio.to_thread(self.store.interrupted_runs):
-            if run.user_id is None or run.id in self.runs.live:
+            if run.user_id is None or run.id in self.runs.live or run.id in self.left:
                 continue  # a run of `delegate run` is resumed with `delegate run --resume`
             try:
                 await self.runs.resume(run.id, run.user_id)
+            except RunElsewhereError as exc:
+                await self._leave(exc)
+                continue
             except UserError as exc:  # another process took it first, or its model is gone
                 _log.info("not resuming run %s: %s", run.id, exc)
                 continue
             resumed.append(run.id)
         return resumed
+
+    async def _leave(self, exc: RunElsewhereError) -> None:
+        """Leave a run whose files this process cannot reach, and say why: in the log, and in the
+        run's warnings, where its user reads it."""
+        self.left[exc.run_id] = exc
+        _log.warning("not taking over run %s (its folder: %s on %s): %s", exc.run_id, exc.path, exc.host, exc)
+        await asyncio.to_thread(self.store.note_run, exc.run_id, exc.note)
 
     async def watch(self) -> None:
         """`take_over` at start, then every half lease, until cancelled."""
@@ -94,6 +112,11 @@ class _Tasks:
         if run is None:
             raise UserError(f"no run {run_id!r} of user {user_id!r}")
         runtime = await asyncio.to_thread(self.factory, user_id, run.model)
+        try:
+            await asyncio.to_thread(check_home, run, runtime.workspace.root, served=True)
+        except RunElsewhereError:
+            await runtime.aclose()
+            raise
         task = asyncio.create_task(self._drive(run_id, runtime), name=f"delegate-resume-{run_id}")
         self.live[run_id] = (runtime, task)
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import UserError
 from .._messages import Message, TextPart, ToolResultPart, messages_adapter
 from .._usage import Usage
+from ..workspace import reaches
 
 if TYPE_CHECKING:
     from .._store import RunRow, Store
@@ -110,8 +111,8 @@ def continued(runtime: Runtime, run_id: str) -> tuple[RunRow, list[Message]]:
     why = why_not_continuable(run)
     if why is not None:
         raise UserError(why)
-    here = str(runtime.workspace.root)
-    if run.workspace is not None and run.workspace != here:
+    here = runtime.workspace.root
+    if not reaches(here, run.workspace, run.workspace_id):  # another folder (its id is not the run's)
         if runtime.user_id is not None:  # a served user's: the folders are the servers', not theirs to see
             raise UserError(f"run {run_id} worked in another workspace than this server's: continue it there")
         raise UserError(

@@ -5,6 +5,11 @@ caller's `Workspace` view, the same one its agents work in (in `delegate serve`,
 `<workspace>/.delegate/users/<user id>/`), so a path outside it, a link that leads out of it, and
 its hidden `.delegate/` are refused before anything is opened, whether or not they exist. Only a
 regular file is read, and only its first `limit` bytes: a FIFO or a device never blocks the server.
+
+With `run=ID` the file is one of that run of the caller's: the server reads it only if its own folder
+for the caller is the run's (the same workspace id, see `delegate.workspace.Home`). A run that works
+in a folder this server cannot reach (another server's, not on shared storage) answers 409 `elsewhere`
+with the host its files are on, never this server's file of the same name.
 """
 
 from __future__ import annotations
@@ -20,16 +25,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from .._errors import WorkspaceError
+from .._store import Store
 from .._text import safe_text
 from .._time import iso
-from ..workspace import Located, Workspace
-from ._auth import ApiError, UserId
+from ..workspace import HOST, Located, Workspace, reaches
+from ._auth import ApiError, UserId, app_store
 from ._state import app_state
 
 PREVIEW_BYTES = 64 * 1024
 """How much of a file a preview holds unless the caller asks for less (or more, up to `MAX_PREVIEW_BYTES`)."""
 MAX_PREVIEW_BYTES = 1024 * 1024
 
+AppStore = Annotated[Store, Depends(app_store)]
 WorkspaceFor = Callable[[str], Workspace]
 """The workspace view of a user's agents, by user id (set by `create_app`)."""
 
@@ -104,6 +111,24 @@ def _text(data: bytes, *, truncated: bool) -> str | None:
         return None
 
 
+def check_run_files(store: Store, workspace: Workspace, run_id: str, user_id: str) -> None:
+    """An `ApiError` unless the files of the caller's run `run_id` are those of `workspace`: 404
+    for no such run of the caller's, 409 `elsewhere` (with its host) for a run whose folder this
+    server cannot reach."""
+    run = store.get_run(run_id, user_id)
+    if run is None:
+        raise ApiError(404, "not_found", f"no run {run_id!r}: list yours with GET /api/v1/runs")
+    if not reaches(workspace.root, run.workspace, run.workspace_id):
+        host = run.workspace_host or "another server"
+        raise ApiError(
+            409,
+            "elsewhere",
+            f"run {run_id}'s files are in a workspace on {host} that this server ({HOST}) cannot reach: "
+            f"ask a server on {host} (the servers of one store share files only through one folder on shared storage)",
+            host=run.workspace_host,
+        )
+
+
 def _workspace_for(request: Request) -> WorkspaceFor:
     return app_state(request.app).workspace_for
 
@@ -114,12 +139,25 @@ router = APIRouter(prefix="/api/v1", tags=["files"])
 @router.get("/files")
 async def file_preview(
     user_id: UserId,
+    store: AppStore,
     workspace_for: Annotated[WorkspaceFor, Depends(_workspace_for)],
     path: Annotated[str, Query(min_length=1, max_length=4096, description="A path relative to your workspace.")],
     limit: Annotated[int, Query(ge=1, le=MAX_PREVIEW_BYTES, description="The most bytes of text to send.")] = (
         PREVIEW_BYTES
     ),
+    run: Annotated[
+        str | None, Query(max_length=200, description="A run of yours whose file it is (its files may be elsewhere).")
+    ] = None,
 ) -> dict[str, Any]:
     """A file of the caller's workspace (one a subagent delivered, say): its size, its time, and a
-    preview of its first `limit` bytes as text (`text` is null for a binary file)."""
-    return await asyncio.to_thread(preview, workspace_for(user_id), path, limit)
+    preview of its first `limit` bytes as text (`text` is null for a binary file). With `run`, a
+    file of that run: 409 `elsewhere` (and its `host`) when its files are on a server whose folder
+    this one cannot reach."""
+    workspace = workspace_for(user_id)
+
+    def read() -> dict[str, Any]:
+        if run is not None:
+            check_run_files(store, workspace, run, user_id)
+        return preview(workspace, path, limit)
+
+    return await asyncio.to_thread(read)

@@ -12,6 +12,7 @@ from ._cgroup import CommandCgroup
 from ._changes import layer_changes
 from ._command_limits import CommandLimits
 from ._command_rules import CommandRules, command_rule_matching
+from ._home import HOST, Home, reaches, workspace_id
 from ._layer import Layer, glance
 from ._merge import merge_layer, recover_merges, sweep_layers
 from ._overlay import NO_OVERLAY, after_command, command_lock, never_merged
@@ -30,6 +31,7 @@ from ._search import SNIFF_BYTES, compile_regex, find_files, looks_binary, open_
 from ._seccomp import filter_fd, filter_program
 
 __all__ = [
+    "HOST",
     "NO_OVERLAY",
     "SECRET_VARIABLES",
     "SNIFF_BYTES",
@@ -37,6 +39,7 @@ __all__ = [
     "CommandLimits",
     "CommandPolicy",
     "CommandRules",
+    "Home",
     "Layer",
     "Located",
     "Mount",
@@ -58,6 +61,7 @@ __all__ = [
     "merge_layer",
     "never_merged",
     "open_for_reading",
+    "reaches",
     "recover_merges",
     "refuse_repository_head",
     "sandbox_argv",
@@ -65,5 +69,6 @@ __all__ = [
     "size_text",
     "state_hidden_argv",
     "sweep_layers",
+    "workspace_id",
     "workspace_usage",
 ]

@@ -55,11 +55,14 @@ function previewBox(shown) {
   return el("div", { class: "preview" }, head, body);
 }
 
-// Read the preview of `path`: `show` gets {path} at once, then {path, file} or {path, error}.
-async function loadPreview(path, show) {
+// Read the preview of `path` (a file of the run `runId`, when given: a run whose files are on a
+// server this one cannot reach answers where they are): `show` gets {path} at once, then
+// {path, file} or {path, error}.
+async function loadPreview(path, show, runId) {
   show({ path });
+  const query = { path, limit: PREVIEW_BYTES, ...(runId ? { run: runId } : {}) };
   try {
-    show({ path, file: await api("GET", `/files?${new URLSearchParams({ path, limit: PREVIEW_BYTES })}`) });
+    show({ path, file: await api("GET", `/files?${new URLSearchParams(query)}`) });
   } catch (err) {
     show({ path, error: err.message });
   }

@@ -720,7 +720,7 @@ function previewFile(agentId, path) {
     }
     tree.preview = { agent: agentId, ...shown };
     redraw();
-  });
+  }, runId);
 }
 
 // -- open, start, cancel --------------------------------------------------------------------
