@@ -5,6 +5,7 @@ same script does (final answer, subagent records, usage)."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -36,7 +37,8 @@ from tests.durable_support import (
 )
 from tests.loopback_openai import OpenAIServer
 
-KILLS_PER_TEST = 5
+KILLS_PER_TEST = int(os.environ.get("DELEGATE_TEST_KILLS", "3"))
+"""SIGKILLs a random-points test lands: three in the suite; a soak sets more (bench/README.md)."""
 CHECKPOINTS = 3 + 1 + SUBAGENTS
 """What the script records: three answers of the lead, its write_file result, one per subagent."""
 
