@@ -110,4 +110,8 @@ fi
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/pyright --pythonpath .venv/bin/python src/delegate
-.venv/bin/python -m pytest "$@"
+# One pytest worker a core, up to four (DELEGATE_TEST_WORKERS overrides; 0 runs in this process):
+# most tests wait on processes they start. A test file stays on one worker (its module fixtures).
+workers=${DELEGATE_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}
+[ "$workers" -le 4 ] || workers=4
+.venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
