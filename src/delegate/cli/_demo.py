@@ -38,10 +38,13 @@ if TYPE_CHECKING:
     from ..models import Model
     from ..run import RunResult, Runtime
 
-SUMMARIZER_INSTRUCTIONS = (
-    "Read the document your task names with read_file. Write a summary of two or three sentences to the "
-    "file your task names with write_file. Then call complete with the summary and the path you wrote."
-)
+SUMMARIZER_INSTRUCTIONS = "Write the summary your task asks for to the file it names with write_file."
+ASK = "Sum up the text above in two sentences, at most 40 words, into {path}."
+"""What a summarizer is asked after its document's text (`{path}`: the file to write). The text comes
+first and the ask is short: a 135M model summarises one text it has just read far better than it
+follows steps (read this file, write that one, then report), and it copies long instructions."""
+ATTEMPTS = 4
+"""Tries a summary of part 1 gets in all: the plan tries again each one whose checks do not hold."""
 
 MIN_SHARED_WORDS = 5
 """A summary names at least this many of its document's words (ones of 4 letters or more, not the
@@ -52,9 +55,6 @@ MAX_SUMMARY_SHARE = 0.6
 """A summary longer than this share of its document's words is a copy or a ramble, not a summary."""
 ECHO_WORDS = 6
 """This many words in a row from the task or the instructions, in a summary, are a copy of them."""
-REPORT_ECHO_WORDS = 8
-"""This many words in a row from the lead's prompt, in the report, are a copy of it (a report may
-name the files the prompt names: 7 words, "summarise docs bikes txt into summaries bikes md", is one)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -83,23 +83,25 @@ def demo(
 
 def run_demo(workspace: Path, model: str | Model) -> RunResult:
     """The demo in `workspace` with `model` (a spec, or a `Model` of a test's): both parts, each
-    file judged, and the verdict, on stderr; what the lead's run gave back."""
-    from .._agents import Lead, Subagent
+    summary judged, and the verdict, on stderr; what the plan's run gave back."""
+    from .._agents import Subagent
     from .._config import Extensions, RunLimits
     from .._errors import UserError
     from ..run import Runtime
-    from ._render import ending_line, run_live
+    from ..workflows import Workflow
+    from ._render import run_live
 
     local = model == "local"
     say(f"The demo works in {workspace}/ (made again on each run; --workspace DIR to choose another).")
     docs = _copy_samples(workspace)
     summarizer = Subagent(
         name="summarizer",
-        description="Summarises one document into the file its task names.",
+        description="Writes the summary its task asks for into the file it names.",
         instructions=SUMMARIZER_INSTRUCTIONS,
-        tools=["read_file", "write_file"],
-        first_tool_choice=["read_file", "write_file"],
-        max_steps=6,
+        tools=["write_file"],
+        first_tool_choice=["write_file"],
+        stop_tools=["write_file"],  # the file written is its work: no turn to report it
+        max_steps=2,
         timeout=300,
     )
     if local:
@@ -111,52 +113,62 @@ def run_demo(workspace: Path, model: str | Model) -> RunResult:
         runtime = Runtime(
             model=model,
             workspace=workspace,
-            # One turn per round of delegation (a small model may start one subagent a round, so up
-            # to one round a document), one to write the report and one to answer. At 4, the lead of
-            # a fresh clone's demo ran out after 3 subagents for 4 documents, with no answer.
-            lead=Lead(tools=["write_file", "task"], max_steps=len(docs) + 2, first_tool_choice=["task", "write_file"]),
             subagents=[summarizer],
-            limits=RunLimits(max_subagents=2 * len(docs)),
+            limits=RunLimits(max_parallel=2),
             extensions=Extensions(builtin_subagents=False),
         )
         runtime.model  # noqa: B018 - fetch the weights and start the local server before the live view
     except UserError as exc:
         fail(str(exc))
     stems = [Path(d).stem for d in docs]
-    prompts = {stem: f"Summarise docs/{stem}.txt into summaries/{stem}.md" for stem in stems}
-    call = {"subagent_type": "summarizer", "description": "summaries", "prompts": list(prompts.values())}
-    prompt = (  # a small model copies a call it is shown better than it follows a description of one
-        "You will write report.md, one line per document, once you have called task with:\n"
-        f"{json.dumps(call)}\nThen answer with a short report."
+    texts = {stem: (workspace / "docs" / f"{stem}.txt").read_text(encoding="utf-8") for stem in stems}
+    script = resources.files("delegate").joinpath("samples", "workflows", "checked_summaries.py").read_text("utf-8")
+    plan = Workflow(
+        script=script,
+        args={"docs": [f"docs/{d}" for d in docs], "type": "summarizer", "attempts": ATTEMPTS, "ask": ASK},
     )
     say(
-        f"\nPart 1: a lead agent delegates one summary per document ({len(docs)} documents) to summarizer "
-        "subagents, then writes report.md; the tree below shows each agent as it works "
+        f"\nPart 1: a plan in code (a workflow) has a summarizer subagent write one summary per document "
+        f"({len(docs)} documents), checks each in code and tries again, up to {ATTEMPTS} tries, those that do "
+        f"not hold; the tree below shows each agent as it works "
         f"({'a few minutes on the embedded model' if local else 'as long as the model takes'})...\n"
     )
-    result = run_live(lambda sinks: runtime.run(prompt, sinks=sinks))
-    texts = {stem: (workspace / "docs" / f"{stem}.txt").read_text(encoding="utf-8") for stem in stems}
-    lead_files = [judge_report(_read(workspace, "report.md"), stems, prompt)]
-    lead_files += [_judged(workspace, f"summaries/{stem}.md", stem, texts, prompts[stem]) for stem in stems]
-    _show(workspace, lead_files)
+    result = run_live(lambda sinks: runtime.run("one checked summary per document", sinks=sinks, workflow=plan))
+    chosen = _plan_files(result, stems)
+    plan_files = [_judged(workspace, chosen[stem], stem, texts, ASK.format(path=chosen[stem])) for stem in stems]
+    _show(workspace, plan_files)
 
     say(
         f"\nPart 2: the same {len(docs)} documents as a durable batch, two items at a time "
-        "(each item a summarizer subagent; stored, so an interrupted batch resumes)...\n"
+        "(each item a summarizer subagent, one try; stored, so an interrupted batch resumes)...\n"
     )
-    batch_prompts = {stem: f"Summarise docs/{stem}.txt into summaries/batch-{stem}.md" for stem in stems}
-    batch = _run_batch(workspace, batch_prompts, runtime)
+    asks = {stem: ASK.format(path=f"summaries/batch-{stem}.md") for stem in stems}
+    batch, batch_files = _run_batch(
+        workspace, {stem: f"{texts[stem]}\n\n{asks[stem]}" for stem in stems}, runtime, texts, asks
+    )
     say(batch.render())
-    batch_files = [_judged(workspace, f"summaries/batch-{stem}.md", stem, texts, batch_prompts[stem]) for stem in stems]
     _show(workspace, batch_files)
     rows = judge_results(workspace / "results.jsonl", stems)
-    say("\n" + "\n".join(verdict(result, ending_line(result), len(docs), lead_files, batch, batch_files, rows)))
+    say("\n" + "\n".join(verdict(result, len(docs), plan_files, batch, batch_files, rows)))
     if local:
         say(
             "For real work, point the same command at a real model: --model openai:gpt-4.1-mini or "
             "--model anthropic:claude-sonnet-4-5 (see docs/local-model.md)."
         )
     return result
+
+
+def _plan_files(result: RunResult, stems: list[str]) -> dict[str, str]:
+    """The summary file of each document the plan says it ended with (its last try), or the first
+    try's when the plan said nothing of it (it failed before)."""
+    value: object = (result.workflow or {}).get("value")
+    chosen = {stem: f"summaries/{stem}.md" for stem in stems}
+    if isinstance(value, dict):
+        for stem, entry in cast("dict[str, object]", value).items():
+            file = cast("dict[str, object]", entry).get("file") if isinstance(entry, dict) else None
+            if stem in chosen and isinstance(file, str) and file.startswith("summaries/"):
+                chosen[stem] = file
+    return chosen
 
 
 def say(line: str) -> None:
@@ -177,18 +189,20 @@ def _copy_samples(workspace: Path) -> list[str]:
     return names
 
 
-def _run_batch(workspace: Path, prompts: dict[str, str], runtime: Runtime) -> Batch:
+def _run_batch(
+    workspace: Path, prompts: dict[str, str], runtime: Runtime, texts: dict[str, str], asks: dict[str, str]
+) -> tuple[Batch, list[FileVerdict]]:
+    """The batch run to its end, each summary judged, and results.jsonl: the batch's export, each
+    row with `content_check` (whether the judge's checks hold for its summary, and what is wrong)."""
     from .._config import LOCAL_USER
     from ..batch import Batches
     from ..run import open_store
     from ._batch import run_to_end
 
     items = [
-        {
-            "key": stem,
-            "prompt": prompt,
-            "acceptance_criteria": [f"file:summaries/batch-{stem}.md non-empty"],
-        }
+        # No acceptance_criteria: their framing, appended to the task, is what a 135M model then
+        # summarises ("The text is a continuation of the message..."); content_check is the check.
+        {"key": stem, "prompt": prompt}
         for stem, prompt in prompts.items()
     ]
     batches = Batches(open_store(None, workspace.resolve()))
@@ -196,10 +210,14 @@ def _run_batch(workspace: Path, prompts: dict[str, str], runtime: Runtime) -> Ba
         LOCAL_USER, subagent_type="summarizer", items=items, title="summaries", max_running_items=2, max_attempts=1
     )
     final = asyncio.run(run_to_end(batches, batch.batch, lambda user_id, model: runtime))
+    judged = {stem: _judged(workspace, f"summaries/batch-{stem}.md", stem, texts, asks[stem]) for stem in prompts}
     with (workspace / "results.jsonl").open("w", encoding="utf-8") as out:
         for row in batches.export_rows(LOCAL_USER, final.id):
+            check = judged.get(str(row.get("key")))
+            if check is not None:
+                row["content_check"] = {"holds": check.holds, "problems": check.problems}
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return final
+    return final, list(judged.values())
 
 
 # -- judging what was written -----------------------------------------------------------------------
@@ -287,40 +305,21 @@ def judge_summary(name: str, text: str | None, stem: str, documents: dict[str, s
     return FileVerdict(name=name, text=text, problems=problems)
 
 
-def judge_report(text: str | None, stems: list[str], prompt: str) -> FileVerdict:
-    """Whether `text` is the lead's report.md: written, not empty, naming every document, and not
-    its prompt copied."""
-    name = "report.md"
-    if text is None:
-        return FileVerdict(name=name, text=None, problems=["not written"])
-    if not text.strip():
-        return FileVerdict(name=name, text=text, problems=["empty"])
-    problems: list[str] = []
-    said = set(_words(text))
-    missing = [stem for stem in stems if stem not in said]
-    if missing:
-        problems.append(f"names {len(stems) - len(missing)} of the {len(stems)} documents (not {', '.join(missing)})")
-    run = _longest_copied_run(text, prompt)
-    if len(run) >= REPORT_ECHO_WORDS:
-        problems.append(f"copies {_quote(run)} of its prompt")
-    return FileVerdict(name=name, text=text, problems=problems)
-
-
 @dataclass(frozen=True)
 class ResultsVerdict:
     """results.jsonl read back: how many rows parse, their keys and statuses, and what is wrong."""
 
     rows: int
     statuses: dict[str, int]
-    accepted: int
-    """Rows whose every acceptance criterion holds (an item can succeed without: docs/batches.md)."""
+    checked: int
+    """Rows whose `content_check` says their summary holds."""
     problems: list[str]
 
 
 def judge_results(path: Path, stems: list[str]) -> ResultsVerdict:
     """Whether the export at `path` holds one JSON row per item of the batch (keys `stems`)."""
     if not path.is_file():
-        return ResultsVerdict(rows=0, statuses={}, accepted=0, problems=[f"{path.name} was not written"])
+        return ResultsVerdict(rows=0, statuses={}, checked=0, problems=[f"{path.name} was not written"])
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -339,49 +338,51 @@ def judge_results(path: Path, stems: list[str]) -> ResultsVerdict:
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[str(row.get("status"))] = statuses.get(str(row.get("status")), 0) + 1
-    accepted = sum(1 for row in rows if _all_hold(row.get("acceptance")))
-    return ResultsVerdict(rows=len(rows), statuses=statuses, accepted=accepted, problems=problems)
-
-
-def _all_hold(acceptance: object) -> bool:
-    if not isinstance(acceptance, list) or not acceptance:
-        return False
-    criteria = cast("list[object]", acceptance)
-    return all(isinstance(c, dict) and cast("dict[str, object]", c).get("result") == "holds" for c in criteria)
+    checked = sum(
+        1 for row in rows if isinstance(row.get("content_check"), dict) and row["content_check"].get("holds") is True
+    )
+    missing = sum(1 for row in rows if not isinstance(row.get("content_check"), dict))
+    if missing:
+        problems.append(f"{plural(missing, 'row')} without a content_check")
+    return ResultsVerdict(rows=len(rows), statuses=statuses, checked=checked, problems=problems)
 
 
 def verdict(
     result: RunResult,
-    ending: str | None,
     documents: int,
-    lead_files: list[FileVerdict],
+    plan_files: list[FileVerdict],
     batch: Batch,
     batch_files: list[FileVerdict],
     results: ResultsVerdict,
 ) -> list[str]:
-    """The closing lines: what each part did and which files hold up, each figure counted here."""
-    ran = len(result.subagents)
-    completed = sum(1 for s in result.subagents if s.status == "completed")
-    how = f"the lead completed with an answer in {result.steps} steps" if ending is None else ending.rstrip(".")
+    """The closing lines: what each part did and which summaries hold up, each figure counted here."""
+    listed: object = (result.workflow or {}).get("agents")
+    agents = [cast("dict[str, object]", a) for a in cast("list[object]", listed or []) if isinstance(a, dict)]
+    completed = sum(1 for a in agents if a.get("status") == "completed")
+    retries = max(0, len(agents) - documents)
     lines = [
-        "Verdict (each figure checked in code, each file judged by what it holds):",
-        f"  Part 1: {how}; it started {plural(ran, 'subagent')} for {plural(documents, 'document')} "
-        f"({completed} completed); "
-        f"{_held(lead_files)} of the {len(lead_files)} files it was asked for {_hold(lead_files)}.",
-        f"  Part 2: the batch ended {batch.status}: {_counts(results.statuses)} of {batch.total} items; its own "
-        f"check (the file is not empty) holds for {results.accepted}; judged by what they hold, "
-        f"{_held(batch_files)} of the {len(batch_files)} summaries {_hold(batch_files)}.",
+        "Verdict (each figure checked in code, each summary judged by what it holds):",
+        f"  Part 1: the plan ended {result.status}: it started {plural(len(agents), 'agent')} for "
+        f"{plural(documents, 'document')} ({completed} completed, {plural(retries, 'retry', 'retries')}); judged by "
+        f"what they hold, {_held(plan_files)} of the {len(plan_files)} summaries {_hold(plan_files)} (each "
+        "document's last try).",
+        f"  Part 2: the batch ended {batch.status}: {_counts(results.statuses)} of {batch.total} items; judged by "
+        f"what they hold, {_held(batch_files)} of the {len(batch_files)} summaries {_hold(batch_files)} (one try "
+        "each).",
     ]
     if results.problems:
         lines.append(f"  results.jsonl: {'; '.join(results.problems)}.")
     else:
-        lines.append(f"  results.jsonl: {results.rows} rows, one per item.")
-    wrong = [f for f in [*lead_files, *batch_files] if not f.holds]
+        lines.append(
+            f"  results.jsonl: {results.rows} rows, one per item, each saying whether its summary holds "
+            f"(content_check: {results.checked} hold)."
+        )
+    wrong = [f for f in [*plan_files, *batch_files] if not f.holds]
     if wrong:
-        lines.append(f"  What the model got wrong ({plural(len(wrong), 'file')}):")
+        lines.append(f"  What the model got wrong ({plural(len(wrong), 'summary', 'summaries')}):")
         lines += [f"    {f.name}: {'; '.join(f.problems)}" for f in wrong]
     else:
-        lines.append("  Every file holds up.")
+        lines.append(f"  Every summary holds up (of {plural(documents, 'document')}, in both parts).")
     return lines
 
 
