@@ -234,6 +234,10 @@ class Subagent(Agent):
     `docs/isolation.md`). `shared`: it writes the workspace itself, even without write tools (a
     type without them otherwise runs on a layer where every write is refused). None: the lead's
     `task` call decides (shared unless it asks for `overlay`)."""
+    max_depth: int | None = None
+    """How many levels below it its subagents may still go, never past the run's
+    `RunLimits.max_depth`: 0 never delegates, 1 may start subagents that cannot. None: as deep as
+    the run allows. Only a type that inherits its tools, or names `task`, delegates at all."""
 
     @property
     def label(self) -> str:
@@ -269,6 +273,7 @@ class Subagent(Agent):
             else ResultSchema(self.output_schema, self.label).schema,
             "isolation": self.isolation,
             "memory": self.memory,
+            "max_depth": self.max_depth,
             "extra": self.extra,
             "warnings": [w.to_dict() for w in self.warnings],
             "source": self.source,
@@ -286,6 +291,9 @@ class Subagent(Agent):
             raise UserError(f"subagent {self.name!r}: isolation={self.isolation!r}; give 'overlay', 'shared' or None")
         if self.memory not in (None, "user", "project", "local"):
             raise UserError(f"subagent {self.name!r}: memory={self.memory!r}; give 'user', 'project', 'local' or None")
+        depth = self.max_depth
+        if depth is not None and not _whole_from(depth, 0):
+            raise UserError(f"subagent {self.name!r}: max_depth={depth!r}; give a whole number, 0 or more, or None")
 
     @property
     def read_only(self) -> bool:
@@ -293,6 +301,11 @@ class Subagent(Agent):
         is never given `memory_write`. A type that inherits is not read-only."""
         names = self.tool_names
         return names is not None and not WRITE_TOOLS.intersection(names) and self.isolation != "shared"
+
+
+def _whole_from(value: object, least: int) -> bool:
+    """Whether `value` is a whole number (not a bool) of at least `least`: what code may pass is checked."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -374,6 +387,7 @@ class _FrontMatter(BaseModel):
     color: str | None = None  # Claude Code's colour in its UI; accepted and ignored
     isolation: Literal["overlay", "shared"] | None = None
     memory: MemoryScope | None = None
+    max_depth: int | None = Field(default=None, ge=0, le=100, validation_alias=AliasChoices("max_depth", "maxDepth"))
 
     @field_validator("memory", mode="before")
     @classmethod
@@ -483,6 +497,7 @@ def load_definition(
             hooks=(parsed.hooks or {}) if hooks else {},
             isolation=parsed.isolation,
             memory=parsed.memory,
+            max_depth=parsed.max_depth,
             command_rules=CommandRules(allow=allow, deny=deny),
             unavailable_tools=unavailable,
             extra=extra,

@@ -74,6 +74,11 @@ class Compaction:
     model: Model | None = None
 
 
+def _whole_from(value: object, least: int) -> bool:
+    """Whether `value` is a whole number (not a bool) of at least `least`: a stored run's limits are checked."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 def _whole(owner: str, name: str, value: object, *, least: int = 1, none: str = "no limit") -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
         raise UserError(f"{owner} {name}={value!r}: give a whole number of at least {least}, or None for {none}")
@@ -100,7 +105,9 @@ class RunLimits:
     its agent goes on; a model request that hangs ends its agent `timed_out` (stop reason
     `stalled`), a subagent's result for its lead. Waiting for a person never counts; `task`,
     `task_wait`, `task_message` and `workflow` are not watched (their agents' calls are). None:
-    never (default 300).
+    never (default 300). `max_depth`: how many levels of subagents the run may have (default 1:
+    the lead's subagents cannot delegate; 2: they may start subagents of their own, which cannot;
+    see `docs/subagents.md`, "Nested subagents"). Every level spends the run's budgets.
     """
 
     timeout: float | None = DEFAULT_RUN_TIMEOUT
@@ -114,6 +121,7 @@ class RunLimits:
     stall_timeout: float | None = DEFAULT_STALL_TIMEOUT
     workflow_agents: int | None = 1000
     """Agents one workflow may start in all (its own cap: `max_subagents` is the lead's)."""
+    max_depth: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """Every limit by name: what the store keeps with a run, so its resume runs under them."""
@@ -162,6 +170,11 @@ class RunLimits:
             raise UserError(f"RunLimits stall_timeout={st!r}: give positive seconds, or None for no idle watchdog")
         for name in ("token_budget", "max_requests", "max_parallel", "max_subagents", "workflow_agents"):
             _whole("RunLimits", name, getattr(self, name))
+        depth = self.max_depth
+        if not _whole_from(depth, 1):
+            raise UserError(
+                f"RunLimits max_depth={depth!r}: give a whole number of at least 1 (1: subagents cannot delegate)"
+            )
 
 
 def limits_within(caps: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:

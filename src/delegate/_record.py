@@ -153,7 +153,9 @@ class TaskOutput:
     it was too long for the lead to read (it is also the first artifact). `seq` is its place among
     the run's subagents, in the order the lead called them (not in the order they finished).
     `background` says the lead started it with `run_in_background` (it went on working meanwhile);
-    `messages` is how many follow-ups (`task_message`) it took after its first task."""
+    `messages` is how many follow-ups (`task_message`) it took after its first task. `depth` is
+    its level below the lead (1: the lead started it; 2: a subagent did, its `parent_agent_id`);
+    its `usage` is its own model requests', its subagents' being in their own records."""
 
     id: str
     type: str
@@ -181,6 +183,7 @@ class TaskOutput:
     background: bool = False
     messages: int = 0
     seq: int = 0
+    depth: int = 1
     isolation: Isolation = "shared"
     changes: list[Change] = field(default_factory=empty_list)
     """What an overlay subagent changed: applied to the workspace when it merged, else kept in its layer."""
@@ -204,6 +207,7 @@ class TaskOutput:
             "description": self.description,
             "tool_call_id": self.tool_call_id,
             "parent_agent_id": self.parent_agent_id,
+            "depth": self.depth,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "summary": self.summary,

@@ -324,6 +324,7 @@ SUBAGENT_COLUMNS = (
     "layer",
     "conversation",
     "pricing",
+    "depth",
 )
 """The columns of a `subagents` row as `subagent_values` gives it (all of the table's)."""
 
@@ -379,6 +380,7 @@ def subagent_values(
             }
         ),
         record.pricing,
+        record.depth,
     )
 
 
@@ -509,6 +511,7 @@ def decode_subagent(run_id: str, row: sa.RowMapping) -> TaskOutput:
         values["isolation"] = values.get("isolation") or "shared"  # stored before core.0012_isolation
         values["changes"] = values.get("changes") or []
         values["conflicts"] = values.get("conflicts") or []
+        values["depth"] = values.get("depth") or 1
         return TaskOutput.from_dict(values, seq=values.pop("seq") or 0)
     except ValueError as exc:
         where = f" column {column!r}" if column else ""

@@ -315,6 +315,12 @@ def _pricing_column() -> sa.Column[Any]:
     return sa.Column("pricing", sa.Text)
 
 
+def _depth_column() -> sa.Column[Any]:
+    """The column migration core.0023 adds to `subagents`: its level below the lead (1: the lead
+    started it; 2 and more: a subagent did, named by `parent_agent_id`; see `RunLimits.max_depth`)."""
+    return sa.Column("depth", sa.Integer, nullable=False, server_default="1")
+
+
 def _conversation_column() -> sa.Column[Any]:
     """The column migration core.0016 adds to `subagents`: the conversation of a subagent whose
     last stretch of work (its task, or its last follow-up) completed, what a follow-up continues
@@ -400,7 +406,7 @@ sa.Index("runs_previous_run", runs_table.c.previous_run_id, unique=True)
 sa.Index("runs_by_thread", runs_table.c.thread_id, runs_table.c.created_at)
 events_table.append_column(_event_pack_column())
 subagents_table.append_column(_subagent_key_column())
-for _column in [*_isolation_columns(), *_record_columns, _conversation_column(), _pricing_column()]:
+for _column in [*_isolation_columns(), *_record_columns, _conversation_column(), _pricing_column(), _depth_column()]:
     subagents_table.append_column(_column)
 checkpoints_table = _checkpoint_table(_metadata)
 approvals_table = _approvals_table(_metadata)
@@ -503,6 +509,12 @@ def _m0015_run_limits(conn: Connection) -> None:
 def _m0021_pricing(conn: Connection) -> None:
     column = _pricing_column()
     conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {column.type.compile(conn.dialect)}")
+
+
+def _m0023_subagent_depth(conn: Connection) -> None:
+    column = _depth_column()
+    kind = column.type.compile(conn.dialect)
+    conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {kind} NOT NULL DEFAULT 1")
 
 
 def _m0012_isolation(conn: Connection) -> None:
@@ -667,4 +679,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0020_run_gates", _m0020_run_gates),
     Migration("core.0021_pricing", _m0021_pricing),
     Migration("core.0022_run_homes", _m0022_run_homes),
+    Migration("core.0023_subagent_depth", _m0023_subagent_depth),
 )

@@ -70,6 +70,18 @@ StallTimeout = Annotated[
 ]
 
 
+MaxDepth = Annotated[
+    int | None,
+    typer.Option(
+        "--max-depth",
+        min=1,
+        max=100,
+        rich_help_panel="Limits",
+        help="Levels of subagents: 1 (default) lets only the lead delegate, 2 lets its subagents start their own, ...",
+    ),
+]
+
+
 def stall_seconds(given: float | None, default: float | None) -> float | None:
     """`RunLimits.stall_timeout` from `--stall-timeout`: `default` when not given, None for 0."""
     if given is None:

@@ -26,6 +26,7 @@ from ._chat import Continue, check_continue, continue_order, continued_run
 from ._common import (
     LOCAL_TIMEOUT,
     Db,
+    MaxDepth,
     OperatorFlags,
     StallTimeout,
     Workspace,
@@ -193,6 +194,7 @@ def run(
         ),
     ] = None,
     stall_timeout: StallTimeout = None,
+    max_depth: MaxDepth = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object with the result.", rich_help_panel=OUT)
     ] = False,
@@ -210,7 +212,9 @@ def run(
     check_continue(continue_thread, continue_id, resume)
     options = {"timeout": timeout, "token_budget": token_budget, "max_requests": max_requests}
     options |= {"cost_budget": cost_budget, "max_parallel": max_parallel, "approval_timeout": approval_timeout}
-    given = given_limits(options | {"stall_timeout": stall_timeout})  # a new run's, a resume's over its own
+    given = given_limits(
+        options | {"stall_timeout": stall_timeout, "max_depth": max_depth}
+    )  # a new run's, a resume's over its own
     if prompt is not None or script is not None:  # a new run (a resumed one keeps its model)
         model, timeout = _model_and_timeout(model, timeout)
     from .._agents import Lead
@@ -326,6 +330,7 @@ def workflow_run(
         cost_budget=cost_budget,
         approval_timeout=None,
         stall_timeout=stall_timeout,
+        max_depth=None,
         as_json=as_json,
         db=db,
         workflow_file=file,

@@ -49,6 +49,8 @@ class _Agent:
     """Follow-ups it took (`task_message`)."""
     todos: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     """Its todo list as it last wrote it (`todo_write`)."""
+    parent: str | None = None
+    """The subagent that started it, when one did (a nested subagent: under its parent's line)."""
 
 
 class RunView:
@@ -66,7 +68,9 @@ class RunView:
         match event.type:
             case "subagent.started":
                 label = f"{data['type']}: {data['description']}"
-                self.subagents[event.agent_id] = _Agent(label + (" (background)" if data.get("background") else ""))
+                label += " (background)" if data.get("background") else ""
+                parent = event.parent_agent_id if event.parent_agent_id in self.subagents else None
+                self.subagents[event.agent_id] = _Agent(label, parent=parent)
                 if data.get("phase"):
                     self.phases.setdefault(str(data["phase"]), []).append(event.agent_id)
             case "workflow.phase":
@@ -107,9 +111,12 @@ class RunView:
         tree = Tree(_line(self.lead))
         _add_todos(tree, self.lead)
         grouped = {agent_id for ids in self.phases.values() for agent_id in ids}
-        for agent_id, agent in self.subagents.items():
+        nodes: dict[str, Tree] = {}
+        for agent_id, agent in self.subagents.items():  # a parent starts before its children
             if agent_id not in grouped:
-                _add_todos(tree.add(_line(agent)), agent)
+                above = nodes.get(agent.parent) if agent.parent is not None else None
+                nodes[agent_id] = (above or tree).add(_line(agent))
+                _add_todos(nodes[agent_id], agent)
         for name, ids in self.phases.items():
             agents = [self.subagents[i] for i in ids]
             node = tree.add(_phase_line(name, agents))

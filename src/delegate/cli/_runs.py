@@ -293,14 +293,32 @@ def _show_agents(store: Store, result: RunResult) -> None:
         for line in workflow_lines(result.workflow, script if isinstance(script, str) else None):
             typer.echo(line)
     placed = {a["id"]: a for a in (result.workflow or {}).get("agents", []) if a.get("id")}
-    for sub in result.subagents:
+    for sub in in_tree(result.subagents):
         kind = (" (background)" if sub.background else "") + (
             f", {plural(sub.messages, 'follow-up')}" if sub.messages else ""
         )
         where = _placed(placed.get(sub.id))
+        below = f" (depth {sub.depth}, started by {sub.parent_agent_id})" if sub.depth > 1 else ""
         typer.echo(
-            f"  {sub.id} [{sub.status}] {sub.type}: {sub.description}{kind}{where} · {cost_text(sub.usage.cost_usd)}"
+            f"{'  ' * sub.depth}{sub.id} [{sub.status}] {sub.type}: {sub.description}{kind}{where}{below} · "
+            f"{cost_text(sub.usage.cost_usd)}"
         )
+
+
+def in_tree(records: list[TaskOutput]) -> list[TaskOutput]:
+    """`records` with each nested subagent right after its parent (and its parent's earlier
+    children), the lead's subagents in call order."""
+    ids = {r.id for r in records}
+    children: dict[str | None, list[TaskOutput]] = {}
+    for record in records:
+        children.setdefault(record.parent_agent_id if record.parent_agent_id in ids else None, []).append(record)
+    ordered: list[TaskOutput] = []
+    stack = list(reversed(children.get(None, [])))
+    while stack:
+        record = stack.pop()
+        ordered.append(record)
+        stack.extend(reversed(children.get(record.id, [])))
+    return ordered
 
 
 def _placed(agent: dict[str, Any] | None) -> str:

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ._common import (
+    MaxDepth,
     OperatorFlags,
     StallTimeout,
     checked_workspace,
@@ -76,6 +77,7 @@ def serve(
         ),
     ] = None,
     stall_timeout: StallTimeout = None,
+    max_depth: MaxDepth = None,
     *,
     flags: OperatorFlags,
 ) -> None:
@@ -92,7 +94,9 @@ def serve(
     chosen = default_model(model, what="runs that name no model")
     sock = _bind(host, port)
     limits = RunLimits(
-        approval_timeout=approval_timeout, stall_timeout=stall_seconds(stall_timeout, DEFAULT_STALL_TIMEOUT)
+        approval_timeout=approval_timeout,
+        stall_timeout=stall_seconds(stall_timeout, DEFAULT_STALL_TIMEOUT),
+        max_depth=max_depth or 1,
     )
     try:
         import uvicorn

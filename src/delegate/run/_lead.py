@@ -216,6 +216,8 @@ async def _lead_tools(runtime: Runtime, run: Run, model: Model, prompt: str) -> 
             run.runner, run.background, visible, max_parallel=run.limits.max_parallel, command_types=hidden
         )
         lead_tools += [task, *background_tools(run.background)]
+        if run.limits.max_depth > 1:  # nested subagents (docs/subagents.md): the same tool, the same types
+            run.runner.offer_task(task)
         if runtime.offers("workflow") is not False and run.recorder is not None:  # plans in code: docs/workflows.md
             keep = functools.partial(run.recorder.checkpoint, WORKFLOW)
             lead_tools.append(workflow_tool(run.runner, visible, cap=run.limits.workflow_agents, keep=keep))

@@ -115,7 +115,11 @@ async def open_run(
     own = await runtime.own_mcp_tools()
     journal = StoredJournal(recorder) if recorder is not None else None
     roster = Roster(
-        run_id, emit, max_total=limits.max_subagents, finished=journal.subagents if journal is not None else None
+        run_id,
+        emit,
+        max_total=limits.max_subagents,
+        finished=journal.subagents if journal is not None else None,
+        max_depth=limits.max_depth,
     )
     approvals = None
     if recorder is not None and gates.active:

@@ -389,6 +389,12 @@ class RunRequest(BaseModel):
     args: dict[str, Any] | None = Field(default=None, description="The workflow's `args` (JSON data).")
     model: str | None = Field(default=None, description="provider:name; the server's default if omitted.")
     max_parallel: int | None = Field(default=None, ge=1, le=1000, description="Subagents running at once.")
+    max_depth: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="Levels of subagents (1: only the lead delegates); at most the server's.",
+    )
     uploaded_files: list[UploadedFile] | None = Field(
         default=None, description="Files uploaded earlier in the conversation: offers list_uploaded_files."
     )

@@ -286,6 +286,11 @@ class Background:
                 "it a follow-up"
             )
         record = roster.by_id[agent_id]
+        if record.depth > 1:
+            raise ToolError(
+                f"{agent_id} was started by {record.parent_agent_id}, not by you: only the subagents you "
+                "started take a follow-up. Start a new task with what it needs instead."
+            )
         kept = self.follow_ups.conversation(record)
         if kept is not None and call_id is not None and call_id in kept.follow_ups:
             done = record  # answered before the run was interrupted: not asked again

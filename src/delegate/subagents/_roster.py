@@ -14,6 +14,7 @@ import asyncio
 import bisect
 import itertools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import time
 from typing import Any
@@ -25,17 +26,45 @@ from .._usage import Usage
 from ..tools import ToolContext
 
 
+@dataclass(slots=True)
+class Nest:
+    """Where one agent stands in its run's tree: its `depth` below the lead (the lead's is 0), the
+    deepest level its subagents may reach (`reach`: the run's `max_depth`, or less where a
+    definition's `max_depth` says so; it may delegate while `depth < reach`), the `key` that names
+    it within its run (None: it has none, and its subagents are not kept for a resume), and how
+    many `task` calls it made so far (what names its subagents' keys)."""
+
+    depth: int
+    reach: int
+    key: str | None = None
+    calls: int = 0
+
+    @property
+    def delegates(self) -> bool:
+        return self.depth < self.reach
+
+
 class Roster:
     """The subagents of one run (see the module). `max_total` caps how many it may start in all;
-    `finished` are the subagents of an interrupted run that finished, by key: reused, not run
-    again (a resumed run's; none for a new one)."""
+    `max_depth` how many levels deep they may go (`RunLimits.max_depth`); `finished` are the
+    subagents of an interrupted run that finished, by key: reused, not run again (a resumed run's;
+    none for a new one)."""
 
     def __init__(
-        self, run_id: str, emit: EventSink, *, max_total: int | None, finished: dict[str, TaskOutput] | None = None
+        self,
+        run_id: str,
+        emit: EventSink,
+        *,
+        max_total: int | None,
+        finished: dict[str, TaskOutput] | None = None,
+        max_depth: int = 1,
     ) -> None:
         self.run_id = run_id
         self.emit = emit
         self.max_total = max_total
+        self.max_depth = max_depth
+        self.nests: dict[str, Nest] = {}
+        """Where each subagent stands in the run's tree, by id (see `Nest`); the lead is in none."""
         self.finished = finished if finished is not None else {}
         """Subagents of an interrupted run that finished, by key, until each is given back (`reuse`):
         a resumed run's journal's own (`StoredJournal.subagents`), filled once the run is claimed."""
@@ -66,6 +95,10 @@ class Roster:
                 total.add(ctx.usage)
         return total
 
+    def nest(self, agent_id: str) -> Nest:
+        """Where `agent_id` stands: a subagent's own `Nest`, the lead's (depth 0) for any other."""
+        return self.nests.get(agent_id) or Nest(0, self.max_depth)
+
     def reserve(self, count: int, *, capped: bool = True) -> int:
         """Count `count` subagents against the run's total, or refuse them all; return the `seq`
         of the first (the lead's calls reserve in the order it made them; a workflow's, uncapped,
@@ -95,6 +128,15 @@ class Roster:
                 next(self._ids)
             self.keep(reused)
         return reused
+
+    def reuse_below(self, key: str) -> list[TaskOutput]:
+        """The nested subagents below the finished one of `key`, kept again with it: they finished
+        before it did (their keys begin with its own, see `_task._keys`)."""
+        below = [k for k in self.finished if k.startswith(f"{key}>")]
+        records = [self.finished.pop(k) for k in below]
+        for record in records:
+            self.keep(record)
+        return records
 
     def keep(self, record: TaskOutput) -> None:
         """Keep `record` in `records`, in call order (most end in it: appended)."""

@@ -39,7 +39,7 @@ from ._hooks import run_checked
 from ._output import MAX_RESULT_CHARS, RESULTS_DIR, TaskOutput, render_whole
 from ._overlay import add_recovered, isolation_for, layer_for, needs_layer, settle
 from ._prompts import prompt_shaped
-from ._roster import Roster
+from ._roster import Nest, Roster
 from ._snapshot import SNAPSHOT_SYSTEM_NOTE
 from ._task_args import Kind, kind
 
@@ -118,7 +118,53 @@ class SubagentRunner:
         self._semaphore = asyncio.Semaphore(parallel) if parallel else None
         self._prepared: dict[Kind, tuple[list[Tool], Model]] = {}
         self._isolations: dict[tuple[Kind, str | None], tuple[Isolation, bool]] = {}
-        self._specs: dict[tuple[Kind, tuple[str, ...]], AgentSpec] = {}
+        self._specs: dict[tuple[Kind, tuple[str, ...], bool], AgentSpec] = {}
+        self._task: Tool | None = None
+
+    def offer_task(self, task: Tool) -> None:
+        """The run's `task` tool, offered to each subagent the run's depth lets delegate (see
+        `Nest`): given once, by the lead's assembly, with the types the lead may start."""
+        self._task = task
+
+    def place(self, parent: ToolContext, definition: Subagent, agent_id: str, key: str | None) -> Nest:
+        """Where a subagent of `definition` started by `parent` stands (kept in the roster): one
+        level below its parent, reaching no deeper than its parent does nor than its definition's
+        `max_depth` allows below it."""
+        above = self.roster.nest(parent.agent_id)
+        depth = above.depth + 1
+        reach = above.reach if definition.max_depth is None else min(above.reach, depth + definition.max_depth)
+        nest = self.roster.nests[agent_id] = Nest(depth, reach, key)
+        return nest
+
+    def _with_task(self, definition: Subagent, tools: list[Tool], nest: Nest) -> list[Tool]:
+        """`tools` with the `task` tool before `complete` when the subagent may delegate: its
+        depth allows it, and its type inherits its tools or names `task` (and does not disallow it)."""
+        named = definition.tool_names
+        allowed = (named is None or "task" in named) and "task" not in definition.disallowed_tools
+        if self._task is None or not nest.delegates or not allowed:
+            return tools
+        return [*tools[:-1], self._task, tools[-1]]
+
+    async def lending(self, work: Awaitable[list[TaskOutput]]) -> list[TaskOutput]:
+        """Run `work` (a subagent's own `task` call) with its place among the run's `max_parallel`
+        lent to the subagents it waits for: given back once they end (a parent holding its place
+        while its children wait for one would wait for ever under `max_parallel: 1`)."""
+        semaphore = self._semaphore
+        if semaphore is None:
+            return await work
+        semaphore.release()
+        try:
+            return await work
+        finally:
+            taking = asyncio.ensure_future(semaphore.acquire())
+            cancelled = False
+            while not taking.done():  # its place is held again before it goes on, however often cancelled
+                try:
+                    await asyncio.shield(taking)
+                except asyncio.CancelledError:
+                    cancelled = True
+            if cancelled:
+                raise asyncio.CancelledError
 
     @property
     def finished(self) -> dict[str, TaskOutput]:
@@ -205,11 +251,14 @@ class SubagentRunner:
         roster = self.roster
         reused = roster.reuse(call.key, numbered=call.agent_id is not None)
         if reused is not None:
-            if self.budget is not None:  # what it spent before the interruption counts against the run's budget
-                self.budget.spend(reused.usage, reused.type)
-                self.budget.requests += reused.usage.requests
+            below = roster.reuse_below(call.key) if call.key is not None else []  # its own subagents too
+            if self.budget is not None:  # what they spent before the interruption counts against the run's budget
+                for record in [reused, *below]:
+                    self.budget.spend(record.usage, record.type)
+                    self.budget.requests += record.usage.requests
             return reused
         agent_id = call.agent_id or roster.new_id(None)
+        self.place(call.parent, call.definition, agent_id, call.key)
         task = asyncio.current_task()
         if task is not None:
             self.roster.tasks[agent_id] = task
@@ -247,13 +296,15 @@ class SubagentRunner:
             pricing=None if model.profile.pricing is None else model.profile.pricing.label,
             seq=call.seq,
             background=call.background,
+            depth=self.roster.nest(agent_id).depth if agent_id in self.roster.nests else 1,
         )
 
     def _never_started(self, reason: str, call: SubagentCall, agent_id: str) -> TaskOutput:
         """The record of a subagent stopped while it waited for a place: it did nothing."""
         _, model = self.prepare(call.definition)
         record = self._record(call, agent_id, model)
-        started = {"type": call.definition.name, "description": call.description, "background": call.background}
+        started: dict[str, Any] = {"type": call.definition.name, "description": call.description}
+        started |= {"background": call.background, "depth": record.depth}
         if call.phase is not None:
             started["phase"] = call.phase
         self.roster.event(record, "subagent.started", started)
@@ -264,6 +315,7 @@ class SubagentRunner:
     async def _run(self, call: SubagentCall, agent_id: str) -> TaskOutput:
         definition = call.definition
         tools, model = self.prepare(definition)
+        tools = self._with_task(definition, tools, self.roster.nest(agent_id))
         record = self._record(call, agent_id, model)
         record.isolation, writes = self._isolation(definition, tools, call.isolation)
         layer = self.layer(record, tools) if writes else None
@@ -273,7 +325,7 @@ class SubagentRunner:
         ctx = self.context(record, call.parent, call.tool_call_id, workspace)
         record.usage = ctx.usage
         if self.emit is not unheard:
-            started: dict[str, Any] = {"type": definition.name, "description": call.description}
+            started: dict[str, Any] = {"type": definition.name, "description": call.description, "depth": record.depth}
             if call.background:
                 started["background"] = True
             if call.phase is not None:
@@ -353,7 +405,8 @@ class SubagentRunner:
         follows one agent's conversation) and its opening does not depend on its prompt: then
         assembled once and shared (the loop does not change a spec)."""
         shared = journal is None and not prompt_shaped(model, definition.first_tool_choice)
-        spec = self._specs.get((kind(definition), notes)) if shared else None
+        delegates = self._task is not None and self._task in tools
+        spec = self._specs.get((kind(definition), notes, delegates)) if shared else None
         if spec is None:
             scope = self.scope
             spec = await assemble(
@@ -367,7 +420,7 @@ class SubagentRunner:
                 compaction_model=self.compaction_model(definition),
             )
             if shared and not spec.gates:
-                self._specs[(kind(definition), notes)] = spec
+                self._specs[(kind(definition), notes, delegates)] = spec
         return spec
 
     def context(
@@ -506,6 +559,8 @@ class SubagentRunner:
         """Continue `record`'s conversation with `message` to its end (one more `complete`)."""
         definition = kept.definition
         tools, model = self.prepare(definition)
+        nest = self.roster.nests.get(record.id) or self.place(parent, definition, record.id, kept.key)
+        tools = self._with_task(definition, tools, nest)
         # kept as its stretch (`<key>+<n>`) when subagents keep a journal: a resume replays what it asked
         stretch = f"{kept.key}+{record.messages + 1}" if kept.key is not None else None
         journal_for = self.keeping.journal_for
@@ -613,6 +668,7 @@ class SubagentRunner:
                 "error": record.error,
                 "background": record.background,
                 "messages": record.messages,
+                "depth": record.depth,
             },
         )
 

@@ -171,6 +171,7 @@ function agentNode(id, parentId) {
     artifacts: [],
     background: false,
     messages: 0,
+    depth: id === "lead" ? 0 : 1,
   };
   const li = el("li", { "data-agent": id });
   const row = el("div", { class: "node", tabindex: "0", role: "button", onclick: () => pickAgent(id) });
@@ -210,6 +211,7 @@ function drawAgent(agent) {
     el("span", { class: "name", text: agent.id }),
     agent.type ? el("span", { class: "type", text: agent.type }) : null,
     agent.background ? el("span", { class: "badge background", text: "background" }) : null,
+    agent.depth > 1 ? el("span", { class: "badge depth", text: `depth ${agent.depth}` }) : null,
     el("span", { class: "desc", text: agent.description }),
     el("span", { class: "meta", text: meta.join(" · ") }),
     badge(agent.status),
@@ -289,6 +291,7 @@ function onRunEvent(type, ev) {
       agent.type = data.type || "";
       agent.description = data.description || "";
       agent.background = Boolean(data.background);
+      agent.depth = data.depth || 1;
       placeInPhase(agent, data.phase, parent);
       agent.started = ev.ts;
       if (ev.tool_call_id) tree.byCall.set(ev.tool_call_id, ev.agent_id);
@@ -451,6 +454,7 @@ async function loadRecord(runId) {
       if (agent.messages > (s.messages || 0)) continue; // a follow-up runs: the record is older
       Object.assign(agent, {
         background: Boolean(s.background),
+        depth: s.depth || 1,
         messages: s.messages || 0,
         type: s.type,
         description: s.description,
