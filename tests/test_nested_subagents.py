@@ -16,6 +16,7 @@ import pytest
 from delegate import Event, RunLimits, Runtime, Store, UserError
 from delegate._agents import Subagent
 from delegate.models import ModelRequest, ModelResponse
+from delegate.server._runs import RunRequest
 from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from tests.cli_support import run_cli
 from tests.durable_support import cli_env, only_run, run_json, wait_for
@@ -170,11 +171,12 @@ def tool_list(body: dict[str, Any]) -> set[str]:
 
 
 class Tree:
-    """The lead delegates "parent job" to `type`; the parent delegates "grandchild job", which
-    completes; the parent then holds until `release` before it completes with what it heard."""
+    """The lead delegates "parent job" (and, `solo`, "solo job" to the type `solo`); the parent
+    delegates "grandchild job", which completes; the parent then holds until `release` before it
+    completes with what it heard."""
 
-    def __init__(self, type: str = "general-purpose") -> None:
-        self.type = type
+    def __init__(self, *, solo: bool = False) -> None:
+        self.solo = solo
         self.bodies: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.release = threading.Event()
@@ -186,11 +188,13 @@ class Tree:
             self.bodies.append(body)
         if is_lead(body):
             if turns(body) == 0:
-                task = {"subagent_type": self.type, "description": "plan", "prompt": "parent job"}
-                return Reply(tool_calls=[("task", task)])
+                calls = [("task", {"subagent_type": "general-purpose", "description": "plan", "prompt": "parent job"})]
+                if self.solo:
+                    calls.append(("task", {"subagent_type": "solo", "description": "alone", "prompt": "solo job"}))
+                return Reply(tool_calls=list(calls))
             return Reply(content="lead got: " + last_tool(body)[:200])
         job = user_texts(body)[0]
-        if job == "grandchild job":
+        if job in ("grandchild job", "solo job"):
             return Reply(tool_calls=[("complete", {"summary": "found 42"})], prompt_tokens=3, completion_tokens=1)
         if turns(body) == 0 and "task" in tool_list(body):
             return Reply(
@@ -207,38 +211,30 @@ class Tree:
         return sum(1 for b in self.bodies if not is_lead(b) and user_texts(b)[0] == job)
 
 
-def test_the_cli_max_depth_flag_nests_and_runs_show_prints_the_tree(tmp_path: Path) -> None:
-    tree = Tree()
-    db = f"sqlite:///{tmp_path / 'd.db'}"
-    with OpenAIServer(tree) as server:
-        env = cli_env(server.base_url, db=db)
-        result = run_json(
-            run_cli(["run", "go", "--model", "openai:m", "--json", "--max-depth", "2", "-w", str(tmp_path)], env=env)
-        )
-        shown = run_cli(["runs", "show", result["run_id"], "-w", str(tmp_path)], env=env)
-    assert [(s["id"], s["depth"], s["parent_agent_id"]) for s in result["subagents"]] == [
-        ("sub1", 1, "lead"),
-        ("sub2", 2, "sub1"),
-    ]
-    assert shown.returncode == 0, shown.stderr
-    lines = [line for line in shown.stdout.splitlines() if "sub1 [" in line or "sub2 [" in line]
-    assert lines[0].startswith("  sub1 [completed]")
-    assert lines[1].startswith("    sub2 [completed]") and "(depth 2, started by sub1)" in lines[1]
-
-
-def test_a_definition_with_max_depth_0_never_delegates_even_under_the_cli_flag(tmp_path: Path) -> None:
+def test_the_cli_max_depth_flag_nests_a_definitions_max_depth_0_does_not_and_runs_show_prints_the_tree(
+    tmp_path: Path,
+) -> None:
     agents = tmp_path / ".claude/agents"
     agents.mkdir(parents=True)
     (agents / "solo.md").write_text("---\nname: solo\ndescription: works alone\nmax_depth: 0\n---\nWork alone.\n")
-    tree = Tree("solo")
+    tree = Tree(solo=True)
     with OpenAIServer(tree) as server:
         env = cli_env(server.base_url, db=f"sqlite:///{tmp_path / 'd.db'}")
-        result = run_json(
-            run_cli(["run", "go", "--model", "openai:m", "--json", "--max-depth", "3", "-w", str(tmp_path)], env=env)
-        )
-    assert [(s["id"], s["type"]) for s in result["subagents"]] == [("sub1", "solo")]
-    assert tree.asked("grandchild job") == 0
-    assert all("task" not in tool_list(b) for b in tree.bodies if not is_lead(b))
+        args = ["run", "go", "--model", "openai:m", "--json", "--max-depth", "3", "-w", str(tmp_path)]
+        result = run_json(run_cli(args, env=env))
+        shown = run_cli(["runs", "show", result["run_id"], "-w", str(tmp_path)], env=env)
+    assert [(s["id"], s["type"], s["depth"], s["parent_agent_id"]) for s in result["subagents"]] == [
+        ("sub1", "general-purpose", 1, "lead"),
+        ("sub2", "solo", 1, "lead"),
+        ("sub3", "general-purpose", 2, "sub1"),
+    ]
+    solo = [b for b in tree.bodies if not is_lead(b) and user_texts(b)[0] == "solo job"]
+    assert solo and all("task" not in tool_list(b) for b in solo)  # its max_depth: 0, under a run's 3
+    assert shown.returncode == 0, shown.stderr
+    lines = [line.split(" · ")[0] for line in shown.stdout.splitlines() if " [completed] " in line]
+    assert lines[0].startswith("  sub1 [completed] general-purpose")
+    assert lines[1].startswith("    sub3 [completed]") and "(depth 2, started by sub1)" in lines[1]
+    assert lines[2].startswith("  sub2 [completed] solo")
 
 
 def test_a_run_killed_after_a_grandchild_finished_resumes_without_running_it_again(
@@ -298,3 +294,9 @@ async def test_a_resumed_run_keeps_a_finished_parents_children_and_counts_their_
     assert {s.id: (s.depth, s.status) for s in result.subagents} == {"sub1": (1, "completed"), "sub2": (2, "completed")}
     assert result.usage.input_tokens - interrupted.usage.input_tokens == 100  # only the lead's last answer is new
     assert interrupted.usage.input_tokens == 100 + 2 * 20 + 3
+
+
+def test_a_post_runs_max_depth_is_capped_by_the_servers() -> None:
+    assert RunRequest(prompt="go", max_depth=3).limits(RunLimits()).max_depth == 1  # the server's default: none
+    assert RunRequest(prompt="go", max_depth=3).limits(RunLimits(max_depth=2)).max_depth == 2
+    assert RunRequest(prompt="go", max_depth=1).limits(RunLimits(max_depth=2)).max_depth == 1
