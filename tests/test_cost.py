@@ -16,9 +16,9 @@ from genai_prices import calc_price
 
 from delegate import RunLimits, Runtime
 from delegate._events import Event
-from delegate._prices import request_cost
 from delegate._usage import Usage
 from delegate.models import OpenAIModel, Pricing, RetryPolicy
+from delegate.models._prices import request_cost
 from delegate.testing import is_lead
 from tests.cli_support import run_cli
 from tests.loopback_openai import Fault, OpenAIServer, Reply

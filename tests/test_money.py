@@ -17,9 +17,9 @@ import pytest
 
 from delegate import RunLimits, Runtime, Store
 from delegate._events import Event
-from delegate._prices import request_cost
 from delegate._usage import Usage
 from delegate.models import Pricing
+from delegate.models._prices import request_cost
 from delegate.testing import is_lead
 from tests.cli_support import delegate
 from tests.durable_support import cli_env, only_run, wait_for

@@ -16,7 +16,7 @@ from genai_prices import Usage as Tokens
 from genai_prices import calc_price
 
 from delegate import Extensions, RuntimeSettings, Store, UserError
-from delegate._prices import ModelPrices, Pricing, parse_price
+from delegate.models._prices import ModelPrices, Pricing, parse_price
 from delegate.server import ServerSettings, create_app
 from delegate.testing import is_lead
 from tests.cli_support import run_cli, scrubbed_env
@@ -98,8 +98,8 @@ def test_a_bad_price_is_one_line_saying_what_a_price_is(tmp_path: Path) -> None:
 
 
 def test_cached_tokens_are_charged_at_their_own_price_and_once() -> None:
-    from delegate._prices import request_cost
     from delegate._usage import Usage
+    from delegate.models._prices import request_cost
 
     usage = Usage(input_tokens=1_000_000, output_tokens=0, cache_read_tokens=400_000)
     own = parse_price("usd:1/2/0.5", "test")

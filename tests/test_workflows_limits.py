@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from delegate import RunLimits, Runtime
-from delegate._prices import request_cost
 from delegate._usage import Usage
 from delegate.models import Pricing
+from delegate.models._prices import request_cost
 from delegate.testing import call
 from tests.loopback_openai import OpenAIServer, Reply
 from tests.test_cost import MODEL, priced_model

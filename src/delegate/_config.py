@@ -235,7 +235,7 @@ class Extensions:
     `model_prices`: how models built from strings are priced, over `DELEGATE_PRICES` (a mapping of
     model string to price, or `[model=]price` strings as `--price` takes them; a price is a provider
     of `genai-prices`' table, `usd:IN/OUT[/CACHED]` per million tokens, or `none`: see
-    `delegate._prices.parse_price`).
+    `delegate.models._prices.parse_price`).
     """
 
     agents_dirs: Sequence[str | PathLike[str]] = ()

@@ -17,7 +17,7 @@ class Usage:
     how many requests they leave out.
 
     `cost_usd` is what the requests cost in US dollars, priced one by one from `genai-prices`'
-    table (`delegate._prices`) as they are answered, cache tokens included: None when some request
+    table (`delegate.models._prices`) as they are answered, cache tokens included: None when some request
     was made on a model without a price (never a guess), so a sum with an unknown part is unknown."""
 
     input_tokens: int = 0

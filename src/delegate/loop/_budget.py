@@ -6,10 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from .._config import RunLimits
-from .._prices import request_cost
 from .._record import StopReason
 from .._usage import Usage
-from ..models import Model
+from ..models import Model, request_cost
 
 Reserve = tuple[int, float]
 """What a model request reserves of a run's budget: tokens and US dollars (see `RunBudget`)."""

@@ -32,7 +32,6 @@ from .._config import Compaction, LoopSettings
 from .._empty import empty_dict, empty_set
 from .._errors import ContextOverflowError, ModelError, ToolError, UserError, WorkspaceError
 from .._messages import Message, TextPart, ToolCallPart, ToolResultPart, safe_part, safe_parts
-from .._prices import request_cost
 from .._record import EndStatus, StopReason
 from .._usage import Usage
 from ..models import (
@@ -47,6 +46,7 @@ from ..models import (
     context_window,
     estimate_tokens,
     mentioned_paths,
+    request_cost,
 )
 from ..tools import Tool, ToolContext, ToolReturn
 from ..workspace import Workspace

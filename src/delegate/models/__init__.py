@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from .. import _lazy
 from .._errors import UserError, require_extra
-from .._prices import ModelPrices, Pricing
 from ._aliases import DEFAULT_ALIASES, PROVIDERS, ModelAliases, credentials_hint, has_credentials
 from ._base import (
     FREE_CHOICES,
@@ -29,6 +28,7 @@ from ._base import (
     ToolSpec,
 )
 from ._constrained import mentioned_paths
+from ._prices import ModelPrices, Pricing, request_cost
 from ._retry import DEFAULT_DEADLINE, RetryPolicy
 from ._window import (
     DEFAULT_CONTEXT_WINDOW,
@@ -84,6 +84,7 @@ __all__ = [
     "names_a_local_file",
     "part_chars",
     "prepare_local_model",
+    "request_cost",
     "resolve_model",
     "tokens_of",
 ]

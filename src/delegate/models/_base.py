@@ -12,8 +12,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .._empty import empty_dict, empty_list
 from .._errors import UserError
 from .._messages import HasParts, Message, Part, ReasoningPart
-from .._prices import Pricing
 from .._usage import Usage
+from ._prices import Pricing
 
 PathRole = Literal["existing", "new"]
 """What a path parameter names: a file that exists (to read), or a new one (to create)."""

@@ -38,9 +38,9 @@ from typing import IO, Any, cast
 
 from .._cache import cache_root
 from .._errors import UserError
-from .._prices import FREE, Pricing
 from ._base import Model
 from ._gguf import read_gguf
+from ._prices import FREE, Pricing
 
 __all__ = [
     "SMOLLM2",

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from ._errors import UserError
+from .._errors import UserError
 
 if TYPE_CHECKING:
-    from ._usage import Usage
+    from .._usage import Usage
 
 PRICES_ENV = "DELEGATE_PRICES"
 """`[MODEL=]PRICE` entries, comma-separated, as `--price` takes them (see `parse_price`)."""
