@@ -15,7 +15,6 @@ from . import _lazy
 if TYPE_CHECKING:
     from ._agents import Agent, Catalogue, Lead, Subagent
     from ._config import Compaction, Extensions, LoopGuard, LoopSettings, RunLimits
-    from ._engine import EngineSettings
     from ._errors import (
         ContextOverflowError,
         DelegateError,
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from ._record import Artifact, Skipped, Status, StopReason, TaskOutput
     from ._store import Store
     from ._usage import Usage
+    from .engine import EngineSettings
     from .mcp import MCPServerConfig
     from .models import (
         AnthropicModel,
@@ -65,7 +65,7 @@ _WHERE = {
     "Compaction": "._config",
     "ContextOverflowError": "._errors",
     "DelegateError": "._errors",
-    "EngineSettings": "._engine",
+    "EngineSettings": ".engine",
     "Event": "._events",
     "EventSink": "._events",
     "Extensions": "._config",

@@ -36,9 +36,9 @@ from ._common import (
 from ._worker import serve_worker
 
 if TYPE_CHECKING:
-    from .._engine import EngineSettings
     from .._events import Event
     from ..batch import Batch, BatchEngine, Batches, BatchWorker
+    from ..engine import EngineSettings
     from ..run import Runtime, RuntimeFactory, RuntimeSettings
 
 T = TypeVar("T")
@@ -345,7 +345,7 @@ def tell_engine(engine: str | None, batches: Batches, batch_id: str) -> None:
     """After a change made here, wake the batch's execution on Temporal (`--engine`, or
     DELEGATE_ENGINE), or start the one a resume or retry needs; without it, a worker finds the
     change at its next look at the store."""
-    from .._engine import EngineSettings
+    from ..engine import EngineSettings
 
     settings = EngineSettings.parse(engine)
     if settings.temporal:

@@ -278,7 +278,7 @@ class OperatorFlags:
         a `UserError` for a bad MCP config."""
         from .._agents import Lead
         from .._config import RunLimits
-        from .._engine import EngineSettings
+        from ..engine import EngineSettings
         from ..run import RuntimeSettings
 
         return RuntimeSettings(

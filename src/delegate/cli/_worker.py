@@ -18,8 +18,8 @@ import typer
 from ._common import Db, OperatorFlags, Workspace, default_model, fail, operator_flags, tune_collector
 
 if TYPE_CHECKING:
-    from .._engine import EngineSettings
     from ..batch import Batches
+    from ..engine import EngineSettings
     from ..run import RuntimeSettings
 
 WorkerModel = Annotated[

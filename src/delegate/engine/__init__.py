@@ -17,6 +17,6 @@ The Temporal side (`TemporalEngine`, `TemporalWorker`) lives in `delegate.engine
 imports `temporalio` (the `temporal` extra): nothing here does.
 """
 
-from .._engine import ENGINE_ENV, EngineKind, EngineSettings
+from ._settings import ENGINE_ENV, EngineKind, EngineSettings
 
 __all__ = ["ENGINE_ENV", "EngineKind", "EngineSettings"]

@@ -36,12 +36,12 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from .._engine import EngineSettings
 from .._errors import UserError
 from .._events import EventSink
 from ..batch import Batches, ItemRunner, RunnerFactory, WorkQueue
 from ._batch_activities import BatchActivities
 from ._batch_workflow import WORKFLOW, BatchRun, BatchWorkflow, workflow_id
+from ._settings import EngineSettings
 
 _log = logging.getLogger("delegate.engine")
 RESTART_AFTER = 30.0

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 from .._agents import Catalogue, Lead, Subagent
 from .._config import LOCAL_USER, Extensions, LoopSettings, RunLimits
-from .._engine import EngineSettings
+from ..engine import EngineSettings
 from ..models import Model, ModelAliases
 from ..skills import SkillCatalogue
 from ..workspace import CommandPolicy, Workspace

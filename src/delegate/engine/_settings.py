@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
-from ._errors import UserError, require_extra
+from .._errors import UserError, require_extra
 
 ENGINE_ENV = "DELEGATE_ENGINE"
 """The environment variable that names the engine when no `--engine` is given."""
