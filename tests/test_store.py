@@ -268,6 +268,25 @@ class TestEvents:
         got = store.get_run(run.id)
         assert got is not None and got.event_count == 3
 
+    def test_event_data_of_any_json_shape_reads_back_as_a_json_reader_sees_it(self, store: Store) -> None:
+        """What the fast encoder leaves to pydantic's (an integer past 64 bits, a set, a key that is
+        not text, a lone surrogate) is stored as before; a date is ISO text with Z."""
+        run = store.create_run(prompt="p", model="m")
+        when = datetime(2026, 1, 2, 3, 4, 5, 600, tzinfo=UTC)
+        data = {"big": 2**70, "set": {3}, "keys": {1: "a"}, "bad": "x\udc80", "when": when, "pair": (1, None)}
+        store.add_events([_event(run.id, 1, **data), _event(run.id, 2, when=when)])
+        first, second = (e.data for e in store.events(run.id))
+        assert first == {
+            "n": 1,
+            "big": 2**70,
+            "set": [3],
+            "keys": {"1": "a"},
+            "bad": "x\\x80",
+            "when": "2026-01-02T03:04:05.000600Z",
+            "pair": [1, None],
+        }
+        assert second == {"n": 2, "when": "2026-01-02T03:04:05.000600Z"}
+
     def test_events_of_several_runs_in_one_call_are_numbered_per_run(self, store: Store) -> None:
         a = store.create_run(prompt="a", model="m").id
         b = store.create_run(prompt="b", model="m").id
