@@ -36,7 +36,8 @@ def test_a_thread_reads_as_a_conversation_and_the_reply_box_under_the_last_answe
     page.evaluate("(id) => { location.hash = `#/runs/${id}`; }", first)
     expect(page.locator("#run-status")).to_have_text("completed", timeout=30_000)
     thread = page.locator("#thread")
-    expect(thread.locator(".thread-turn")).to_have_count(1)
+    expect(thread.locator(".thread-turn")).to_have_count(0)  # one turn: the run above is all of it
+    expect(page.locator("#run-final")).to_have_text("Answer to map the auth flow.")
     expect(thread.locator("#thread-uploads")).to_contain_text("notes.txt")
 
     page.fill("#reply-prompt", "now fix the second point")
@@ -54,7 +55,8 @@ def test_a_thread_reads_as_a_conversation_and_the_reply_box_under_the_last_answe
     subs.locator("summary").click()
     expect(subs.locator(".thread-sub-summary")).to_have_text("looked into it")
     expect(two.locator(".thread-prompt")).to_have_text("now fix the second point")
-    expect(two.locator(".thread-answer")).to_have_text("Answer to now fix the second point.")
+    expect(two.locator(".thread-answer")).to_have_text("Its answer is the final answer above.")  # once
+    expect(page.locator("#run-final")).to_have_text("Answer to now fix the second point.")
     expect(two).to_have_class("thread-turn on-screen")
     expect(page.locator("#reply-send")).to_be_enabled()  # under the last answer, for the next turn
     expect(thread.locator("#thread-uploads")).to_contain_text("notes.txt")

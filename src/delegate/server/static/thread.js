@@ -1,5 +1,6 @@
 // The thread of the run on screen, as a conversation: each turn's prompt, its subagents folded
-// under it, its answer; the thread's uploads; and a reply box under the last answer, which starts
+// under it, its answer (the run on screen's is the final answer above it, shown once; a thread
+// of one turn lists no turns); the thread's uploads; and a reply box under the last answer, which starts
 // a run that continues the thread's last run (POST /runs with "continue"). Read from
 // GET /threads/{id}; drawn again when a run of the thread ends.
 "use strict";
@@ -33,7 +34,10 @@ const ThreadView = (() => {
   function turn(run, index, onScreen) {
     const usage = run.usage || {};
     const tok = (usage.input_tokens || 0) + (usage.output_tokens || 0);
-    const answer = run.final
+    // The run on screen has its answer once, in the final answer above the conversation.
+    const answer = onScreen
+      ? el("p", { class: "muted small", text: "Its answer is the final answer above." })
+      : run.final
       ? Markdown.render(run.final)
       : el("p", { class: "muted", text: ENDED.includes(run.status) ? `No answer: ${run.error || run.status}` : "…" });
     return el(
@@ -105,7 +109,10 @@ const ThreadView = (() => {
         ),
       );
     }
-    parts.push(el("ol", { class: "thread-turns" }, ...thread.runs.map((r, i) => turn(r, i, r.run_id === runId))));
+    if (thread.runs.length > 1) {
+      // A conversation of one turn is the run on screen: its prompt and answer are above already.
+      parts.push(el("ol", { class: "thread-turns" }, ...thread.runs.map((r, i) => turn(r, i, r.run_id === runId))));
+    }
     parts.push(replyBox(thread));
     box.replaceChildren(...parts);
     box.hidden = false;

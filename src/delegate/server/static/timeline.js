@@ -32,7 +32,11 @@ const Timeline = (() => {
   // day (its ticks are seconds since then).
   function draw(container, rows, { from, to, selected, onPick, clockAxis, attr = "data-row" }) {
     const span = Math.max(to - from, 0.001);
-    const step = STEPS.find((s) => span / s <= 8) || STEPS[STEPS.length - 1];
+    // At most one tick label per 80 px of track (the label and track columns take about 14rem),
+    // so "+1 min 30 s" labels never run into each other on a phone.
+    const track = Math.max(0, (container.clientWidth || 800) - 224);
+    const most = Math.max(2, Math.min(8, Math.floor(track / 80)));
+    const step = STEPS.find((s) => span / s <= most) || STEPS[STEPS.length - 1];
     const axis = div("tl-axis");
     axis.append(div("tl-label tl-sub", clockAxis ? `from ${clock(from)}` : ""));
     const ticks = div("tl-track tl-ticks");
