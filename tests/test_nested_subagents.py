@@ -6,6 +6,7 @@ finished grandchild again."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 from pathlib import Path
@@ -13,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from delegate import Event, RunLimits, Runtime, Store, UserError
+from delegate import Event, RunLimits, Runtime, Store, UserError, _tracing
 from delegate._agents import Subagent
-from delegate.models import ModelRequest, ModelResponse
+from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.server._runs import RunRequest
 from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from tests.cli_support import run_cli
 from tests.durable_support import cli_env, only_run, run_json, wait_for
 from tests.loopback_openai import OpenAIServer, Reply
+from tests.loopback_otlp import OTLPReceiver
 from tests.test_background_cli import last_tool, turns, user_texts
 from tests.test_run_crashes import Processes
 from tests.test_run_crashes import procs as procs  # the fixture
@@ -300,3 +302,27 @@ def test_a_post_runs_max_depth_is_capped_by_the_servers() -> None:
     assert RunRequest(prompt="go", max_depth=3).limits(RunLimits()).max_depth == 1  # the server's default: none
     assert RunRequest(prompt="go", max_depth=3).limits(RunLimits(max_depth=2)).max_depth == 2
     assert RunRequest(prompt="go", max_depth=1).limits(RunLimits(max_depth=2)).max_depth == 1
+
+
+def test_a_nested_subagents_span_hangs_under_its_parents_task_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    with OTLPReceiver() as collector:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint)
+        with OpenAIServer(Tree()) as server:
+            model = OpenAIModel("gpt-test", base_url=server.base_url, api_key="k")
+            rt = Runtime(model=model, workspace=tmp_path, store=False, limits=RunLimits(max_depth=2))
+            result = asyncio.run(rt.run("go"))
+            asyncio.run(model.aclose())
+        assert [s.depth for s in result.subagents] == [1, 2]
+        _tracing.flush()
+        lead = collector.one("invoke_agent lead")
+        (parent, child) = sorted(collector.named("invoke_agent general-purpose"), key=lambda s: s.start_ns)
+        assert (parent.attributes["delegate.subagent.depth"], child.attributes["delegate.subagent.depth"]) == (1, 2)
+        lead_task = next(s for s in collector.named("execute_tool task") if s.span_id == parent.parent_span_id)
+        assert lead_task.parent_span_id == lead.span_id
+        parent_task = next(s for s in collector.named("execute_tool task") if s.span_id == child.parent_span_id)
+        assert parent_task.parent_span_id == parent.span_id  # the grandchild under its parent's own call
+        assert child.trace_id == lead.trace_id

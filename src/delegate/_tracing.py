@@ -16,7 +16,9 @@ opens a span on each start event and ends it on the matching end event:
       execute_tool {name} tool.started  → tool.completed
         invoke_agent ...  a subagent's span is a child of the `task` call that started it
                           (a follow-up's, of its `task_message` call; a background subagent's
-                          outlives the call, and says `delegate.subagent.background`)
+                          outlives the call, and says `delegate.subagent.background`; a
+                          nested one's hangs under its parent's `task` call, and every
+                          subagent's says `delegate.subagent.depth`)
     workflow {description}  workflow.started → workflow.completed (under the lead's `workflow`
                             call, or the root of a run that is a workflow)
       phase {name}          its first agent or `phase()` → the workflow's end (ending at its
@@ -333,6 +335,8 @@ class EventSpans:
         its last follow-up (`subagent.message`)."""
         self._kinds: dict[str, tuple[bool, int]] = {}
         """Per subagent, whether it runs in the background and which follow-up it is on."""
+        self._depths: dict[str, int] = {}
+        """Per subagent, its depth below the lead (`subagent.started`): `delegate.subagent.depth`."""
         self._workflows: dict[str, Span] = {}
         """Each workflow of the run by the lead's tool call id (`""`: the run is a workflow)."""
         self._phases: dict[tuple[str, str], tuple[Span, float]] = {}
@@ -368,6 +372,7 @@ class EventSpans:
     def _subagent_started(self, event: Event) -> None:
         self._started_by[event.agent_id] = (event.parent_agent_id, event.tool_call_id)
         self._kinds[event.agent_id] = (bool(event.data.get("background")), 0)
+        self._depths[event.agent_id] = int(event.data.get("depth") or 1)
         workflow = event.tool_call_id or ""
         phase = event.data.get("phase")
         if workflow in self._workflows and isinstance(phase, str):
@@ -469,6 +474,7 @@ class EventSpans:
         kind = self._kinds.get(event.agent_id)
         if kind is not None:
             attributes |= {"delegate.subagent.background": kind[0], "delegate.subagent.messages": kind[1]}
+            attributes["delegate.subagent.depth"] = self._depths.get(event.agent_id, 1)
         if call_id and call_id.startswith("batch:"):  # a batch item: `batch:{id}:{key}:{attempt}`
             batch_id, _, rest = call_id[len("batch:") :].partition(":")
             key, _, attempt = rest.rpartition(":")
