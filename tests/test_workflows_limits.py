@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from delegate import RunLimits, Runtime
+from delegate import RunLimits, Runtime, Subagent
 from delegate._usage import Usage
 from delegate.models import Pricing
 from delegate.models._prices import request_cost
@@ -102,3 +102,15 @@ async def test_a_limit_that_is_not_a_positive_number_is_a_value_error_in_the_scr
 
     assert result.status == "error" and "cost_budget is a positive number" in (result.error or "")
     assert result.subagents == []
+
+
+async def test_a_script_cannot_raise_the_limits_its_agent_type_sets(tmp_path: Path) -> None:
+    """A hostile script (the lead's, or an HTTP user's) asks for more than the type allows: the
+    type's own token budget still ends the agent."""
+    capped = Subagent(name="capped", description="Spends.", instructions="Spend.", token_budget=25000)
+    script = 'parallel([call("spend tokens", type="capped", label="greedy", token_budget=10**9, timeout=10**9)])'
+    with OpenAIServer(spending) as server:
+        async with Runtime(model=priced_model(server), workspace=tmp_path, subagents=[capped]) as rt:
+            result = await rt.run("", workflow=script)
+    (greedy,) = result.subagents
+    assert (greedy.status, greedy.stop_reason) == ("aborted", "token_budget") and greedy.usage.requests == 2

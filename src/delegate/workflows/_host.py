@@ -293,6 +293,10 @@ class WorkflowHost:
                     changes[name] = float(changes[name])
             if "token_budget" in changes:
                 changes["token_budget"] = int(changes["token_budget"])
+            for name in _LIMITS:  # a script tightens the type's own limits, never loosens them
+                held = getattr(base, name)
+                if name in changes and held is not None:
+                    changes[name] = min(changes[name], held)
             try:
                 derived = replace(base, **changes)
                 self.runner.prepare(derived)
