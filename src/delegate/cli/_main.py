@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .._config import RunLimits
     from .._events import EventSink
     from .._store import Store
-    from ..run import RunResult, Runtime
+    from ..run import RunResult, Runtime, RuntimeSettings
 
 app = typer.Typer(
     name="delegate",
@@ -224,7 +224,8 @@ def run(
     limits = RunLimits().over(given | ({"timeout": timeout} if timeout is not None else {}))
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
     settings = flags.settings(workspace, model=model, lead=lead, limits=limits, user_level=True)  # ~/.claude too
-    runtime = settings.build(store=store_option(db))
+    on_temporal = None if script is not None or continue_thread else prompt
+    runtime = _runtime_here(settings, on_temporal, model, limits, db, as_json=as_json)
     if resume is None:
         runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
     continue_from = continued_run(runtime, continue_thread, continue_id)
@@ -337,6 +338,27 @@ def workflow_run(
         workflow_args=workflow_args,
         **{f.name: getattr(flags, f.name) for f in fields(flags)},
     )
+
+
+def _runtime_here(
+    settings: RuntimeSettings,
+    prompt: str | None,
+    model: str | None,
+    limits: RunLimits,
+    db: str | None,
+    *,
+    as_json: bool,
+) -> Runtime:
+    """The runtime that runs the run in this process; on Temporal, the run goes to a worker
+    instead (`prompt`: None for what runs only here), and the command ends once it has."""
+    if not settings.engine.temporal:
+        return settings.build(store=store_option(db))
+    if prompt is None:
+        fail("on Temporal, `delegate run` takes a PROMPT (--resume, --continue and --workflow run embedded)")
+    from ._run_temporal import run_on_temporal
+
+    report(run_on_temporal(settings, prompt, model, limits, db), as_json=as_json, printed=False, detached=[])
+    raise typer.Exit(0)
 
 
 def _checked_inputs(prompt: str | None, script: str | None, resume: str | None) -> str | None:

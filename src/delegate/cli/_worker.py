@@ -81,11 +81,14 @@ def _on_stop(stop: asyncio.Event) -> None:
 async def _serve_temporal(
     engine: EngineSettings, batches: Batches, settings: RuntimeSettings, *, concurrency: int, name: str | None
 ) -> None:
-    from ..engine.temporal import TemporalEngine, TemporalWorker
+    from ..engine.temporal import RunActivities, TemporalEngine, TemporalWorker
 
     connected = await TemporalEngine.connect(engine)
     factory = settings.factory(store=False)
-    async with TemporalWorker(connected, batches, factory, concurrency=concurrency, identity=name) as running:
+    runs = RunActivities(batches.store, settings.factory(store=batches.store), Path(settings.workspace))
+    async with TemporalWorker(
+        connected, batches, factory, concurrency=concurrency, identity=name, runs=runs
+    ) as running:
         stop = asyncio.Event()
         _on_stop(stop)
         typer.echo(

@@ -41,6 +41,8 @@ from .._events import EventSink
 from ..batch import Batches, ItemRunner, RunnerFactory, WorkQueue
 from ._batch_activities import BatchActivities
 from ._batch_workflow import WORKFLOW, BatchRun, BatchWorkflow, workflow_id
+from ._run_activities import RunActivities
+from ._run_workflow import RUN_WORKFLOW, RunRequest, RunWorkflow, run_workflow_id
 from ._settings import EngineSettings
 
 _log = logging.getLogger("delegate.engine")
@@ -87,6 +89,19 @@ class TemporalEngine:
                 task_timeout=self.task_timeout,
             )
 
+    async def start_run(self, request: RunRequest) -> WorkflowHandle[Any, str]:
+        """Start the run's execution (once: starting it again answers the one there is)."""
+        return await self.client.start_workflow(
+            RUN_WORKFLOW,
+            request,
+            id=run_workflow_id(request.run_id),
+            task_queue=self.settings.task_queue,
+            result_type=str,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"delegate run {request.run_id}",
+            task_timeout=self.task_timeout,
+        )
+
     async def batch_changed(self, batch_id: str, epoch: int) -> None:
         """Tell the batch's execution to look at the store now (it would at its next poll)."""
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(workflow_id(batch_id, epoch))
@@ -98,7 +113,8 @@ class TemporalWorker:
     """Serves a deployment's task queue in this process: batch executions and their items.
 
     `runner` runs items (a `RunnerFactory` builds one per user and model). `concurrency` caps the
-    items this process runs at once (each batch's own caps hold across all workers).
+    items this process runs at once (each batch's own caps hold across all workers). `runs`, when
+    given, also serves runs (`delegate run --engine temporal://...`) whose workspace is this worker's.
     """
 
     def __init__(
@@ -113,6 +129,7 @@ class TemporalWorker:
         max_retry_delay: float = 60.0,
         identity: str | None = None,
         emit: EventSink | None = None,
+        runs: RunActivities | None = None,
     ) -> None:
         if concurrency < 1:
             raise UserError("concurrency must be at least 1")
@@ -132,8 +149,8 @@ class TemporalWorker:
         self._worker = Worker(
             engine.client,
             task_queue=settings.task_queue,
-            workflows=[BatchWorkflow],
-            activities=self.activities.activities(),
+            workflows=[BatchWorkflow, RunWorkflow],
+            activities=[*self.activities.activities(), *(runs.activities() if runs is not None else [])],
             max_concurrent_activities=concurrency,
             identity=self.identity,
             # A dead worker's cached executions move to another worker after this, not 10 s.
