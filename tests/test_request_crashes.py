@@ -6,9 +6,15 @@ two of its heartbeats every time."""
 from __future__ import annotations
 
 import signal
+import sqlite3
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
 
 from delegate import Store
 from tests.cli_support import run_cli
@@ -34,7 +40,7 @@ def frozen_run(
             wait_for(lambda: "a" in crew.holding, what="a to be working")
             run = wait_for(lambda: only_run(store), what="the run")
             wait_for(lambda: _started(store, run.id, "sub1"), what="sub1's start to be stored")
-            proc.send_signal(signal.SIGSTOP)
+            wait_for(lambda: _frozen_between_writes(proc, store_url), what="a freeze outside a write")
 
             def kill() -> None:
                 proc.send_signal(signal.SIGKILL)
@@ -42,7 +48,53 @@ def frozen_run(
 
             yield crew, env, store, run.id, kill
         finally:
+            for left in procs.started:  # killed before the server stops, which waits on their connections
+                if left.poll() is None:
+                    left.send_signal(signal.SIGKILL)
+                    left.wait(timeout=30)
             crew.release.set()
+
+
+def _frozen_between_writes(proc: subprocess.Popen[str], store_url: str) -> bool:
+    """SIGSTOP the run's process; on SQLite, only where it holds no write lock (frozen inside a
+    write, it would hold the database locked for good): else let it go on a moment and say so."""
+    proc.send_signal(signal.SIGSTOP)
+    if store_url.startswith("sqlite:///"):
+        between = _sqlite_unlocked(store_url.removeprefix("sqlite:///"))
+    else:
+        time.sleep(0.1)  # a transaction the frozen process had open is idle in it by now
+        between = _no_open_transaction(store_url)
+    if not between:
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    return between
+
+
+def _sqlite_unlocked(path: str) -> bool:
+    probe = sqlite3.connect(path, timeout=0)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.rollback()
+        return True
+    except sqlite3.OperationalError:  # locked by the frozen writer
+        return False
+    finally:
+        probe.close()
+
+
+def _no_open_transaction(store_url: str) -> bool:
+    """No session of the database idle in a transaction for a tenth of a second (another test's
+    may be, a moment: then the freeze is tried again)."""
+    engine = sa.create_engine(sa.make_url(store_url).set(drivername="postgresql+psycopg"), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            held = conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND state LIKE 'idle in transaction%%' AND now() - state_change > interval '100 milliseconds'"
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    return held == 0
 
 
 def _started(store: Store, run_id: str, agent_id: str) -> bool:
