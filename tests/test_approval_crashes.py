@@ -161,6 +161,8 @@ async def test_a_subagent_stopped_while_its_call_waits_leaves_no_call_waiting(tm
     while not (runs := store.list_runs()) or not store.approvals(runs[0].id, pending=True):
         await asyncio.sleep(0.01)
     run_id = runs[0].id
+    while not any(e.type == "subagent.started" and e.agent_id == "sub1" for e in store.events(run_id)):
+        await asyncio.sleep(0.01)  # stored a moment after it happens: a stop before that is refused
     store.request_stop(run_id, "sub1", "not now")
     while not any(s.status == "cancelled" for s in store.subagent_records(run_id)):
         await asyncio.sleep(0.01)

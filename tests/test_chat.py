@@ -106,13 +106,15 @@ class Pane:
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-J", "-S", "-1000")
 
-    def wait_for(self, text: str, count: int = 1) -> str:
-        """The screen once `text` is on it `count` times. One capture a look, a tenth of a second
-        apart: each look starts a tmux process, and a busy machine needs its CPU for the CLI."""
+    def wait_for(self, text: str, count: int = 1, after: str = "") -> str:
+        """The screen once `text` is on it `count` times (after the last `after`, when given). One
+        capture a look, a tenth of a second apart: each look starts a tmux process, and a busy
+        machine needs its CPU for the CLI."""
 
         def shown() -> str | None:
             screen = self.screen()
-            if screen.count(text) >= count:
+            shown_after = screen.split(after)[-1] if after else screen
+            if (not after or after in screen) and shown_after.count(text) >= count:
                 return screen
             time.sleep(0.1)
             return None
