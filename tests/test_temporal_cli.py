@@ -64,3 +64,18 @@ def test_two_workers_run_a_batch_and_a_killed_one_loses_no_item_nor_counts_one_t
     assert all(r["status"] == "succeeded" and r["attempts"] == 1 for r in rows)
     # What an interrupted attempt spent was never reported, so it is not counted: one request each.
     assert all(r["usage"]["requests"] == 1 for r in rows)
+
+
+def test_a_run_on_temporal_with_rules_given_on_the_command_line_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    """A worker runs with the workspace's settings files only: an `--ask` given here would vanish
+    there, so the run is refused (exit 2) and nothing is stored (no server is needed to say so)."""
+    done = run_cli(
+        ["run", "write it", "--engine", "temporal://127.0.0.1:1", "--ask", "Write", "-w", str(tmp_path)],
+        env_for("http://127.0.0.1:9/v1"),
+        tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--ask and --deny do not reach the worker" in done.stderr
+    assert not (tmp_path / ".delegate" / "delegate.db").exists()

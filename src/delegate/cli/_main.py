@@ -355,6 +355,13 @@ def _runtime_here(
         return settings.build(store=store_option(db))
     if prompt is None:
         fail("on Temporal, `delegate run` takes a PROMPT (--resume, --continue and --workflow run embedded)")
+    rules = settings.extensions.permissions
+    if rules is not None and (rules.allow or rules.ask or rules.deny or rules.mode is not None or rules.hooks):
+        # a worker runs the run with the workspace's settings files only: a gate given here would vanish
+        fail(
+            "on Temporal, --allow, --ask and --deny do not reach the worker yet: put the rules "
+            "in the workspace's .claude/settings.json (the worker reads it) or run without --engine"
+        )
     from ._run_temporal import run_on_temporal
 
     report(run_on_temporal(settings, prompt, model, limits, db), as_json=as_json, printed=False, detached=[])
