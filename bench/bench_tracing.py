@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_subagents import one_run
 
-from delegate import _tracing
+from delegate.run import _tracing
 
 
 class _Sink(BaseHTTPRequestHandler):
@@ -56,7 +56,7 @@ def _timed(root: Path, n: int, mode: str, endpoint: str, real_sinks: object) -> 
         return asyncio.run(one_run(root, n, 0.0, False))
     finally:
         _tracing.sinks = real_sinks  # type: ignore[assignment]
-        _tracing.flush()
+        _tracing.flush_traces()
         os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
         os.environ.pop(_tracing.CAPTURE_CONTENT, None)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from delegate import Catalogue, Subagent
-from delegate._agents import tools_for
+from delegate.agents import tools_for
 
 
 def write(path: Path, text: str) -> Path:

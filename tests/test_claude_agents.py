@@ -248,7 +248,7 @@ def test_agents_list_json_keeps_stdout_clean_and_warns_on_stderr(workspace: Path
 
 
 def test_a_type_naming_an_mcp_server_gets_that_servers_tools_besides_its_own() -> None:
-    from delegate._agents import Subagent, tools_for
+    from delegate.agents import Subagent, tools_for
 
     docs_only = Subagent(name="d", description="d", tools=["read_file"], mcp_servers=["docs"])
     available = ["read_file", "write_file", "mcp__docs__search", "mcp__docs__fetch", "mcp__github__issue"]

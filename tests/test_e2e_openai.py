@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from delegate import Runtime
-from delegate._agents import Subagent
 from delegate._usage import Usage
+from delegate.agents import Subagent
 from delegate.models import OpenAIModel, RetryPolicy
 from delegate.testing import is_lead, system_prompt
 from tests.cli_support import run_cli, scrubbed_env

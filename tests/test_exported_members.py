@@ -22,6 +22,7 @@ def test_all_is_sorted_and_names_every_public_member() -> None:
         if not name.startswith("_") and name not in {"importlib", "TYPE_CHECKING", "Any"}
     }
     modules = {
+        "agents",
         "models",
         "subagents",
         "tools",

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from delegate import Event, RunLimits, Runtime, Store, UserError, _tracing
-from delegate._agents import Subagent
+from delegate import Event, RunLimits, Runtime, Store, UserError
+from delegate.agents import Subagent
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
+from delegate.run import _tracing
 from delegate.server._runs import RunRequest
 from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from tests.cli_support import run_cli
@@ -317,7 +318,7 @@ def test_a_nested_subagents_span_hangs_under_its_parents_task_call(
             result = asyncio.run(rt.run("go"))
             asyncio.run(model.aclose())
         assert [s.depth for s in result.subagents] == [1, 2]
-        _tracing.flush()
+        _tracing.flush_traces()
         lead = collector.one("invoke_agent lead")
         (parent, child) = sorted(collector.named("invoke_agent general-purpose"), key=lambda s: s.start_ns)
         assert (parent.attributes["delegate.subagent.depth"], child.attributes["delegate.subagent.depth"]) == (1, 2)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from delegate import Extensions, Runtime, UserError, WorkspaceError
-from delegate._agents import Subagent
+from delegate.agents import Subagent
 from delegate.models import ModelRequest, ModelResponse
 from delegate.skills import SkillCatalogue
 from delegate.testing import FunctionModel, call, is_lead, reply

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from delegate import Compaction, LoopSettings, Runtime, Store
-from delegate._agents import Subagent, load_definition
+from delegate.agents import Subagent, load_definition
 from delegate.memory import Notes, Reader
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel
 from delegate.testing import FunctionModel, call, is_lead, reply, respond

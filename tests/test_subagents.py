@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from delegate import Event, Extensions, Lead, LoopSettings, RunLimits, Runtime, UserError
-from delegate._agents import Subagent
 from delegate._usage import Usage
+from delegate.agents import Subagent
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, ScriptedModel, call, is_lead, reply, respond
 from delegate.tools import BUILTIN_TOOLS

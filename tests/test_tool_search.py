@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from delegate import Extensions, Runtime
-from delegate._agents import Subagent
 from delegate._errors import UserError
+from delegate.agents import Subagent
 from delegate.mcp import MCPServerConfig, load_mcp_config, rank
 from delegate.models import ModelRequest, ModelResponse
 from delegate.testing import FunctionModel, call, is_lead, reply

@@ -15,8 +15,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from delegate import Lead, LoopSettings, ModelError, Runtime, Store, _tracing
+from delegate import Lead, LoopSettings, ModelError, Runtime, Store
 from delegate.models import ModelRequest, ModelResponse, OpenAIModel, Pricing
+from delegate.run import _tracing
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, is_lead, reply, respond
 from delegate.tools import tool
@@ -64,7 +65,7 @@ async def traced_run(tmp_path: Path, prompt: str = "look at a and b") -> None:
         result = await Runtime(model=model, workspace=tmp_path, store=False).run(prompt)
         await model.aclose()
     assert [s.status for s in result.subagents] == ["completed", "completed"]
-    _tracing.flush()
+    _tracing.flush_traces()
 
 
 async def test_a_run_is_one_trace_with_each_subagent_under_the_task_call_that_started_it(
@@ -296,7 +297,7 @@ async def test_captured_content_is_bounded_with_a_note_of_what_was_cut(
         loop=LoopSettings(context_window=1_000_000),
     )
     result = await runtime.run("PROMPT " + big)
-    _tracing.flush()
+    _tracing.flush_traces()
     assert result.final == "read it"
     lead = collector.one("invoke_agent lead")
     prompt = lead.attributes["input.value"]
@@ -473,7 +474,7 @@ async def test_a_failed_tool_call_and_a_subagent_whose_model_failed_are_error_sp
         raise ModelError("the provider is down")
 
     result = await Runtime(model=FunctionModel(answer), workspace=tmp_path, store=False).run("go")
-    _tracing.flush()
+    _tracing.flush_traces()
     assert result.subagents[0].status == "error"
     read = collector.one("execute_tool read_file")
     assert (read.status_code, read.attributes["error.type"]) == (STATUS_ERROR, "tool_error")
@@ -506,7 +507,7 @@ async def test_model_call_and_agent_spans_carry_their_cost_in_dollars(tmp_path: 
         model = OpenAIModel("gpt-4.1-mini", base_url=server.base_url, api_key="k", pricing=Pricing(provider="openai"))
         result = await Runtime(model=model, workspace=tmp_path, store=False).run("look")
         await model.aclose()
-    _tracing.flush()
+    _tracing.flush_traces()
     lead = collector.one("invoke_agent lead")
     assert lead.attributes["llm.cost.total"] == result.lead_usage.cost_usd
     chats = [c for c in collector.children(lead) if c.name == "chat gpt-4.1-mini"]

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from delegate import Runtime, Store, UserError
-from delegate._agents import Subagent
+from delegate.agents import Subagent
 from delegate.batch import Batches
 from delegate.testing import is_lead
 from tests.cli_support import run_cli

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from delegate import Extensions, RunLimits, Runtime, Subagent, UserError
-from delegate._progress import progress
 from delegate.loop import Watchdog, deadlines_paused
 from delegate.loop._watchdog import _PATROLS  # pyright: ignore[reportPrivateUsage]
 from delegate.mcp import MCPServerConfig
-from delegate.models import ModelRequest, ModelResponse, OpenAIModel
+from delegate.models import ModelRequest, ModelResponse, OpenAIModel, progress
 from delegate.permissions import Permissions
 from delegate.testing import FunctionModel, call, is_lead, reply, respond
 from delegate.workspace import CommandPolicy

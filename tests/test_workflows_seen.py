@@ -8,8 +8,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from delegate import RunLimits, Runtime, _tracing
+from delegate import RunLimits, Runtime
 from delegate.cli._render import RunView
+from delegate.run import _tracing
 from delegate.workflows import Workflow
 from tests.cli_support import run_cli
 from tests.loopback_otlp import OTLPReceiver
@@ -77,7 +78,7 @@ async def test_a_workflows_trace_nests_each_agent_under_its_phase_under_the_work
     async with Runtime(model=by_task(lambda t: "ok"), workspace=workspace(tmp_path), store=False) as rt:
         result = await rt.run("check the project", workflow=SMALL)
     assert result.status == "completed"
-    _tracing.flush()
+    _tracing.flush_traces()
 
     workflow = collector.one("workflow check the project")
     assert workflow.parent_span_id == ""  # the run is the workflow: its root

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from . import _lazy
 
 if TYPE_CHECKING:
-    from ._agents import Agent, Catalogue, Lead, Subagent
     from ._config import Compaction, Extensions, LoopGuard, LoopSettings, RunLimits
     from ._errors import (
         ContextOverflowError,
@@ -30,11 +29,11 @@ if TYPE_CHECKING:
         WorkspaceError,
     )
     from ._events import Event, EventSink
-    from ._frontmatter import CatalogueWarning
     from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
     from ._record import Artifact, Skipped, Status, StopReason, TaskOutput
     from ._store import Store
     from ._usage import Usage
+    from .agents import Agent, Catalogue, CatalogueWarning, Lead, Subagent
     from .engine import EngineSettings
     from .mcp import MCPServerConfig
     from .models import (
@@ -55,11 +54,11 @@ if TYPE_CHECKING:
     from .workspace import CommandLimits, CommandPolicy, Workspace
 
 _WHERE = {
-    "Agent": "._agents",
+    "Agent": ".agents",
     "AnthropicModel": ".models",
     "Artifact": "._record",
-    "Catalogue": "._agents",
-    "CatalogueWarning": "._frontmatter",
+    "Catalogue": ".agents",
+    "CatalogueWarning": ".agents",
     "CommandLimits": ".workspace",
     "CommandPolicy": ".workspace",
     "Compaction": "._config",
@@ -72,7 +71,7 @@ _WHERE = {
     "HookAnswer": ".permissions",
     "HookEvent": ".permissions",
     "Hooks": ".permissions",
-    "Lead": "._agents",
+    "Lead": ".agents",
     "LoopGuard": "._config",
     "LoopSettings": "._config",
     "MCPServerConfig": ".mcp",
@@ -105,7 +104,7 @@ _WHERE = {
     "Store": "._store",
     "StoreBusyError": "._errors",
     "StoreError": "._errors",
-    "Subagent": "._agents",
+    "Subagent": ".agents",
     "TaskOutput": "._record",
     "TextPart": "._messages",
     "Thread": ".run",

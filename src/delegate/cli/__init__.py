@@ -12,7 +12,7 @@ def main() -> None:
     traceback instead."""
     from .._errors import StoreError, UserError
     from .._text import safe_text
-    from .._tracing import flush as flush_traces
+    from ..run import flush_traces
     from ._help import build
 
     debug = "--debug" in sys.argv[1:] or os.environ.get("DELEGATE_DEBUG") == "1"

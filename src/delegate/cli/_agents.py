@@ -12,7 +12,7 @@ import typer
 from ._common import Agents, ModelAlias, OperatorFlags, Skills, Workspace, fail, print_warnings
 
 if TYPE_CHECKING:
-    from .._agents import Subagent
+    from ..agents import Subagent
     from ..run import Runtime
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -163,7 +163,7 @@ def _lines(row: dict[str, Any]) -> list[tuple[str, str]]:
 def type_rules(runtime: Runtime, definition: Subagent) -> dict[str, Any]:
     """The permission rules that apply to `definition`'s subagents (the run's, from the settings
     files and flags, under its permission mode), and the tools they withhold from it."""
-    from .._agents import tools_for
+    from ..agents import tools_for
 
     policy = runtime.gates.policy.for_mode(definition.permission_mode)
     rules = policy.permissions

@@ -135,8 +135,8 @@ def chat(
 ) -> None:
     """Talk with the lead agent: each prompt a turn of one thread (`--continue [RUN_ID]` goes on with one)."""
     check_continue(continue_thread, run_id)
-    from .._agents import Lead
     from .._config import DEFAULT_RUN_TIMEOUT, RunLimits
+    from ..agents import Lead
 
     model = default_model(model, what="turns")
     limits = RunLimits(timeout=DEFAULT_RUN_TIMEOUT if timeout is None else timeout)

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_type_hi
 import typer
 
 if TYPE_CHECKING:
-    from .._agents import Lead
     from .._config import Extensions, LoopSettings, RunLimits
     from .._events import Event
     from .._store import Store
+    from ..agents import Lead
     from ..run import Runtime, RuntimeSettings
     from ..workspace import CommandPolicy
 
@@ -276,8 +276,8 @@ class OperatorFlags:
         """The `RuntimeSettings` every command builds its runtimes from: these flags, and what the
         command itself says (`model`, `lead`, `limits`). Exit 2 for a workspace that is no folder;
         a `UserError` for a bad MCP config."""
-        from .._agents import Lead
         from .._config import RunLimits
+        from ..agents import Lead
         from ..engine import EngineSettings
         from ..run import RuntimeSettings
 

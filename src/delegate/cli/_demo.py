@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
 
 def demo_folder() -> Path:
     """Where the demo works unless told: `demo/` of delegate's cache folder."""
-    from .._cache import cache_root
+    from ..models import cache_root
 
     return cache_root() / "demo"
 
@@ -84,9 +84,9 @@ def demo(
 def run_demo(workspace: Path, model: str | Model) -> RunResult:
     """The demo in `workspace` with `model` (a spec, or a `Model` of a test's): both parts, each
     summary judged, and the verdict, on stderr; what the plan's run gave back."""
-    from .._agents import Subagent
     from .._config import Extensions, RunLimits
     from .._errors import UserError
+    from ..agents import Subagent
     from ..run import Runtime
     from ..workflows import Workflow
     from ._render import run_live

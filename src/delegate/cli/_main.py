@@ -217,8 +217,8 @@ def run(
     )  # a new run's, a resume's over its own
     if prompt is not None or script is not None:  # a new run (a resumed one keeps its model)
         model, timeout = _model_and_timeout(model, timeout)
-    from .._agents import Lead
     from .._config import RunLimits
+    from ..agents import Lead
     from ..workflows import Workflow
 
     limits = RunLimits().over(given | ({"timeout": timeout} if timeout is not None else {}))

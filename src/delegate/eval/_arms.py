@@ -24,9 +24,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from .._agents import Lead
 from .._config import Extensions, RunLimits
 from .._errors import UserError
+from ..agents import Lead
 from ..tools import BUILTIN_TOOLS
 from ..workflows import Workflow, shipped_workflows
 

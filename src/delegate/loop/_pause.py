@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from .._progress import watched
+from ..models import watched
 from ._deadline import deadlines
 
 

@@ -2,7 +2,7 @@
 
 An agent's `Watchdog` is started once, in its task (`start`, `stop`); each call it makes there is a
 watched stretch, `with dog: ...`. A command's output, an MCP server's progress notification, a
-chunk of a model's stream mark progress on it (`delegate._progress`), and while a wait for a
+chunk of a model's stream mark progress on it (`delegate.models.progress`), and while a wait for a
 person holds it (`loop/_pause.py`) no time counts. A stretch that goes `idle` seconds without any
 is ended: its task is cancelled, and leaving the stretch turns that cancellation (and only that
 one) into `TimeoutError`, as `asyncio.Timeout` does; `hung` says how long it went without progress.
@@ -26,7 +26,7 @@ import time
 from contextvars import Token
 from types import TracebackType
 
-from .._progress import WATCHED, Progress
+from ..models import WATCHED, Progress
 
 
 class Watchdog(Progress):

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from .._errors import ToolError, UserError
-from .._progress import Progress, watched
+from ..models import Progress, watched
 from ..tools import Tool, ToolContext, ToolReturn
 from ..workspace import state_hidden_argv
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from .._agents import Agent, Subagent
 from .._errors import ToolError, UserError
+from ..agents import Agent, Subagent
 from ..tools import Tool, ToolContext, ToolReturn
 from ._model import Note, Reader, Scope, Todo, parse_todos, render_todos
 

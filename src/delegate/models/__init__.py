@@ -1,7 +1,10 @@
 """Model providers behind one seam, resolved from `provider:name` strings.
 
 Provider SDKs are imported only when a model of theirs is built (or `OpenAIModel` and
-`AnthropicModel` are first named), so `import delegate` stays fast.
+`AnthropicModel` are first named), so `import delegate` stays fast. Also here, as the lowest layer
+that makes them: the progress marks the idle watchdog reads (`_progress.py`: each event of a
+model's stream, a command's output, an MCP notification marks one) and where delegate keeps what
+it can make again (`cache_root`: the local model's weights, the demo's folder).
 
 Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
@@ -27,8 +30,10 @@ from ._base import (
     ToolChoice,
     ToolSpec,
 )
+from ._cache import cache_root
 from ._constrained import mentioned_paths
 from ._prices import ModelPrices, Pricing, request_cost
+from ._progress import WATCHED, Progress, progress, watched
 from ._retry import DEFAULT_DEADLINE, RetryPolicy
 from ._window import (
     DEFAULT_CONTEXT_WINDOW,
@@ -55,6 +60,7 @@ __all__ = [
     "FREE_CHOICES",
     "KNOWN_CONTEXT_WINDOWS",
     "LOCAL_FILE_REFUSED",
+    "WATCHED",
     "AnthropicModel",
     "FinishReason",
     "IdChoice",
@@ -69,9 +75,11 @@ __all__ = [
     "PathRole",
     "PathState",
     "Pricing",
+    "Progress",
     "RetryPolicy",
     "ToolChoice",
     "ToolSpec",
+    "cache_root",
     "context_window",
     "credentials_hint",
     "estimate_tokens",
@@ -84,9 +92,11 @@ __all__ = [
     "names_a_local_file",
     "part_chars",
     "prepare_local_model",
+    "progress",
     "request_cost",
     "resolve_model",
     "tokens_of",
+    "watched",
 ]
 
 

@@ -43,11 +43,11 @@ from .._messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from .._progress import progress
 from .._text import safe_json
 from .._usage import Usage
 from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec, warm_up
 from ._prices import Pricing, table_at
+from ._progress import progress
 from ._retry import (
     DEFAULT_DEADLINE,
     BadAnswer,

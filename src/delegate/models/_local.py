@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-from .._cache import cache_root
 from .._errors import UserError
 from ._base import Model
+from ._cache import cache_root
 from ._gguf import read_gguf
 from ._prices import FREE, Pricing
 

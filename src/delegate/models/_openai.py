@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, cast
 from .._empty import empty_list
 from .._errors import UserError
 from .._messages import MediaPart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from .._progress import progress
 from .._text import safe_json
 from .._usage import Usage
 from ._base import FinishReason, ModelProfile, ModelRequest, ModelResponse, ToolSpec, warm_up
@@ -43,6 +42,7 @@ from ._constrained import (
     unnumbered,
 )
 from ._prices import Pricing, table_at
+from ._progress import progress
 from ._retry import (
     DEFAULT_DEADLINE,
     BadAnswer,

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._settings import LOCAL_USER, RuntimeFactory, RuntimeSettings, open_store
     from ._takeover import Takeover
     from ._threads import Thread
+    from ._tracing import flush_traces
 
 _WHERE = {
     "AgentCalls": "._calls",
@@ -39,6 +40,7 @@ _WHERE = {
     "Takeover": "._takeover",
     "Thread": "._threads",
     "agent_calls": "._calls",
+    "flush_traces": "._tracing",
     "attempt_factory": "._attempts",
     "interrupted_event": "._follow",
     "open_store": "._settings",
@@ -66,6 +68,7 @@ __all__ = [
     "Thread",
     "agent_calls",
     "attempt_factory",
+    "flush_traces",
     "interrupted_event",
     "open_store",
     "stored_events",

@@ -25,7 +25,7 @@ from ..permissions import CallPolicy, CommandHook, PermissionMode, Permissions, 
 from ..tools import HookSet
 
 if TYPE_CHECKING:
-    from .._agents import Catalogue
+    from ..agents import Catalogue
     from ..workspace import Workspace
 
 _STRICTNESS: dict[str | None, int] = {

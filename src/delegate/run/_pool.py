@@ -11,9 +11,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from .._agents import MEMORY_TOOLS, NEVER_GIVEN, Catalogue, Lead, Subagent
 from .._errors import UserError
-from .._frontmatter import CatalogueWarning
+from ..agents import MEMORY_TOOLS, NEVER_GIVEN, Catalogue, CatalogueWarning, Lead, Subagent
 from ..mcp import MCPTools, server_config
 from ..tools import BUILTIN_TOOLS, Tool, builtin_tools
 

@@ -13,14 +13,12 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import _tracing
-from .._agents import Catalogue, Lead, Subagent
 from .._config import Extensions, LoopSettings, RunLimits
 from .._errors import ToolError, UserError
 from .._events import Event, EventSink
-from .._frontmatter import CatalogueWarning
 from .._messages import Message
 from .._text import safe_text
+from ..agents import Catalogue, CatalogueWarning, Lead, Subagent
 from ..mcp import MCPTools
 from ..models import Model, ModelAliases, ModelPrices, resolve_model
 from ..skills import SkillCatalogue
@@ -28,6 +26,7 @@ from ..subagents import SubagentCall, TaskOutput, parse_criteria, project_contex
 from ..tools import Tool, sweep_scratch, uploads_state
 from ..workflows import Workflow
 from ..workspace import HOST, CommandPolicy, Home, Workspace
+from . import _tracing  # pyright: ignore[reportPrivateUsage]  # the module: bench_tracing.py swaps its sinks
 from ._approvals import decide_call, prompt_hooks
 from ._gates import Gates, tightened
 from ._home import check_home
@@ -58,7 +57,7 @@ class Runtime:
 
     `lead` is what runs for each prompt (a `Lead`: its instructions, tools, max steps, the types
     it may delegate to, ...); `subagents` are types given in code, over the built-in ones and those
-    of the workspace's definition files (see `delegate._agents`).
+    of the workspace's definition files (see `delegate.agents`).
 
     `limits` caps every run (a `RunLimits`: its time, budgets and subagents; `run` may give
     others for one run). `loop` says how every agent's loop runs (`LoopSettings`: compaction, the

@@ -23,8 +23,8 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 
-from .._agents import Catalogue, Lead, Subagent
 from .._config import LOCAL_USER, Extensions, LoopSettings, RunLimits
+from ..agents import Catalogue, Lead, Subagent
 from ..engine import EngineSettings
 from ..models import Model, ModelAliases
 from ..skills import SkillCatalogue

@@ -34,14 +34,12 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .._agents import Catalogue
 from .._errors import UserError
-from .._frontmatter import CatalogueWarning
 from .._store import Store, StoreBusyError
-from .._tracing import flush as flush_traces
+from ..agents import Catalogue, CatalogueWarning
 from ..eval import Evals
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
-from ..run import Runtime, RuntimeFactory, RuntimeSettings, Takeover, open_store
+from ..run import Runtime, RuntimeFactory, RuntimeSettings, Takeover, flush_traces, open_store
 from ._agents_stop import router as agents_stop_router
 from ._approvals import router as approvals_router
 from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_response

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from .._agents import Catalogue
     from .._config import RunLimits
     from .._store import Store
+    from ..agents import Catalogue
     from ..eval import Evals
     from ..run import Takeover
     from ..skills import SkillCatalogue

@@ -23,10 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from .._agents import CLAUDE_TOOL_NAMES, NAME, NEVER_GIVEN, bash_rules, map_tools, tool_names
 from .._errors import UserError, WorkspaceError
-from .._frontmatter import CatalogueWarning, Unreadable, display_name, read_front_matter
 from .._messages import Message, ToolCallPart, ToolResultPart
+from ..agents import (
+    CLAUDE_TOOL_NAMES,
+    NAME,
+    NEVER_GIVEN,
+    CatalogueWarning,
+    Unreadable,
+    bash_rules,
+    display_name,
+    map_tools,
+    read_front_matter,
+    tool_names,
+)
 from ..tools import BUILTIN_TOOLS
 from ..workspace import Mount, Workspace
 

@@ -17,10 +17,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from .._agents import NAME
 from .._errors import UserError
 from .._store import Migration, Store
 from .._time import iso, utc_now
+from ..agents import NAME
 from ._catalogue import SkillCatalogue
 
 OPERATOR = ""

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .._agents import Lead, Subagent
 from .._config import LoopSettings, RunLimits
 from .._events import EventSink
 from .._record import ResultSchema
+from ..agents import Lead, Subagent
 from ..loop import AgentSpec, Journal, RunBudget, ToolGate
 from ..mcp import DeferredGate, deferred_index, search_tool
 from ..memory import RunMemory

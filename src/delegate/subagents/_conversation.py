@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from .._agents import Subagent
 from .._empty import empty_list
 from .._messages import Message, messages_adapter
+from ..agents import Subagent
 
 
 @dataclass

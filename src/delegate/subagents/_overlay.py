@@ -18,16 +18,14 @@ import stat
 from collections.abc import Sequence
 from typing import Any
 
-from .._agents import Subagent
 from .._errors import ToolError, WorkspaceError
 from .._record import Change, Conflict, Isolation, Skipped, TaskOutput
+from ..agents import WRITE_TOOLS, Subagent
 from ..tools import Tool, never_merged
 from ..workspace import Layer, Workspace, layer_changes, merge_layer
 from ._complete import validate_paths
 from ._output import RESULTS_DIR
 
-WRITE_TOOLS = frozenset({"write_file", "edit_file"})
-"""The file tools that write: a type without any of them is read-only."""
 ISOLATIONS = ("overlay", "shared")
 """What the lead's `task(isolation=...)` may ask for."""
 

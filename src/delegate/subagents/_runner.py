@@ -18,13 +18,12 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from .._agents import Subagent, tools_for
 from .._errors import ToolError, WorkspaceError
 from .._events import Event, unheard
-from .._frontmatter import CatalogueWarning
 from .._messages import Message
 from .._record import Change, Isolation
 from .._usage import Usage
+from ..agents import CatalogueWarning, Subagent, tools_for
 from ..loop import AgentResult, AgentSpec, Journal, opening_choices, passed_deadline, run_agent
 from ..mcp import TOOL_SEARCH
 from ..models import FREE_CHOICES, Model, credentials_hint, has_credentials

@@ -12,8 +12,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from .._agents import Catalogue
 from .._errors import ToolError
+from ..agents import Catalogue
 from ..models import IdChoice
 from ..tools import Tool, ToolContext, ToolReturn
 from ._background import BACKGROUND_HINT, Background

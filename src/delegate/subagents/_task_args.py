@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
-from .._agents import Catalogue, Subagent
 from .._errors import ToolError
+from ..agents import Catalogue, Subagent
 from ._acceptance import parse_criteria
 from ._prompts import type_listing
 

@@ -3,7 +3,7 @@
 Its `__all__` is for extension authors; users import from `delegate` (docs/api.md).
 """
 
-from .._progress import progress
+from ..models import progress
 from ..workspace import SECRET_VARIABLES, never_merged
 from ._builtin import BUILTIN_TOOLS, READ_ONLY_TOOLS, builtin_tools
 from ._files import sweep_scratch

@@ -28,8 +28,8 @@ from pydantic import Field
 
 from .._empty import empty_list
 from .._errors import ToolError
-from .._progress import watched
 from .._text import safe_text
+from ..models import watched
 from ..workspace import (
     NO_OVERLAY,
     CommandCgroup,
@@ -346,7 +346,7 @@ def _cap_notes(
 
 class _Collector(asyncio.SubprocessProtocol):
     """Keeps the first and the last `max_bytes / 2` bytes of the output, and notes exit and EOF.
-    Output is the command's progress, for the call's idle watchdog (`delegate._progress`)."""
+    Output is the command's progress, for the call's idle watchdog (`delegate.models.progress`)."""
 
     def __init__(self, max_bytes: int, marker: bytes = b"") -> None:
         self.progress = watched()

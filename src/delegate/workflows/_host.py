@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .._agents import Catalogue, Subagent
 from .._errors import ToolError, UserError, WorkspaceError
 from .._events import Event, EventSink
 from .._record import TaskOutput
+from ..agents import Catalogue, Subagent
 from ..loop import RunBudget
 from ..subagents import SubagentCall, SubagentRunner, parse_criteria
 from ..tools import ToolContext

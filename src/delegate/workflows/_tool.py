@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._agents import Catalogue
 from .._errors import ToolError, UserError
+from ..agents import Catalogue
 from ..subagents import MAX_RESULT_CHARS, SubagentRunner
 from ..tools import Tool, ToolContext, ToolReturn
 from ._host import WorkflowHost

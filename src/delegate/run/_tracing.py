@@ -49,16 +49,16 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from ._events import Event, EventSink
-from ._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from ._text import safe_text
+from .._events import Event, EventSink
+from .._messages import MediaPart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from .._text import safe_text
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
-    from .loop import AgentResult
-    from .models import ModelRequest, ModelResponse
+    from ..loop import AgentResult
+    from ..models import ModelRequest, ModelResponse
 
 _log = logging.getLogger("delegate.tracing")
 
@@ -133,7 +133,7 @@ def sinks() -> list[EventSink]:
     return [tracing.spans()] if tracing is not None else []
 
 
-def flush() -> None:
+def flush_traces() -> None:
     """Send the spans still queued (before the process exits). A no-op when tracing is off."""
     for tracing in list(_built.values()):
         if tracing is not None:
