@@ -166,16 +166,22 @@ def test_each_agents_bar_is_split_into_model_time_and_tool_time_with_both_totals
         assert float(bar.get_attribute("data-tool-s") or "nan") == pytest.approx(tools, abs=0.0011)
         title = bar.get_attribute("title") or ""
         assert f"{agent}: completed, " in title and " · model " in title and " · tools " in title, title
-        segments = bar.locator(".tl-seg")
-        assert bar.locator(".tl-seg.model").count() >= 1 and bar.locator(".tl-seg.tool").count() >= 1
-        frame = bar.bounding_box()
-        assert frame is not None
-        for n in range(segments.count()):
-            box = segments.nth(n).bounding_box()
-            assert box is not None
-            assert frame["x"] - 0.5 <= box["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"] + 0.5
-        colour = "e => getComputedStyle(e).backgroundColor"
-        colours = {segments.nth(n).evaluate(colour) for n in range(segments.count())}
+        # One look at the bar and its segments, found and measured in one go (the timeline is drawn
+        # again once the stored record is read back after the run ends): each one's place and colour.
+        frame, segments = page.evaluate(
+            """selector => {
+                const b = document.querySelector(selector);
+                return [b.getBoundingClientRect().toJSON(), [...b.querySelectorAll('.tl-seg')].map(s => {
+                    const r = s.getBoundingClientRect();
+                    return {x: r.x, width: r.width, kind: s.classList[1], colour: getComputedStyle(s).backgroundColor};
+                })];
+            }""",
+            f"#timeline [data-agent={agent}] .tl-bar",
+        )
+        assert {s["kind"] for s in segments} == {"model", "tool"}, segments
+        for s in segments:
+            assert frame["x"] - 0.5 <= s["x"] and s["x"] + s["width"] <= frame["x"] + frame["width"] + 0.5, (s, frame)
+        colours = {s["colour"] for s in segments}
         assert len(colours) == 2, colours  # model and tools, in two colours
 
 

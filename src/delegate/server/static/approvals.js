@@ -22,10 +22,27 @@ const Approvals = (() => {
     if (id === runId && mine === asking) draw(rows.filter((row) => row.decision === null));
   }
 
+  // Each pending call's card by call id, kept across refreshes: a refresh (every approval event
+  // brings one) never wipes a reason being typed nor the scroll that enabled Approve.
+  const cards = new Map();
+
   function draw(pending) {
     const box = $("approvals");
     box.hidden = pending.length === 0;
-    box.replaceChildren(el("h3", { text: `Waiting for your decision (${pending.length})` }), ...pending.map(card));
+    const waiting = new Set(pending.map((row) => row.call_id));
+    for (const [callId, node] of cards) {
+      if (waiting.has(callId)) continue;
+      node.remove();
+      cards.delete(callId);
+    }
+    let heading = box.querySelector("h3");
+    if (!heading) box.prepend((heading = el("h3")));
+    heading.textContent = `Waiting for your decision (${pending.length})`;
+    for (const row of pending) {
+      if (cards.has(row.call_id)) continue;
+      cards.set(row.call_id, card(row));
+      box.append(cards.get(row.call_id));
+    }
     const shown = $("run-status").textContent;
     if (pending.length && shown === "running") setStatus("waiting");
     if (!pending.length && shown === "waiting") setStatus("running");
@@ -111,6 +128,7 @@ const Approvals = (() => {
   return {
     open(id) {
       runId = id;
+      cards.clear();
       $("approvals").hidden = true;
       $("approvals").replaceChildren();
       refresh();
