@@ -156,9 +156,12 @@ async def test_a_spent_budget_stops_new_agents_and_the_workflow_ends_with_what_i
     assert result.usage.total_tokens == 60
 
 
-async def test_the_agent_cap_is_the_workflows_own(ws: Path) -> None:
+@pytest.mark.parametrize(("workflow_agents", "max_subagents"), [(3, None), (None, 3), (3, 4), (4, 3)])
+async def test_a_workflow_starts_no_more_agents_than_the_tighter_of_the_runs_caps(
+    ws: Path, workflow_agents: int | None, max_subagents: int | None
+) -> None:
     script = "r = parallel(['t' + str(i) for i in range(5)])\nlen([x for x in r if x])"
-    limits = RunLimits(workflow_agents=3, max_subagents=1, max_parallel=None)
+    limits = RunLimits(workflow_agents=workflow_agents, max_subagents=max_subagents, max_parallel=None)
     result = await run_workflow(ws, script, by_task(lambda t: "ok"), limits=limits)
 
     assert result.result == 3 and result.workflow["counts"]["not_started"] == 2

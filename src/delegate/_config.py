@@ -93,7 +93,9 @@ class RunLimits:
     (priced by `genai-prices`; a model without a price cannot be held to it); once one is spent no
     new model request starts and the run ends `aborted`, its stop reason `run_token_budget`,
     `run_max_requests` or `run_cost_budget`. `max_parallel`: subagents running at once.
-    `max_subagents`: subagents the run may start in all (the lead is told when it asks for more).
+    `max_subagents`: subagents the run may start in all, its `task` calls' and its workflows'
+    agents alike (the lead is told when it asks for more; a workflow's agent past it never starts).
+    `workflow_agents`: how many of them the run's workflows may start, across all of them.
     `layers_kept`: seconds the
     layer of an overlay subagent that was not merged (a conflict, a failure) is kept before a
     later run sweeps it (default a day; see `docs/isolation.md`). `approval_timeout`: seconds a
@@ -115,12 +117,13 @@ class RunLimits:
     max_requests: int | None = None
     cost_budget: float | None = None
     max_parallel: int | None = 16
-    max_subagents: int | None = 100
+    max_subagents: int | None = 1000
     layers_kept: float = 86_400.0
     approval_timeout: float | None = None
     stall_timeout: float | None = DEFAULT_STALL_TIMEOUT
     workflow_agents: int | None = 1000
-    """Agents one workflow may start in all (its own cap: `max_subagents` is the lead's)."""
+    """Agents the run's workflows may start in all (every `workflow` call and a run that is a
+    workflow count against it, and against `max_subagents` too)."""
     max_depth: int = 1
 
     def to_dict(self) -> dict[str, Any]:

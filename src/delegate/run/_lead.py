@@ -19,7 +19,7 @@ from ..loop import AgentResult, AgentSpec
 from ..models import Model
 from ..subagents import assemble, background_tools, run_checked, task_tool, toolset, type_listing
 from ..tools import Tool
-from ..workflows import WORKFLOW, Workflow, WorkflowHost, workflow_tool
+from ..workflows import WORKFLOW, Workflow, WorkflowHost, is_workflow_key, workflow_tool
 from ..workflows import drive as drive_workflow
 from ._recorder import Recorder
 from ._run import Run
@@ -165,8 +165,7 @@ async def _workflow(
 ) -> RunResult:
     """Run a run that is a workflow: its script, over the run's subagents (see docs/workflows.md)."""
     run = drive.run
-    cap = run.limits.workflow_agents
-    host = WorkflowHost(run.runner, run.context, runtime.delegable(), prefix="", cap=cap, emit=run.emit)
+    host = WorkflowHost(run.runner, run.context, runtime.delegable(), prefix="", emit=run.emit)
     plan = drive_workflow(workflow, host, functools.partial(recorder.checkpoint, WORKFLOW, "run"))
     result = await drive.to_end(runtime, plan, [], recorder, warnings, None)
     result.workflow = host.record
@@ -195,6 +194,8 @@ async def _resumed(run: Run, resumed: bool) -> None:
     store = run.recorder.store if run.recorder is not None else None
     if store is None:
         return
+    if resumed and run.journal is not None:  # its workflows' agents so far count against its caps
+        run.roster.count_stored(k for k in run.journal.subagents if is_workflow_key(k))
     if run.approvals is not None:
         run.approvals.load(await asyncio.to_thread(store.approvals, run.id))
     if resumed:
@@ -220,7 +221,7 @@ async def _lead_tools(runtime: Runtime, run: Run, model: Model, prompt: str) -> 
             run.runner.offer_task(task)
         if runtime.offers("workflow") is not False and run.recorder is not None:  # plans in code: docs/workflows.md
             keep = functools.partial(run.recorder.checkpoint, WORKFLOW)
-            lead_tools.append(workflow_tool(run.runner, visible, cap=run.limits.workflow_agents, keep=keep))
+            lead_tools.append(workflow_tool(run.runner, visible, keep=keep))
     lead_tools += await asyncio.to_thread(_batch_tools, runtime, model, prompt)
     types = _searchable_types(runtime) if offers_task else []
     return toolset(runtime.lead, lead_tools, run.scope, types), run.background if offers_task else None

@@ -118,6 +118,7 @@ async def open_run(
         run_id,
         emit,
         max_total=limits.max_subagents,
+        max_workflow=limits.workflow_agents,
         finished=journal.subagents if journal is not None else None,
         max_depth=limits.max_depth,
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from time import time
@@ -45,10 +45,12 @@ class Nest:
 
 
 class Roster:
-    """The subagents of one run (see the module). `max_total` caps how many it may start in all;
-    `max_depth` how many levels deep they may go (`RunLimits.max_depth`); `finished` are the
-    subagents of an interrupted run that finished, by key: reused, not run again (a resumed run's;
-    none for a new one)."""
+    """The subagents of one run (see the module). `max_total` caps how many it may start in all
+    (`RunLimits.max_subagents`: the lead's `task` calls and its workflows' agents alike),
+    `max_workflow` how many of them its workflows may start (`RunLimits.workflow_agents`, across
+    every workflow of the run); `max_depth` how many levels deep they may go
+    (`RunLimits.max_depth`); `finished` are the subagents of an interrupted run that finished, by
+    key: reused, not run again (a resumed run's; none for a new one)."""
 
     def __init__(
         self,
@@ -56,12 +58,14 @@ class Roster:
         emit: EventSink,
         *,
         max_total: int | None,
+        max_workflow: int | None = None,
         finished: dict[str, TaskOutput] | None = None,
         max_depth: int = 1,
     ) -> None:
         self.run_id = run_id
         self.emit = emit
         self.max_total = max_total
+        self.max_workflow = max_workflow
         self.max_depth = max_depth
         self.nests: dict[str, Nest] = {}
         """Where each subagent stands in the run's tree, by id (see `Nest`); the lead is in none."""
@@ -82,6 +86,9 @@ class Roster:
         """Set when the run is stopped to be resumed later (`Runtime.interrupt`): a subagent
         cancelled then ends `interrupted`, and is not recorded, as if its process had died."""
         self.started = 0
+        self.workflow_keys: set[str] = set()
+        """The workflow agents counted against `max_workflow`, by key: those of every workflow of
+        the run, and, once a resumed run is claimed, those its store holds (`count_stored`)."""
         self._ids = itertools.count(1)
 
     @property
@@ -99,11 +106,11 @@ class Roster:
         """Where `agent_id` stands: a subagent's own `Nest`, the lead's (depth 0) for any other."""
         return self.nests.get(agent_id) or Nest(0, self.max_depth)
 
-    def reserve(self, count: int, *, capped: bool = True) -> int:
+    def reserve(self, count: int) -> int:
         """Count `count` subagents against the run's total, or refuse them all; return the `seq`
-        of the first (the lead's calls reserve in the order it made them; a workflow's, uncapped,
-        its own)."""
-        if capped and self.max_total is not None and self.started + count > self.max_total:
+        of the first (the lead's calls reserve in the order it made them; a workflow's agents as
+        each starts: `admit`)."""
+        if self.max_total is not None and self.started + count > self.max_total:
             left = max(0, self.max_total - self.started)
             raise ToolError(
                 f"this run may start at most {self.max_total} subagents and has started {self.started}; "
@@ -111,6 +118,39 @@ class Roster:
             )
         self.started += count
         return self.started - count
+
+    def admit(self, key: str) -> int:
+        """Count the workflow agent kept as `key` against the run's caps, or refuse it (a
+        `ToolError` that says which cap): `max_total` as a `task` call's subagent is (`reserve`),
+        and `max_workflow` by key, so that an agent answered from a resumed run's journal counts
+        once. Its `seq`."""
+        if (
+            key not in self.workflow_keys
+            and self.max_workflow is not None
+            and len(self.workflow_keys) >= self.max_workflow
+        ):
+            raise ToolError(
+                f"this run may start at most {self.max_workflow} workflow agents (workflow_agents), "
+                "across all its workflows, and has started them"
+            )
+        seq = self.reserve(1)
+        self.workflow_keys.add(key)
+        return seq
+
+    def count_stored(self, keys: Iterable[str]) -> None:
+        """Count the workflow agents a resumed run's store holds (by key) against `max_workflow`:
+        a resume never gives a run's workflows a fresh allowance, even where a changed script runs
+        other agents than the journal's."""
+        self.workflow_keys.update(keys)
+
+    @property
+    def agents_left(self) -> int | None:
+        """How many more workflow agents may start (None: no cap)."""
+        left = [
+            *([self.max_total - self.started] if self.max_total is not None else []),
+            *([self.max_workflow - len(self.workflow_keys)] if self.max_workflow is not None else []),
+        ]
+        return max(0, min(left)) if left else None
 
     def new_id(self, key: str | None) -> str:
         """The id of the next subagent: `sub<n>` in call order (a reused one keeps its own)."""

@@ -175,9 +175,14 @@ class SubagentRunner:
         """Usage of every subagent so far (see `Roster.usage`)."""
         return self.roster.usage
 
-    def reserve(self, count: int, *, capped: bool = True) -> int:
-        """Count `count` subagents against the run's total (see `Roster.reserve`)."""
-        return self.roster.reserve(count, capped=capped)
+    def admit(self, key: str) -> int:
+        """Count a workflow's agent against the run's caps, or refuse it (see `Roster.admit`)."""
+        return self.roster.admit(key)
+
+    @property
+    def agents_left(self) -> int | None:
+        """How many more workflow agents the run may start (see `Roster.agents_left`)."""
+        return self.roster.agents_left
 
     def new_id(self, key: str | None) -> str:
         """The id of the next subagent, given out before it runs (see `Roster.new_id`)."""

@@ -6,7 +6,7 @@ workflow=...)`, `delegate workflow run` and the lead's `workflow` tool.
 """
 
 from ._host import AGENT_OPTIONS, WorkflowHost
-from ._journal import Journal
+from ._journal import Journal, is_workflow_key
 from ._outcome import Outcome, agent_result, count_line, verdict_of
 from ._sandbox import ScriptError, ScriptLimits, run_script
 from ._tool import WORKFLOW_GUIDE, workflow_tool
@@ -29,6 +29,7 @@ __all__ = [
     "agent_result",
     "count_line",
     "drive",
+    "is_workflow_key",
     "render",
     "run_script",
     "shipped_workflows",

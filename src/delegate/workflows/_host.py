@@ -68,7 +68,8 @@ class _Pipeline:
 class WorkflowHost:
     """Answers one workflow's calls over the run's `runner`, as children of `parent` (the lead, or
     the run itself). `prefix` starts its journal keys (the lead's tool call id, for a workflow
-    the lead started; empty for a run that is a workflow). `cap` is how many agents it may start."""
+    the lead started; empty for a run that is a workflow). How many agents it may start is the
+    run's to say (`Roster.admit`: `max_subagents` and `workflow_agents`, across all its workflows)."""
 
     def __init__(
         self,
@@ -77,20 +78,20 @@ class WorkflowHost:
         catalogue: Catalogue,
         *,
         prefix: str,
-        cap: int | None,
         emit: EventSink,
         tool_call_id: str | None = None,
     ) -> None:
         self.runner = runner
         self.parent = parent
         self.catalogue = catalogue
-        self.cap = cap
         self.emit = emit
         self.tool_call_id = tool_call_id
         self.journal = Journal(prefix, runner.finished)
         self.outcome = Outcome()
         self.record: dict[str, Any] | None = None
         """The workflow's record once its script ended (see `drive`)."""
+        self.refusal = ""
+        """Why the last agent refused was refused (a cap, or the budget): what `agent()` raises."""
         self._sites = 0
         self._phase: str | None = None
         self._derived: dict[tuple[str, str], Subagent] = {}
@@ -131,7 +132,7 @@ class WorkflowHost:
             "total_usd": cost_total,
             "spent_usd": cost,
             "remaining_usd": None if cost_total is None else max(0.0, cost_total - cost),
-            "agents_left": None if self.cap is None else max(0, self.cap - len(self.outcome.agents)),
+            "agents_left": self.runner.agents_left,
         }
 
     def log(self, text: str) -> None:
@@ -155,7 +156,7 @@ class WorkflowHost:
         site = self._next_site()
         record = await self._start(asked, (site, 0, 0, 0), line)
         if record is None:
-            raise ScriptFault("RuntimeError", self._refusal())
+            raise ScriptFault("RuntimeError", self.refusal)
         result = agent_result(record)
         if record.status != "completed":
             why = record.error or record.stop_reason or record.status
@@ -305,23 +306,25 @@ class WorkflowHost:
             self._derived[key] = derived
         return derived
 
-    def _refused(self) -> bool:
-        """Whether no agent may start now: the workflow's cap reached, or the run's budget spent."""
-        if self.cap is not None and len(self.outcome.agents) >= self.cap:
-            return True
-        return _spent(self.runner.budget)
-
-    def _refusal(self) -> str:
-        if self.cap is not None and len(self.outcome.agents) >= self.cap:
-            return f"this workflow may start at most {self.cap} agents, and has started them"
-        return "the run's budget is spent: no new agent starts"
+    def _admit(self, key: str) -> int | None:
+        """The `seq` of the agent of `key`, counted against the run's caps; None, `refusal` said,
+        when it may not start: the run's budget is spent, or a cap reached (`Roster.admit`)."""
+        if _spent(self.runner.budget):
+            self.refusal = "the run's budget is spent: no new agent starts"
+            return None
+        try:
+            return self.runner.admit(key)
+        except ToolError as exc:
+            self.refusal = str(exc)
+            return None
 
     async def _start(self, asked: _Asked, position: Position, line: int | None) -> TaskOutput | None:
         """Run one agent to its end (None: refused, it never started)."""
-        if self._refused():
+        key = self.journal.key(position, asked.arguments, line)
+        seq = self._admit(key)
+        if seq is None:
             self.outcome.not_started += 1
             return None
-        key = self.journal.key(position, asked.arguments, line)
         replayed = key in self.runner.finished
         agent_id = self.runner.new_id(key)  # known as it starts: the live tree and a stop find it
         entry = AgentEntry(id=agent_id, label=asked.label, phase=asked.phase, line=line, replayed=replayed)
@@ -333,7 +336,7 @@ class WorkflowHost:
             parent=self.parent,
             tool_call_id=self.tool_call_id,
             criteria=asked.criteria,
-            seq=self.runner.reserve(1, capped=False),
+            seq=seq,
             key=key,
             agent_id=agent_id,
             isolation=asked.isolation,

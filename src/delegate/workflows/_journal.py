@@ -18,15 +18,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import MutableMapping
 from typing import Any
 
 from .._record import TaskOutput
 
-__all__ = ["Journal", "Position", "digest"]
+__all__ = ["Journal", "Position", "digest", "is_workflow_key"]
 
 Position = tuple[int, int, int, int]
 """Where a call was made: its site, and its item, stage and place within a list of calls."""
+
+
+_KEY = re.compile(r"(?:[^>]*/)?wf:\d+:\d+:\d+:\d+:[0-9a-f]{16}")
+
+
+def is_workflow_key(key: str) -> bool:
+    """Whether `key` is a workflow agent's (of a run that is a workflow, or of a lead's
+    `workflow` call; not a subagent nested below one)."""
+    return _KEY.fullmatch(key) is not None
 
 
 def digest(arguments: dict[str, Any]) -> str:

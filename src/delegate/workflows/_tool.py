@@ -46,9 +46,7 @@ acceptance=["file:notes/" + f.split("/")[-1] + " non-empty"]) for f in files])
 [n["artifacts"] for n in notes if n and n["holds"]]"""
 
 
-def workflow_tool(
-    runner: SubagentRunner, catalogue: Catalogue, *, cap: int | None, keep: Callable[[str, dict[str, Any]], None]
-) -> Tool:
+def workflow_tool(runner: SubagentRunner, catalogue: Catalogue, *, keep: Callable[[str, dict[str, Any]], None]) -> Tool:
     """The lead's `workflow` tool over `runner`'s subagents of the types in `catalogue`; `keep`
     gets each workflow's record (by its tool call id) to store."""
 
@@ -58,7 +56,7 @@ def workflow_tool(
         except UserError as exc:
             raise ToolError(str(exc)) from None
         call_id = ctx.tool_call_id or "workflow"
-        host = WorkflowHost(runner, ctx, catalogue, prefix=f"{call_id}/", cap=cap, emit=ctx.emit, tool_call_id=call_id)
+        host = WorkflowHost(runner, ctx, catalogue, prefix=f"{call_id}/", emit=ctx.emit, tool_call_id=call_id)
         ended = await drive(plan, host, lambda record: keep(call_id, record))
         text = ended.final
         if len(text) > MAX_RESULT_CHARS:
