@@ -75,7 +75,8 @@ def test_bad_batch_limits_are_refused_saying_which_and_submit_nothing(tmp_path: 
     env = env_for("http://127.0.0.1:9")
     refused = run_cli([*base, "--limit", "speed=3"], env, tmp_path)
     assert refused.returncode == 2
-    assert "items.jsonl:1: limits: RunLimits cost_budget=0: give positive US dollars" in refused.stderr
+    said = "items.jsonl:1: limits: RunLimits cost_budget=0: give positive US dollars, or leave it out (null in JSON)"
+    assert said in refused.stderr and "None" not in refused.stderr  # Python's word, not the user's
     assert "limits: unknown limit(s) 'speed'; the run limits are timeout, token_budget" in refused.stderr
     with Store.for_workspace(tmp_path) as store:
         assert Batches(store).list_batches(LOCAL_USER) == []
@@ -106,7 +107,8 @@ def test_the_servers_cost_cap_holds_over_a_batch_that_asks_for_more(tmp_path: Pa
             batch_id = api.post("/batches", json=body).json()["id"]
             batch = wait_done(api, batch_id)
             rows = [json.loads(line) for line in api.get(f"/batches/{batch_id}/results.jsonl").text.splitlines()]
-    assert bad.status_code == 422 and "limits: RunLimits cost_budget=-1" in bad.text
+    assert bad.status_code == 422 and "limits: RunLimits cost_budget=-1: give positive US dollars, or leave" in bad.text
+    assert "None" not in bad.text
     assert unknown.status_code == 422 and "item 0: limits: unknown limit(s) 'speed'" in unknown.text
     assert nothing["batches"] == []
     assert batch["status"] == "failed"

@@ -107,7 +107,7 @@ async def test_a_budget_that_is_not_spent_changes_nothing(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("limits", [{"token_budget": 0}, {"max_requests": -1}, {"max_requests": True}])
 def test_a_budget_must_be_a_whole_number_of_at_least_one(tmp_path: Path, limits: dict[str, Any]) -> None:
-    with pytest.raises(UserError, match="give a whole number of at least 1"):
+    with pytest.raises(UserError, match="give a whole number of at least 1, or None for no limit"):
         Runtime(model="test:echo", workspace=tmp_path, store=False, limits=RunLimits(**limits))
 
 

@@ -173,7 +173,8 @@ def test_a_batch_refuses_at_submission_what_task_would_refuse_and_stores_nothing
     assert done.returncode == 2
     assert "acceptance_criteria has 21 items; at most 20" in done.stderr
     assert "has 501 characters; at most 500" in done.stderr
-    assert "items.jsonl:3: limits: RunLimits token_budget=0: give a whole number of at least 1" in done.stderr
+    said = "items.jsonl:3: limits: RunLimits token_budget=0: give a whole number of at least 1, or leave it out (null"
+    assert said in done.stderr
     assert Batches(Store.for_workspace(tmp_path)).list_batches("default") == []
 
 

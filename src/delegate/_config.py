@@ -153,31 +153,48 @@ class RunLimits:
         given = {name: value for name, value in limits.items() if value is not None}
         for name, value in given.items():
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise UserError(f"RunLimits {name}={value!r}: give a number, or leave it out for the default")
-        cls(**given)
+                raise UserError(f"RunLimits {name}={value!r}: give a number, or leave it out (null in JSON)")
+            problem = _limit_problem(name, value)
+            if problem is not None:  # said for JSON and the command line: leaving a limit out keeps the one above
+                raise UserError(f"RunLimits {name}={value!r}: {problem}, or leave it out (null in JSON)")
         return given
 
     def __post_init__(self) -> None:
-        if isinstance(self.layers_kept, bool) or not self.layers_kept >= 0:
-            raise UserError(f"RunLimits layers_kept={self.layers_kept!r}: give seconds, 0 or more")
-        if self.timeout is not None and (isinstance(self.timeout, bool) or not self.timeout > 0):
-            raise UserError(f"RunLimits timeout={self.timeout!r}: give positive seconds, or None for no deadline")
-        cost = self.cost_budget
-        if cost is not None and (isinstance(cost, bool) or not cost > 0):
-            raise UserError(f"RunLimits cost_budget={cost!r}: give positive US dollars, or None for no limit")
-        at = self.approval_timeout
-        if at is not None and (isinstance(at, bool) or not at > 0):
-            raise UserError(f"RunLimits approval_timeout={at!r}: give positive seconds, or None to wait for a decision")
-        st = self.stall_timeout
-        if st is not None and (isinstance(st, bool) or not st > 0):
-            raise UserError(f"RunLimits stall_timeout={st!r}: give positive seconds, or None for no idle watchdog")
-        for name in ("token_budget", "max_requests", "max_parallel", "max_subagents", "workflow_agents"):
-            _whole("RunLimits", name, getattr(self, name))
-        depth = self.max_depth
-        if not _whole_from(depth, 1):
-            raise UserError(
-                f"RunLimits max_depth={depth!r}: give a whole number of at least 1 (1: subagents cannot delegate)"
-            )
+        for f in fields(self):
+            value = getattr(self, f.name)
+            problem = None if value is None and f.name in _NONE_MEANS else _limit_problem(f.name, value)
+            if problem is not None:
+                none = _NONE_MEANS.get(f.name)
+                raise UserError(f"RunLimits {f.name}={value!r}: {problem}" + (f", or None {none}" if none else ""))
+
+
+_NONE_MEANS = {
+    "timeout": "for no deadline",
+    "token_budget": "for no limit",
+    "max_requests": "for no limit",
+    "cost_budget": "for no limit",
+    "max_parallel": "for no limit",
+    "max_subagents": "for no limit",
+    "approval_timeout": "to wait for a decision",
+    "stall_timeout": "for no idle watchdog",
+    "workflow_agents": "for no limit",
+}
+"""What None is for each `RunLimits` field that may be None (in Python; JSON's null and an option
+left out keep the limit above it instead)."""
+
+
+def _limit_problem(name: str, value: object) -> str | None:
+    """What to give for the run limit `name` when `value` is not one (None: it is)."""
+    number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if name == "layers_kept":
+        return None if number is not None and number >= 0 else "give seconds, 0 or more"
+    if name in ("timeout", "cost_budget", "approval_timeout", "stall_timeout"):
+        if number is not None and number > 0:
+            return None
+        return "give positive US dollars" if name == "cost_budget" else "give positive seconds"
+    if _whole_from(value, 1):
+        return None
+    return "give a whole number of at least 1" + (" (1: subagents cannot delegate)" if name == "max_depth" else "")
 
 
 def limits_within(caps: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
