@@ -197,7 +197,7 @@ function route() {
   } catch {
     id = ""; // a malformed hash shows the list
   }
-  const name = ["runs", "batches", "agents", "memory"].includes(view) ? view : "runs";
+  const name = ["runs", "batches", "agents", "memory", "evals"].includes(view) ? view : "runs";
   for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== `view-${name}`;
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === name);
   const changed = current.view !== name || current.id !== id;
@@ -212,6 +212,7 @@ function route() {
   if (name === "batches") showBatches(current.id, sub);
   if (name === "agents") showAgents();
   if (name === "memory") MemoryView.show();
+  if (name === "evals") EvalsView.show(current.id); // evals.js
 }
 
 let following = null; // the AbortController of the stream on screen
