@@ -130,12 +130,13 @@ def test_a_run_has_one_json_that_show_list_export_and_http_give_with_the_same_ke
         "created_at",
         "completed_at",
     ]
-    counts = ["subagent_count", "failed_subagents"]  # what a listing counts of the whole's `subagents`
+    counts = ["subagent_count", "failed_subagents", "running_subagents"]  # what a listing counts of them
     assert list(listed) == list(served_line) == [*line_keys, *counts]  # a listing keeps the whole's order
     assert (
         listed
         == served_line
-        == {k: served[k] for k in line_keys} | {"subagent_count": len(served["subagents"]), "failed_subagents": 0}
+        == {k: served[k] for k in line_keys}
+        | {"subagent_count": len(served["subagents"]), "failed_subagents": 0, "running_subagents": 0}
     )
 
 

@@ -154,7 +154,7 @@ def test_the_run_list_shows_each_run_as_get_run_does_newest_first_with_its_promp
         listed = api.get("/runs").json()
         shown = [api.get(f"/runs/{run.id}").json() for run in (going, failed, done)]
         paged = api.get("/runs", params={"offset": 1, "limit": 1}).json()
-    counts = {"subagent_count": 0, "failed_subagents": 0}
+    counts = {"subagent_count": 0, "failed_subagents": 0, "running_subagents": 0}
     expected = [{key: run[key] for key in listed_keys} | {"prompt": run["prompt"][:200]} | counts for run in shown]
     assert listed == {"runs": expected, "offset": 0}
     assert [r["status"] for r in listed["runs"]] == ["running", "error", "completed"]

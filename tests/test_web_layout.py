@@ -1,7 +1,7 @@
 """The run page reads trace-first, in a real headless Chromium at a phone's and a laptop's width:
 the timeline and the agent tree at the top (above the fold), the final answer once, and nothing
-wider than the screen. With `DELEGATE_WEB_SCREENSHOTS=DIR` the views are saved there (how
-`docs/web-run-390.png` and `docs/web-run-1280.png` are made)."""
+wider than the screen. With `DELEGATE_TEST_SCREENSHOTS=DIR` the views are saved there (how
+`bash scripts/screenshots.sh` makes `docs/web-run-390.png` and `docs/web-run-1280.png`)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_web_run import FINAL, browser, expect, model_server, page, server, start_run, store, sync_api, team
+from tests.test_web_run import (
+    FINAL,
+    SHOTS,
+    browser,
+    expect,
+    model_server,
+    page,
+    server,
+    start_run,
+    store,
+    sync_api,
+    team,
+)
 
 __all__ = ["browser", "model_server", "page", "server", "store", "team"]  # the fixtures, used here too
-
-SHOTS = os.environ.get("DELEGATE_WEB_SCREENSHOTS")
-"""Read as the module loads: the suite's fixtures scrub DELEGATE_ variables from each test."""
 
 
 @pytest.mark.parametrize(("width", "height"), [(390, 844), (1280, 900)])
@@ -42,5 +51,6 @@ def test_the_run_page_puts_the_tree_above_the_fold_the_answer_once_and_nothing_w
     boxes = [ticks.nth(i).bounding_box() for i in range(ticks.count())]
     edges = [(b["x"], b["x"] + b["width"]) for b in boxes if b is not None]
     assert all(a[1] <= b[0] for a, b in pairwise(edges)), edges  # axis labels apart
-    if SHOTS:
-        page.screenshot(path=str(Path(SHOTS) / f"web-run-{width}.png"))
+    shots = os.environ.get(SHOTS)
+    if shots:
+        page.screenshot(path=str(Path(shots) / f"web-run-{width}.png"))

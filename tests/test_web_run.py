@@ -2,14 +2,16 @@
 a loopback OpenAI-compatible model server (scripted turns): the drill-down into one agent's calls,
 the timeline, the files a subagent delivered, and the final answer's Markdown.
 
-Each test saves screenshots to its tmp_path; with `DELEGATE_WEB_SCREENSHOTS=DIR` they are also
-saved in DIR (how `docs/web-run.png` and `docs/web-batch.png` are made).
+Each test saves screenshots to its tmp_path; with `DELEGATE_TEST_SCREENSHOTS=DIR` they are also
+saved in DIR: `bash scripts/screenshots.sh` makes `docs/web-run.png`, `docs/web-batch.png` and the
+others so (a `DELEGATE_TEST_` variable is one the suite's `clean_env` keeps).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -176,10 +178,14 @@ def page(browser: sync_api.Browser, server: LiveServer, store: Store) -> Iterato
     assert dialogs == [], dialogs
 
 
+SHOTS = "DELEGATE_TEST_SCREENSHOTS"
+"""The folder the pages' screenshots are also saved in (see the module)."""
+
+
 def shoot(page: sync_api.Page, tmp_path: Path, name: str) -> None:
     page.evaluate("window.scrollTo(0, 0)")  # the sticky header at the top of a full-page picture
     page.screenshot(path=str(tmp_path / name), full_page=True)
-    shots = os.environ.get("DELEGATE_WEB_SCREENSHOTS")
+    shots = os.environ.get(SHOTS)
     if shots:
         page.screenshot(path=str(Path(shots) / name), full_page=True)
 
@@ -341,6 +347,9 @@ def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_
     page.click("text=Submit batch")
     row = page.locator("#batch-table tbody tr", has_text="Changelog per package")
     expect(row).to_contain_text("completed", timeout=30_000)
+    expect(row.locator("[data-label=Tokens]")).to_have_text(f"{6 * 2 * 15}")  # two answers an item
+    expect(row.locator("[data-label=Cost]")).to_have_text("—")  # the loopback model has no price
+    expect(row.locator("[data-label=Time]")).to_have_text(re.compile(r"^[\d.]+ s$"))  # from submit to end
     bars = page.locator("#item-timeline .tl-bar")
     expect(bars).to_have_count(6)
     for n in range(6):

@@ -47,10 +47,11 @@ class Progress(Database):
         events: Sequence[Event] = (),
         checkpoints: Sequence[Checkpoint] = (),
         subagents: Sequence[tuple[str, TaskOutput, str | None, KeptConversation | None]] = (),
-        usage: tuple[str, str, Usage] | None = None,
+        usage: tuple[str, str, Usage, int] | None = None,
     ) -> None:
         """Store a run's progress in one transaction: what a run's recorder writes as it goes.
-        `usage` is `(run_id, owner, usage so far)`: stored while `owner` holds the running run.
+        `usage` is `(run_id, owner, usage so far, subagents running now)`: stored while `owner`
+        holds the running run (its `running_subagents`, see `RunSummary`).
         `subagents` are `(run_id, record, key, conversation)`: a finished subagent with a `key` is
         kept for a resume (its record is its checkpoint, see `checkpoints`), and one that completed
         keeps its conversation in the same row (its system prompt once a run: `system_rows`).
@@ -70,10 +71,11 @@ class Progress(Database):
             if subagent_rows:
                 upsert_subagents(conn, subagent_rows)
             if usage is not None:
-                run_id, owner, spent = usage
+                run_id, owner, spent, running = usage
                 held = runs_table.c
                 update = runs_table.update().where(held.id == run_id, held.owner == owner, held.status == "running")
-                conn.execute(update.values(usage=usage_adapter.dump_json(spent).decode()))
+                spent_json = usage_adapter.dump_json(spent).decode()
+                conn.execute(update.values(usage=spent_json, running_subagents=running))
 
     def checkpoints(self, run_id: str) -> list[Checkpoint]:
         """A run's checkpoints: its lead's answers and tool results in the order they were

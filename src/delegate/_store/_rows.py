@@ -17,7 +17,7 @@ from .._empty import empty_list
 from .._errors import StoreError
 from .._events import Event, EventType
 from .._lease import RUN_LEASE_TTL, owner_alive
-from .._record import STATUSES, Status, TaskOutput
+from .._record import LIVE_STATUSES, STATUSES, Status, TaskOutput
 from .._text import safe_json, safe_text
 from .._time import iso, utc_now
 from .._usage import Usage
@@ -124,21 +124,29 @@ class RunSummary:
     owner: str | None = None
     heartbeat_at: AwareDatetime | None = None
     waiting: int = 0
+    running_subagents: int = 0
+    """How many of its subagents run now: those started and not ended at its recorder's last write
+    (0 once the run is not live: a run whose process died may have left a count, which means nothing)."""
     thread_id: str | None = None
     previous_run_id: str | None = None
     subagent_count: int | None = None
-    """How many subagents the run ran (None: not counted by this read; listings count them)."""
+    """How many subagents the run ran to their end (None: not counted by this read; listings count
+    them); those running now are `running_subagents`."""
     failed_subagents: int | None = None
     """How many of them ended other than `completed` (None: not counted)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A line of `delegate runs list --json` and of `GET /runs`: the keys of the run's whole
         JSON that a listing has, in the same order (`run_id`, `status`, `usage`, `thread_id`,
-        `previous_run_id`, `prompt`, `model`, `created_at`, `completed_at`), then `subagent_count` and
-        `failed_subagents` when this read counted them."""
+        `previous_run_id`, `prompt`, `model`, `created_at`, `completed_at`), then `subagent_count`,
+        `failed_subagents` and `running_subagents` when this read counted them."""
         found = summary_dict(self)
         if self.subagent_count is not None:
-            found |= {"subagent_count": self.subagent_count, "failed_subagents": self.failed_subagents}
+            found |= {
+                "subagent_count": self.subagent_count,
+                "failed_subagents": self.failed_subagents,
+                "running_subagents": self.running_subagents,
+            }
         return found
 
 
@@ -502,6 +510,8 @@ def decode_run_summaries(rows: Sequence[Sequence[Any]]) -> list[RunSummary]:
     runs = [RunSummary(**dict(zip(SUMMARY_COLUMNS, values, strict=True))) for values in valid]
     for run in runs:
         run.status = live_status(run, now, seen)
+        if run.status not in LIVE_STATUSES:
+            run.running_subagents = 0  # what a dead process left says nothing
     return runs
 
 

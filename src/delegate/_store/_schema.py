@@ -353,6 +353,14 @@ def _waiting_column() -> sa.Column[Any]:
     return sa.Column("waiting", sa.Integer, nullable=False, server_default="0")
 
 
+def _running_column() -> sa.Column[Any]:
+    """The column migration core.0024 adds to `runs`: how many of its subagents were running at its
+    recorder's last write (started, not yet ended), so a listing says what a live run is doing
+    (`subagent_count` counts only the ended ones, whose records are stored). Read only while the
+    run is live: a run whose process died may have left it above 0."""
+    return sa.Column("running_subagents", sa.Integer, nullable=False, server_default="0")
+
+
 def _always_column() -> sa.Column[Any]:
     """The column migration core.0017 adds to `approvals`: whether the decision approved the rest of
     the run's calls of its rule too. Before, the reason "always" said so, and any person's reason
@@ -396,6 +404,7 @@ for _column in [
     _limits_column(),
     _gates_column(),
     _waiting_column(),
+    _running_column(),
     *_stop_columns,
     _workflow_column(),
     _eval_column(),
@@ -515,6 +524,12 @@ def _m0023_subagent_depth(conn: Connection) -> None:
     column = _depth_column()
     kind = column.type.compile(conn.dialect)
     conn.exec_driver_sql(f"ALTER TABLE subagents ADD COLUMN {column.name} {kind} NOT NULL DEFAULT 1")
+
+
+def _m0024_running_subagents(conn: Connection) -> None:
+    column = _running_column()
+    kind = column.type.compile(conn.dialect)
+    conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {column.name} {kind} NOT NULL DEFAULT 0")
 
 
 def _m0012_isolation(conn: Connection) -> None:
@@ -680,4 +695,5 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("core.0021_pricing", _m0021_pricing),
     Migration("core.0022_run_homes", _m0022_run_homes),
     Migration("core.0023_subagent_depth", _m0023_subagent_depth),
+    Migration("core.0024_running_subagents", _m0024_running_subagents),
 )

@@ -141,6 +141,10 @@ class Recorder:
         write of that answer's event, so a run killed at any moment reads what it spent up to its
         last answer (it read 0 tokens when killed within its first second)."""
         self._usage_written: Usage | None = None
+        self.running: set[str] = set()
+        """The subagents started and not ended (by their events): stored with the usage, so a
+        listing says how many a live run has at work (`RunSummary.running_subagents`)."""
+        self._running_written = 0
         self.heartbeat = heartbeat or RUN_HEARTBEAT
         self._on_stop: Callable[[str], None] | None = None
         """Called on the event loop with `cancel` (asked from elsewhere) or `lost` (another process
@@ -190,6 +194,10 @@ class Recorder:
     def emit(self, event: Event) -> None:
         if event.type == "model.response" and isinstance(event.detail, ModelResponse):
             self.usage = self.usage + event.detail.usage
+        elif event.type in _RUNNING:
+            self.running.add(event.agent_id)
+        elif event.type == "subagent.completed":
+            self.running.discard(event.agent_id)
         if self.sinks:
             event = event.safe()  # a tool's or a model's lone surrogate reaches no sink (see `Event.safe`)
         else:  # only the store hears it: its writer makes the text safe as it writes (`json_text`,
@@ -331,11 +339,13 @@ class Recorder:
                     waiting.append(item.done)
                 else:
                     checkpoints.append(item)
-            usage = self.usage if self.usage is not self._usage_written else None
+            running = len(self.running)
+            changed = self.usage is not self._usage_written or running != self._running_written
+            usage = self.usage if changed else None
             if events or checkpoints or subagents or usage is not None:
                 last_write = time.monotonic()
                 with _quick_switch:
-                    self._write(events, checkpoints, subagents, usage)
+                    self._write(events, checkpoints, subagents, usage, running)
             if waiting:
                 self._tell_written(waiting)
             if not (events or checkpoints or subagents or waiting) and stopping:
@@ -352,13 +362,19 @@ class Recorder:
                 loop.call_soon_threadsafe(_settle, done)
 
     def _write(
-        self, events: list[Event], checkpoints: list[Checkpoint], subagents: list[_Subagent], usage: Usage | None
+        self,
+        events: list[Event],
+        checkpoints: list[Checkpoint],
+        subagents: list[_Subagent],
+        usage: Usage | None,
+        running: int = 0,
     ) -> None:
         assert self.store is not None
-        spent = None if usage is None else (self.run_id, self.owner, usage)
+        spent = None if usage is None else (self.run_id, self.owner, usage, running)
         try:
             self.store.record(events, checkpoints, subagents, spent)
-            self._usage_written = usage or self._usage_written
+            if usage is not None:
+                self._usage_written, self._running_written = usage, running
             return
         except Exception as exc:
             _log.warning(
@@ -393,6 +409,10 @@ class Recorder:
                 beat()
             except Exception as exc:  # one that fails (its store busy) does not end the writer
                 _log.warning("run %s: a heartbeat's check failed: %s", self.run_id, exc)
+
+
+_RUNNING = frozenset({"subagent.started", "subagent.message"})
+"""The events after which a subagent is at work (a follow-up sets a finished one going again)."""
 
 
 def _settle(done: asyncio.Future[None]) -> None:

@@ -141,6 +141,19 @@ const addCost = (a, b) => (a === null || a === undefined || b === null || b === 
 const plural = (n, word) => `${fmt.format(n)} ${word}${n === 1 ? "" : "s"}`;
 const tokens = (usage) => (usage ? (usage.input_tokens || 0) + (usage.output_tokens || 0) : 0);
 
+// How long something took from `started` to `ended` (ISO times), or has taken so far while it
+// goes on (`ended` null): "4.2 s", "3 min 5 s", "1 h 2 min".
+function lasted(started, ended) {
+  if (!started) return "—";
+  const end = ended ? Date.parse(ended) : Date.now();
+  const s = Math.max(0, (end - Date.parse(started)) / 1000);
+  let said;
+  if (s < 60) said = `${s.toFixed(1)} s`;
+  else if (s < 3600) said = `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
+  else said = `${Math.floor(s / 3600)} h ${Math.floor(s / 60) % 60} min`;
+  return ended ? said : `${said} so far`;
+}
+
 function showError(id, message) {
   const node = $(id);
   node.textContent = message || "";
@@ -300,6 +313,9 @@ async function loadBatches() {
         ),
         el("td", {}, badge(b.status)),
         el("td", {}, progress(b)),
+        el("td", { class: "nowrap", "data-label": "Tokens", text: fmt.format(tokens(b.usage)) }),
+        el("td", { class: "nowrap", "data-label": "Cost", text: money(b.usage && b.usage.cost_usd) }),
+        el("td", { class: "nowrap", "data-label": "Time", text: lasted(b.created_at, b.finished_at) }),
         batchActions(b),
       ),
     ),

@@ -49,6 +49,7 @@ function newTree(runId, selected) {
     done: false,
     selected: selected || "lead",
     byCall: new Map(), // the lead's task call id -> the subagent it started
+    open: pickAgent, // how a `task` call's button opens the subagent it started (turns.js)
     phases: new Map(), // a workflow's phases by name: their node and agents
     preview: null,
     final: "",
@@ -64,80 +65,6 @@ function newTree(runId, selected) {
   $("run-final").replaceChildren(el("span", { class: "muted", text: "The answer appears when the run ends." }));
   $("run-workflow").hidden = true;
   setStats();
-}
-
-// A workflow phase in the tree: a line with its name and its agents counted by status, its agents
-// under it.
-function phaseNode(name, parentId) {
-  let phase = tree.phases.get(name);
-  if (phase) return phase;
-  const row = el("div", { class: "node phase-node" });
-  const children = el("ul");
-  const li = el("li", { "data-phase": name }, row, children);
-  const parent = parentId && tree.agents.get(parentId);
-  (parent ? parent.dom.children : $("agent-tree")).append(li);
-  phase = { name, row, children, agents: [] };
-  tree.phases.set(name, phase);
-  drawPhase(phase);
-  return phase;
-}
-
-function drawPhase(phase) {
-  const counts = new Map();
-  for (const agent of phase.agents) counts.set(agent.status, (counts.get(agent.status) || 0) + 1);
-  const said = [...counts].map(([status, n]) => `${fmt.format(n)} ${status.replace("_", " ")}`).join(", ");
-  phase.row.replaceChildren(
-    el("span", { class: "type", text: "phase" }),
-    el("span", { class: "name", text: phase.name }),
-    el("span", { class: "meta", text: plural(phase.agents.length, "agent") + (said ? `: ${said}` : "") }),
-  );
-}
-
-// The workflow's record: how it ended with its count line, its phases, and its script with each
-// line that started agents marked with what they did.
-function drawWorkflow(record, script) {
-  const box = $("run-workflow");
-  box.hidden = false;
-  const parts = [
-    el("p", { class: "workflow-line" }, el("strong", { text: `Script ${record.status}. ` }), record.line || ""),
-  ];
-  if (record.diverged_at_line) {
-    parts.push(el("p", { class: "muted", text: `The script changed before a resume: from line ${record.diverged_at_line} on, calls ran again.` }));
-  }
-  const phases = record.phases || [];
-  if (phases.length) {
-    const rows = phases.map((p) =>
-      el("tr", {},
-        el("td", { text: p.name || "(none)" }),
-        ...["agents", "completed", "holding", "not_holding", "failed"].map((k) => el("td", { text: fmt.format(p[k] || 0) })),
-      ),
-    );
-    const head = el("tr", {}, ...["phase", "agents", "completed", "criteria hold", "a criterion does not hold", "failed"].map((t) => el("th", { text: t })));
-    parts.push(el("table", { class: "workflow-phases" }, el("thead", {}, head), el("tbody", {}, ...rows)));
-  }
-  if (script) {
-    const byLine = new Map();
-    for (const agent of record.agents || []) {
-      if (agent.line) byLine.set(agent.line, [...(byLine.get(agent.line) || []), agent]);
-    }
-    const lines = script.replace(/\n$/, "").split("\n").map((text, i) => {
-      const agents = byLine.get(i + 1);
-      const note = agents ? el("span", { class: "workflow-agents", text: `  ← ${agentsSaid(agents)}` }) : null;
-      return el("div", { class: agents ? "script-line started" : "script-line" }, el("span", { class: "line-no", text: String(i + 1) }), text, note);
-    });
-    parts.push(el("div", { class: "workflow-script mono" }, ...lines));
-  }
-  box.replaceChildren(el("h3", { text: "Workflow" }), ...parts);
-}
-
-function agentsSaid(agents) {
-  const counts = new Map();
-  for (const a of agents) counts.set(a.status, (counts.get(a.status) || 0) + 1);
-  const holding = agents.filter((a) => a.verdict === "holds").length;
-  const failing = agents.filter((a) => a.verdict === "does not hold").length;
-  let said = `${plural(agents.length, "agent")}: ${[...counts].map(([s, n]) => `${n} ${s}`).join(", ")}`;
-  if (holding || failing) said += `; ${holding} with every criterion holding, ${failing} with a criterion not holding`;
-  return said;
 }
 
 // Stop what keeps the run on screen up to date (its clock and record refresh).
@@ -189,15 +116,6 @@ function agentNode(id, parentId) {
   (parent ? parent.dom.children : $("agent-tree")).append(li);
   tree.agents.set(id, agent);
   return agent;
-}
-
-// Put a workflow's agent under its phase (once).
-function placeInPhase(agent, name, parentId) {
-  if (agent.phase || !name) return;
-  const phase = phaseNode(name, parentId);
-  agent.phase = phase;
-  phase.agents.push(agent);
-  phase.children.append(agent.dom.li);
 }
 
 function drawAgent(agent) {
@@ -567,100 +485,6 @@ function tick() {
   redraw(Boolean(picked && picked.status === "running"));
 }
 
-function since(ts) {
-  if (tree.start === null || ts === null || ts === undefined) return "";
-  return `+${Timeline.seconds(Math.max(0, ts - tree.start))}`;
-}
-
-function argsText(args) {
-  if (args === undefined || args === null) return "";
-  const text = JSON.stringify(args, null, 2);
-  return bounded(text === "{}" ? "(no arguments)" : text, ARG_CHARS);
-}
-
-function drawCall(agent, call) {
-  const sub = call.name === "task" && agent.id === "lead" ? tree.byCall.get(call.id) : null;
-  const took = call.end !== null ? Timeline.seconds(call.end - call.ts) : tree.done ? "no result" : "running";
-  const head = el(
-    "div",
-    { class: "call-head" },
-    el("span", { class: "call-time", text: since(call.ts) }),
-    el("span", { class: "call-name", text: call.name }),
-    el("span", { class: "call-dur", text: took }),
-    call.error ? el("span", { class: "badge error", text: "error" }) : null,
-    sub ? el("button", { type: "button", class: "link", text: `open ${sub}`, onclick: () => pickAgent(sub) }) : null,
-  );
-  const parts = [head, el("pre", { class: "call-args", text: argsText(call.args) })];
-  if (call.end !== null) {
-    const content = call.content || "";
-    parts.push(el("pre", { class: `call-result${call.error ? " error" : ""}`, text: content || "(empty result)" }));
-    if (typeof call.size === "number" && call.size > content.length) {
-      const cut = `first ${fmt.format(content.length)} of ${fmt.format(call.size)} characters`;
-      parts.push(el("div", { class: "call-size", text: cut }));
-    }
-  }
-  return el("li", { class: `call${call.error ? " failed" : ""}`, "data-call": call.id || "" }, ...parts);
-}
-
-// One model call of `agent`: its step, model, tokens, cost and time; "Request and answer" shows
-// what it was sent and answered, as far as the store keeps them (calls.js).
-function drawTurn(agent, turn) {
-  const took = turn.end === null ? (tree.done ? "no answer" : "waiting") : Timeline.seconds(turn.end - turn.ts);
-  const usage = turn.usage;
-  const text = turn.text || (turn.tools?.length ? `calls ${turn.tools.join(", ")}` : "");
-  const body = el("div", { class: "turn-body", hidden: true });
-  const runId = tree.runId;
-  const open =
-    turn.index === null
-      ? null
-      : el("button", {
-          type: "button",
-          class: "link turn-open",
-          "aria-expanded": "false",
-          text: "Request and answer",
-          onclick: () => ModelCalls.toggle(open, body, runId, agent, turn.index),
-        });
-  return el(
-    "li",
-    { class: "turn", "data-step": String(turn.step || "") },
-    el(
-      "div",
-      { class: "turn-head" },
-      el("span", { class: "call-time", text: since(turn.ts) }),
-      el("span", { class: "turn-label", text: `step ${turn.step || "?"}` }),
-      agent.model ? el("span", { class: "turn-model mono", text: agent.model }) : null,
-      el("span", { class: "turn-text", text }),
-      el("span", {
-        class: "turn-tokens",
-        title: usage ? `${fmt.format(usage.input_tokens || 0)} in · ${fmt.format(usage.output_tokens || 0)} out` : "",
-        text: usage ? `${fmt.format(tokens(usage))} tokens` : "",
-      }),
-      el("span", { class: "turn-cost", text: usage ? money(usage.cost_usd) : "" }),
-      el("span", { class: "call-dur", text: took }),
-      open,
-    ),
-    body,
-  );
-}
-
-// An entry's element, made again only when the entry changed (a call ended, its subagent
-// started): a lead with a thousand calls is not redrawn whole at every event.
-function entryNode(agent, entry) {
-  const key =
-    entry.kind === "call"
-      ? `${entry.end}|${tree.byCall.get(entry.id) || ""}|${tree.done}`
-      : entry.kind === "turn"
-        ? `${entry.end}|${entry.end === null && tree.done}`
-        : "";
-  if (!entry.node || entry.nodeKey !== key) {
-    if (entry.kind === "call") entry.node = drawCall(agent, entry);
-    else if (entry.kind === "turn") entry.node = drawTurn(agent, entry);
-    else entry.node = el("li", { class: "note", text: entry.text });
-    entry.nodeKey = key;
-  }
-  return entry.node;
-}
-
 function drawDetail() {
   const agent = tree.agents.get(tree.selected);
   const box = $("agent-detail");
@@ -700,7 +524,7 @@ function drawDetail() {
   }
   if (agent.artifacts.length || (agent.skipped && agent.skipped.length)) parts.push(drawFiles(agent));
   if (record) parts.push(changesBox(record));
-  const calls = agent.entries.map((e) => entryNode(agent, e));
+  const calls = agent.entries.map((e) => entryNode(tree, agent, e));
   parts.push(
     el("h4", { text: `Turns (${plural(agent.entries.filter((e) => e.kind === "call").length, "tool call")})` }),
     calls.length ? el("ol", { class: "calls" }, ...calls) : el("p", { class: "muted small", text: "No turn yet." }),

@@ -1,24 +1,27 @@
-// The runs table (shown when no run is picked): prompt, status, model, subagents, tokens, cost and
-// duration of each run, searched, filtered by status and paged by the server (GET /runs).
+// The runs table (shown when no run is picked): prompt, status, model, subagents (those running now
+// too), tokens, cost and duration (so far, of a live run) of each run, searched, filtered by status
+// and paged by the server (GET /runs).
 "use strict";
 
 const runTable = { offset: 0, limit: 20, q: "", status: "" };
 
-function lasted(run) {
-  if (!run.completed_at) return "—";
-  const s = Math.max(0, (new Date(run.completed_at) - new Date(run.created_at)) / 1000);
-  if (s < 60) return `${s.toFixed(1)} s`;
-  const m = Math.floor(s / 60);
-  return m < 60 ? `${m} min ${Math.round(s % 60)} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
+// How long the run took, or has taken so far while it is live (a run that stopped without an end
+// time, interrupted, says nothing rather than a time that grows).
+function runTime(run) {
+  const live = run.status === "running" || run.status === "waiting";
+  return live || run.completed_at ? lasted(run.created_at, live ? null : run.completed_at) : "—";
 }
 
 function runRow(run) {
   const open = () => (location.hash = `#/runs/${encodeURIComponent(run.run_id)}`);
   const failed = run.failed_subagents || 0;
+  const running = run.status === "running" || run.status === "waiting" ? run.running_subagents || 0 : 0;
   const subagents = el(
     "td",
     { "data-label": "Subagents", class: "nowrap" },
-    fmt.format(run.subagent_count || 0),
+    fmt.format((run.subagent_count || 0) + running),
+    running ? " " : null,
+    running ? el("span", { class: "badge running", title: "subagents at work now", text: `${running} running` }) : null,
     failed ? " " : null,
     failed ? el("span", { class: "badge failed", title: "subagents that did not complete", text: `${failed} failed` }) : null,
   );
@@ -31,7 +34,7 @@ function runRow(run) {
     subagents,
     el("td", { "data-label": "Tokens", class: "nowrap", text: fmt.format(tokens(run.usage)) }),
     el("td", { "data-label": "Cost", class: "nowrap", text: money(run.usage && run.usage.cost_usd) }),
-    el("td", { "data-label": "Duration", class: "nowrap", text: lasted(run) }),
+    el("td", { "data-label": "Duration", class: "nowrap", text: runTime(run) }),
   );
 }
 
