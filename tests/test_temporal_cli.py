@@ -79,3 +79,20 @@ def test_a_run_on_temporal_with_rules_given_on_the_command_line_is_refused_befor
     assert done.returncode == 2, done.stderr
     assert "--ask and --deny do not reach the worker" in done.stderr
     assert not (tmp_path / ".delegate" / "delegate.db").exists()
+
+
+def test_commands_that_run_only_here_refuse_an_engine_on_temporal_rather_than_run_here_unsaid(tmp_path: Path) -> None:
+    """`eval run`, `eval resume` and `chat` run their work in this process: told to run on Temporal
+    (here by DELEGATE_ENGINE, as a deployment sets it), each exits 2 before anything starts."""
+    (tmp_path / "suite.yaml").write_text("name: s\ntasks:\n  - id: t\n    prompt: hi\n")
+    env = env_for("http://127.0.0.1:9/v1") | {"DELEGATE_ENGINE": "temporal://127.0.0.1:1"}
+    commands = {
+        "eval run": ["eval", "run", "suite.yaml", "--model", "openai:m"],
+        "eval resume": ["eval", "resume", "eval_1"],
+        "chat": ["chat", "--model", "openai:m"],
+    }
+    for name, args in commands.items():
+        done = run_cli([*args, "-w", str(tmp_path)], env, tmp_path)
+        assert done.returncode == 2, (name, done.stderr)
+        assert f"`delegate {name}` runs in this process only, not on Temporal yet" in done.stderr, done.stderr
+    assert not (tmp_path / ".delegate" / "delegate.db").exists()

@@ -135,6 +135,7 @@ def chat(
 ) -> None:
     """Talk with the lead agent: each prompt a turn of one thread (`--continue [RUN_ID]` goes on with one)."""
     check_continue(continue_thread, run_id)
+    flags.embedded_only("chat")
     from .._config import DEFAULT_RUN_TIMEOUT, RunLimits
     from ..agents import Lead
 

@@ -258,6 +258,17 @@ class OperatorFlags:
             outputs=self.outputs,
         )
 
+    def embedded_only(self, command: str) -> None:
+        """Exit 2 when `--engine` (or `DELEGATE_ENGINE`) names Temporal for a `command` that runs
+        only in this process: its work would run here while the operator reads it as on Temporal."""
+        from ..engine import EngineSettings
+
+        if EngineSettings.parse(self.engine).temporal:
+            fail(
+                f"`delegate {command}` runs in this process only, not on Temporal yet: run it without --engine "
+                "(and DELEGATE_ENGINE unset); see docs/scale-out.md for what runs on Temporal"
+            )
+
     def commands(self) -> CommandPolicy | None:
         """The command flags as a `CommandPolicy` (None without `--allow-commands`)."""
         if not self.allow_commands:

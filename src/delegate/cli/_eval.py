@@ -111,6 +111,7 @@ def eval_run(
     flags: OperatorFlags,
 ) -> None:
     """Run every task of SUITE with every arm, --repeat times, each attempt an ordinary run judged in code."""
+    flags.embedded_only("eval run")
     from .._errors import UserError
     from ..eval import Evaluation, default_arms, load_suite, parse_arm_option
 
@@ -174,6 +175,7 @@ def eval_resume(
 ) -> None:
     """Go on with an eval whose process died: judged attempts are kept, interrupted runs resume,
     only attempts that never started start."""
+    flags.embedded_only("eval resume")
     from .._errors import UserError
     from ..eval import Evaluation
 
