@@ -12,7 +12,6 @@ def main() -> None:
     traceback instead."""
     from .._errors import StoreError, UserError
     from .._text import safe_text
-    from ..run import flush_traces
     from ._help import build
 
     debug = "--debug" in sys.argv[1:] or os.environ.get("DELEGATE_DEBUG") == "1"
@@ -27,7 +26,10 @@ def main() -> None:
         print(f"error: {safe_text(_message(exc))}", file=sys.stderr)  # a path's byte 0xff reads \xff
         sys.exit(2)
     finally:
-        flush_traces()  # spans still queued reach the collector before the process ends
+        if "delegate.run._tracing" in sys.modules:  # tracing was built by this command
+            from ..run import flush_traces
+
+            flush_traces()  # spans still queued reach the collector before the process ends
 
 
 def _message(exc: BaseException) -> str:

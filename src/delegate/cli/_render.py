@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.text import Text
 from rich.tree import Tree
 
@@ -21,6 +20,8 @@ from .._text import plural, safe_text
 from .._usage import cost_text, usage_line
 
 if TYPE_CHECKING:
+    from rich.markdown import Markdown
+
     from ..run import RunResult
 
 _STYLE = {
@@ -204,7 +205,11 @@ def ending_line(result: RunResult) -> str | None:
 
 
 def answer_view(text: str) -> Markdown:
-    """A final answer as a terminal shows it: its Markdown rendered (headings, lists, code, links)."""
+    """A final answer as a terminal shows it: its Markdown rendered (headings, lists, code, links).
+    rich's Markdown (markdown-it, 0.3-0.5 s) is imported here, on a terminal only: a piped
+    `delegate run` never renders one."""
+    from rich.markdown import Markdown
+
     return Markdown(safe_text(text))
 
 

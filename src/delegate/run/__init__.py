@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     from ._calls import AgentCalls, ModelCall, agent_calls
     from ._follow import PAGE, interrupted_event, stored_events
     from ._gates import Gates, tightened
+    from ._open import open_store
     from ._run_result import RunResult, stored_result, stored_run
     from ._runtime import Runtime
-    from ._settings import LOCAL_USER, RuntimeFactory, RuntimeSettings, open_store
+    from ._settings import LOCAL_USER, RuntimeFactory, RuntimeSettings
     from ._takeover import Takeover
     from ._threads import Thread
     from ._tracing import flush_traces
@@ -43,7 +44,7 @@ _WHERE = {
     "flush_traces": "._tracing",
     "attempt_factory": "._attempts",
     "interrupted_event": "._follow",
-    "open_store": "._settings",
+    "open_store": "._open",
     "stored_events": "._follow",
     "stored_result": "._run_result",
     "stored_run": "._run_result",

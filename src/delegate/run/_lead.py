@@ -23,7 +23,8 @@ from ..workflows import WORKFLOW, Workflow, WorkflowHost, is_workflow_key, workf
 from ..workflows import drive as drive_workflow
 from ._recorder import Recorder
 from ._run import Run
-from ._run_result import RunResult, cancelled_result, record_end, release_interrupted, run_result
+from ._run_end import cancelled_result, record_end, release_interrupted, run_result
+from ._run_result import RunResult
 from ._threads import keep_conversation
 
 if TYPE_CHECKING:

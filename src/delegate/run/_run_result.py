@@ -1,5 +1,6 @@
-"""What a run gives back (`RunResult`), read back from the store, and how a run's end is
-recorded: finished (`record_end`) or let go to be resumed (`release_interrupted`)."""
+"""What a run gives back (`RunResult`), live or read back from the store (`stored_result`,
+`stored_run`): light to import, so `delegate runs show` loads no loop, tools or subagents. How a
+live run's end is made and recorded is `_run_end.py`."""
 
 from __future__ import annotations
 
@@ -10,30 +11,16 @@ from pydantic import BaseModel
 
 from .._empty import empty_dict, empty_list
 from .._errors import RunCancelled, RunError
-from .._events import Event
 from .._messages import Message
-from .._record import Status, StopReason
+from .._record import Status, StopReason, TaskOutput
 from .._usage import Usage
-from ..loop import EVENT_VALUE_LIMIT, AgentResult
-from ..memory import RunMemory, todos_json
-from ..subagents import Delivery, TaskOutput
+from ..memory import todos_json
 from ..workflows import WORKFLOW
 
 if TYPE_CHECKING:
     from .._store import RunRow, Store
-    from ..subagents import Roster
-    from ..tools import ToolContext
-    from ._recorder import Recorder
 
-__all__ = [
-    "RunResult",
-    "cancelled_result",
-    "record_end",
-    "release_interrupted",
-    "run_result",
-    "stored_result",
-    "stored_run",
-]
+__all__ = ["RunResult", "stored_result", "stored_run"]
 
 
 @dataclass(kw_only=True)
@@ -169,85 +156,3 @@ def stored_run(store: Store, run_id: str, user_id: str | None = None) -> tuple[R
     if run.workflow is not None:  # the page shows each line of the script with the agents it started
         shown["workflow_script"] = run.workflow.get("script")
     return run, shown
-
-
-def cancelled_result(ctx: ToolContext) -> AgentResult:
-    return AgentResult(
-        status="cancelled",
-        stop_reason="cancelled",
-        final="",
-        messages=ctx.conversation,
-        steps=ctx.steps,
-        usage=ctx.usage,
-    )
-
-
-def run_result(
-    run_id: str,
-    lead: AgentResult,
-    roster: Roster,
-    warnings: list[str],
-    schema: type[BaseModel] | None = None,
-    memory: RunMemory | None = None,
-) -> RunResult:
-    """What the run gives back; a lead that ended with a typed `complete` gives its result (as a
-    `schema` instance when its `output_schema` is that pydantic model), and each agent's todo list
-    as it left it (`memory`'s)."""
-    delivered = lead.stop_return.data if lead.stop_return is not None else None
-    result, final, status, reason, error = None, lead.final, lead.status, lead.stop_reason, lead.error
-    if isinstance(delivered, Delivery):
-        final = final or delivered.summary
-        if delivered.invalid is not None:
-            status, reason, error = "error", "invalid_result", delivered.invalid
-        elif delivered.result is not None:
-            result = schema.model_validate(delivered.result) if schema is not None else delivered.result
-    return RunResult(
-        run_id=run_id,
-        status=status,
-        final=final,
-        usage=lead.usage + roster.usage,
-        lead_usage=lead.usage,
-        subagents=list(roster.records),
-        steps=lead.steps,
-        stop_reason=reason,
-        error=error,
-        messages=lead.messages,
-        warnings=warnings,
-        result=result,
-        todos=todos_json(memory.todos) if memory is not None else {},
-    )
-
-
-async def record_end(recorder: Recorder, result: RunResult) -> None:
-    """Emit `run.completed` and record how the run ended."""
-    final = result.final
-    data: dict[str, Any] = {
-        "status": result.status,
-        "final": final[:EVENT_VALUE_LIMIT],
-        "usage": result.usage.to_dict(),
-        "subagents": len(result.subagents),
-    }
-    if len(final) > EVENT_VALUE_LIMIT:  # the whole answer is stored once, in the run's row
-        data["final_size"] = len(final)
-    recorder.emit(Event(type="run.completed", run_id=result.run_id, agent_id="lead", data=data))
-    await recorder.finish(
-        result.status,
-        final,
-        result.usage,
-        result.error,
-        stop_reason=result.stop_reason,
-        steps=result.steps,
-        result=result.result_data(),
-    )
-
-
-async def release_interrupted(recorder: Recorder, result: RunResult) -> RunResult:
-    """Store what the run did so far and let its lease go, leaving it `interrupted`; its followers
-    get the terminal event of an interrupted run (not stored: the run goes on when resumed)."""
-    from ._follow import interrupted_event
-
-    await recorder.release(result.usage)
-    event = interrupted_event(result.run_id)
-    for sink in recorder.sinks:
-        sink(event)
-    return result

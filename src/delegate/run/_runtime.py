@@ -32,11 +32,12 @@ from ._gates import Gates, tightened
 from ._home import check_home
 from ._lead import Begin, LeadDrive, drive_lead
 from ._memory import run_skills
+from ._open import open_store
 from ._pool import inline_servers, inside, lead_tool_names, local_timezone, mcp_failed, tool_pool, unknown_tools
 from ._recorder import Recorder
 from ._run import open_run
 from ._run_result import RunResult
-from ._settings import open_store, user_level
+from ._settings import user_level
 from ._threads import Thread, continued, history_of, open_thread, thread_uploads
 
 if TYPE_CHECKING:
