@@ -104,7 +104,7 @@ def main() -> None:
             ids[name] = run_id(src, env, work[name])
         print(f"{len(codes)} code(s), {args.repeats} repeats, load average {os.getloadavg()[0]:.1f}")
         header = f"{'command':<24}" + "".join(
-            f"{name + ' cpu':>12}{name + ' wall':>12}{'modules':>9}" for name in codes
+            f"{name + ' cpu':>14}{name + ' wall':>14}{'modules':>9}" for name in codes
         )
         print(header + (f"{'cpu ratio':>11}" if len(codes) == 2 else ""))
         for label, argv in COMMANDS.items():
@@ -123,7 +123,7 @@ def main() -> None:
             for name in codes:
                 cpu[name] = statistics.median(t[0] for t in taken[name])
                 wall = statistics.median(t[1] for t in taken[name])
-                line += f"{cpu[name]:>11.2f}s{wall:>11.2f}s{counts[name]:>9}"
+                line += f"{cpu[name]:>13.2f}s{wall:>13.2f}s{counts[name]:>9}"
             if len(codes) == 2:
                 line += f"{cpu['this'] / cpu['baseline']:>10.2f}x"
             print(line, flush=True)
