@@ -142,3 +142,32 @@ def test_a_record_type_is_imported_with_a_handful_of_modules() -> None:
 def test_every_type_a_user_meets_in_a_signature_is_a_top_level_name() -> None:
     for name in ("ModelProfile", "MCPServerConfig", "CommandLimits", "Status", "StopReason", "Artifact", "Skipped"):
         assert name in delegate.__all__
+
+
+def test_reading_stored_runs_loads_no_runtime(tmp_path: Path) -> None:
+    """`delegate runs list` and `runs show` only read the store: they load no loop, tools,
+    subagents, workflow host or provider SDK (`runs show` imported 691 modules where it now
+    imports 512; the suite starts such commands by the hundred)."""
+    from delegate import Runtime
+    from delegate.testing import ScriptedModel, reply
+
+    run_id = Runtime(model=ScriptedModel([reply("hi")]), workspace=tmp_path).run_sync("go").run_id
+    heavy = (
+        "openai",
+        "anthropic",
+        "delegate.loop",
+        "delegate.tools",
+        "delegate.subagents",
+        "delegate.agents",
+        "delegate.workflows._host",
+    )
+    code = (
+        "import sys\nfrom delegate.cli import main\n"
+        f"for argv in (['runs', 'list'], ['runs', 'show', {run_id!r}]):\n"
+        "    sys.argv = ['delegate', *argv]\n"
+        "    try:\n        main()\n    except SystemExit:\n        pass\n"
+        f"print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert out.count(run_id) >= 2  # listed, then shown
+    assert out.strip().splitlines()[-1] == "LOADED []"
