@@ -44,6 +44,7 @@ from .._lease import process_gone as _process_gone
 from .._text import safe_text
 from .._usage import Usage
 from ..subagents import TaskOutput
+from ..workspace import HOST, Workspace, reaches
 from ._model import Batch
 from ._queue import AttemptResult, ClaimedItem, ServeInfo, WorkQueue
 from ._store import Batches
@@ -70,6 +71,17 @@ class ItemRunner(Protocol):
         tool_call_id: str | None,
         limits: Mapping[str, Any],
     ) -> TaskOutput: ...
+
+
+@runtime_checkable
+class InFolder(Protocol):
+    """An `ItemRunner` that works in one workspace folder (`delegate.Runtime` does): a worker runs
+    with it only the batches submitted in that folder, or in the same folder on shared storage
+    (the folder's id is the batch's: `delegate.workspace.Home`). A runner without a folder runs
+    any batch."""
+
+    @property
+    def workspace(self) -> Workspace: ...
 
 
 RunnerFactory = Callable[[str, str | None], ItemRunner]
@@ -142,6 +154,9 @@ class BatchWorker:
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="delegate-batch-db")
         self._serving: dict[str, _Serving] = {}
         self._sessions: dict[str, asyncio.Task[Any]] = {}
+        self._elsewhere: dict[str, int] = {}
+        """Batches whose folder this worker does not reach, by id, with the epoch it looked at:
+        left to a worker of their folder (looked at again when the batch moves to another epoch)."""
         self._done: list[_Done] = []
         self._in_flight = 0
         self._wake = asyncio.Event()
@@ -241,6 +256,8 @@ class BatchWorker:
             self._wake.clear()
             try:
                 for batch_id, epoch in await self._call(self.queue.serving):
+                    if self._elsewhere.get(batch_id) == epoch:
+                        continue
                     if batch_id not in self._serving and batch_id not in self._sessions:
                         self._sessions[batch_id] = asyncio.create_task(self._session(batch_id, epoch))
             except Exception as exc:  # a database hiccup: try again at the next poll
@@ -265,16 +282,26 @@ class BatchWorker:
         if info is None:
             return "missing"
         serving = _Serving(info=info, runner=await self._runner_for(info))
+        away = await asyncio.to_thread(_elsewhere, serving.runner, info)
+        if away is not None:
+            self._elsewhere[batch_id] = info.epoch
+            _log(away)
+            await self._close(serving.runner)
+            return "elsewhere"
         self._serving[batch_id] = serving
         try:
             return await self._serve_loop(serving)
         finally:
             del self._serving[batch_id]
-            if serving.runner is not self._runner:  # the factory built it for this session: close it
-                close = getattr(serving.runner, "aclose", None)
-                if close is not None:
-                    with contextlib.suppress(Exception):
-                        await close()
+            await self._close(serving.runner)
+
+    async def _close(self, runner: ItemRunner) -> None:
+        """Close `runner` if the factory built it for one serving session."""
+        if runner is not self._runner:
+            close = getattr(runner, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
 
     async def _serve_loop(self, serving: _Serving) -> str:
         batch_id = serving.info.id
@@ -467,6 +494,22 @@ async def run_attempt(runner: ItemRunner, info: ServeInfo, item: ClaimedItem) ->
     if isinstance(record, TaskOutput):  # pyright: ignore[reportUnnecessaryIsInstance] - a user's runner
         return AttemptResult(item_id=item.id, attempt=item.attempt, record=record)
     return _failed(item, f"the runner gave back a {type(record).__name__}, not a TaskOutput", retry=False)
+
+
+def _elsewhere(runner: ItemRunner, info: ServeInfo) -> str | None:
+    """Why `runner` may not run the items of `info`'s batch (its folder is another than the one
+    the batch was submitted in: `delegate.workspace.reaches`), or None. Blocking: it reads the
+    folder's id."""
+    if not isinstance(runner, InFolder):
+        return None
+    root = runner.workspace.root
+    if reaches(root, info.workspace, info.workspace_id):
+        return None
+    host = info.workspace_host or "the host it was submitted on"
+    return (
+        f"batch {info.id}: left to a worker of its folder: it was submitted in {info.workspace} on {host}, "
+        f"and this worker works in {root} on {HOST}, another folder (not the same one on shared storage)"
+    )
 
 
 def _unstorable(done: _Done, exc: BaseException) -> _Done:

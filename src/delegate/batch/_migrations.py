@@ -357,6 +357,14 @@ def _m0008_item_fences(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE batch_items ADD COLUMN run_live INTEGER")
 
 
+def _m0009_batch_homes(conn: Connection) -> None:
+    """`batches.workspace`, `workspace_host` and `workspace_id`: the folder the batch was submitted
+    in (its path, host and id, as a run's home: `delegate.workspace.Home`). A worker runs its items
+    only in a folder of that id (NULL, every batch before: in any worker's folder, as before)."""
+    for name in ("workspace", "workspace_host", "workspace_id"):
+        conn.exec_driver_sql(f"ALTER TABLE batches ADD COLUMN {name} TEXT")
+
+
 BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration.creating("batch.0001_tables", batch_tables_0001),
     Migration("batch.0002_item_results", _m0002_item_results),
@@ -366,5 +374,6 @@ BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("batch.0006_item_claims", _m0006_item_claims),
     Migration("batch.0007_item_limits", _m0007_item_limits),
     Migration("batch.0008_item_fences", _m0008_item_fences),
+    Migration("batch.0009_batch_homes", _m0009_batch_homes),
 )
 """Our steps for `Store.migrate`; `Batches(store)` applies them."""

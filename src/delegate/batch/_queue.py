@@ -86,6 +86,11 @@ class ServeInfo:
     subagent_type: str
     model: str | None
     epoch: int
+    workspace: str | None = None
+    """The folder it was submitted in (its path on `workspace_host`), whose id is `workspace_id`:
+    where its items run (`delegate.workspace.Home`; None: a batch stored before, run anywhere)."""
+    workspace_host: str | None = None
+    workspace_id: str | None = None
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

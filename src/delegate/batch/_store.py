@@ -25,6 +25,7 @@ from .._store import Store
 from .._time import iso, parse_iso, utc_now
 from .._usage import Usage
 from ..subagents import TaskOutput
+from ..workspace import Home
 from ._migrations import BATCH_MIGRATIONS, batch_items_0004, batch_tables_0001
 from ._model import (
     ITEM_STATUSES,
@@ -66,6 +67,9 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
     batches = built.to_metadata(metadata)
     # Which engine serves it: NULL, the embedded one (`BatchWorker`); `temporal` (batch.0005).
     batches.append_column(sa.Column("engine", sa.Text, nullable=True))
+    # The folder it was submitted in, where its items run (batch.0009; NULL: any worker's).
+    for name in ("workspace", "workspace_host", "workspace_id"):
+        batches.append_column(sa.Column(name, sa.Text, nullable=True))
     items = batch_items_0004(metadata)
     # Which claim started the current attempt (batch.0006): a claim run twice answers the same items.
     items.append_column(sa.Column("claim", sa.Text, nullable=True))
@@ -134,6 +138,7 @@ class Batches:
         known_types: Iterable[str] | None = None,
         model_call_id: str | None = None,
         limits: Mapping[str, Any] | None = None,
+        home: Home | None = None,
     ) -> Submission:
         """Validate, then store the batch and all its items in one transaction.
 
@@ -144,7 +149,9 @@ class Batches:
         title, type and items: the model repeated its call. Another submission under a repeated id
         is a call of its own, stored under `tool_call_id`. `limits` are the batch's run limits
         (`RunLimits` fields by name), which each item's own `limits` may tighten, never loosen; the
-        runtime that runs an item holds them within its own in turn.
+        runtime that runs an item holds them within its own in turn. `home` is the folder it is
+        submitted in (`Home.of` the submitter's workspace): its items run only in that folder (or
+        the same folder on shared storage), never in another worker's (None: in any).
         """
         if run_id is not None and tool_call_id is not None:
             existing = self._by_tool_call(user_id, run_id, tool_call_id)
@@ -196,6 +203,8 @@ class Batches:
             "created_at": now,
             "engine": self.engine,
         }
+        if home is not None:
+            values |= {"workspace": home.path, "workspace_host": home.host, "workspace_id": home.id}
         try:
             with self.store.write() as conn:
                 conn.execute(BATCHES.insert().values(values))

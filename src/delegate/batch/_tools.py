@@ -18,6 +18,7 @@ from .._config import RunLimits
 from .._errors import ToolError, UserError
 from ..models import IdChoice
 from ..tools import Tool, ToolContext, ToolReturn
+from ..workspace import Home
 from ._model import MAX_ITEMS, MAX_LIVE_ITEMS, MAX_RUNNING_ITEMS, ItemInput
 from ._store import Batches
 
@@ -85,6 +86,7 @@ def batch_tools(
         batch_status to follow it. Do not start `task` calls for these items.
         """
         types = known_types() if callable(known_types) else known_types
+        home = await asyncio.to_thread(Home.of, ctx.workspace.root)  # its items run in this run's folder
         submission = await _told(
             batches.submit,
             ctx.user_id,
@@ -102,6 +104,7 @@ def batch_tools(
             model_call_id=ctx.model_call_id,
             known_types=types,
             model=model,
+            home=home,
         )
         batch = submission.batch
         if submission.created:

@@ -203,6 +203,7 @@ def submit(
     """Submit a batch. Prints its id on the last line; without --detach, runs it to the end."""
     from .._errors import UserError
     from ..batch import BatchValidationError
+    from ..workspace import Home
 
     items = read_items(file)
     model = default_model(model, what="its items")
@@ -226,6 +227,7 @@ def submit(
             model=model,
             known_types=known,
             limits=named_limits(limit or []),
+            home=Home.of(workspace.resolve()),  # its items run in this folder, whichever worker runs them
         )
     except BatchValidationError as exc:  # its items by their line in the file, as the file's own errors
         fail(str(BatchValidationError([_by_line(problem, file, items) for problem in exc.problems])))

@@ -197,6 +197,7 @@ def _run_batch(
     from .._config import LOCAL_USER
     from ..batch import Batches
     from ..run import open_store
+    from ..workspace import Home
     from ._batch import run_to_end
 
     items = [
@@ -207,7 +208,13 @@ def _run_batch(
     ]
     batches = Batches(open_store(None, workspace.resolve()))
     batch = batches.submit(
-        LOCAL_USER, subagent_type="summarizer", items=items, title="summaries", max_running_items=2, max_attempts=1
+        LOCAL_USER,
+        subagent_type="summarizer",
+        items=items,
+        title="summaries",
+        max_running_items=2,
+        max_attempts=1,
+        home=Home.of(workspace.resolve()),
     )
     final = asyncio.run(run_to_end(batches, batch.batch, lambda user_id, model: runtime))
     judged = {stem: _judged(workspace, f"summaries/batch-{stem}.md", stem, texts, asks[stem]) for stem in prompts}

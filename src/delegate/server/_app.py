@@ -40,6 +40,7 @@ from ..agents import Catalogue, CatalogueWarning
 from ..eval import Evals
 from ..models import LOCAL_FILE_REFUSED, PROVIDERS, Model, ModelAliases, names_a_local_file, resolve_model
 from ..run import Runtime, RuntimeFactory, RuntimeSettings, Takeover, flush_traces, open_store
+from ..workspace import Home
 from ._agents_stop import router as agents_stop_router
 from ._approvals import router as approvals_router
 from ._auth import ApiError, SafeJSONResponse, TokenWatch, UserId, error_response
@@ -131,6 +132,7 @@ def create_app(
     batches = BatchService(
         store,
         runtime_for=runtime_for,
+        home_for=lambda user_id: Home.of(operator.workspace_view(user_id).root),
         known_types=usable_types,
         check_model=_model_checker(default_model, ModelAliases.load(operator.root, operator.extensions.model_aliases)),
         max_prompt_chars=settings.limits.max_prompt_chars,

@@ -27,6 +27,7 @@ from .._events import Event
 from .._store import Store
 from ..batch import ITEM_STATUSES, Batch, Batches, BatchWorker, ItemStatus, loads_json, repeated_fields
 from ..run import RuntimeFactory
+from ..workspace import Home
 from ._auth import ApiError, Token, Tokens, UserId
 from ._body import body_schema, json_body, optional_json_body
 from ._runs import check_prompt
@@ -92,12 +93,15 @@ class BatchService:
         store: Store,
         *,
         runtime_for: RuntimeFactory,
+        home_for: Callable[[str], Home],
         known_types: Callable[[str], list[str]],
         check_model: Callable[[str], None],
         max_prompt_chars: int | None = None,
     ) -> None:
         self.batches = Batches(store)
         self.runtime_for = runtime_for
+        self.home_for = home_for
+        """The folder a user's batches are submitted in, and their items run in (`Home.of` its workspace)."""
         self.known_types = known_types
         self.check_model = check_model
         self.max_prompt_chars = max_prompt_chars
@@ -165,6 +169,7 @@ class BatchService:
             model=body.model,
             known_types=self.known_types(user_id),
             limits=body.limits,
+            home=self.home_for(user_id),
         )
         return submission.batch  # `Batches` tells the worker (its listener) about the new batch
 
