@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import sqlalchemy as sa
 from pydantic import TypeAdapter
 
 from delegate import Event, Store, StoreError, Usage, UserError
+from delegate._messages import Message, ReasoningPart, ToolCallPart
 from delegate._record import Artifact, Skipped, TaskOutput
 from delegate._store import Checkpoint, Migration
 from delegate._store._schema import CORE_MIGRATIONS, _metadata
@@ -24,6 +26,19 @@ from delegate.models import ModelResponse
 from delegate.testing import reply
 
 CORE = [m.name for m in CORE_MIGRATIONS]
+
+
+@dataclass(slots=True)
+class _Slotted:
+    a: Any
+    _private: int = 0
+
+
+@dataclass
+class _Plain:
+    a: int
+    _private: int = 0
+    when: datetime | None = None
 
 
 def _event(run_id: str, n: int, **data: object) -> Event:
@@ -286,6 +301,40 @@ class TestEvents:
             "pair": [1, None],
         }
         assert second == {"n": 2, "when": "2026-01-02T03:04:05.000600Z"}
+
+    def test_dataclasses_in_event_data_read_back_field_by_field_in_order_without_private_names(
+        self, store: Store
+    ) -> None:
+        """A slotted dataclass (a conversation's messages and parts) is written by delegate's own
+        field reader, a plain one by its attributes: both as orjson wrote them before."""
+        run = store.create_run(prompt="p", model="m")
+        when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+        plain = _Plain(1, when=when)
+        plain.extra = [_Slotted(a=(1, None))]  # pyright: ignore[reportAttributeAccessIssue]
+        said = Message(
+            role="assistant",
+            parts=[ReasoningPart(text="hm"), ToolCallPart(id="c1", name="read", arguments={"at": _Slotted(a=when)})],
+            metadata={"plain": plain},
+        )
+        store.add_events([_event(run.id, 1, said=said, twice=[said, said])])
+        said_back = {
+            "role": "assistant",
+            "parts": [
+                {"text": "hm", "signature": None, "kind": "reasoning"},
+                {
+                    "id": "c1",
+                    "name": "read",
+                    "arguments": {"at": {"a": "2026-01-02T03:04:05Z"}},
+                    "raw_arguments": None,
+                    "kind": "tool_call",
+                },
+            ],
+            "name": None,
+            "hidden": False,
+            "metadata": {"plain": {"a": 1, "when": "2026-01-02T03:04:05Z", "extra": [{"a": [1, None]}]}},
+        }
+        (event,) = store.events(run.id)
+        assert event.data == {"n": 1, "said": said_back, "twice": [said_back, said_back]}
 
     def test_events_of_several_runs_in_one_call_are_numbered_per_run(self, store: Store) -> None:
         a = store.create_run(prompt="a", model="m").id
