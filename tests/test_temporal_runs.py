@@ -30,37 +30,7 @@ from tests.durable_support import (
 )
 from tests.loopback_openai import OpenAIServer
 
-from .temporal_support import temporal_fixture  # noqa: F401
-
-
-class Workers:
-    """`delegate worker` processes of a test, stopped (or killed) when it ends."""
-
-    def __init__(self, engine: EngineSettings, env: dict[str, str], root: Path, logs: Path) -> None:
-        self.engine, self.env, self.root, self.logs = engine, env, root, logs
-        self.started: list[subprocess.Popen[str]] = []
-        self.logs_open: list[Any] = []
-
-    def start(self) -> subprocess.Popen[str]:
-        log = (self.logs / f"worker{len(self.started)}.log").open("w")
-        self.logs_open.append(log)
-        args = delegate("worker", "--engine", str(self.engine), "-m", RUN_ARGS[1], "-w", str(self.root))
-        process = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT, text=True)
-        self.started.append(process)
-        return process
-
-    def stop_all(self) -> None:
-        for process in self.started:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.started:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
-        for log in self.logs_open:
-            log.close()
+from .temporal_support import Workers, temporal_fixture  # noqa: F401
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import inspect
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_type_hints
@@ -389,14 +389,19 @@ def print_waiting_calls(event: Event) -> None:
     """A call that waits for a person, on stderr as it starts waiting, with the command that decides
     it: what a run without a terminal to ask on (`--json`, a pipe) says instead of waiting silently."""
     if event.type == "approval.requested":
-        data, run_id = event.data, event.run_id
-        who = f"{data['agent_id']} ({data['subagent_type']})" if data.get("subagent_type") else data["agent_id"]
-        rule = f" under the rule {data['rule']}" if data.get("rule") else ""
-        typer.echo(
-            f"waiting: call {data['call_id']} of {who} to {data['tool']}{rule} waits for a person: "
-            f"`delegate runs approve {run_id} {data['call_id']}` (or `--deny --reason TEXT`)",
-            err=True,
-        )
+        print_waiting_call(event.run_id, event.data)
+
+
+def print_waiting_call(run_id: str, data: Mapping[str, Any]) -> None:
+    """What `print_waiting_calls` says of one call (`data`: its `approval.requested` event's, or
+    its stored row's `to_dict()`)."""
+    who = f"{data['agent_id']} ({data['subagent_type']})" if data.get("subagent_type") else data["agent_id"]
+    rule = f" under the rule {data['rule']}" if data.get("rule") else ""
+    typer.echo(
+        f"waiting: call {data['call_id']} of {who} to {data['tool']}{rule} waits for a person: "
+        f"`delegate runs approve {run_id} {data['call_id']}` (or `--deny --reason TEXT`)",
+        err=True,
+    )
 
 
 def store_option(db: str | None) -> str | None:

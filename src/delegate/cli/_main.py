@@ -350,21 +350,21 @@ def _runtime_here(
     as_json: bool,
 ) -> Runtime:
     """The runtime that runs the run in this process; on Temporal, the run goes to a worker
-    instead (`prompt`: None for what runs only here), and the command ends once it has."""
-    if not settings.engine.temporal:
-        return settings.build(store=store_option(db))
-    if prompt is None:
+    instead (`prompt`: None for what runs only here), under this runtime's gates, and the command
+    ends once it has."""
+    if settings.engine.temporal and prompt is None:
         fail("on Temporal, `delegate run` takes a PROMPT (--resume, --continue and --workflow run embedded)")
-    rules = settings.extensions.permissions
-    if rules is not None and (rules.allow or rules.ask or rules.deny or rules.mode is not None or rules.hooks):
-        # a worker runs the run with the workspace's settings files only: a gate given here would vanish
-        fail(
-            "on Temporal, --allow, --ask and --deny do not reach the worker yet: put the rules "
-            "in the workspace's .claude/settings.json (the worker reads it) or run without --engine"
-        )
+    runtime = settings.build(store=store_option(db))
+    if not settings.engine.temporal:
+        return runtime
+    assert prompt is not None
     from ._run_temporal import run_on_temporal
 
-    report(run_on_temporal(settings, prompt, model, limits, db), as_json=as_json, printed=False, detached=[])
+    try:
+        result = run_on_temporal(settings, runtime, prompt, model, limits)
+    finally:
+        asyncio.run(runtime.aclose())
+    report(result, as_json=as_json, printed=False, detached=[])
     raise typer.Exit(0)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from .._errors import UserError
 from .._record import END_STATUSES
 from .._store import Store
 from ..run import RunResult, RuntimeFactory
@@ -72,12 +73,15 @@ class RunActivities:
             raise ApplicationError(f"run {request.run_id} is still {row.status} in process {row.owner}; tried again")
         runtime = await asyncio.to_thread(self.factory, None, request.model or (row.model if row else None))
         try:
-            if row is None:
+            if row is None:  # under the gates it was started with (a resume reads them from the store)
                 limits = runtime.limits.over(json.loads(request.limits))
-                going = runtime.run(request.prompt, run_id=request.run_id, limits=limits)
+                gates = json.loads(request.gates) if request.gates else None
+                going = runtime.run(request.prompt, run_id=request.run_id, limits=limits, gates=gates)
             else:
                 going = runtime.resume(request.run_id)
             result = await self._beating(request, going)
+        except UserError as exc:  # a new run refused (its gates unreadable, a hook's refusal): no attempt would differ
+            raise ApplicationError(str(exc), type="UserError", non_retryable=row is None) from None
         finally:
             await runtime.aclose()
         return result.status

@@ -39,6 +39,10 @@ class RunRequest:
     marker: str
     """The workspace's id (`.delegate/workspace-id`), which that worker's copy must hold too."""
     heartbeat_timeout: float
+    gates: str = ""
+    """The gates of the process that started it (its `Gates.stored()`, as JSON): the worker runs
+    it under them, its own rules only added ("": the worker's own, what a run started before
+    the gates travelled had)."""
 
 
 def run_workflow_id(run_id: str) -> str:

@@ -276,6 +276,7 @@ class Runtime:
         continue_from: str | None = None,
         workflow: Workflow | str | None = None,
         eval_tag: dict[str, Any] | None = None,
+        gates: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """Run the lead agent on `prompt` to its final answer; or run a `workflow` (a `Workflow`, a
         script; `prompt` says what it is for) instead of the lead: see docs/workflows.md.
@@ -294,6 +295,11 @@ class Runtime:
 
         `eval_tag` marks the run as an attempt of an evaluation (`eval_id`, `arm`, `task`,
         `attempt`), kept in its record: `delegate eval` starts its attempts so (docs/eval.md).
+
+        `gates` are those of the process that asked for the run (its `Gates.stored()`): a run
+        started elsewhere and executed here (a Temporal worker's) runs under them, with this
+        runtime's `ask` and `deny` rules, hooks and a stricter mode added, as a resume does
+        (`UserError` for gates that cannot be read back).
         """
         workflow = Workflow(script=workflow, description=prompt) if isinstance(workflow, str) else workflow
         if workflow is not None and continue_from is not None:
@@ -302,8 +308,9 @@ class Runtime:
         if not prompt.strip():
             raise UserError("the prompt is empty: say what the agent should do")
         prompt = safe_text(prompt)  # an argument `delegate run $'\xff'` holds a lone surrogate
-        if self.gates.hooks is not None:  # UserPromptSubmit: refuse it (a UserError), or add context
-            prompt = await prompt_hooks(self.gates.hooks, prompt, self.workspace, [*self.sinks, *sinks])
+        run_gates: tuple[Gates, list[str]] = tightened(self.gates, gates) if gates is not None else (self.gates, [])
+        if run_gates[0].hooks is not None:  # UserPromptSubmit: refuse it (a UserError), or add context
+            prompt = await prompt_hooks(run_gates[0].hooks, prompt, self.workspace, [*self.sinks, *sinks])
         limits = limits or self.limits
         uploaded_files = uploads_state(uploaded_files)
         history: list[Message] = []
@@ -331,7 +338,7 @@ class Runtime:
                         owner=recorder.owner,
                         uploaded_files=uploaded_files,
                         limits=limits.to_dict(),
-                        gates=self.gates.stored(),
+                        gates=run_gates[0].stored(),
                         warnings=warnings,
                         previous_run_id=continue_from,
                         workflow=workflow.to_dict() if workflow is not None else None,
@@ -342,7 +349,7 @@ class Runtime:
             return []
 
         result = await self._lead(
-            prompt, run_id, recorder, lead_model, uploaded_files, begin, limits, history, workflow=workflow
+            prompt, run_id, recorder, lead_model, uploaded_files, begin, limits, history, run_gates, workflow
         )
         result.thread_id, result.previous_run_id, result.eval = thread_id[0], continue_from, eval_tag
         return result
