@@ -114,4 +114,4 @@ fi
 # most tests wait on processes they start. A test file stays on one worker (its module fixtures).
 workers=${DELEGATE_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}
 [ "$workers" -le 4 ] || workers=4
-.venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+.venv/bin/python -m pytest -n "$workers" --dist loadfile --durations=30 "$@"
