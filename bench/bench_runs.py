@@ -40,7 +40,9 @@ from bench_subagents import one_run
 
 from delegate import Lead, LoopSettings, RunLimits, Runtime, Store
 from delegate.batch import Batches
+from delegate.memory import MEMORY_MIGRATIONS
 from delegate.models import ModelRequest, ModelResponse
+from delegate.skills import SKILL_MIGRATIONS
 from delegate.subagents import LEAD_INSTRUCTIONS
 from delegate.testing import FunctionModel, ScriptedModel, call, reply
 from delegate.tools import tool
@@ -145,9 +147,12 @@ def timed(go: Callable[[], object]) -> tuple[float, float]:
 
 
 def make_store(root: Path) -> None:
-    """Create the workspace's store, as a first run in it does: the database file and its tables."""
+    """Create the workspace's store as a first run in it leaves it: the database file and every
+    table a run makes (the core's, the batches', the memory's and the skills' settings). Without
+    the last two, each run timed "store on" made them itself: a first run's cost (3 migrations)."""
     store = Store.for_workspace(root)
     Batches(store)
+    store.migrate([*MEMORY_MIGRATIONS, *SKILL_MIGRATIONS])
     store.close()
 
 

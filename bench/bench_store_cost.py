@@ -40,10 +40,9 @@ def child(runs: int) -> None:
     import tempfile
     import time
 
+    from bench_runs import make_store
     from bench_subagents import one_run
 
-    from delegate import Store
-    from delegate.batch import Batches
     from delegate.run import _recorder  # pyright: ignore[reportPrivateUsage]
 
     writer = [0.0]
@@ -68,9 +67,7 @@ def child(runs: int) -> None:
     def one(root: Path, store: bool) -> tuple[float, float, int, int]:
         root = Path(tempfile.mkdtemp(dir=root))  # a workspace of its own, its store made before the clock starts
         if store:
-            made = Store.for_workspace(root)
-            Batches(made)  # the batch tables too, as `bench_runs.make_store`
-            made.close()
+            make_store(root)  # every table a run makes, as `bench_runs.py` times it
         gc.collect()
         writer[0], collections[:] = 0.0, [0, 0, 0]
         cpu = time.process_time()
