@@ -34,6 +34,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from ._agent_activity import AGENT_RETRY, AGENT_START_TO_CLOSE, heartbeat
+
 CLAIM = "delegate.batch.claim"
 ITEM = "delegate.batch.item"
 RELEASE = "delegate.batch.release"
@@ -181,11 +183,11 @@ class BatchWorkflow:
             result_type=str,
             activity_id=f"{item.key}#{item.attempt}",
             summary=f"batch {batch.batch_id} item {item.key} attempt {item.attempt}",
-            start_to_close_timeout=timedelta(days=7),
-            heartbeat_timeout=timedelta(seconds=batch.heartbeat_timeout),
+            start_to_close_timeout=AGENT_START_TO_CLOSE,
+            heartbeat_timeout=heartbeat(batch.heartbeat_timeout),
             # A worker that died: run it again elsewhere. The activity counts each such retry as
             # an interruption in the store, and fails the item at the embedded engine's limit.
-            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+            retry_policy=AGENT_RETRY,
         )
         self._running[item.item_id] = handle
         self._watchers.append(asyncio.ensure_future(self._watch(item.item_id, handle)))

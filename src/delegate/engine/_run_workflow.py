@@ -15,11 +15,11 @@ This module runs inside Temporal's workflow sandbox: it imports nothing of deleg
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
+
+from ._agent_activity import AGENT_RETRY, AGENT_START_TO_CLOSE, heartbeat
 
 RUN_WORKFLOW = "delegate.run"
 LEAD = "delegate.run.lead"
@@ -60,8 +60,8 @@ class RunWorkflow:
             result_type=str,
             activity_id=f"lead:{request.run_id}",
             summary=f"run {request.run_id} lead",
-            start_to_close_timeout=timedelta(days=7),
-            heartbeat_timeout=timedelta(seconds=request.heartbeat_timeout),
-            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+            start_to_close_timeout=AGENT_START_TO_CLOSE,
+            heartbeat_timeout=heartbeat(request.heartbeat_timeout),
+            retry_policy=AGENT_RETRY,
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
