@@ -10,6 +10,7 @@ contract test run against each (CONVENTIONS 11). On PostgreSQL every test gets a
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,9 +51,25 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file with every core migration applied, made once a session (a worker): `store`
+    copies it rather than running each migration again on a new file for every test."""
+    path = tmp_path_factory.mktemp("migrated") / "delegate.db"
+    Store.open(f"sqlite:///{path}").close()  # the last handle closed: WAL checkpointed into the file
+    leftovers = [p.name for p in path.parent.iterdir() if p != path]
+    assert not leftovers, f"the migrated SQLite file kept {leftovers} after closing"
+    return path
+
+
 @pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    """A migrated store on each backend, closed after the test."""
+def store(request: pytest.FixtureRequest, store_url: str) -> Iterator[Store]:
+    """A migrated store on each backend, closed after the test. On SQLite it starts as a copy of
+    `migrated_sqlite` (`Store.open` finds every migration applied); `test_store.py` proves that
+    migrating a new file gives the same."""
+    url = sa.make_url(store_url)
+    if url.get_backend_name() == "sqlite" and url.database:
+        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), url.database)
     with Store.open(store_url) as opened:
         yield opened
 

@@ -62,10 +62,12 @@ def _subagent(id: str, **fields: Any) -> TaskOutput:
 
 
 class TestMigrations:
-    def test_migrations_are_recorded_and_applying_them_again_does_nothing(self, store: Store) -> None:
-        assert store.applied_migrations() == list(CORE)
-        assert store.migrate() == []
-        assert store.applied_migrations() == list(CORE)
+    def test_migrations_are_recorded_and_applying_them_again_does_nothing(self, store_url: str) -> None:
+        # a new database, migrated here (the `store` fixture's SQLite files are copies of one)
+        with Store.open(store_url) as store:
+            assert store.applied_migrations() == list(CORE)
+            assert store.migrate() == []
+            assert store.applied_migrations() == list(CORE)
 
     def test_another_module_adds_its_tables_through_its_own_named_migrations(self, store: Store) -> None:
         calls: list[str] = []
