@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate import Extensions, RunLimits, Runtime, Subagent, UserError
+from delegate import Extensions, Lead, RunLimits, Runtime, Subagent, UserError, tool
 from delegate.loop import Watchdog, deadlines_paused
 from delegate.loop._watchdog import _PATROLS  # pyright: ignore[reportPrivateUsage]
 from delegate.mcp import MCPServerConfig
@@ -255,3 +255,35 @@ def test_delegate_run_takes_stall_timeout_and_reports_the_hung_call(tmp_path: Pa
     out = json.loads(done.stdout)
     assert out["status"] == "completed"
     assert 'went on: Error: the idle watchdog ended this call, bash {"command": "sleep 60"}' in out["final"]
+
+
+async def test_of_two_calls_at_once_the_hung_one_is_ended_and_the_one_making_progress_is_not(tmp_path: Path) -> None:
+    """Calls of one turn run at once, each under a watchdog of its own (`Watchdog.apart`)."""
+
+    @tool
+    async def hang() -> str:
+        """Wait in silence."""
+        await asyncio.sleep(60)
+        return "woke"
+
+    @tool
+    async def tick() -> str:
+        """Work for a second, saying so as it goes."""
+        for _ in range(10):
+            await asyncio.sleep(0.1)
+            progress()
+        return "ticked"
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        results = [r.content for m in request.messages if m.role == "tool" for r in m.tool_results]
+        return reply(" | ".join(results)) if results else respond([("hang", {}), ("tick", {})])
+
+    lead = Lead(tools=[hang, tick])
+    limits = RunLimits(stall_timeout=0.3)
+    async with Runtime(model=FunctionModel(answer), workspace=tmp_path, lead=lead, limits=limits) as runtime:
+        result = await asyncio.wait_for(runtime.run("go"), 60)
+
+    hung, ticked = result.final.split(" | ")
+    assert hung.startswith("Error: the idle watchdog ended this call, hang {}") and hung_for(hung, 0.3) >= 0.3
+    assert ticked == "ticked"  # a second long, past three stall timeouts: its progress kept it going
+    assert not _PATROLS or all(not p.watched for p in _PATROLS.values())  # no call's watchdog left behind

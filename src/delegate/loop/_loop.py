@@ -569,9 +569,11 @@ async def _next_step(
     journal, given = spec.journal, state.given_ids
     if len(calls) == 1:
         outcomes = [await _call_tool(calls[0], tools, ctx, journal, given, state.dog)]
-    else:  # each call in a task of its own: each its own watchdog
-        stall = spec.stall_timeout
-        outcomes = await asyncio.gather(*(_call_tool(call, tools, ctx, journal, given, stall) for call in calls))
+    else:  # each call in a task of its own: each its own watchdog (`Watchdog.apart`)
+        dog = state.dog
+        outcomes = await asyncio.gather(
+            *(_call_tool(call, tools, ctx, journal, given, dog, apart=True) for call in calls)
+        )
     state.messages.append(Message(role="tool", parts=[part for part, _ in outcomes]))
     state.progressed = {part.tool_call_id for part, returned in outcomes if returned is not None and returned.progress}
     for part, returned in outcomes:
@@ -586,7 +588,9 @@ async def _call_tool(
     ctx: ToolContext,
     journal: Journal | None = None,
     given_ids: dict[str, str] | None = None,
-    watch: Watchdog | float | None = None,
+    watch: Watchdog | None = None,
+    *,
+    apart: bool = False,
 ) -> tuple[ToolResultPart, ToolReturn | None]:
     recorded = journal.tool_result(call) if journal is not None else None
     if recorded is not None:  # it ran before the run was interrupted: not run again
@@ -595,7 +599,7 @@ async def _call_tool(
         ctx.event("tool.started", {"name": call.name, "arguments": capped(call.arguments)}, tool_call_id=call.id)
     returned: ToolReturn | None = None
     try:
-        returned = await _invoke(call, tools, ctx, given_ids.get(call.id) if given_ids else None, watch)
+        returned = await _invoke(call, tools, ctx, given_ids.get(call.id) if given_ids else None, watch, apart=apart)
         part = ToolResultPart(tool_call_id=call.id, name=call.name, content=returned.content, keep=returned.keep)
     except ToolError as exc:
         message = f"Error: {ctx.workspace.shown(str(exc))}"
@@ -651,11 +655,14 @@ async def _invoke(
     tools: dict[str, Tool],
     ctx: ToolContext,
     given: str | None,
-    watch: Watchdog | float | None = None,
+    watch: Watchdog | None = None,
+    *,
+    apart: bool = False,
 ) -> ToolReturn:
     """Run `call`. A call of a watched tool that makes no progress for the stall timeout is ended
-    (a `ToolError` that names the call and how long it hung): `watch` is the agent's watchdog, or
-    the stall timeout of a call that runs in a task of its own (None: not watched)."""
+    (a `ToolError` that names the call and how long it hung): `watch` is the agent's watchdog
+    (None: not watched); `apart`: the call runs in a task of its own, under a watchdog of its own
+    made by the agent's (`Watchdog.apart`)."""
     found = tools.get(call.name)
     if found is None:
         raise ToolError(f"there is no tool named {call.name!r}; available tools: {', '.join(sorted(tools))}")
@@ -666,7 +673,7 @@ async def _invoke(
         )
     if watch is None or not found.watched:
         return await found.run(ctx.for_call(call.id, given), call.arguments)
-    dog = watch if isinstance(watch, Watchdog) else Watchdog(watch).start()
+    dog = watch.apart() if apart else watch
     try:
         with dog:
             return await found.run(ctx.for_call(call.id, given), call.arguments)
@@ -681,8 +688,8 @@ async def _invoke(
             "be partly done. Check, then try another way (a command that prints as it goes, smaller steps)"
         ) from None
     finally:
-        if dog is not watch:
-            dog.stop()
+        if apart:
+            dog.drop()
 
 
 async def compact(spec: AgentSpec, ctx: ToolContext, state: _State) -> bool:

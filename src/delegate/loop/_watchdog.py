@@ -6,7 +6,10 @@ chunk of a model's stream mark progress on it (`delegate.models.progress`), and 
 person holds it (`loop/_pause.py`) no time counts. A stretch that goes `idle` seconds without any
 is ended: its task is cancelled, and leaving the stretch turns that cancellation (and only that
 one) into `TimeoutError`, as `asyncio.Timeout` does; `hung` says how long it went without progress.
-Calls that run at once in tasks of their own (several tool calls of one turn) each get one.
+Calls that run at once in tasks of their own (several tool calls of one turn) each get one of
+their own, made by the agent's (`apart`): the same patrol looks at it, and it is put in the
+call's task's context (a copy that ends with the task), never reset, and let go with a set's
+discard (`drop`).
 
 Every call of every agent is watched, so a stretch must cost next to nothing: it is a clock read
 and three attributes set, and the watchdog has no timer of its own. The watchdogs of one event
@@ -33,7 +36,7 @@ class Watchdog(Progress):
     """Ends a watched stretch of the task that started it after `idle` seconds without progress
     (see the module's docstring)."""
 
-    __slots__ = ("_armed", "_cancelling", "_fired", "_task", "_token", "ended", "hung", "idle")
+    __slots__ = ("_armed", "_cancelling", "_fired", "_patrol", "_task", "_token", "ended", "hung", "idle")
 
     def __init__(self, idle: float) -> None:
         super().__init__()
@@ -46,7 +49,30 @@ class Watchdog(Progress):
         self._fired = False
         self._task: asyncio.Task[object] | None = None
         self._token: Token[Progress | None] | None = None
+        self._patrol: _Patrol | None = None
         self._cancelling = 0
+
+    def apart(self) -> Watchdog:
+        """A watchdog of the same `idle` for a call this agent runs in a task of its own (the
+        current task, made for that call alone), started: looked at by the same patrol, put in
+        the task's context (a copy that ends with the task: nothing to reset), and dropped from
+        the patrol when the call ends (`drop`)."""
+        patrol = self._patrol
+        assert patrol is not None, "start the watchdog first"
+        dog = Watchdog(self.idle)
+        dog._task = asyncio.current_task()
+        dog._patrol = patrol
+        patrol.watched.add(dog)
+        WATCHED.set(dog)
+        return dog
+
+    def drop(self) -> None:
+        """Stop watching a watchdog made by `apart` (its call ended). Its task is let go: the
+        task's context holds the watchdog, so keeping the task would make a cycle that only the
+        garbage collector frees (measured: 1.37x a call ten at once, against 1.19x with none)."""
+        self._task = None
+        if self._patrol is not None:
+            self._patrol.watched.discard(self)
 
     def start(self) -> Watchdog:
         """Watch the stretches of the current task from now on, until `stop`."""
@@ -55,16 +81,16 @@ class Watchdog(Progress):
             raise RuntimeError("a watchdog must be started inside a task")
         self._task = task
         self._token = WATCHED.set(self)
-        _patrol_of(task.get_loop()).watch(self)
+        self._patrol = _patrol_of(task.get_loop())
+        self._patrol.watch(self)
         return self
 
     def stop(self) -> None:
         task, self._task = self._task, None
         if task is None:
             return
-        patrol = _PATROLS.get(task.get_loop())
-        if patrol is not None:
-            patrol.watched.discard(self)
+        if self._patrol is not None:
+            self._patrol.watched.discard(self)
         if self._token is not None:
             with contextlib.suppress(ValueError):  # a coroutine closed outside its task's context
                 WATCHED.reset(self._token)
