@@ -14,6 +14,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -35,6 +36,11 @@ def pg_admin() -> Iterator[sa.Engine]:
     engine.dispose()
 
 
+def _schema_url(schema: str) -> str:
+    url = sa.make_url(os.environ[PG_ENV]).update_query_dict({"options": f"-csearch_path={schema}"})
+    return url.render_as_string(hide_password=False)
+
+
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL of an empty database: a SQLite file in tmp_path, or a fresh PostgreSQL schema."""
@@ -45,10 +51,53 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     schema = f"test_{uuid.uuid4().hex[:12]}"
     with admin.begin() as conn:
         conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    url = sa.make_url(os.environ[PG_ENV]).update_query_dict({"options": f"-csearch_path={schema}"})
-    yield url.render_as_string(hide_password=False)
+    yield _schema_url(schema)
     with admin.begin() as conn:
         conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+
+
+Statement = tuple[str, Any, bool]
+"""One statement as the driver got it: its SQL, its parameters, and whether it ran for many rows."""
+
+
+@pytest.fixture(scope="session")
+def pg_migration(pg_admin: sa.Engine) -> Iterator[list[Statement]]:
+    """Every statement `Store.migrate` wrote while migrating a new PostgreSQL schema, recorded once
+    a session (a worker): `store` replays them on each test's schema in one transaction (about a
+    tenth of the time of migrating it: no SQL to compile, one round trip less a statement)."""
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    with pg_admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    recorded: list[Statement] = []
+
+    def record(conn: sa.Connection, _cursor: Any, statement: str, parameters: Any, _ctx: Any, many: bool) -> None:
+        if conn.get_execution_options().get("delegate_write"):
+            recorded.append((statement, parameters, many))
+
+    with Store.open(_schema_url(schema), migrate=False) as template:
+        sa.event.listen(template.engine, "before_cursor_execute", record)
+        template.migrate()
+        sa.event.remove(template.engine, "before_cursor_execute", record)
+    yield recorded
+    with pg_admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+
+
+def _replay(request: pytest.FixtureRequest, store_url: str) -> None:
+    """Make the test's new database migrated the cheap way (see `migrated_sqlite`, `pg_migration`)."""
+    url = sa.make_url(store_url)
+    if url.get_backend_name() == "sqlite" and url.database:
+        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), url.database)
+        return
+    schema = str(url.query["options"]).removeprefix("-csearch_path=")
+    admin: sa.Engine = request.getfixturevalue("pg_admin")
+    with admin.begin() as conn:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        cursor = driver.cursor()
+        cursor.execute(f"SET LOCAL search_path TO {schema}")
+        for statement, parameters, many in request.getfixturevalue("pg_migration"):
+            (cursor.executemany if many else cursor.execute)(statement, parameters)
 
 
 @pytest.fixture(scope="session")
@@ -64,12 +113,10 @@ def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def store(request: pytest.FixtureRequest, store_url: str) -> Iterator[Store]:
-    """A migrated store on each backend, closed after the test. On SQLite it starts as a copy of
-    `migrated_sqlite` (`Store.open` finds every migration applied); `test_store.py` proves that
-    migrating a new file gives the same."""
-    url = sa.make_url(store_url)
-    if url.get_backend_name() == "sqlite" and url.database:
-        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), url.database)
+    """A migrated store on each backend, closed after the test. It starts as a copy of
+    `migrated_sqlite`, or as `pg_migration` replayed (`Store.open` then finds every migration
+    applied); `test_store.py` proves that migrating a new database gives the same."""
+    _replay(request, store_url)
     with Store.open(store_url) as opened:
         yield opened
 
