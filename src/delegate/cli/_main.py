@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from .._events import EventSink
     from .._store import Store
     from ..run import RunResult, Runtime, RuntimeSettings
+    from ..workflows import Workflow
+    from ._run_temporal import TemporalOrder
 
 app = typer.Typer(
     name="delegate",
@@ -219,17 +221,19 @@ def run(
         model, timeout = _model_and_timeout(model, timeout)
     from .._config import RunLimits
     from ..agents import Lead
-    from ..workflows import Workflow
 
     limits = RunLimits().over(given | ({"timeout": timeout} if timeout is not None else {}))
     lead = Lead(max_steps=max_steps, subagent_model=subagent_model)
     settings = flags.settings(workspace, model=model, lead=lead, limits=limits, user_level=True)  # ~/.claude too
-    on_temporal = None if script is not None or continue_thread else prompt
-    runtime = _runtime_here(settings, on_temporal, model, limits, db, as_json=as_json)
-    if resume is None:
-        runtime.model  # noqa: B018 - resolve now: a bad provider or a missing key is bad usage
+    runtime = _built(settings, db, resolve_model=resume is None)
     continue_from = continued_run(runtime, continue_thread, continue_id)
     print_warnings(runtime)
+    plan = _plan(script, prompt, workflow_args)
+    if settings.engine.temporal:  # the run goes to a worker, under this runtime's gates
+        from ._run_temporal import TemporalOrder
+
+        order = TemporalOrder(prompt or "", model, limits, resume, given, continue_from, plan)
+        return _on_temporal(settings, runtime, order, as_json=as_json)
     live = not as_json and sys.stdout.isatty()
     batches: list[dict[str, Any]] = []
     runtime.sinks.append(lambda e: batches.append(e.data) if e.type == "batch.submitted" else None)
@@ -248,8 +252,7 @@ def run(
         try:
             if resume is not None:  # under the limits it was started with, but for those given here
                 result = await runtime.resume(resume, sinks=sinks, limits=await resumed_limits(runtime, resume, given))
-            elif script is not None:
-                plan = Workflow(script=script, description=prompt or "", args=parse_args(workflow_args or []))
+            elif plan is not None:
                 result = await runtime.run(prompt or "", sinks=sinks, continue_from=continue_from, workflow=plan)
             else:
                 assert prompt is not None
@@ -340,32 +343,31 @@ def workflow_run(
     )
 
 
-def _runtime_here(
-    settings: RuntimeSettings,
-    prompt: str | None,
-    model: str | None,
-    limits: RunLimits,
-    db: str | None,
-    *,
-    as_json: bool,
-) -> Runtime:
-    """The runtime that runs the run in this process; on Temporal, the run goes to a worker
-    instead (`prompt`: None for what runs only here), under this runtime's gates, and the command
-    ends once it has."""
-    if settings.engine.temporal and prompt is None:
-        fail("on Temporal, `delegate run` takes a PROMPT (--resume, --continue and --workflow run embedded)")
+def _built(settings: RuntimeSettings, db: str | None, *, resolve_model: bool) -> Runtime:
+    """The runtime of `delegate run`; its model resolved now when it runs here (a bad provider or
+    a missing key is bad usage), never on Temporal (the worker's own)."""
     runtime = settings.build(store=store_option(db))
-    if not settings.engine.temporal:
-        return runtime
-    assert prompt is not None
+    if resolve_model and not settings.engine.temporal:
+        runtime.model  # noqa: B018
+    return runtime
+
+
+def _plan(script: str | None, prompt: str | None, args: list[str] | None) -> Workflow | None:
+    """The workflow `delegate run --workflow FILE` runs (None: none)."""
+    from ..workflows import Workflow
+
+    return None if script is None else Workflow(script=script, description=prompt or "", args=parse_args(args or []))
+
+
+def _on_temporal(settings: RuntimeSettings, runtime: Runtime, order: TemporalOrder, *, as_json: bool) -> None:
+    """Run `order` on a worker of the engine, under `runtime`'s gates, and report it as it ended."""
     from ._run_temporal import run_on_temporal
 
     try:
-        result = run_on_temporal(settings, runtime, prompt, model, limits)
+        result = run_on_temporal(settings, runtime, order)
     finally:
         asyncio.run(runtime.aclose())
     report(result, as_json=as_json, printed=False, detached=[])
-    raise typer.Exit(0)
 
 
 def _checked_inputs(prompt: str | None, script: str | None, resume: str | None) -> str | None:

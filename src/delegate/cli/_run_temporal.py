@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,14 +25,28 @@ if TYPE_CHECKING:
     from .._config import RunLimits
     from .._store import Store
     from ..run import RunResult, Runtime, RuntimeSettings
+    from ..workflows import Workflow
 
 WAITING_POLL = 0.5
 """Seconds between looks at the store for the run's calls that wait for a person."""
 
 
-def run_on_temporal(
-    settings: RuntimeSettings, runtime: Runtime, prompt: str, model: str | None, limits: RunLimits
-) -> RunResult:
+@dataclass(frozen=True)
+class TemporalOrder:
+    """What `delegate run` asks a worker to run: a new run (`prompt`, continuing the thread of
+    `continue_from`, or running the `workflow`), or the interrupted run `resume`."""
+
+    prompt: str
+    model: str | None
+    limits: RunLimits
+    resume: str | None
+    given: dict[str, Any]
+    """The limits given on the command line (a resume's replace only those)."""
+    continue_from: str | None
+    workflow: Workflow | None
+
+
+def run_on_temporal(settings: RuntimeSettings, runtime: Runtime, order: TemporalOrder) -> RunResult:
     """Start the run's execution, wait for its end, and read it back from `runtime`'s store (it
     gives the run its gates too). Ctrl-C cancels it (it ends `cancelled`, what it spent kept)."""
     from temporalio.client import WorkflowFailureError
@@ -43,16 +58,21 @@ def run_on_temporal(
     if store is None:
         fail("on Temporal, a run needs the store its workers record it in: give --db")
     root = Path(settings.workspace).resolve()
-    run_id = uuid.uuid4().hex
+    run_id = order.resume or uuid.uuid4().hex
+    limits: RunLimits | None = order.limits
+    if order.resume is not None:
+        limits = _resumable(store, order.resume, runtime, order.given)
     request = RunRequest(
         run_id=run_id,
-        prompt=prompt,
-        model=model,
-        limits=json.dumps(limits.to_dict()),
+        prompt=order.prompt,
+        model=order.model,
+        limits=json.dumps(limits.to_dict()) if limits is not None else "",
         workspace=str(root),
         marker=workspace_marker(root),
         heartbeat_timeout=settings.engine.heartbeat_timeout,
         gates=json.dumps(runtime.gates.stored()),
+        continue_from=order.continue_from,
+        workflow=json.dumps(order.workflow.to_dict()) if order.workflow is not None else "",
     )
     engine_settings = settings.engine
 
@@ -104,3 +124,14 @@ async def _say_waiting_calls(store: Store, run_id: str) -> None:
                 said.add(row.call_id)
                 print_waiting_call(run_id, row.to_dict())
         await asyncio.sleep(WAITING_POLL)
+
+
+def _resumable(store: Store, run_id: str, runtime: Runtime, given: dict[str, Any]) -> RunLimits | None:
+    """The limits to resume `run_id` under (None: its own), once it is sure to be resumable: an
+    execution for a run that is not would wait on Temporal for good."""
+    run = store.get_run(run_id)
+    if run is None:
+        fail(f"no run {run_id!r}: list the runs with `delegate runs list`")
+    if run.status != "interrupted":
+        fail(f"run {run_id} is {run.status}: only an interrupted run can be resumed")
+    return runtime.limits.over(run.limits or {}).over(given) if given else None

@@ -30,6 +30,7 @@ from .._errors import UserError
 from .._record import END_STATUSES
 from .._store import Store
 from ..run import RunResult, RuntimeFactory
+from ..workflows import Workflow
 from ._run_workflow import LEAD, RunRequest
 
 MARKER = Path(".delegate") / "workspace-id"
@@ -72,13 +73,21 @@ class RunActivities:
         if row is not None and row.status != "interrupted":
             raise ApplicationError(f"run {request.run_id} is still {row.status} in process {row.owner}; tried again")
         runtime = await asyncio.to_thread(self.factory, None, request.model or (row.model if row else None))
+        limits = runtime.limits.over(json.loads(request.limits)) if request.limits else None
+        gates = json.loads(request.gates) if request.gates else None  # the starting process's
         try:
-            if row is None:  # under the gates it was started with (a resume reads them from the store)
-                limits = runtime.limits.over(json.loads(request.limits))
-                gates = json.loads(request.gates) if request.gates else None
-                going = runtime.run(request.prompt, run_id=request.run_id, limits=limits, gates=gates)
-            else:
-                going = runtime.resume(request.run_id)
+            if row is None:
+                workflow = Workflow.from_dict(json.loads(request.workflow)) if request.workflow else None
+                going = runtime.run(
+                    request.prompt,
+                    run_id=request.run_id,
+                    limits=limits,
+                    gates=gates,
+                    continue_from=request.continue_from,
+                    workflow=workflow,
+                )
+            else:  # under the gates stored with it, with those of the request added
+                going = runtime.resume(request.run_id, limits=limits, gates=gates)
             result = await self._beating(request, going)
         except UserError as exc:  # a new run refused (its gates unreadable, a hook's refusal): no attempt would differ
             raise ApplicationError(str(exc), type="UserError", non_retryable=row is None) from None

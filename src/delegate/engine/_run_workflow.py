@@ -33,7 +33,7 @@ class RunRequest:
     prompt: str
     model: str | None
     limits: str
-    """Its `RunLimits.to_dict()`, as JSON."""
+    """Its `RunLimits.to_dict()`, as JSON ("": a resumed run's own, as stored)."""
     workspace: str
     """The absolute path of its workspace: only a worker whose workspace it is runs it."""
     marker: str
@@ -43,6 +43,10 @@ class RunRequest:
     """The gates of the process that started it (its `Gates.stored()`, as JSON): the worker runs
     it under them, its own rules only added ("": the worker's own, what a run started before
     the gates travelled had)."""
+    continue_from: str | None = None
+    """The run whose thread it continues (`delegate run --continue`)."""
+    workflow: str = ""
+    """Its workflow (`Workflow.to_dict()`, as JSON), run instead of the lead (`--workflow FILE`)."""
 
 
 def run_workflow_id(run_id: str) -> str:

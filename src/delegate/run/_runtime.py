@@ -367,6 +367,7 @@ class Runtime:
         model: str | Model | None = None,
         limits: RunLimits | None = None,
         workflow: Workflow | None = None,
+        gates: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """Continue an interrupted run (its process died) from its checkpoints (a workflow: its
         script, or a changed `workflow`, again, answered from its journal).
@@ -380,6 +381,8 @@ class Runtime:
         Its gates (the permission rules, mode and hooks that can stop a call) are the ones it was
         started with, with this runtime's `ask` and `deny` rules, hooks and a stricter mode added:
         what would loosen them is not applied, and said in the run's warnings (see `run/_gates.py`).
+        `gates` (a `Gates.stored()` of the process that asked for the resume, executed here on a
+        Temporal worker) are added to this runtime's the same way.
         Raises `UserError` if the run is unknown, still running, or ended, or its stored gates
         cannot be read back.
         """
@@ -406,7 +409,8 @@ class Runtime:
             return await asyncio.to_thread(store.checkpoints, run_id)
 
         limits = limits or self.limits.over(run.limits or {})
-        gates, said = tightened(self.gates, run.gates) if run.gates is not None else (self.gates, [])
+        mine = tightened(self.gates, gates)[0] if gates is not None else self.gates
+        run_gates, said = tightened(mine, run.gates) if run.gates is not None else (mine, [])
         previous = run.previous_run_id
         history = await asyncio.to_thread(history_of, store, previous) if previous is not None else []
         if workflow is not None and run.workflow is None:
@@ -421,7 +425,7 @@ class Runtime:
             begin,
             limits,
             history,
-            (gates, said),
+            (run_gates, said),
             workflow,
         )
         result.thread_id, result.previous_run_id = run.thread_id, previous
