@@ -67,7 +67,7 @@ def test_two_workers_run_a_batch_and_a_killed_one_loses_no_item_nor_counts_one_t
 
 
 def test_commands_that_run_only_here_refuse_an_engine_on_temporal_rather_than_run_here_unsaid(tmp_path: Path) -> None:
-    """`eval run`, `eval resume` and `chat` run their work in this process: told to run on Temporal
+    """`eval run`, `eval resume`, `chat` and `serve` run their work in this process: told to run on Temporal
     (here by DELEGATE_ENGINE, as a deployment sets it), each exits 2 before anything starts."""
     (tmp_path / "suite.yaml").write_text("name: s\ntasks:\n  - id: t\n    prompt: hi\n")
     env = env_for("http://127.0.0.1:9/v1") | {"DELEGATE_ENGINE": "temporal://127.0.0.1:1"}
@@ -75,6 +75,7 @@ def test_commands_that_run_only_here_refuse_an_engine_on_temporal_rather_than_ru
         "eval run": ["eval", "run", "suite.yaml", "--model", "openai:m"],
         "eval resume": ["eval", "resume", "eval_1"],
         "chat": ["chat", "--model", "openai:m"],
+        "serve": ["serve", "--model", "openai:m", "--port", "0"],
     }
     for name, args in commands.items():
         done = run_cli([*args, "-w", str(tmp_path)], env, tmp_path)

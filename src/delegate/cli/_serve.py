@@ -85,6 +85,7 @@ def serve(
 
     Each user works in a folder of its own, <workspace>/.delegate/users/<user id>/ (docs/http.md).
     """
+    flags.embedded_only("serve")
     from .._config import DEFAULT_STALL_TIMEOUT, RunLimits
     from .._errors import UserError, require_extra
 
