@@ -11,7 +11,7 @@ import asyncio
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from delegate import Store, TaskOutput, Usage, UserError
+from delegate import EventSink, Store, TaskOutput, Usage, UserError
 from delegate.batch import Batch, Batches, BatchWorker
 from delegate.testing import subagent_record
 
@@ -87,6 +87,7 @@ class Runner:
         user_id: str,
         tool_call_id: str | None,
         limits: Mapping[str, Any],
+        sinks: Iterable[EventSink] = (),
     ) -> TaskOutput:
         assert tool_call_id is not None
         _, _, key, attempt = tool_call_id.split(":")

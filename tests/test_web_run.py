@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from delegate import RuntimeSettings, Store
@@ -338,7 +339,9 @@ def test_hostile_markdown_in_a_final_answer_renders_inert(page: sync_api.Page, t
     shoot(page, tmp_path, "web-hostile.png")
 
 
-def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_path: Path) -> None:
+def test_the_batch_page_draws_a_bar_per_item_over_time(
+    page: sync_api.Page, tmp_path: Path, server: LiveServer, store: Store
+) -> None:
     page.click("nav >> text=Batches")
     page.select_option("#batch-type", "general-purpose")
     page.fill("#batch-title", "Changelog per package")
@@ -365,6 +368,17 @@ def test_the_batch_page_draws_a_bar_per_item_over_time(page: sync_api.Page, tmp_
     detail.get_by_role("button", name="Preview").click()
     expect(detail.locator(".preview-text")).to_have_text("# item 2\n\n- <b>2</b> fixes\n")
     expect(page.locator("#item-table tr.selected")).to_contain_text("pkg-2")
+    turns = detail.locator(".item-turns")  # its subagent's model calls and tool calls, as a run's subagent's
+    expect(turns.locator("li.call .call-name")).to_have_text(["write_file", "complete"])
+    expect(turns.locator("li.call").first.locator(".call-args")).to_contain_text('"path": "changes/item-2.md"')
+    expect(turns.locator("li.call").first.locator(".call-result")).to_contain_text("created changes/item-2.md")
+    expect(turns.locator(".turn")).to_have_count(2)
+    expect(turns.locator(".turn").first).to_contain_text("15 tokens")
+    expect(turns.locator(".turn").first).to_contain_text("loopback-model")
+    batch_id = page.locator("#batch-table tbody tr").first.get_attribute("data-batch")
+    other = {"Authorization": f"Bearer {store.add_user('bob')[1]}"}
+    with httpx2.Client(base_url=server.url, headers=other, timeout=30) as client:  # another user's: not found
+        assert client.get(f"/api/v1/batches/{batch_id}/turns", params={"key": "pkg-2"}).status_code == 404
     shoot(page, tmp_path, "web-batch.png")
     page.reload()  # the batch, its timeline and the item picked read back from the server
     expect(page.locator("#item-timeline .tl-bar.succeeded")).to_have_count(6)
@@ -387,6 +401,9 @@ def test_an_item_tried_twice_shows_what_both_attempts_spent(page: sync_api.Page,
     expect(meta).to_contain_text("2 attempts")
     expect(meta).to_contain_text("30 in · 15 out tokens")
     expect(meta).to_contain_text("spent over all 2 attempts")
+    turns = page.locator("#item-detail .item-turns")  # the last attempt's: its write, then its end
+    expect(turns.locator("h4")).to_have_text("Turns of its last attempt (2) (2 tool calls)")
+    expect(turns.locator("li.call .call-name")).to_have_text(["write_file", "complete"])
     assert team.failed_once.is_set()
 
 

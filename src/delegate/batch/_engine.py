@@ -30,9 +30,9 @@ import contextlib
 import functools
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -57,7 +57,8 @@ class ItemRunner(Protocol):
     """Runs one item as a subagent and gives back its record. `delegate.Runtime` is one.
 
     `limits` are the item's run limits (`RunLimits` fields by name, checked): its runner holds
-    them within its own (`RunLimits.under`), as `Runtime.run_task` does."""
+    them within its own (`RunLimits.under`), as `Runtime.run_task` does. `sinks` hear the events of
+    its subagent (what the item keeps of its turns: `TURN_EVENTS`)."""
 
     async def run_task(
         self,
@@ -70,6 +71,7 @@ class ItemRunner(Protocol):
         user_id: str,
         tool_call_id: str | None,
         limits: Mapping[str, Any],
+        sinks: Iterable[EventSink],
     ) -> TaskOutput: ...
 
 
@@ -468,7 +470,58 @@ class BatchWorker:
             )
 
 
+TURN_EVENTS = frozenset({"model.request", "model.response", "tool.started", "tool.completed", "warning", "compaction"})
+"""The events an item keeps of its subagent's turns (what the page's drill-down shows of a run's
+subagent: each model call with its tokens, cost and time, each tool call with its arguments and
+result, bounded as events are)."""
+MAX_TURN_EVENTS = 1_000
+"""The most of them an attempt keeps (a note says how many more there were)."""
+
+
+class _Turns:
+    """An attempt's sink: keeps the turns of its subagent as their events (`TURN_EVENTS`), each
+    `{type, ts, agent_id, tool_call_id, data}`, at most `MAX_TURN_EVENTS` (then a note)."""
+
+    def __init__(self) -> None:
+        self.kept: list[dict[str, Any]] = []
+        self.left_out = 0
+
+    def __call__(self, event: Event) -> None:
+        if event.type not in TURN_EVENTS:
+            return
+        if len(self.kept) >= MAX_TURN_EVENTS:
+            self.left_out += 1
+            return
+        safe = event.safe()
+        self.kept.append(
+            {
+                "type": safe.type,
+                "ts": safe.ts,
+                "agent_id": safe.agent_id,
+                "tool_call_id": safe.tool_call_id,
+                "data": safe.data,
+            }
+        )
+
+    def turns(self) -> list[dict[str, Any]] | None:
+        if not self.kept:
+            return None
+        if not self.left_out:
+            return self.kept
+        last = self.kept[-1]
+        reason = f"{self.left_out} more events of this attempt are not kept (an item keeps {MAX_TURN_EVENTS})"
+        note = {"type": "warning", "ts": last["ts"], "agent_id": last["agent_id"], "data": {"reason": reason}}
+        return [*self.kept, note | {"tool_call_id": None}]
+
+
 async def run_attempt(runner: ItemRunner, info: ServeInfo, item: ClaimedItem) -> AttemptResult:
+    """Run one attempt of an item (see `_attempt`), keeping its subagent's turns with its result."""
+    turns = _Turns()
+    result = await _attempt(runner, info, item, turns)
+    return replace(result, turns=turns.turns())
+
+
+async def _attempt(runner: ItemRunner, info: ServeInfo, item: ClaimedItem, turns: EventSink) -> AttemptResult:
     """Run one attempt of an item as its batch's subagent, and say how it ended (what a worker
     then stores): its record, or why it has none. Every engine's worker runs items through this.
 
@@ -486,6 +539,7 @@ async def run_attempt(runner: ItemRunner, info: ServeInfo, item: ClaimedItem) ->
             user_id=info.user_id,
             tool_call_id=f"batch:{info.id}:{item.key}:{item.attempt}",
             limits=item.limits,
+            sinks=[turns],
         )
     except UserError as exc:
         return _failed(item, str(exc), retry=False)

@@ -365,6 +365,12 @@ def _m0009_batch_homes(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE batches ADD COLUMN {name} TEXT")
 
 
+def _m0010_item_turns(conn: Connection) -> None:
+    """`batch_items.turns`: the model calls and tool calls of an item's last attempt, as the events
+    of its subagent that told them, so that a wrong item can be read call by call (NULL before)."""
+    conn.exec_driver_sql("ALTER TABLE batch_items ADD COLUMN turns TEXT")
+
+
 BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration.creating("batch.0001_tables", batch_tables_0001),
     Migration("batch.0002_item_results", _m0002_item_results),
@@ -375,5 +381,6 @@ BATCH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("batch.0007_item_limits", _m0007_item_limits),
     Migration("batch.0008_item_fences", _m0008_item_fences),
     Migration("batch.0009_batch_homes", _m0009_batch_homes),
+    Migration("batch.0010_item_turns", _m0010_item_turns),
 )
 """Our steps for `Store.migrate`; `Batches(store)` applies them."""

@@ -136,6 +136,9 @@ class AttemptResult:
     fence: int | None = None
     """The execution of the attempt that ran it (`WorkQueue.take`): stored only while it is the one
     whose result may be (None: the embedded engine, whose worker's lease is the fence)."""
+    turns: list[dict[str, Any]] | None = None
+    """Its subagent's model calls and tool calls, as their events (`batch._engine.TURN_EVENTS`); None: it heard
+    none (the item keeps an earlier attempt's then)."""
 
     @property
     def succeeded(self) -> bool:
@@ -530,7 +533,8 @@ _STORE_RESULT = (
     ITEMS.update()
     .where(ITEMS.c.id == sa.bindparam("b_id"))
     .values(
-        {
+        turns=sa.func.coalesce(sa.bindparam("turns", type_=sa.Text()), ITEMS.c.turns),  # else an earlier attempt's
+        **{
             name: sa.bindparam(name)
             for name in (
                 "status",
@@ -543,7 +547,7 @@ _STORE_RESULT = (
                 "record",
                 "total_usage",
             )
-        }
+        },
     )
 )
 """Stores one attempt's result; run as an executemany over the rows `finish` has locked."""
@@ -554,9 +558,10 @@ def _result_values(result: AttemptResult, total_usage: str | None) -> dict[str, 
     without one, the attempt's error. What it spent is added to the item's `total_usage` (the
     stored one, read under the row's lock)."""
     total = _plus(total_usage, result.usage)
+    turns = None if result.turns is None else to_json(result.turns).decode()
     if result.record is None:
-        return {"record": None, "total_usage": total, "outcome": "error", "error": result.error}
-    return {"record": record_json(result.record), "total_usage": total, "outcome": None, "error": None}
+        return {"record": None, "total_usage": total, "outcome": "error", "error": result.error, "turns": turns}
+    return {"record": record_json(result.record), "total_usage": total, "outcome": None, "error": None, "turns": turns}
 
 
 def _plus(total_usage: str | None, spent: Usage | None) -> str | None:

@@ -79,10 +79,15 @@ def batch_tables(metadata: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
     # Which execution of the current attempt holds the item, and whose result may be stored (batch.0008).
     items.append_column(sa.Column("run_fence", sa.Integer, nullable=True))
     items.append_column(sa.Column("run_live", sa.Integer, nullable=True))
+    # Its last attempt's turns: the model calls and tool calls of its subagent, as the events
+    # that told them (batch.0010; a JSON array, NULL: none kept). Read alone, never in a listing.
+    items.append_column(sa.Column("turns", sa.Text, nullable=True))
     return batches, items, frozen_workers.to_metadata(metadata)
 
 
 BATCHES, ITEMS, WORKERS = batch_tables(sa.MetaData())
+_ITEM = [c for c in ITEMS.c if c.name != "turns"]
+"""An item's columns but its turns: what an item is read from."""
 _json_list: TypeAdapter[list[Any]] = TypeAdapter(list[Any])
 _JSON_DICT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 CRITERIA: TypeAdapter[list[str]] = TypeAdapter(list[str])
@@ -270,7 +275,7 @@ class Batches:
         limit: int = 100,
     ) -> list[BatchItem]:
         """A page of the batch's items in submission order, optionally only those in `status`."""
-        query = sa.select(ITEMS).where(ITEMS.c.batch_id == batch_id)
+        query = sa.select(*_ITEM).where(ITEMS.c.batch_id == batch_id)
         if status is not None:
             if status not in ITEM_STATUSES:
                 raise BatchStateError(f"unknown item status {status!r}; use one of {', '.join(ITEM_STATUSES)}")
@@ -283,10 +288,23 @@ class Batches:
     def item(self, user_id: str | None, batch_id: str, key: str) -> BatchItem:
         with self.store.read() as conn:
             _owned(conn, user_id, batch_id)
-            row = conn.execute(sa.select(ITEMS).where(ITEMS.c.batch_id == batch_id, ITEMS.c.key == key)).first()
+            row = conn.execute(sa.select(*_ITEM).where(ITEMS.c.batch_id == batch_id, ITEMS.c.key == key)).first()
         if row is None:
             raise BatchNotFoundError(batch_id, key)
         return _item(row)
+
+    def item_turns(self, user_id: str | None, batch_id: str, key: str) -> list[dict[str, Any]] | None:
+        """The turns of an item's last attempt that ran a subagent: its model calls and tool calls
+        as the events that told them (`{type, ts, agent_id, tool_call_id, data}`, see
+        `batch._engine.TURN_EVENTS`), or None when none are kept (no attempt ran, or it ran before
+        they were kept)."""
+        query = sa.select(ITEMS.c.turns).where(ITEMS.c.batch_id == batch_id, ITEMS.c.key == key)
+        with self.store.read() as conn:
+            _owned(conn, user_id, batch_id)
+            row = conn.execute(query).first()
+        if row is None:
+            raise BatchNotFoundError(batch_id, key)
+        return None if row.turns is None else _json_list.validate_json(row.turns)
 
     def export_rows(self, user_id: str | None, batch_id: str, *, page: int = 1_000) -> Iterator[dict[str, Any]]:
         """Every item as an export row, in submission order, read a page at a time (flat memory)."""
@@ -295,7 +313,7 @@ class Batches:
         after = -1
         while True:
             query = (
-                sa.select(ITEMS)
+                sa.select(*_ITEM)
                 .where(ITEMS.c.batch_id == batch_id, ITEMS.c.seq > after)
                 .order_by(ITEMS.c.seq)
                 .limit(page)

@@ -271,6 +271,21 @@ async def batch_items(
     return {"items": [i.to_dict() for i in found], "status": wanted, "offset": offset, "limit": limit}
 
 
+@router.get("/batches/{batch_id}/turns")
+async def item_turns(
+    batch_id: str,
+    user_id: UserId,
+    service: Service,
+    key: Annotated[str, Query(min_length=1, description="The item's key (in the query: any key, `..` too).")],
+) -> dict[str, Any]:
+    """The turns of an item's last attempt that ran a subagent: `turns`, its model calls and tool
+    calls as the events that told them (`model.request`, `model.response`, `tool.started`,
+    `tool.completed`, `warning`, `compaction`; `{type, ts, agent_id, tool_call_id, data}`), or
+    null when none are kept (no attempt ran one yet, or it ran before they were kept)."""
+    turns = await asyncio.to_thread(service.batches.item_turns, user_id, batch_id, key)
+    return {"key": key, "turns": turns}
+
+
 @router.post("/batches/{batch_id}/pause")
 async def pause_batch(batch_id: str, user_id: UserId, service: Service) -> dict[str, Any]:
     """No new item starts; running items finish."""

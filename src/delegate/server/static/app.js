@@ -401,7 +401,8 @@ async function loadItems(batchId) {
     : "no items";
 }
 
-// The item picked in the table or the timeline: what it gave back, and the files it delivered.
+// The item picked in the table or the timeline: what it gave back, the files it delivered, and its
+// subagent's turns (turns.js).
 let itemsShown = [];
 let pickedItem = { key: "", preview: null };
 
@@ -475,7 +476,11 @@ function drawItemDetail() {
       });
     parts.push(filesBox(item.artifacts || [], item.skipped, pickedItem.preview, preview));
   }
+  const turns = el("div", { class: "item-turns" }); // turns.js
+  parts.push(turns);
   box.replaceChildren(...parts);
+  const batchId = current.id;
+  ItemTurns.show(turns, batchId, item, () => pickedItem.key === item.key && current.id === batchId && turns.isConnected);
 }
 
 // One bar per item shown, from its (last) start to its end, on the clock.

@@ -97,3 +97,87 @@ function entryNode(view, agent, entry) {
   }
   return entry.node;
 }
+
+// The turns of a batch item's subagent (GET /batches/{id}/turns?key=K: its last attempt's model
+// calls and tool calls, kept as their events when the attempt ended), drawn as a run's subagent's
+// are. Read when the item is picked, again once it changed (another attempt, another status).
+const ItemTurns = (() => {
+  const loaded = new Map(); // "batch id|key" -> { stamp, promise }
+
+  function read(batchId, item) {
+    const id = `${batchId}|${item.key}`;
+    const stamp = `${item.status}|${item.attempts}|${item.finished_at}`;
+    let found = loaded.get(id);
+    if (!found || found.stamp !== stamp) {
+      const query = new URLSearchParams({ key: item.key }); // any key, ".." too: never in the path
+      found = { stamp, promise: api("GET", `/batches/${encodeURIComponent(batchId)}/turns?${query}`) };
+      found.promise.catch(() => loaded.delete(id));
+      loaded.set(id, found);
+    }
+    return found.promise;
+  }
+
+  // The events folded into an agent's entries, as the run view folds a subagent's (run.js).
+  function fold(events, model) {
+    const agent = { id: events[0].agent_id, model, entries: [], calls: new Map(), pending: null };
+    for (const ev of events) {
+      if (ev.agent_id !== agent.id) continue; // its own turns, not those of subagents it started
+      const data = ev.data || {};
+      if (ev.type === "model.request") {
+        agent.pending = { kind: "turn", ts: ev.ts, end: null, step: data.step, index: null, text: "", usage: null };
+        agent.entries.push(agent.pending);
+      } else if (ev.type === "model.response") {
+        const turn = agent.pending || { kind: "turn", ts: ev.ts, step: data.step, index: null };
+        if (!agent.pending) agent.entries.push(turn);
+        Object.assign(turn, { end: ev.ts, text: data.text || "", usage: data.usage || {}, tools: data.tool_calls });
+        agent.pending = null;
+      } else if (ev.type === "tool.started") {
+        const call = { kind: "call", id: ev.tool_call_id, ts: ev.ts, name: data.name, args: data.arguments, end: null };
+        agent.entries.push(call);
+        if (ev.tool_call_id) agent.calls.set(ev.tool_call_id, call);
+      } else if (ev.type === "tool.completed") {
+        const call = agent.calls.get(ev.tool_call_id);
+        if (call) Object.assign(call, { end: ev.ts, content: data.content, size: data.size, error: data.is_error });
+      } else {
+        const text =
+          ev.type === "compaction"
+            ? `context compacted: ${data.messages_before} → ${data.messages_after} messages`
+            : data.reason || JSON.stringify(data);
+        agent.entries.push({ kind: "note", ts: ev.ts, text });
+      }
+    }
+    return agent;
+  }
+
+  // Draw the turns of `item` (of batch `batchId`) in `box`, unless `shown()` says it is gone.
+  async function show(box, batchId, item, shown) {
+    if (item.status === "queued" || item.status === "running") {
+      box.replaceChildren(el("p", { class: "muted small", text: "Its turns are kept when the attempt ends." }));
+      return;
+    }
+    let found;
+    try {
+      found = await read(batchId, item);
+    } catch (err) {
+      if (shown()) box.replaceChildren(el("p", { class: "error", text: err.message }));
+      return;
+    }
+    if (!shown()) return;
+    if (!found.turns || !found.turns.length) {
+      box.replaceChildren(el("p", { class: "muted small", text: "No turns kept (no attempt ran a subagent, or it ran before they were kept)." }));
+      return;
+    }
+    const agent = fold(found.turns, (item.record && item.record.model) || "");
+    const start = item.started_at ? Date.parse(item.started_at) / 1000 : found.turns[0].ts;
+    const view = { start, done: true, runId: null, byCall: new Map(), open: () => {} };
+    const tools = agent.entries.filter((e) => e.kind === "call").length;
+    const attempt = item.attempts > 1 ? ` of its last attempt (${item.attempts})` : "";
+    box.replaceChildren(
+      el("h4", { text: `Turns${attempt} (${plural(tools, "tool call")})` }),
+      el("ol", { class: "calls" }, ...agent.entries.map((e) => entryNode(view, agent, e))),
+      el("p", { class: "muted small", text: "What each model call was sent is not kept for a batch item: its answer's start and its tool calls are." }),
+    );
+  }
+
+  return { show };
+})();
