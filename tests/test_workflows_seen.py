@@ -63,7 +63,7 @@ async def test_runs_show_prints_the_phases_and_the_script_with_the_agents_each_l
     out = shown.stdout
     line = "4 agents: 4 completed, 1 with every criterion holding, 0 with a criterion not holding, 0 failed"
     assert f"workflow completed: {line}" in out
-    assert "phase gather: 3 agents: 3 completed, 0 with every criterion holding" in out
+    assert "phase gather: 3 agents: 3 completed (no acceptance criteria to check), 0 failed" in out
     assert "phase check: 1 agent: 1 completed, 1 with every criterion holding" in out
     assert "2 | found = parallel([" in out and "<- 3 agents: 3 completed" in out
     assert "4 | checked = agent(" in out and "<- 1 agent: 1 completed; 1 with every criterion holding" in out

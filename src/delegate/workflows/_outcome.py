@@ -172,15 +172,17 @@ class Outcome:
 
 def count_line(counts: dict[str, int], not_started: int = 0) -> str:
     """ "300 agents: 291 completed, 287 with every criterion holding, 4 with a criterion not
-    holding, 9 failed": what a workflow's agents did, and whether their work passed."""
+    holding, 9 failed": what a workflow's agents did, and whether their work passed ("3 agents: 3
+    completed (no acceptance criteria to check), 0 failed" when no agent that completed had any)."""
     n = counts.get("agents", 0)
-    parts = [
-        f"{counts.get('completed', 0)} completed",
-        f"{counts.get('holding', 0)} with every criterion holding",
-        f"{counts.get('not_holding', 0)} with a criterion not holding",
-    ]
-    if counts.get("unverified"):
-        parts.append(f"{counts['unverified']} with a criterion unverified")
+    parts = [f"{counts.get('completed', 0)} completed"]
+    if counts.get("holding") or counts.get("not_holding") or counts.get("unverified"):
+        parts.append(f"{counts.get('holding', 0)} with every criterion holding")
+        parts.append(f"{counts.get('not_holding', 0)} with a criterion not holding")
+        if counts.get("unverified"):
+            parts.append(f"{counts['unverified']} with a criterion unverified")
+    elif counts.get("completed"):  # "0 with every criterion holding" would read as if none passed
+        parts[0] += " (no acceptance criteria to check)"
     parts.append(f"{counts.get('failed', 0)} failed")
     if not_started:
         parts.append(f"{not_started} not started (budget or agent cap)")
