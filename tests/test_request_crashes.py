@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import sqlalchemy as sa
-from sqlalchemy.pool import NullPool
+from sqlalchemy.exc import OperationalError
 
 from delegate import Store
 from tests.cli_support import run_cli
@@ -40,7 +39,7 @@ def frozen_run(
             wait_for(lambda: "a" in crew.holding, what="a to be working")
             run = wait_for(lambda: only_run(store), what="the run")
             wait_for(lambda: _started(store, run.id, "sub1"), what="sub1's start to be stored")
-            wait_for(lambda: _frozen_between_writes(proc, store_url), what="a freeze outside a write")
+            wait_for(lambda: _frozen_between_writes(proc, store, run.id), what="a freeze outside a write")
 
             def kill() -> None:
                 proc.send_signal(signal.SIGKILL)
@@ -55,15 +54,15 @@ def frozen_run(
             crew.release.set()
 
 
-def _frozen_between_writes(proc: subprocess.Popen[str], store_url: str) -> bool:
-    """SIGSTOP the run's process; on SQLite, only where it holds no write lock (frozen inside a
-    write, it would hold the database locked for good): else let it go on a moment and say so."""
+def _frozen_between_writes(proc: subprocess.Popen[str], store: Store, run_id: str) -> bool:
+    """SIGSTOP the run's process; only where it holds no lock the test's requests need (frozen
+    inside a write, it would hold them for good): else let it go on a moment and say so."""
     proc.send_signal(signal.SIGSTOP)
-    if store_url.startswith("sqlite:///"):
-        between = _sqlite_unlocked(store_url.removeprefix("sqlite:///"))
+    url = store.engine.url
+    if url.get_backend_name() == "sqlite":
+        between = _sqlite_unlocked(str(url.database))
     else:
-        time.sleep(0.1)  # a transaction the frozen process had open is idle in it by now
-        between = _no_open_transaction(store_url)
+        between = _run_row_free(store, run_id)
     if not between:
         proc.send_signal(signal.SIGCONT)
         time.sleep(0.05)
@@ -82,19 +81,16 @@ def _sqlite_unlocked(path: str) -> bool:
         probe.close()
 
 
-def _no_open_transaction(store_url: str) -> bool:
-    """No session of the database idle in a transaction for a tenth of a second (another test's
-    may be, a moment: then the freeze is tried again)."""
-    engine = sa.create_engine(sa.make_url(store_url).set(drivername="postgresql+psycopg"), poolclass=NullPool)
+def _run_row_free(store: Store, run_id: str) -> bool:
+    """Whether the run's row can be locked at once on PostgreSQL: every stop and cancel request
+    updates it, so a process frozen inside a transaction that holds it would block them for good."""
     try:
-        with engine.connect() as conn:
-            held = conn.exec_driver_sql(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND state LIKE 'idle in transaction%%' AND now() - state_change > interval '100 milliseconds'"
-            ).scalar_one()
-    finally:
-        engine.dispose()
-    return held == 0
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1 FROM runs WHERE id = %(id)s FOR UPDATE NOWAIT", {"id": run_id})
+            conn.rollback()
+        return True
+    except OperationalError:  # lock not available: held by the frozen writer
+        return False
 
 
 def _started(store: Store, run_id: str, agent_id: str) -> bool:
