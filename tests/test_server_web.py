@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,9 +75,10 @@ def browser() -> Iterator[sync_api.Browser]:
         launched.close()
 
 
-@pytest.fixture
-def page(browser: sync_api.Browser, server: LiveServer) -> Iterator[sync_api.Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def opened_page(browser: sync_api.Browser, server: LiveServer, **options: Any) -> Iterator[sync_api.Page]:
+    """The page at `server`'s root in a fresh 1280x900 context (`options`: more of the context's);
+    after the test, no script error may have happened on it. A fixture's body: `yield from` it."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, **options)
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -84,6 +86,11 @@ def page(browser: sync_api.Browser, server: LiveServer) -> Iterator[sync_api.Pag
     yield opened
     context.close()
     assert errors == [], errors
+
+
+@pytest.fixture
+def page(browser: sync_api.Browser, server: LiveServer) -> Iterator[sync_api.Page]:
+    yield from opened_page(browser, server)
 
 
 def sign_in(page: sync_api.Page, token: str) -> None:

@@ -20,7 +20,7 @@ from tests.eval_support import write_suite
 from tests.loopback_server import LiveServer
 from tests.test_eval_http import answering
 from tests.test_server_web import browser as browser  # the module's Chromium (a fixture)
-from tests.test_server_web import sign_in
+from tests.test_server_web import opened_page, sign_in
 from tests.test_server_web import store as store
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (pip install playwright)")
@@ -40,14 +40,7 @@ def server(tmp_path: Path, store: Store) -> Iterator[LiveServer]:
 
 @pytest.fixture
 def page(browser: sync_api.Browser, server: LiveServer) -> Iterator[sync_api.Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.goto(f"{server.url}/")
-    yield opened
-    context.close()
-    assert errors == [], errors
+    yield from opened_page(browser, server, accept_downloads=True)
 
 
 def alices_eval(tmp_path: Path, store: Store) -> tuple[str, EvalReport]:

@@ -19,7 +19,7 @@ from delegate.testing import FunctionModel, call, is_lead, reply
 from tests.loopback_server import LiveServer
 from tests.test_memory_http import write_skill
 from tests.test_server_web import browser as browser  # the module's Chromium (a fixture)
-from tests.test_server_web import sign_in
+from tests.test_server_web import opened_page, sign_in
 from tests.test_server_web import store as store
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (pip install playwright)")
@@ -59,14 +59,7 @@ def server(tmp_path: Path, store: Store) -> Iterator[LiveServer]:
 
 @pytest.fixture
 def page(browser: sync_api.Browser, server: LiveServer) -> Iterator[sync_api.Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.goto(f"{server.url}/")
-    yield opened
-    context.close()
-    assert errors == [], errors
+    yield from opened_page(browser, server)
 
 
 def test_each_agents_todo_list_shows_under_its_line_in_the_run_tree(page: sync_api.Page, store: Store) -> None:
